@@ -1,0 +1,4 @@
+from macs_audit.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""The audit: views x predictor x accumulators -> Report.
+
+`run_audit` is the one function the CLI, the gate, `finetune` and `calibrate` call. It never
+prints; progress goes to an optional callback `progress(description, done, total)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator
+
+import numpy as np
+
+import macs_audit
+from macs_audit import metrics
+from macs_audit.calibration import fit_temperature, stratified_split
+from macs_audit.data import Source
+from macs_audit.errors import InputError, UsageError
+from macs_audit.models.predictor import Predictor, to_unit_float
+from macs_audit.report import Report, ViewResult
+
+ProgressFn = Callable[[str, int, int], None]
+# A view maps a uint8 NHWC batch (and its position in the data set) to float [0,1] NCHW images.
+ViewFn = Callable[[np.ndarray, int], np.ndarray]
+
+
+@dataclasses.dataclass
+class AuditOptions:
+    batch_size: int = 500
+    calibration_split: float = 0.2  # fraction of the evaluation data held out to fit T; 0 disables
+    bootstrap: int = 1000           # bootstrap resamples for the intervals; 0 disables
+    seed: int = 0
+
+
+@dataclasses.dataclass
+class AuditResult:
+    report: Report
+    logits: np.ndarray  # clean-view logits, float32 (N, K)
+    labels: np.ndarray
+
+
+def _prefetched(source: Source, batch_size: int, view: ViewFn) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Prepare the next batch in a worker thread while the model runs on the current one."""
+    starts = list(range(0, len(source), batch_size))
+
+    def prepare(start: int):
+        pos = np.arange(start, min(start + batch_size, len(source)))
+        return start, view(source.images(pos), start), source.labels[pos]
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(prepare, starts[0]) if starts else None
+        for i in range(len(starts)):
+            batch = pending.result()
+            pending = pool.submit(prepare, starts[i + 1]) if i + 1 < len(starts) else None
+            yield batch
+
+
+def clean_view(images: np.ndarray, start: int) -> np.ndarray:
+    return to_unit_float(images)
+
+
+def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_size: int,
+                  view: ViewFn = clean_view, progress: ProgressFn | None = None,
+                  description: str = "clean", keep_logits: bool = False):
+    """Run one view over the whole source; return (accumulator, logits or None)."""
+    acc = metrics.CalibrationAccumulator(num_classes)
+    kept = []
+    done = 0
+    for start, images, labels in _prefetched(source, batch_size, view):
+        logits = predictor.predict(images)
+        if logits.shape[1] != num_classes:
+            raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
+        acc.update(logits, labels)
+        if keep_logits:
+            kept.append(logits)
+        done += len(labels)
+        if progress:
+            progress(description, done, len(source))
+    return acc, (np.concatenate(kept) if keep_logits else None)
+
+
+def view_result(name: str, kind: str, acc: metrics.CalibrationAccumulator, bootstrap: int, seed: int,
+                **where) -> ViewResult:
+    return ViewResult(
+        name=name, kind=kind, metrics=acc.compute(),
+        intervals=metrics.bootstrap_intervals(acc, bootstrap, seed) if bootstrap else {},
+        reliability=acc.reliability(), **where,
+    )
+
+
+def check_classes(predictor: Predictor, source: Source) -> int:
+    k_model, k_data = predictor.num_classes, source.num_classes
+    if k_model is not None and k_model != k_data:
+        raise InputError(f"the model has {k_model} classes but the data set has {k_data} ({source.name})")
+    return k_data
+
+
+def temperature_section(logits: np.ndarray, labels: np.ndarray, num_classes: int, fraction: float,
+                        seed: int) -> dict | None:
+    """Fit T on a stratified held-out part of the evaluation data; compare on the rest."""
+    if fraction <= 0:
+        return None
+    if not 0 < fraction < 1:
+        raise UsageError(f"--calibration-split must be in [0, 1), got {fraction}")
+    held, rest = stratified_split(labels, fraction, seed)
+    if len(held) == 0 or len(rest) == 0:
+        return None
+    t = fit_temperature(logits[held], labels[held])
+    raw = metrics.calibration_metrics(logits[rest], labels[rest], num_classes)
+    scaled = metrics.calibration_metrics(logits[rest] / t, labels[rest], num_classes)
+    return {
+        "temperature": t, "fit_fraction": fraction, "n_fit": int(len(held)), "n_eval": int(len(rest)),
+        "split": "class-stratified, seeded", "seed": seed,
+        "raw": {k: raw[k] for k in ("accuracy", "ece", "adaptive_ece", "nll", "brier")},
+        "scaled": {k: scaled[k] for k in ("accuracy", "ece", "adaptive_ece", "nll", "brier")},
+    }
+
+
+def margin_histogram(acc: metrics.CalibrationAccumulator, bins: int = 40) -> dict:
+    margins = acc.samples()["margin"]
+    lo, hi = float(np.floor(margins.min())), float(np.ceil(margins.max()))
+    counts, edges = np.histogram(margins, bins=bins, range=(lo, hi if hi > lo else lo + 1))
+    return {"edges": edges.tolist(), "counts": counts.tolist()}
+
+
+def run_audit(predictor: Predictor, source: Source, options: AuditOptions = AuditOptions(),
+              progress: ProgressFn | None = None, data_info: dict | None = None) -> AuditResult:
+    if options.batch_size < 1:
+        raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
+    num_classes = check_classes(predictor, source)
+    acc, logits = evaluate_view(predictor, source, num_classes, options.batch_size,
+                                progress=progress, keep_logits=True)
+    clean = view_result("clean", "clean", acc, options.bootstrap, options.seed)
+    report = Report(
+        model={**predictor.info, **predictor.config.as_metadata(), "output": predictor.output.describe(),
+               "config_sources": dict(predictor.config.sources)},
+        data={"source": source.name, "format": source.format, "n": len(source), "num_classes": num_classes,
+              "class_names": list(source.class_names), **(data_info or {})},
+        runtime={"device": predictor.info["device"], "provider": predictor.info["provider"],
+                 "batch_size": options.batch_size, **_versions()},
+        conventions=dict(metrics.CONVENTIONS),
+        seeds={"bootstrap": options.seed, "calibration_split": options.seed},
+        clean=clean,
+        temperature_scaling=temperature_section(logits, source.labels, num_classes,
+                                                options.calibration_split, options.seed),
+        margin_histogram=margin_histogram(acc),
+        tool={"name": "macs-audit", "version": macs_audit.__version__},
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    report.conventions["bootstrap_resamples"] = options.bootstrap
+    return AuditResult(report=report, logits=logits, labels=source.labels.copy())
+
+
+def _versions() -> dict:
+    import sys
+
+    out = {"python": sys.version.split()[0], "numpy": np.__version__}
+    for name in ("onnxruntime", "torch"):
+        module = sys.modules.get(name)
+        if module is not None:
+            out[name] = getattr(module, "__version__", "?")
+    return out

@@ -1,0 +1,90 @@
+"""`macs-audit evaluate MODEL`: audit a model's calibration on clean data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from macs_audit.cli.common import Progress, app, handle_errors, parse_floats, parse_size, show_progress, stderr, stdout
+
+MODEL_HELP = "Model file: .onnx, TorchScript (.pt), or a state dict (.pt/.pth/.safetensors) with --arch."
+
+
+def model_flags(arch, num_classes, input_size, mean, std, output_kind) -> dict:
+    """ModelConfig overrides from the command line (None = not given)."""
+    return {
+        "arch": arch, "num_classes": num_classes, "input_size": parse_size(input_size),
+        "mean": parse_floats(mean, "--mean"), "std": parse_floats(std, "--std"), "output": output_kind,
+    }
+
+
+def load_data(data, data_format, split, limit, seed, image_size):
+    """Open the data source and apply --limit; return (source, data_info for the report)."""
+    from macs_audit.data import load_source, stratified_subset
+
+    source = load_source(data, data_format, split, image_size=image_size)
+    info = {"split": split, "limit": limit}
+    if limit is not None:
+        source = source.subset(stratified_subset(source.labels, limit, seed))
+        info["limit_seed"] = seed
+    return source, info
+
+
+def save_predictions(path: Path, logits, labels) -> None:
+    import numpy as np
+
+    from macs_audit.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, logits=logits, labels=labels)
+
+
+@app.command()
+@handle_errors
+def evaluate(
+    model: Path = typer.Argument(..., help=MODEL_HELP),
+    data: Optional[Path] = typer.Option(None, "--data", help="Data: .npz (x, y), CIFAR python-batches dir, or ImageFolder dir. Default: built-in CIFAR-10 test set."),
+    data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar or imagefolder."),
+    split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory: test or train."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate a class-stratified subset of N images."),
+    arch: Optional[str] = typer.Option(None, "--arch", help="timm architecture of a state dict / safetensors checkpoint."),
+    num_classes: Optional[int] = typer.Option(None, "--num-classes", help="Number of classes of the checkpoint."),
+    input_size: Optional[str] = typer.Option(None, "--input-size", help="Model input size H,W (or one number)."),
+    mean: Optional[str] = typer.Option(None, "--mean", help="Per-channel mean, e.g. 0.4914,0.4822,0.4465."),
+    std: Optional[str] = typer.Option(None, "--std", help="Per-channel std, e.g. 0.2470,0.2435,0.2616."),
+    output_kind: Optional[str] = typer.Option(None, "--model-output", help="What the model returns: auto, logits or probabilities."),
+    trust_pickled: bool = typer.Option(False, "--trust-pickled-model-code", help="Allow loading a fully pickled torch module. This RUNS CODE from the file: only for files you trust."),
+    batch_size: int = typer.Option(500, "--batch-size", min=1),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    calibration_split: float = typer.Option(0.2, "--calibration-split", help="Fraction of the data held out to fit the temperature (0 disables)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap resamples for 95% intervals (0 disables)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for subsets, splits and bootstrap."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the JSON report here."),
+    predictions: Optional[Path] = typer.Option(None, "--save-predictions", help="Write logits and labels (.npz) here."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Audit MODEL's calibration: accuracy, ECE, NLL, Brier, margins, with bootstrap intervals."""
+    from macs_audit.audit import AuditOptions, run_audit
+    from macs_audit.errors import UsageError
+    from macs_audit.models.predictor import load_predictor
+    from macs_audit.reports import terminal
+
+    if not 0 <= calibration_split < 1:
+        raise UsageError(f"--calibration-split must be in [0, 1), got {calibration_split}")
+    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
+    predictor = load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled)
+    source, data_info = load_data(data, data_format, split, limit, seed, tuple(predictor.config.input_size))
+    options = AuditOptions(batch_size=batch_size, calibration_split=calibration_split, bootstrap=bootstrap, seed=seed)
+    with Progress(show_progress(quiet)) as progress:
+        result = run_audit(predictor, source, options, progress=progress, data_info=data_info)
+    if predictions is not None:
+        save_predictions(predictions, result.logits, result.labels)
+    if output is not None:
+        from macs_audit.atomic import write_text
+
+        write_text(output, result.report.to_json())
+        stderr.print(f"report written to {output}")
+    stdout.print(terminal.render(result.report))

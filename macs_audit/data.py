@@ -1,0 +1,262 @@
+"""Data sources: uint8 images (N, H, W, C), int64 labels, class names.
+
+Formats: the built-in CIFAR-10 test set (package data), CIFAR-10/100 python-batches directories
+(`cifar-10-batches-py`, `cifar-100-python`), `.npz` files with `x` and `y` (and optionally
+`class_names`), and ImageFolder directories (one sub-directory of images per class).
+CIFAR-10-C / CIFAR-100-C directories are read by `macs_audit.cifar_c`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from macs_audit.errors import InputError, UsageError
+
+CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+FORMATS = ("auto", "builtin", "npz", "cifar", "imagefolder")
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm"}
+
+
+@dataclasses.dataclass
+class Source:
+    """A labelled image set. `fetch(indices)` returns those images as uint8 (n, H, W, C)."""
+
+    name: str
+    format: str
+    labels: np.ndarray
+    class_names: list[str]
+    fetch: Callable[[np.ndarray], np.ndarray]
+    indices: np.ndarray | None = None  # a subset of the underlying set, if any
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def images(self, positions: np.ndarray) -> np.ndarray:
+        """Images at `positions` (0..len-1) of this (possibly subset) source."""
+        underlying = positions if self.indices is None else self.indices[positions]
+        return self.fetch(underlying)
+
+    def subset(self, positions: np.ndarray) -> "Source":
+        positions = np.asarray(positions, dtype=np.int64)
+        underlying = positions if self.indices is None else self.indices[positions]
+        return dataclasses.replace(self, labels=self.labels[positions], indices=underlying)
+
+    def batches(self, batch_size: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """Yield (start, images, labels) in order."""
+        for start in range(0, len(self), batch_size):
+            pos = np.arange(start, min(start + batch_size, len(self)))
+            yield start, self.images(pos), self.labels[pos]
+
+
+def array_source(name: str, fmt: str, x: np.ndarray, y: np.ndarray, class_names: list[str]) -> Source:
+    x = _as_nhwc_uint8(x, name)
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) != len(x):
+        raise InputError(f"{name}: expected one label per image, got {len(x)} images and labels of shape {y.shape}")
+    if not np.issubdtype(y.dtype, np.integer):
+        raise InputError(f"{name}: labels must be integers, got {y.dtype}")
+    return _validated(Source(name, fmt, y.astype(np.int64), list(class_names), lambda idx: np.asarray(x[idx])))
+
+
+def _as_nhwc_uint8(x: np.ndarray, name: str) -> np.ndarray:
+    if x.ndim == 3:  # greyscale (N, H, W)
+        x = x[..., None]
+    if x.ndim != 4:
+        raise InputError(f"{name}: expected images of shape (N, H, W, C), got {x.shape}")
+    if x.shape[-1] not in (1, 3) and x.shape[1] in (1, 3):  # channels-first
+        x = x.transpose(0, 2, 3, 1)
+    if x.dtype != np.uint8:
+        raise InputError(f"{name}: images must be uint8 in [0, 255], got {x.dtype}")
+    return x
+
+
+def _validated(source: Source) -> Source:
+    if len(source) == 0:
+        raise InputError(f"{source.name}: the data set is empty")
+    lo, hi = int(source.labels.min()), int(source.labels.max())
+    if lo < 0 or hi >= source.num_classes:
+        bad = lo if lo < 0 else hi
+        raise InputError(f"{source.name}: label {bad} is out of range for {source.num_classes} classes")
+    return source
+
+
+def builtin_cifar10_test() -> Source:
+    """The 10,000-image CIFAR-10 test set shipped with the package (Krizhevsky, 2009)."""
+    with resources.files("macs_audit").joinpath("assets/cifar10_test.npz").open("rb") as fh:
+        data = np.load(fh, allow_pickle=False)
+        x, y, names = data["x"], data["y"], [str(n) for n in data["class_names"]]
+    return array_source("builtin:cifar10-test", "builtin", x, y, names)
+
+
+def load_npz(path: Path) -> Source:
+    try:
+        data = np.load(path, allow_pickle=False)
+        keys = set(data.files)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path} as .npz: {exc}") from None
+    if not {"x", "y"} <= keys:
+        raise InputError(f"{path}: an .npz data file needs arrays 'x' (images) and 'y' (labels); found {sorted(keys)}")
+    y = data["y"]
+    if "class_names" in keys:
+        names = [str(n) for n in data["class_names"]]
+    else:
+        k = int(y.max()) + 1 if len(y) else 0
+        names = CIFAR10_CLASSES if k <= 10 and k > 0 and len(y) else [str(i) for i in range(k)]
+    return array_source(str(path), "npz", data["x"], y, names)
+
+
+class _ArrayOnlyUnpickler(pickle.Unpickler):
+    """Unpickles the official CIFAR python batches without running arbitrary code:
+    only numpy array reconstruction is allowed besides plain Python containers."""
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"), ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    }
+
+    def find_class(self, module, name):
+        if (module, name) in self.ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def _unpickle(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            obj = _ArrayOnlyUnpickler(fh, encoding="bytes").load()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
+        raise InputError(f"cannot read CIFAR batch {path}: {exc}") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{path} is not a CIFAR python batch (expected a dict)")
+    return {(k.decode() if isinstance(k, bytes) else k): v for k, v in obj.items()}
+
+
+def _decode(names) -> list[str]:
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+
+
+def load_cifar_dir(path: Path, split: str) -> Source:
+    """`cifar-10-batches-py` (data_batch_1..5, test_batch, batches.meta) or
+    `cifar-100-python` (train, test, meta; fine labels)."""
+    if (path / "batches.meta").is_file():
+        names = _decode(_unpickle(path / "batches.meta")["label_names"])
+        files = ["test_batch"] if split == "test" else [f"data_batch_{i}" for i in range(1, 6)]
+        label_key = "labels"
+    elif (path / "meta").is_file():
+        names = _decode(_unpickle(path / "meta")["fine_label_names"])
+        files = [split]
+        label_key = "fine_labels"
+    else:
+        raise InputError(f"{path} is not a CIFAR python-batches directory (no batches.meta or meta file)")
+    xs, ys = [], []
+    for name in files:
+        if not (path / name).is_file():
+            raise InputError(f"{path}: missing CIFAR batch file {name!r}")
+        batch = _unpickle(path / name)
+        if "data" not in batch or label_key not in batch:
+            raise InputError(f"{path / name}: not a CIFAR batch (needs 'data' and '{label_key}')")
+        data = np.asarray(batch["data"], dtype=np.uint8)
+        if data.ndim != 2 or data.shape[1] != 3072:
+            raise InputError(f"{path / name}: expected data of shape (N, 3072), got {data.shape}")
+        xs.append(data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
+        ys.append(np.asarray(batch[label_key], dtype=np.int64))
+    return array_source(str(path), "cifar", np.concatenate(xs), np.concatenate(ys), names)
+
+
+def load_imagefolder(path: Path, image_size: tuple[int, int] | None) -> Source:
+    """root/<class>/<image>; classes sorted by name; images resized to `image_size` (H, W) if given,
+    else to the size of the first image."""
+    from PIL import Image
+
+    classes = sorted(d.name for d in path.iterdir() if d.is_dir() and not d.name.startswith("."))
+    files, labels = [], []
+    for label, cls in enumerate(classes):
+        for f in sorted((path / cls).rglob("*")):
+            if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file():
+                files.append(f)
+                labels.append(label)
+    if not files:
+        raise InputError(f"{path}: no images found (expected root/<class>/<image> sub-directories)")
+
+    def read(f: Path) -> Image.Image:
+        try:
+            with Image.open(f) as im:
+                return im.convert("RGB")
+        except OSError as exc:
+            raise InputError(f"cannot read image {f}: {exc}") from None
+
+    if image_size is None:
+        w, h = read(files[0]).size
+        image_size = (h, w)
+    h, w = image_size
+
+    def fetch(idx: np.ndarray) -> np.ndarray:
+        out = np.empty((len(idx), h, w, 3), dtype=np.uint8)
+        for row, i in enumerate(idx):
+            im = read(files[i])
+            if im.size != (w, h):
+                im = im.resize((w, h), Image.BILINEAR)
+            out[row] = np.asarray(im)
+        return out
+
+    return _validated(Source(str(path), "imagefolder", np.asarray(labels, dtype=np.int64), classes, fetch))
+
+
+def detect_format(path: Path) -> str:
+    if path.is_file():
+        if path.suffix == ".npz":
+            return "npz"
+        raise UsageError(f"{path}: unknown data file type (expected .npz or a directory)")
+    if (path / "batches.meta").is_file() or (path / "meta").is_file():
+        return "cifar"
+    if (path / "labels.npy").is_file():
+        raise UsageError(f"{path} looks like a CIFAR-C directory: pass it with --cifar-c, not --data")
+    return "imagefolder"
+
+
+def load_source(path: str | Path | None = None, fmt: str = "auto", split: str = "test",
+                image_size: tuple[int, int] | None = None) -> Source:
+    """Open a data source. `path=None` gives the built-in CIFAR-10 test set."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown data format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if split not in ("train", "test"):
+        raise UsageError(f"split must be 'train' or 'test', got {split!r}")
+    if path is None or fmt == "builtin":
+        return builtin_cifar10_test()
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"data not found: {path}")
+    fmt = detect_format(path) if fmt == "auto" else fmt
+    if fmt == "npz":
+        return load_npz(path)
+    if fmt == "cifar":
+        return load_cifar_dir(path, split)
+    return load_imagefolder(path, image_size)
+
+
+def stratified_subset(labels: np.ndarray, limit: int, seed: int = 0) -> np.ndarray:
+    """Positions of a class-stratified subset of size `limit` (largest-remainder allocation), seeded."""
+    n = len(labels)
+    if limit <= 0:
+        raise UsageError(f"--limit must be positive, got {limit}")
+    if limit >= n:
+        return np.arange(n)
+    rng = np.random.default_rng(seed)
+    classes, counts = np.unique(labels, return_counts=True)
+    quota = counts * limit / n
+    take = np.floor(quota).astype(int)
+    remainder_order = np.argsort(-(quota - take), kind="stable")
+    take[remainder_order[: limit - take.sum()]] += 1
+    chosen = [rng.permutation(np.flatnonzero(labels == c))[:k] for c, k in zip(classes, take)]
+    return np.sort(np.concatenate(chosen))

@@ -1,0 +1,238 @@
+"""Calibration metrics as mergeable accumulators (one definition per metric).
+
+Conventions (method-reference.md §2): softmax in float64 from the logits; 15 equal-width bins,
+bin b holds confidences in (b/15, (b+1)/15], with 0 in the first bin and 1 in the last; Brier
+summed over classes; NLL in nats; margins on raw logits against the true label.
+
+`CalibrationAccumulator.update` takes one batch; `merge` adds another accumulator exactly
+(fixed-size float64 sums plus the per-sample confidence/correctness/NLL arrays that equal-mass
+ECE and the bootstrap need); `compute` returns the metrics of everything seen so far. The
+functional `calibration_metrics(logits, labels, K)` is one update plus compute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from macs_audit.errors import InputError
+
+N_BINS = 15
+MARGIN_TARGET = 1.0  # "fraction of samples with margin below a target": the MaCS Delta default
+CONVENTIONS = {
+    "softmax": "float64, from the logits",
+    "ece_bins": N_BINS,
+    "ece_bin_edges": "equal width, (lo, hi]; confidence 0 in the first bin, 1 in the last",
+    "adaptive_ece": "15 equal-mass bins over sorted confidences (ties broken by correctness), sizes differ by at most one",
+    "classwise_ece": "15 equal-width bins per class, averaged over classes (Kull et al. 2019)",
+    "nll": "mean negative log-likelihood of the true class, nats",
+    "brier": "mean over samples of the squared error summed over classes, range [0, 2]",
+    "margin": "z[y] - max_{j != y} z[j] on raw logits, true label",
+    "margin_target": MARGIN_TARGET,
+    "units": "fractions in [0,1] (not percent)",
+    "bootstrap": "percentile intervals over resamples of the evaluated samples",
+}
+
+
+def softmax64(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (probabilities, log-probabilities) in float64."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return np.exp(log_p), log_p
+
+
+def bin_index(confidence: np.ndarray, n_bins: int = N_BINS) -> np.ndarray:
+    """Bin of each confidence under the (lo, hi] convention; 0 -> first bin, 1 -> last."""
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    return np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, n_bins - 1)
+
+
+def ece_from_bins(count: np.ndarray, conf_sum: np.ndarray, correct_sum: np.ndarray, total: int) -> float:
+    nonzero = count > 0
+    gap = np.abs(correct_sum[nonzero] - conf_sum[nonzero])  # n_b * |acc_b - conf_b|
+    return float(gap.sum() / total)
+
+
+def adaptive_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> float:
+    """Equal-mass ECE: contiguous groups of sorted confidences, sizes differing by at most one."""
+    n = len(confidence)
+    order = np.lexsort((correct, confidence))  # deterministic under any input order
+    conf, hit = confidence[order], correct[order].astype(np.float64)
+    groups = np.array_split(np.arange(n), min(n_bins, n))
+    return float(sum(abs(hit[g].sum() - conf[g].sum()) for g in groups if len(g)) / n)
+
+
+@dataclasses.dataclass
+class CalibrationAccumulator:
+    """Sums over samples for one view. All floating sums are float64."""
+
+    num_classes: int
+    n_bins: int = N_BINS
+    margin_target: float = MARGIN_TARGET
+
+    def __post_init__(self):
+        k, b = self.num_classes, self.n_bins
+        self.count = 0
+        self.correct = 0
+        self.nll_sum = 0.0
+        self.brier_sum = 0.0
+        self.margin_sum = 0.0
+        self.margin_below = 0
+        self.logit_norm_sum = 0.0
+        self.max_logit_sum = 0.0
+        self.bin_count = np.zeros(b, dtype=np.int64)
+        self.bin_conf_sum = np.zeros(b)
+        self.bin_correct_sum = np.zeros(b)
+        self.class_bin_count = np.zeros((k, b), dtype=np.int64)
+        self.class_bin_prob_sum = np.zeros((k, b))
+        self.class_bin_hit_sum = np.zeros((k, b))
+        # Per-sample state, kept only because equal-mass ECE and the bootstrap need it.
+        self._confidence: list[np.ndarray] = []
+        self._is_correct: list[np.ndarray] = []
+        self._nll: list[np.ndarray] = []
+        self._margin: list[np.ndarray] = []
+
+    def update(self, logits: np.ndarray, labels: np.ndarray) -> None:
+        logits = np.asarray(logits)
+        labels = np.asarray(labels, dtype=np.int64)
+        n, k = logits.shape if logits.ndim == 2 else (None, None)
+        if k != self.num_classes or len(labels) != n:
+            raise InputError(f"expected logits of shape (N, {self.num_classes}) for {len(labels)} labels, got {logits.shape}")
+        if n == 0:
+            return
+        if labels.min() < 0 or labels.max() >= k:
+            raise InputError(f"label {int(labels.max() if labels.max() >= k else labels.min())} is out of range for {k} classes")
+        if not np.isfinite(logits).all():
+            raise InputError("the model produced NaN or infinite logits")
+        p, log_p = softmax64(logits)
+        rows = np.arange(n)
+        pred = p.argmax(axis=1)
+        conf = p[rows, pred]
+        hit = pred == labels
+        nll = -log_p[rows, labels]
+        onehot = np.zeros_like(p)
+        onehot[rows, labels] = 1.0
+        z = logits.astype(np.float64)
+        z_true = z[rows, labels]
+        z_other = z.copy()
+        z_other[rows, labels] = -np.inf
+        margin = z_true - z_other.max(axis=1)
+
+        self.count += n
+        self.correct += int(hit.sum())
+        self.nll_sum += float(nll.sum())
+        self.brier_sum += float(((p - onehot) ** 2).sum())
+        self.margin_sum += float(margin.sum())
+        self.margin_below += int((margin < self.margin_target).sum())
+        self.logit_norm_sum += float(np.linalg.norm(z, axis=1).sum())
+        self.max_logit_sum += float(z.max(axis=1).sum())
+        b = bin_index(conf, self.n_bins)
+        self.bin_count += np.bincount(b, minlength=self.n_bins)
+        self.bin_conf_sum += np.bincount(b, weights=conf, minlength=self.n_bins)
+        self.bin_correct_sum += np.bincount(b, weights=hit, minlength=self.n_bins)
+        # Classwise: every (sample, class) probability goes into that class's bins.
+        flat = (np.arange(k)[None, :] * self.n_bins + bin_index(p, self.n_bins)).ravel()
+        size = k * self.n_bins
+        self.class_bin_count += np.bincount(flat, minlength=size).reshape(k, -1)
+        self.class_bin_prob_sum += np.bincount(flat, weights=p.ravel(), minlength=size).reshape(k, -1)
+        self.class_bin_hit_sum += np.bincount(flat, weights=onehot.ravel(), minlength=size).reshape(k, -1)
+        self._confidence.append(conf)
+        self._is_correct.append(hit)
+        self._nll.append(nll)
+        self._margin.append(margin)
+
+    def merge(self, other: "CalibrationAccumulator") -> "CalibrationAccumulator":
+        """Add `other` into self (samples of `other` come after those of self)."""
+        if (other.num_classes, other.n_bins, other.margin_target) != (self.num_classes, self.n_bins, self.margin_target):
+            raise ValueError("cannot merge accumulators with different classes, bins or margin target")
+        for name in ("count", "correct", "nll_sum", "brier_sum", "margin_sum", "margin_below",
+                     "logit_norm_sum", "max_logit_sum", "bin_count", "bin_conf_sum", "bin_correct_sum",
+                     "class_bin_count", "class_bin_prob_sum", "class_bin_hit_sum"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("_confidence", "_is_correct", "_nll", "_margin"):
+            getattr(self, name).extend(getattr(other, name))
+        return self
+
+    # -- per-sample arrays (concatenated lazily) --
+    def samples(self) -> dict[str, np.ndarray]:
+        def cat(parts, dtype):
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+        return {
+            "confidence": cat(self._confidence, np.float64),
+            "correct": cat(self._is_correct, bool),
+            "nll": cat(self._nll, np.float64),
+            "margin": cat(self._margin, np.float64),
+        }
+
+    def reliability(self) -> dict[str, list]:
+        """Per-bin counts, mean confidence and accuracy: what a reliability diagram draws."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            conf = np.where(self.bin_count > 0, self.bin_conf_sum / self.bin_count, np.nan)
+            acc = np.where(self.bin_count > 0, self.bin_correct_sum / self.bin_count, np.nan)
+        return {
+            "edges": np.linspace(0, 1, self.n_bins + 1).tolist(),
+            "count": self.bin_count.tolist(),
+            "mean_confidence": [None if np.isnan(v) else float(v) for v in conf],
+            "accuracy": [None if np.isnan(v) else float(v) for v in acc],
+        }
+
+    def compute(self) -> dict[str, float]:
+        n = self.count
+        if n == 0:
+            raise InputError("no samples were evaluated (empty data set?)")
+        gaps = np.abs(self.bin_correct_sum - self.bin_conf_sum)
+        nonzero = self.bin_count > 0
+        class_gap = np.abs(self.class_bin_hit_sum - self.class_bin_prob_sum)  # n_bk * |freq - mean p|
+        s = self.samples()
+        return {
+            "n": n,
+            "accuracy": self.correct / n,
+            "ece": ece_from_bins(self.bin_count, self.bin_conf_sum, self.bin_correct_sum, n),
+            "mce": float((gaps[nonzero] / self.bin_count[nonzero]).max()),
+            "adaptive_ece": adaptive_ece(s["confidence"], s["correct"], self.n_bins),
+            "classwise_ece": float(class_gap.sum() / n / self.num_classes),
+            "nll": self.nll_sum / n,
+            "brier": self.brier_sum / n,
+            "mean_confidence": float(self.bin_conf_sum.sum() / n),
+            "mean_margin": self.margin_sum / n,
+            "frac_margin_below_target": self.margin_below / n,
+            "mean_logit_norm": self.logit_norm_sum / n,
+            "mean_max_logit": self.max_logit_sum / n,
+        }
+
+
+def calibration_metrics(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> dict[str, float]:
+    """Functional form: the metrics of one set of logits."""
+    acc = CalibrationAccumulator(num_classes)
+    acc.update(logits, labels)
+    return acc.compute()
+
+
+def bootstrap_intervals(acc: CalibrationAccumulator, n_resamples: int = 1000, seed: int = 0,
+                        level: float = 0.95) -> dict[str, list[float]]:
+    """Percentile bootstrap intervals for accuracy, ECE and NLL over the accumulated samples."""
+    s = acc.samples()
+    n = len(s["confidence"])
+    if n_resamples <= 0 or n == 0:
+        return {}
+    rng = np.random.default_rng(seed)
+    bins = bin_index(s["confidence"], acc.n_bins)
+    correct = s["correct"].astype(np.float64)
+    stats = {"accuracy": [], "ece": [], "nll": []}
+    chunk = max(1, 4_000_000 // n)  # bound memory: resample indices in chunks
+    for start in range(0, n_resamples, chunk):
+        m = min(chunk, n_resamples - start)
+        idx = rng.integers(0, n, size=(m, n))
+        # Offset each resample's bins so one bincount computes all of them.
+        flat = (bins[idx] + acc.n_bins * np.arange(m)[:, None]).ravel()
+        size = m * acc.n_bins
+        conf_sum = np.bincount(flat, weights=s["confidence"][idx].ravel(), minlength=size).reshape(m, -1)
+        hit_sum = np.bincount(flat, weights=correct[idx].ravel(), minlength=size).reshape(m, -1)
+        stats["ece"].extend((np.abs(hit_sum - conf_sum).sum(axis=1) / n).tolist())
+        stats["accuracy"].extend(correct[idx].mean(axis=1).tolist())
+        stats["nll"].extend(s["nll"][idx].mean(axis=1).tolist())
+    alpha = (1 - level) / 2
+    return {k: [float(np.quantile(v, alpha)), float(np.quantile(v, 1 - alpha))] for k, v in stats.items()}

@@ -1,0 +1,1 @@
+"""Model backends. Import submodules lazily: torch and onnxruntime are heavy."""

@@ -1,0 +1,84 @@
+"""ONNX models through onnxruntime. Never needs a torch model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from macs_audit.errors import InputError
+from macs_audit.models import config as model_config
+from macs_audit.models.predictor import OutputAdapter, file_sha256, resize_and_normalize_numpy
+
+
+def _providers_for(device: str) -> list:
+    if device.startswith("cuda"):
+        import onnxruntime as ort
+
+        if hasattr(ort, "preload_dlls"):  # CUDA/cuDNN from the torch wheels (onnxruntime-gpu >= 1.21)
+            ort.preload_dlls()
+        device_id = int(device.split(":")[1]) if ":" in device else 0
+        return [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+class OnnxPredictor:
+    backend = "onnxruntime"
+
+    def __init__(self, path: Path, flags: dict[str, Any], sidecar: dict[str, Any], device: str):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # errors only; we report failures ourselves
+        try:
+            self.session = ort.InferenceSession(str(path), sess_options=options, providers=_providers_for(device))
+        except Exception as exc:  # onnxruntime raises its own exception types for bad files
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"cannot load ONNX model {path}: {first[:200]}") from None
+        provider = self.session.get_providers()[0]
+        if device.startswith("cuda") and provider != "CUDAExecutionProvider":
+            raise InputError(f"onnxruntime could not use CUDA for {path} (got {provider}); "
+                             "check the CUDA 13 / cuDNN 9 libraries or use --device cpu")
+        metadata = model_config.parse_metadata(self.session.get_modelmeta().custom_metadata_map)
+        inputs = self.session.get_inputs()
+        if len(inputs) != 1:
+            raise InputError(f"{path}: expected a model with one image input, found {len(inputs)} inputs")
+        self.input_name = inputs[0].name
+        shape = inputs[0].shape
+        if len(shape) != 4:
+            raise InputError(f"{path}: expected an (N, C, H, W) image input, found shape {shape}")
+        # A static spatial size in the graph is the truth unless a flag or sidecar contradicts it.
+        static_hw = tuple(shape[2:]) if all(isinstance(d, int) for d in shape[2:]) else None
+        if static_hw and "input_size" not in metadata:
+            metadata["input_size"] = list(static_hw)
+        out_shape = self.session.get_outputs()[0].shape
+        if len(out_shape) == 2 and isinstance(out_shape[1], int) and "num_classes" not in metadata:
+            metadata["num_classes"] = out_shape[1]
+        self.config = model_config.resolve(flags, sidecar, metadata)
+        if static_hw and static_hw != self.config.input_size:
+            raise InputError(f"{path}: the model's input is {static_hw[0]}x{static_hw[1]} but the input size "
+                             f"is set to {self.config.input_size[0]}x{self.config.input_size[1]}")
+        if isinstance(out_shape[-1], int) and self.config.num_classes not in (None, out_shape[-1]):
+            raise InputError(f"{path}: the model has {out_shape[-1]} outputs but --num-classes is {self.config.num_classes}")
+        self.output = OutputAdapter(self.config.output, self.config.num_classes)
+        self.info = {
+            "path": str(path), "format": "onnx", "backend": self.backend, "device": device,
+            "provider": provider, "sha256": file_sha256(path),
+        }
+
+    @property
+    def num_classes(self) -> int | None:
+        return self.config.num_classes
+
+    def predict(self, images: np.ndarray) -> np.ndarray:
+        x = resize_and_normalize_numpy(np.asarray(images, dtype=np.float32), self.config)
+        try:
+            out = self.session.run(None, {self.input_name: x})[0]
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"onnxruntime failed on a batch of shape {x.shape}: {first[:200]}") from None
+        logits = self.output(out)
+        if self.config.num_classes is None:
+            self.config.num_classes = self.output.num_classes = logits.shape[1]
+        return logits

@@ -1,0 +1,134 @@
+"""Train the sample model: a quarter-width CIFAR ResNet-9, plain cross-entropy, on CIFAR-10.
+
+Reproduce:  python sample_models/train_sample.py --data ../shared/data/cifar10_train.npz
+Writes sample_models/<name>.safetensors, .onnx and .json (the sidecar). Deterministic on CPU
+for a given seed and thread count. The model is trained plainly (no label smoothing, no
+mixup) so that it is overconfident: the patient the later `finetune`/`calibrate` issues fix.
+"""
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from macs_audit.models import architectures  # noqa: F401  (registers the timm models)
+from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
+
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+
+# Hyperparameters in one place.
+HP = dict(
+    arch="macs_resnet9_c10",
+    epochs=16,
+    batch_size=256,
+    lr=0.2,            # peak SGD learning rate (nesterov, momentum 0.9)
+    warmup_epochs=2,   # linear warm-up, then cosine decay to 0
+    weight_decay=5e-4,
+    seed=0,
+)
+
+
+def lr_at(step: int, total: int, warmup: int, peak: float) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return peak * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Random crop with 4-pixel reflect padding and horizontal flip, on a float NCHW batch."""
+    n, _, h, w = x.shape
+    padded = F.pad(x, (4, 4, 4, 4), mode="reflect")
+    dy = torch.randint(0, 9, (n,), generator=gen)
+    dx = torch.randint(0, 9, (n,), generator=gen)
+    rows = (dy[:, None] + torch.arange(h)[None, :])[:, None, :, None].expand(n, x.shape[1], h, w + 8)
+    out = padded.gather(2, rows)
+    cols = (dx[:, None] + torch.arange(w)[None, :])[:, None, None, :].expand(n, x.shape[1], h, w)
+    out = out.gather(3, cols)
+    flip = torch.rand(n, generator=gen) < 0.5
+    out[flip] = out[flip].flip(3)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", default="../shared/data/cifar10_train.npz")
+    parser.add_argument("--test", default="../shared/data/cifar10_test.npz")
+    parser.add_argument("--out", default="sample_models")
+    parser.add_argument("--name", default="resnet9_c10_ce")
+    for key, value in HP.items():
+        parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
+    args = parser.parse_args()
+
+    import timm
+
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    train = np.load(args.data)
+    mean = torch.tensor(CIFAR10_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(CIFAR10_STD).view(1, 3, 1, 1)
+    x_train = torch.from_numpy(train["x"]).permute(0, 3, 1, 2).float().div_(255)
+    y_train = torch.from_numpy(train["y"]).long()
+
+    model = timm.create_model(args.arch, pretrained=False, num_classes=10)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim <= 1 else decay).append(p)
+    opt = torch.optim.SGD(
+        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr, momentum=0.9, nesterov=True,
+    )
+    steps_per_epoch = len(x_train) // args.batch_size
+    total = steps_per_epoch * args.epochs
+    step = 0
+    start = time.time()
+    for epoch in range(args.epochs):
+        model.train()
+        order = torch.randperm(len(x_train), generator=gen)
+        loss_sum, correct = 0.0, 0
+        for i in range(steps_per_epoch):
+            idx = order[i * args.batch_size:(i + 1) * args.batch_size]
+            xb = (augment(x_train[idx], gen) - mean) / std
+            yb = y_train[idx]
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, total, args.warmup_epochs * steps_per_epoch, args.lr)
+            logits = model(xb)
+            loss = F.cross_entropy(logits, yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step += 1
+            loss_sum += loss.item()
+            correct += (logits.argmax(1) == yb).sum().item()
+        print(f"epoch {epoch + 1}/{args.epochs} loss {loss_sum / steps_per_epoch:.4f} "
+              f"train acc {correct / (steps_per_epoch * args.batch_size):.4f} "
+              f"elapsed {time.time() - start:.0f}s", flush=True)
+
+    model.eval()
+    test = np.load(args.test)
+    x_test = torch.from_numpy(test["x"]).permute(0, 3, 1, 2).float().div_(255)
+    with torch.no_grad():
+        logits = torch.cat([model((x_test[i:i + 1000] - mean) / std) for i in range(0, len(x_test), 1000)])
+    acc = (logits.argmax(1).numpy() == test["y"]).mean()
+    print(f"test accuracy {acc:.4f}; train time {time.time() - start:.0f}s", flush=True)
+
+    out = Path(args.out)
+    meta = dict(
+        arch=args.arch, num_classes=10, input_size=[32, 32], mean=list(CIFAR10_MEAN), std=list(CIFAR10_STD),
+        output="logits",
+        class_names=["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"],
+    )
+    save_safetensors(model, out / f"{args.name}.safetensors")
+    write_sidecar(out / f"{args.name}.json", dict(meta, training=dict(HP=vars(args), seconds=round(time.time() - start))))
+    export_onnx(model, out / f"{args.name}.onnx", meta)
+    print(json.dumps({"test_accuracy": float(acc)}))
+
+
+if __name__ == "__main__":
+    main()
