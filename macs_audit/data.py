@@ -123,6 +123,7 @@ class _ArrayOnlyUnpickler(pickle.Unpickler):
         ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
         ("numpy", "ndarray"), ("numpy", "dtype"),
         ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+        ("_codecs", "encode"),  # how Python 3 pickles bytes at protocol 2 (files re-saved from Python 3)
     }
 
     def find_class(self, module, name):

@@ -1,0 +1,65 @@
+"""Shared fixtures: tiny data sets and tiny models built in the test, never downloaded."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pytest
+
+
+def tiny_images(n: int, seed: int = 0, size: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """Random uint8 images whose mean colour depends on the label, so a linear model can learn it."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 10
+    base = (y[:, None] * 23 % 256).astype(np.float64)
+    x = rng.normal(base[:, None, None, :] * np.ones((1, size, size, 3)), 30.0)
+    return np.clip(x, 0, 255).astype(np.uint8), y.astype(np.int64)
+
+
+def linear_onnx(path, num_classes: int = 10, size: int | str = 32, softmax: bool = False, nan: bool = False,
+                seed: int = 0, metadata: dict | None = None):
+    """An ONNX classifier built with onnx.helper (no torch): global average pool -> linear (-> softmax)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w = rng.normal(0, 3, size=(3, num_classes)).astype(np.float32)
+    b = rng.normal(0, 0.1, size=(num_classes,)).astype(np.float32)
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["images"], ["pooled"]),
+        helper.make_node("Flatten", ["pooled"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "w", "b"], ["z"]),
+    ]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    out = "z"
+    if nan:
+        inits.append(numpy_helper.from_array(np.array([np.nan], dtype=np.float32), "nan"))
+        nodes.append(helper.make_node("Mul", ["z", "nan"], ["znan"]))
+        out = "znan"
+    if softmax:
+        nodes.append(helper.make_node("Softmax", [out], ["probs"], axis=1))
+        out = "probs"
+    nodes.append(helper.make_node("Identity", [out], ["logits"]))
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", num_classes])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    for key, value in (metadata or {}).items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.fixture
+def npz_data(tmp_path):
+    x, y = tiny_images(60)
+    path = tmp_path / "data.npz"
+    np.savez(path, x=x, y=y)
+    return path
+
+
+@pytest.fixture
+def onnx_model(tmp_path):
+    return linear_onnx(tmp_path / "model.onnx")
