@@ -32,6 +32,15 @@ class AuditOptions:
     calibration_split: float = 0.2  # fraction of the evaluation data held out to fit T; 0 disables
     bootstrap: int = 1000           # bootstrap resamples for the intervals; 0 disables
     seed: int = 0
+    # Robustness (all off by default in the library; the CLI turns on the robust view and sensitivity).
+    perturbations: tuple[str, ...] = ()      # of perturbations.EVAL_VIEWS
+    sensitivity_samples: int = 0             # images (class-stratified) for L^; 0 disables
+    sensitivity_directions: int = 8          # finite-difference directions (ONNX models)
+    corruptions: tuple[str, ...] = ()        # of corruptions.CORRUPTIONS
+    severities: tuple[int, ...] = (1, 2, 3, 4, 5)
+    cifar_c_dir: str | None = None           # read released CIFAR-C files instead of generating
+    frost_textures: str | None = None
+    corruption_baseline: Report | None = None  # for CE / relative mCE
 
 
 @dataclasses.dataclass
@@ -150,7 +159,82 @@ def run_audit(predictor: Predictor, source: Source, options: AuditOptions = Audi
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
     report.conventions["bootstrap_resamples"] = options.bootstrap
+    if options.perturbations or options.sensitivity_samples or options.corruptions:
+        add_robustness(report, predictor, source, num_classes, options, progress)
     return AuditResult(report=report, logits=logits, labels=source.labels.copy())
+
+
+def add_robustness(report: Report, predictor: Predictor, source: Source, num_classes: int,
+                   options: AuditOptions, progress: ProgressFn | None) -> None:
+    """Perturbation views, sensitivity and the corruption grid, added to `report` in place."""
+    from macs_audit import robustness
+    from macs_audit.data import stratified_subset
+
+    device = robustness.view_device(predictor)
+    section: dict = {}
+    if options.perturbations:
+        from macs_audit import perturbations
+
+        report.conventions["perturbations"] = perturbations.describe()
+        report.seeds["perturbations"] = options.seed
+        for name in options.perturbations:
+            acc, _ = evaluate_view(predictor, source, num_classes, options.batch_size,
+                                   robustness.perturbation_view(name, options.seed, device), progress, name)
+            report.views.append(view_result(name, "perturbation", acc, options.bootstrap, options.seed))
+            if name == perturbations.ROBUST_VIEW:
+                section["robust_accuracy"] = report.views[-1].metrics["accuracy"]
+                section["robust_view"] = name
+    if options.sensitivity_samples:
+        from macs_audit.sensitivity import sensitivity
+
+        pos = stratified_subset(source.labels, options.sensitivity_samples, options.seed)
+        images = to_unit_float(source.images(pos))
+        if progress:
+            progress("sensitivity", 0, len(pos))
+        sens = sensitivity(predictor, images, source.labels[pos], options.sensitivity_directions, options.seed,
+                           batch_size=min(options.batch_size, 256))
+        if progress:
+            progress("sensitivity", len(pos), len(pos))
+        section["sensitivity"] = sens
+        section["robustness_ratio"] = report.clean.metrics["mean_margin"] / sens["lipschitz"] if sens["lipschitz"] > 0 else None
+        section["median_flip_radius"] = sens["median_flip_radius"]
+        report.seeds["sensitivity"] = options.seed
+    if options.corruptions:
+        grid = [(c, s) for c in options.corruptions for s in options.severities]
+        for i, (name, severity) in enumerate(grid):
+            if options.cifar_c_dir:
+                view_source, view = robustness.cifar_c_source(options.cifar_c_dir, source, name, severity), clean_view
+            else:
+                view_source = source
+                view = robustness.corruption_view(name, severity, options.seed, device, options.frost_textures)
+
+            def grid_progress(desc, done, total, i=i):
+                if progress:
+                    progress(desc, done, total)
+                    progress("corruption grid", i * total + done, len(grid) * total)
+
+            acc, _ = evaluate_view(predictor, view_source, num_classes, options.batch_size, view, grid_progress,
+                                   f"{name} s{severity}")
+            # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
+            report.views.append(view_result(f"{name}@{severity}", "corruption", acc, 0, options.seed,
+                                            corruption=name, severity=severity,
+                                            family=_family(name)))
+        from macs_audit.corruptions import frost_texture_info
+
+        summary = robustness.summarize_corruptions([v for v in report.views if v.kind == "corruption"],
+                                                   report.clean.metrics["accuracy"], options.corruption_baseline)
+        summary["source"] = f"read from {options.cifar_c_dir}" if options.cifar_c_dir else "generated by macs-audit"
+        if not options.cifar_c_dir and "frost" in options.corruptions:
+            summary["frost_textures"] = frost_texture_info(options.frost_textures)
+        report.corruption_summary = summary
+        report.seeds["corruptions"] = options.seed
+    report.robustness = section or None
+
+
+def _family(name: str) -> str:
+    from macs_audit.corruptions import FAMILIES
+
+    return FAMILIES[name]
 
 
 def _versions() -> dict:

@@ -62,13 +62,24 @@ def evaluate(
     calibration_split: float = typer.Option(0.2, "--calibration-split", help="Fraction of the data held out to fit the temperature (0 disables)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap resamples for 95% intervals (0 disables)."),
     seed: int = typer.Option(0, "--seed", help="Seed for subsets, splits and bootstrap."),
+    perturbations: str = typer.Option("noise+blur", "--perturbations", help="Perturbation views: noise, blur, noise+blur (comma-separated), all, or none. noise+blur gives the robust accuracy."),
+    sensitivity_samples: int = typer.Option(500, "--sensitivity-samples", min=0, help="Images (class-stratified) for the input sensitivity L^ (0 disables)."),
+    sensitivity_directions: int = typer.Option(8, "--sensitivity-directions", min=1, help="Random directions of the finite-difference estimate (ONNX models)."),
+    corruptions: Optional[str] = typer.Option(None, "--corruptions", help="CIFAR-C grid: cifar-c (all 19), benchmark (the 15), or names, comma-separated."),
+    severities: str = typer.Option("1-5", "--severities", help="Corruption severities, e.g. 1-5 or 3 or 1,3,5."),
+    cifar_c: Optional[Path] = typer.Option(None, "--cifar-c", help="Read the released CIFAR-10-C/100-C directory instead of generating the corruptions."),
+    frost_textures: Optional[Path] = typer.Option(None, "--frost-textures", help="Directory of frost images (default: built-in procedural textures)."),
+    corruption_baseline: Optional[Path] = typer.Option(None, "--corruption-baseline", help="A baseline report with the same corruptions, for CE and relative mCE."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the JSON report here."),
     predictions: Optional[Path] = typer.Option(None, "--save-predictions", help="Write logits and labels (.npz) here."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
-    """Audit MODEL's calibration: accuracy, ECE, NLL, Brier, margins, with bootstrap intervals."""
+    """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
+    intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid."""
+    from macs_audit import robustness
     from macs_audit.audit import AuditOptions, run_audit
     from macs_audit.errors import UsageError
+    from macs_audit.report import load_report
     from macs_audit.models.predictor import load_predictor
     from macs_audit.reports import terminal
 
@@ -77,7 +88,16 @@ def evaluate(
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
     predictor = load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled)
     source, data_info = load_data(data, data_format, split, limit, seed, tuple(predictor.config.input_size))
-    options = AuditOptions(batch_size=batch_size, calibration_split=calibration_split, bootstrap=bootstrap, seed=seed)
+    options = AuditOptions(
+        batch_size=batch_size, calibration_split=calibration_split, bootstrap=bootstrap, seed=seed,
+        perturbations=robustness.parse_perturbations(perturbations), sensitivity_samples=sensitivity_samples,
+        sensitivity_directions=sensitivity_directions, corruptions=robustness.parse_corruptions(corruptions),
+        severities=robustness.parse_severities(severities), cifar_c_dir=str(cifar_c) if cifar_c else None,
+        frost_textures=str(frost_textures) if frost_textures else None,
+        corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,
+    )
+    if cifar_c and not options.corruptions:
+        raise UsageError("--cifar-c needs --corruptions (e.g. --corruptions cifar-c)")
     with Progress(show_progress(quiet)) as progress:
         result = run_audit(predictor, source, options, progress=progress, data_info=data_info)
     if predictions is not None:

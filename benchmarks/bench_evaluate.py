@@ -1,0 +1,83 @@
+"""Images/s of `macs-audit evaluate` against a bare onnxruntime loop, same model and data, one run.
+
+    python benchmarks/bench_evaluate.py [--model sample_models/resnet9_c10_ce.onnx] [--repeats 3]
+
+Three measurements, interleaved so machine noise hits all of them alike (medians reported):
+- bare:      onnxruntime InferenceSession.run over the already-preprocessed float32 test set,
+             batch 500 — the floor any tool pays;
+- audit:     macs_audit.audit.run_audit in-process on the built-in test set (uint8 -> preprocessing
+             -> model -> metrics, 1000 bootstrap resamples, temperature fit);
+- cli:       the `macs-audit evaluate MODEL --quiet` command end to end in a fresh process
+             (includes Python start-up, imports and model loading).
+"""
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bare_loop(model: Path, x: np.ndarray, batch_size: int) -> float:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    start = time.perf_counter()
+    for i in range(0, len(x), batch_size):
+        session.run(None, {name: x[i:i + batch_size]})
+    return time.perf_counter() - start
+
+
+def audit_in_process(model: Path, batch_size: int) -> float:
+    from macs_audit.audit import AuditOptions, run_audit
+    from macs_audit.data import load_source
+    from macs_audit.models.predictor import load_predictor
+
+    predictor = load_predictor(model, device="cpu")
+    source = load_source(None)
+    start = time.perf_counter()
+    run_audit(predictor, source, AuditOptions(batch_size=batch_size))
+    return time.perf_counter() - start
+
+
+def cli(model: Path, batch_size: int) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "macs_audit", "evaluate", str(model), "--quiet", "--device", "cpu",
+                    "--batch-size", str(batch_size)], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, default=ROOT / "sample_models" / "resnet9_c10_ce.onnx")
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    from macs_audit.data import load_source
+    from macs_audit.models.predictor import load_predictor, resize_and_normalize_numpy, to_unit_float
+
+    source = load_source(None)
+    cfg = load_predictor(args.model, device="cpu").config
+    x = resize_and_normalize_numpy(to_unit_float(source.images(np.arange(len(source)))), cfg)
+    n = len(x)
+    times = {"bare": [], "audit": [], "cli": []}
+    for _ in range(args.repeats):
+        times["bare"].append(bare_loop(args.model, x, args.batch_size))
+        times["audit"].append(audit_in_process(args.model, args.batch_size))
+        times["cli"].append(cli(args.model, args.batch_size))
+    median = {k: statistics.median(v) for k, v in times.items()}
+    print(f"model {args.model.name}, {n} images, batch {args.batch_size}, {args.repeats} interleaved repeats (median)")
+    print(f"{'measurement':<12} {'seconds':>8} {'images/s':>9} {'ratio to bare':>14}")
+    for key in ("bare", "audit", "cli"):
+        print(f"{key:<12} {median[key]:>8.2f} {n / median[key]:>9.0f} {median['bare'] / median[key]:>14.2f}")
+
+
+if __name__ == "__main__":
+    main()
