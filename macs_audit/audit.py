@@ -14,9 +14,10 @@ from typing import Callable, Iterator
 import numpy as np
 
 import macs_audit
-from macs_audit import metrics
+from macs_audit import distributed, metrics
 from macs_audit.calibration import fit_temperature, stratified_split
 from macs_audit.data import Source
+from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models.predictor import Predictor, to_unit_float
 from macs_audit.report import Report, ViewResult
@@ -50,9 +51,10 @@ class AuditResult:
     labels: np.ndarray
 
 
-def _prefetched(source: Source, batch_size: int, view: ViewFn) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """Prepare the next batch in a worker thread while the model runs on the current one."""
-    starts = list(range(0, len(source), batch_size))
+def _prefetched(source: Source, batch_size: int, view: ViewFn, ctx: Context) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Prepare the next batch in a worker thread while the model runs on the current one.
+    Under torch.distributed, only this rank's batches."""
+    starts = [start for b, start in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)]
 
     def prepare(start: int):
         pos = np.arange(start, min(start + batch_size, len(source)))
@@ -72,21 +74,28 @@ def clean_view(images: np.ndarray, start: int) -> np.ndarray:
 
 def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_size: int,
                   view: ViewFn = clean_view, progress: ProgressFn | None = None,
-                  description: str = "clean", keep_logits: bool = False):
-    """Run one view over the whole source; return (accumulator, logits or None)."""
+                  description: str = "clean", keep_logits: bool = False, ctx: Context = SINGLE):
+    """Run one view over the whole source (this rank's shard under torch.distributed, then
+    combined across ranks); return (accumulator, logits or None)."""
     acc = metrics.CalibrationAccumulator(num_classes)
-    kept = []
+    kept, starts = [], []
     done = 0
-    for start, images, labels in _prefetched(source, batch_size, view):
+    total = len(source) if not ctx.active else sum(
+        min(batch_size, len(source) - st) for b, st in enumerate(range(0, len(source), batch_size)) if ctx.owns(b))
+    for start, images, labels in _prefetched(source, batch_size, view, ctx):
         logits = predictor.predict(images)
         if logits.shape[1] != num_classes:
             raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
         acc.update(logits, labels)
+        starts.append(start)
         if keep_logits:
             kept.append(logits)
         done += len(labels)
         if progress:
-            progress(description, done, len(source))
+            progress(description, done, total)
+    acc = distributed.reduce_accumulator(acc, starts, ctx)
+    if keep_logits:
+        kept = distributed.gather_in_order(kept, starts, ctx)
     return acc, (np.concatenate(kept) if keep_logits else None)
 
 
@@ -135,12 +144,13 @@ def margin_histogram(acc: metrics.CalibrationAccumulator, bins: int = 40) -> dic
 
 
 def run_audit(predictor: Predictor, source: Source, options: AuditOptions = AuditOptions(),
-              progress: ProgressFn | None = None, data_info: dict | None = None) -> AuditResult:
+              progress: ProgressFn | None = None, data_info: dict | None = None, ctx: Context = SINGLE) -> AuditResult:
+    """Audit `predictor` on `source`. Under torch.distributed (ctx), every rank returns the same Report."""
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
     num_classes = check_classes(predictor, source)
     acc, logits = evaluate_view(predictor, source, num_classes, options.batch_size,
-                                progress=progress, keep_logits=True)
+                                progress=progress, keep_logits=True, ctx=ctx)
     clean = view_result("clean", "clean", acc, options.bootstrap, options.seed)
     report = Report(
         model={**predictor.info, **predictor.config.as_metadata(), "output": predictor.output.describe(),
@@ -148,7 +158,7 @@ def run_audit(predictor: Predictor, source: Source, options: AuditOptions = Audi
         data={"source": source.name, "format": source.format, "n": len(source), "num_classes": num_classes,
               "class_names": list(source.class_names), **(data_info or {})},
         runtime={"device": predictor.info["device"], "provider": predictor.info["provider"],
-                 "batch_size": options.batch_size, **_versions()},
+                 "batch_size": options.batch_size, "world_size": ctx.world_size, **_versions()},
         conventions=dict(metrics.CONVENTIONS),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed},
         clean=clean,
@@ -160,12 +170,12 @@ def run_audit(predictor: Predictor, source: Source, options: AuditOptions = Audi
     )
     report.conventions["bootstrap_resamples"] = options.bootstrap
     if options.perturbations or options.sensitivity_samples or options.corruptions:
-        add_robustness(report, predictor, source, num_classes, options, progress)
+        add_robustness(report, predictor, source, num_classes, options, progress, ctx)
     return AuditResult(report=report, logits=logits, labels=source.labels.copy())
 
 
 def add_robustness(report: Report, predictor: Predictor, source: Source, num_classes: int,
-                   options: AuditOptions, progress: ProgressFn | None) -> None:
+                   options: AuditOptions, progress: ProgressFn | None, ctx: Context = SINGLE) -> None:
     """Perturbation views, sensitivity and the corruption grid, added to `report` in place."""
     from macs_audit import robustness
     from macs_audit.data import stratified_subset
@@ -179,7 +189,7 @@ def add_robustness(report: Report, predictor: Predictor, source: Source, num_cla
         report.seeds["perturbations"] = options.seed
         for name in options.perturbations:
             acc, _ = evaluate_view(predictor, source, num_classes, options.batch_size,
-                                   robustness.perturbation_view(name, options.seed, device), progress, name)
+                                   robustness.perturbation_view(name, options.seed, device), progress, name, ctx=ctx)
             report.views.append(view_result(name, "perturbation", acc, options.bootstrap, options.seed))
             if name == perturbations.ROBUST_VIEW:
                 section["robust_accuracy"] = report.views[-1].metrics["accuracy"]
@@ -214,7 +224,7 @@ def add_robustness(report: Report, predictor: Predictor, source: Source, num_cla
                     progress("corruption grid", i * total + done, len(grid) * total)
 
             acc, _ = evaluate_view(predictor, view_source, num_classes, options.batch_size, view, grid_progress,
-                                   f"{name} s{severity}")
+                                   f"{name} s{severity}", ctx=ctx)
             # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
             report.views.append(view_result(f"{name}@{severity}", "corruption", acc, 0, options.seed,
                                             corruption=name, severity=severity,

@@ -76,7 +76,7 @@ def evaluate(
 ) -> None:
     """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
     intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid."""
-    from macs_audit import robustness
+    from macs_audit import distributed, robustness
     from macs_audit.audit import AuditOptions, run_audit
     from macs_audit.errors import UsageError
     from macs_audit.report import load_report
@@ -85,8 +85,9 @@ def evaluate(
 
     if not 0 <= calibration_split < 1:
         raise UsageError(f"--calibration-split must be in [0, 1), got {calibration_split}")
+    ctx = distributed.init_from_env(device)  # torchrun: one shard of every view per process
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
-    predictor = load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled)
+    predictor = load_predictor(model, flags, device=distributed.rank_device(ctx, device), allow_unsafe_pickle=trust_pickled)
     source, data_info = load_data(data, data_format, split, limit, seed, tuple(predictor.config.input_size))
     options = AuditOptions(
         batch_size=batch_size, calibration_split=calibration_split, bootstrap=bootstrap, seed=seed,
@@ -98,8 +99,11 @@ def evaluate(
     )
     if cifar_c and not options.corruptions:
         raise UsageError("--cifar-c needs --corruptions (e.g. --corruptions cifar-c)")
-    with Progress(show_progress(quiet)) as progress:
-        result = run_audit(predictor, source, options, progress=progress, data_info=data_info)
+    with Progress(show_progress(quiet) and ctx.is_main) as progress:
+        result = run_audit(predictor, source, options, progress=progress, data_info=data_info, ctx=ctx)
+    distributed.shutdown(ctx)
+    if not ctx.is_main:  # every rank holds the same report; rank 0 alone writes and prints
+        return
     if predictions is not None:
         save_predictions(predictions, result.logits, result.labels)
     if output is not None:

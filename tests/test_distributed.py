@@ -1,0 +1,51 @@
+"""torchrun-sharded evaluate (gloo, 2 CPU processes) equals single-process evaluate."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from conftest import linear_onnx, tiny_images
+
+ARGS = ["--batch-size", "16", "--perturbations", "all", "--corruptions", "gaussian_noise,zoom_blur",
+        "--severities", "1,4", "--sensitivity-samples", "20", "--bootstrap", "100", "--quiet"]
+
+
+def compare(a, b, path=""):
+    """Every count identical, every float within 1e-12; returns the paths that differ."""
+    diffs = []
+    if isinstance(a, dict):
+        for key in a:
+            diffs += compare(a[key], b[key], f"{path}/{key}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            diffs += compare(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        if abs(a - b) > 1e-12:
+            diffs.append(path)
+    elif a != b:
+        diffs.append(path)
+    return diffs
+
+
+def test_sharded_evaluate_equals_single_process(tmp_path):
+    model = linear_onnx(tmp_path / "m.onnx")
+    x, y = tiny_images(100, seed=4)  # 7 batches of 16: ranks get 4 and 3 batches, the last one short
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
+    common = [str(model), "--data", str(tmp_path / "d.npz"), *ARGS]
+    subprocess.run([sys.executable, "-m", "macs_audit", "evaluate", *common, "-o", str(single)],
+                   check=True, env=env, capture_output=True)
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29531",
+                          "-m", "macs_audit", "evaluate", *common, "-o", str(sharded)],
+                         env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
+    assert b["runtime"]["world_size"] == 2
+    diffs = compare(a, b)
+    assert set(diffs) == {"/runtime/world_size", "/created"} - ({"/created"} if a["created"] == b["created"] else set())
+    assert {v["kind"] for v in b["views"]} == {"perturbation", "corruption"}
