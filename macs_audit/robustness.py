@@ -7,6 +7,8 @@ same bytes however the data set is split across batches of the same size or acro
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from macs_audit.errors import InputError, UsageError
@@ -93,27 +95,38 @@ def corruption_view(name: str, severity: int, seed: int, device: str, frost_text
     return view
 
 
+@functools.lru_cache(maxsize=4)
+def _open_cifar_c(directory: str):
+    """One CifarCDirectory per path, so each file is memory-mapped once for all its severities."""
+    from macs_audit.cifar_c import read_cifar_c
+
+    return read_cifar_c(directory)
+
+
 def cifar_c_source(directory, clean_source, name: str, severity: int):
     """The released images of one corruption x severity, aligned with `clean_source` (same positions)."""
     import dataclasses
 
-    from macs_audit.cifar_c import read_cifar_c
-
-    cc = read_cifar_c(directory)
+    cc = _open_cifar_c(str(directory))
     if name not in cc.corruptions:
         raise InputError(f"{directory} has no {name}.npy (found: {', '.join(cc.corruptions) or 'none'})")
-    n_clean = len(clean_source) if clean_source.indices is None else None
-    underlying = clean_source.indices if clean_source.indices is not None else np.arange(n_clean)
-    if underlying.max() >= cc.num_per_severity:
-        raise InputError(f"{directory} holds {cc.num_per_severity} images per severity, fewer than the data set")
-    labels = cc.labels[underlying]
-    if clean_source.num_classes <= int(labels.max()):
-        raise InputError(f"{directory}: label {int(labels.max())} is out of range for {clean_source.num_classes} classes")
+    # The directory holds either the whole clean set (subset positions index into it) or exactly
+    # the evaluated images (e.g. written by `corrupt --limit N`); its labels must agree either way.
+    n = len(clean_source)
+    candidates = []
+    if clean_source.indices is not None:
+        candidates.append(clean_source.indices)
+    candidates.append(np.arange(n))
+    rows = next((c for c in candidates if c.max() < cc.num_per_severity
+                 and np.array_equal(cc.labels[c], clean_source.labels)), None)
+    if rows is None:
+        raise InputError(f"{directory} ({cc.num_per_severity} images per severity) does not match the clean data "
+                         f"({n} images): pass the clean set it was made from with --data and the same --limit")
 
     def fetch(idx: np.ndarray) -> np.ndarray:
         return np.asarray(cc.images(name, severity)[idx])
 
-    return dataclasses.replace(clean_source, name=str(directory), format="cifar-c", labels=labels, fetch=fetch)
+    return dataclasses.replace(clean_source, name=str(directory), format="cifar-c", indices=rows, fetch=fetch)
 
 
 def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:

@@ -1,0 +1,58 @@
+"""`macs-audit corrupt`: write CIFAR-C corruptions of any data set in the released layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from macs_audit.cli.common import Progress, app, handle_errors, show_progress, stderr
+
+
+@app.command()
+@handle_errors
+def corrupt(
+    out: Path = typer.Option(..., "--out", help="Output directory (<corruption>.npy per corruption + labels.npy)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Clean data (default: the built-in CIFAR-10 test set)."),
+    data_format: str = typer.Option("auto", "--data-format"),
+    split: str = typer.Option("test", "--split"),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Corrupt a class-stratified subset of N images."),
+    corruptions: str = typer.Option("cifar-c", "--corruptions", help="cifar-c (all 19), benchmark (the 15), or names."),
+    severities: str = typer.Option("1-5", "--severities", help="Must be 1-5 for the released layout."),
+    seed: int = typer.Option(0, "--seed"),
+    batch_size: int = typer.Option(500, "--batch-size", min=1, help="Images per corruption batch (part of the seed: use evaluate's batch size to reproduce its generated views)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    frost_textures: Optional[Path] = typer.Option(None, "--frost-textures", help="Directory of frost images (default: procedural)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Generate CIFAR-C corruptions (19 x 5 severities, the CIFAR parameters) into OUT, written atomically."""
+    import numpy as np
+    import torch
+
+    from macs_audit import robustness
+    from macs_audit.cifar_c import write_cifar_c
+    from macs_audit.cli.evaluate import load_data
+    from macs_audit.corruptions import batch_seed, corrupt as apply_corruption, frost_texture_info
+    from macs_audit.errors import UsageError
+    from macs_audit.models.predictor import resolve_device
+
+    if robustness.parse_severities(severities) != (1, 2, 3, 4, 5):
+        raise UsageError("the released CIFAR-C layout holds all 5 severities: use --severities 1-5")
+    names = robustness.parse_corruptions(corruptions)
+    if not names:
+        raise UsageError("--corruptions selects nothing")
+    device = resolve_device(device)
+    source, _ = load_data(data, data_format, split, limit, seed, None)
+    frost = str(frost_textures) if frost_textures else None
+
+    def images_fn(name: str, severity: int):
+        for start in range(0, len(source), batch_size):
+            pos = np.arange(start, min(start + batch_size, len(source)))
+            batch = torch.from_numpy(source.images(pos)).to(device)
+            yield apply_corruption(batch, name, severity, seed=batch_seed(seed, name, severity, start), frost_textures=frost)
+
+    with Progress(show_progress(quiet)) as progress:
+        written = write_cifar_c(out, images_fn, source.labels, names, progress=progress)
+    stderr.print(f"wrote {len(written)} files to {out} ({len(source):,} images x 5 severities per corruption; "
+                 f"seed {seed}; frost: {frost_texture_info(frost) if 'frost' in names else 'not generated'})")
