@@ -1,6 +1,11 @@
 """Train the sample model: a quarter-width CIFAR ResNet-9, plain cross-entropy, on CIFAR-10.
 
-Reproduce:  python sample_models/train_sample.py --data ../shared/data/cifar10_train.npz
+Reproduce (two phases: 16 epochs with crop/flip, then 6 epochs without augmentation or weight
+decay, which makes the model overconfident as plain CE training does when run long):
+    python sample_models/train_sample.py --data ../shared/data/cifar10_train.npz --out runs/phase1
+    python sample_models/train_sample.py --data ../shared/data/cifar10_train.npz \
+        --init runs/phase1/resnet9_c10_ce.safetensors --epochs 6 --lr 0.05 --warmup-epochs 0 \
+        --weight-decay 0 --augment 0
 Writes sample_models/<name>.safetensors, .onnx and .json (the sidecar). Deterministic on CPU
 for a given seed and thread count. The model is trained plainly (no label smoothing, no
 mixup) so that it is overconfident: the patient the later `finetune`/`calibrate` issues fix.
@@ -31,6 +36,8 @@ HP = dict(
     warmup_epochs=2,   # linear warm-up, then cosine decay to 0
     weight_decay=5e-4,
     seed=0,
+    augment=1,         # 1: crop + flip; 0: none (the over-training phase)
+    init="",           # start from these safetensors weights (phase 2 continues phase 1)
 )
 
 
@@ -77,6 +84,10 @@ def main() -> None:
     y_train = torch.from_numpy(train["y"]).long()
 
     model = timm.create_model(args.arch, pretrained=False, num_classes=10)
+    if args.init:
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(args.init))
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if p.ndim <= 1 else decay).append(p)
@@ -94,7 +105,7 @@ def main() -> None:
         loss_sum, correct = 0.0, 0
         for i in range(steps_per_epoch):
             idx = order[i * args.batch_size:(i + 1) * args.batch_size]
-            xb = (augment(x_train[idx], gen) - mean) / std
+            xb = ((augment(x_train[idx], gen) if args.augment else x_train[idx]) - mean) / std
             yb = y_train[idx]
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, total, args.warmup_epochs * steps_per_epoch, args.lr)
