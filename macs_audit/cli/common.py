@@ -9,6 +9,7 @@ from typing import Callable
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from macs_audit.errors import MacsAuditError
 
@@ -41,7 +42,7 @@ def handle_errors(func: Callable) -> Callable:
         except MacsAuditError as exc:
             if state["debug"]:
                 raise
-            stderr.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+            stderr.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             stderr.print("interrupted")
@@ -50,7 +51,7 @@ def handle_errors(func: Callable) -> Callable:
             if state["debug"]:
                 raise
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            stderr.print(f"[bold red]error:[/] unexpected {type(exc).__name__}: {first} (rerun with --debug for details)",
+            stderr.print(f"[bold red]error:[/] unexpected {type(exc).__name__}: {escape(first)} (rerun with --debug for details)",
                          markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(3) from None
 

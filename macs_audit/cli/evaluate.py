@@ -72,6 +72,10 @@ def evaluate(
     corruption_baseline: Optional[Path] = typer.Option(None, "--corruption-baseline", help="A baseline report with the same corruptions, for CE and relative mCE."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the JSON report here."),
     predictions: Optional[Path] = typer.Option(None, "--save-predictions", help="Write logits and labels (.npz) here."),
+    gate: bool = typer.Option(False, "--gate", help="Gate the report on thresholds after the audit (exit 1 if a check fails)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Gate thresholds: a macs-audit.toml (default: [tool.macs-audit.gate] in ./pyproject.toml)."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="A baseline report for the gate's regression checks."),
+    use_interval: Optional[bool] = typer.Option(None, "--use-interval/--point-estimate", help="Gate on the pessimistic end of the 95% interval instead of the point estimate (default: the config's use_interval)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
@@ -85,6 +89,11 @@ def evaluate(
 
     if not 0 <= calibration_split < 1:
         raise UsageError(f"--calibration-split must be in [0, 1), got {calibration_split}")
+    gate_config = None
+    if gate or config or baseline:
+        from macs_audit.gate import load_config
+
+        gate_config = load_config(config)  # a bad config fails now, not after the audit
     ctx = distributed.init_from_env(device)  # torchrun: one shard of every view per process
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
     predictor = load_predictor(model, flags, device=distributed.rank_device(ctx, device), allow_unsafe_pickle=trust_pickled)
@@ -112,3 +121,7 @@ def evaluate(
         write_text(output, result.report.to_json())
         stderr.print(f"report written to {output}")
     stdout.print(terminal.render(result.report))
+    if gate_config is not None:
+        from macs_audit.cli.reports import gate_report
+
+        raise typer.Exit(gate_report(result.report, gate_config, baseline, use_interval))

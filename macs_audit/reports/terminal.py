@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -33,8 +34,9 @@ def fmt(value: float | None, percent: bool) -> str:
 
 def clean_table(report: Report) -> Table:
     m, ci = report.clean.metrics, report.clean.intervals
-    table = Table(title=f"Calibration audit: {report.model.get('path', '?')} on {report.data.get('source', '?')} "
-                        f"(n={m['n']:,})", title_justify="left")
+    # Titles go through rich markup: escape paths, which may contain [brackets].
+    table = Table(title=escape(f"Calibration audit: {report.model.get('path', '?')} on {report.data.get('source', '?')} "
+                               f"(n={m['n']:,})"), title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("95% CI", justify="right")
@@ -99,7 +101,8 @@ def corruption_table(report: Report) -> Table | None:
         return None
     severities = summary["severities"]
     cells = {(v.corruption, v.severity): v.metrics for v in report.views if v.kind == "corruption"}
-    table = Table(title=f"CIFAR-C accuracy by corruption and severity ({summary.get('source', '')})", title_justify="left")
+    table = Table(title=escape(f"CIFAR-C accuracy by corruption and severity ({summary.get('source', '')})"),
+                  title_justify="left")
     table.add_column("family")
     table.add_column("corruption")
     for s in severities:
@@ -146,8 +149,8 @@ def gate_table(gate) -> Table:
     from macs_audit.reports.tables import gate_rows, gate_verdict
 
     basis = "95% CI pessimistic end" if gate.use_interval else "point estimates"
-    table = Table(title=f"{gate_verdict(gate)} ({basis})", title_justify="left",
-                  title_style="bold green" if gate.passed else "bold red")
+    table = Table(title=Text(f"{gate_verdict(gate)} ({basis})", style="bold green" if gate.passed else "bold red"),
+                  title_justify="left")
     table.add_column("")
     table.add_column("check", no_wrap=True)  # the config key: keep it whole so it can be searched for
     table.add_column("metric")
@@ -169,15 +172,16 @@ def comparison_table(comparison) -> Group:
     from macs_audit.reports.tables import comparison_rows
 
     n = len(comparison.regressions)
-    table = Table(title=f"A = {comparison.a_name}, B = {comparison.b_name}: {n} regression{'s' * (n != 1)}",
-                  title_justify="left", title_style="bold red" if n else "bold green")
+    title = f"A = {comparison.a_name}, B = {comparison.b_name}: {n} regression{'s' * (n != 1)}"
+    table = Table(title=Text(title, style="bold red" if n else "bold green"), title_justify="left")
     for name, justify in (("section", "left"), ("metric", "left"), ("A", "right"), ("B", "right"),
                           ("B - A", "right"), ("", "left")):
         table.add_column(name, justify=justify)
     styles = {"worse": "bold red", "better": "green"}
     for section, label, va, vb, delta, status in comparison_rows(comparison):
         style = styles.get(status, "")
-        table.add_row(section, Text(label), va, vb, Text(delta, style=style), Text(status, style=style or "dim"))
+        table.add_row(Text(section), Text(label), Text(va), Text(vb), Text(delta, style=style),
+                      Text(status, style=style or "dim"))
     notes = [Text(f"note: {note}", style="yellow") for note in comparison.notes]
     return Group(table, *notes)
 

@@ -1,0 +1,77 @@
+"""JUnit XML format: one test case per gate check, so any CI shows failed checks natively.
+
+Structure (the common denominator of Jenkins, GitLab, GitHub test reporters):
+<testsuites tests failures errors skipped time>
+  <testsuite name tests failures errors skipped time timestamp>
+    <properties><property name value/>...</properties>
+    <testcase classname name time>[<failure message type>detail</failure>]<system-out>detail</system-out></testcase>
+ElementTree does the XML escaping.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
+
+from macs_audit.gate import format_value
+from macs_audit.report import Report
+
+if TYPE_CHECKING:
+    from macs_audit.gate import GateResult
+    from macs_audit.reports.compare import Comparison
+
+
+def _document(suite_name: str, cases: list[tuple[str, str, str | None, str]], properties: dict[str, str],
+              timestamp: str, failure_type: str) -> str:
+    """cases: (classname, name, failure message or None, text)."""
+    failures = sum(1 for _, _, message, _ in cases if message is not None)
+    counts = {"tests": str(len(cases)), "failures": str(failures), "errors": "0", "skipped": "0", "time": "0"}
+    root = ET.Element("testsuites", {"name": "macs-audit", **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": suite_name, **counts})
+    if timestamp:  # the JUnit schema's timestamp has no time zone; reports are written in UTC
+        suite.set("timestamp", timestamp[:19])
+    props = ET.SubElement(suite, "properties")
+    for name, value in properties.items():
+        ET.SubElement(props, "property", {"name": name, "value": str(value)})
+    for classname, name, message, text in cases:
+        case = ET.SubElement(suite, "testcase", {"classname": classname, "name": name, "time": "0"})
+        if message is not None:
+            failure = ET.SubElement(case, "failure", {"message": message, "type": failure_type})
+            failure.text = text
+        ET.SubElement(case, "system-out").text = text
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=False).join(
+        ['<?xml version="1.0" encoding="UTF-8"?>\n', "\n"])
+
+
+def _properties(report: Report) -> dict[str, str]:
+    return {"model": report.model.get("path", "?"), "sha256": report.model.get("sha256", "-"),
+            "data": report.data.get("source", "?"), "n": report.data.get("n", "?"),
+            "report_created": report.created or "-", "macs_audit_version": report.tool.get("version", "?")}
+
+
+def render(report: Report, gate: GateResult) -> str:
+    cases = []
+    for check in gate.checks:
+        observed, bound = format_value(check.observed, check.percent), format_value(check.threshold, check.percent)
+        text = f"{check.metric}: {observed} (must be {check.op} {bound}); {check.detail}"
+        message = None if check.passed else f"{check.metric} {observed} is not {check.op} {bound}"
+        section = check.name.split(".")[0] if "." in check.name else "absolute"
+        cases.append((f"macs-audit.gate.{section}", check.name, message, text))
+    properties = {**_properties(report), "use_interval": str(gate.use_interval).lower(),
+                  "config": gate.config or "-", "baseline": gate.baseline or "-"}
+    return _document("macs-audit gate", cases, properties, report.created or "", "threshold")
+
+
+def render_comparison(comparison: Comparison) -> str:
+    """One test case per compared value; a change in the bad direction is a failure."""
+    from macs_audit.reports.tables import comparison_rows
+
+    cases = []
+    for row, (section, label, va, vb, delta, status) in zip(comparison.rows, comparison_rows(comparison)):
+        text = f"{label}: {va} -> {vb} ({delta}, {status})"
+        message = f"{label} regressed: {va} -> {vb} ({delta})" if status == "worse" else None
+        cases.append((f"macs-audit.compare.{section}", row.key, message, text))
+    properties = {"a": comparison.a.model.get("path", "?"), "b": comparison.b.model.get("path", "?"),
+                  "a_name": comparison.a_name, "b_name": comparison.b_name}
+    return _document("macs-audit compare", cases, properties, comparison.b.created or "", "regression")

@@ -1,0 +1,115 @@
+"""Markdown format: short enough for a pull-request comment or a GitHub Actions step summary.
+
+The verdict comes first, then the gate table, then the metrics; conventions go in a collapsed
+<details> block. Every string taken from the report is escaped: GitHub renders inline HTML, and a
+`|` in a class name or path would break a table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from macs_audit.report import Report
+from macs_audit.reports import tables
+
+if TYPE_CHECKING:
+    from macs_audit.gate import GateResult
+    from macs_audit.reports.compare import Comparison
+
+# HTML-significant characters become entities; Markdown-significant ones get a backslash.
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": " ", "\n": " ", **{c: "\\" + c for c in "\\`*_[]|#!~"}}
+
+
+def esc(text: object) -> str:
+    """Escape Markdown and inline HTML so report strings render as plain text."""
+    return "".join(_ESCAPES.get(ch, ch) for ch in str(text))
+
+
+def table(header: list[str], rows: list[list[str]] | list[tuple], align: str | None = None) -> list[str]:
+    """A pipe table; `align` is one letter per column, l or r (default: first left, others right)."""
+    align = align or "l" + "r" * (len(header) - 1)
+    lines = ["| " + " | ".join(esc(h) for h in header) + " |",
+             "|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _gate_lines(gate: GateResult) -> list[str]:
+    rows = tables.gate_rows(gate)
+    lines = ["### Gate", "",
+             f"Values compared: {'pessimistic end of the 95% bootstrap interval where one exists' if gate.use_interval else 'point estimates'}. "
+             f"Config: {esc(gate.config or '-')}" + (f"; baseline: {esc(gate.baseline)}" if gate.baseline else "") + ".", ""]
+    header = ["", "check", "metric", "observed", "threshold", "detail"]
+    lines += ["| " + " | ".join(header) + " |", "|:---:|:---|:---|---:|---:|:---|"]
+    for status, name, metric, observed, bound, detail in rows:
+        mark = "✅" if status == "PASS" else "❌"
+        cells = [esc(name), esc(metric), esc(observed), esc(bound), esc(detail)]
+        if status != "PASS":
+            cells = [f"**{c}**" if c else c for c in cells[:4]] + cells[4:]
+        lines.append(f"| {mark} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def render(report: Report, gate: GateResult | None = None) -> str:
+    lines = []
+    if gate is not None:
+        icon = "✅" if gate.passed else "❌"
+        lines += [f"## {icon} macs-audit {esc(tables.gate_verdict(gate))}", ""]
+    else:
+        lines += ["## macs-audit calibration audit", ""]
+    lines += [" · ".join(f"**{esc(k)}**: {esc(v)}" for k, v in tables.header_rows(report) if k != "sha256"), ""]
+    if gate is not None:
+        lines += _gate_lines(gate)
+
+    lines += ["### Clean calibration", ""]
+    lines += table(["metric", "value", "95% CI"], tables.clean_rows(report)) + [""]
+
+    ts = tables.temperature_rows(report)
+    if ts:
+        caption, rows = ts
+        lines += ["### Temperature scaling", "", esc(caption), ""]
+        lines += table(["metric", "raw", "scaled"], rows) + [""]
+
+    rb = tables.robustness_rows(report)
+    if rb:
+        lines += ["### Robustness", ""] + table(["metric", "value"], rb) + [""]
+    views = tables.view_rows(report, "perturbation")
+    if views:
+        lines += ["### Perturbations", ""] + table(["view", "accuracy", "ECE", "NLL", "Brier"], views) + [""]
+
+    grid = tables.corruption_rows(report)
+    if grid:
+        header, rows = grid
+        lines += ["### Corruptions (accuracy by severity)", ""]
+        lines += table(header, rows, "ll" + "r" * (len(header) - 2)) + [""]
+        if any(row[0].endswith(" *") for row in rows):
+            lines += ["\\* not one of the 15 benchmark corruptions", ""]
+        summary = tables.corruption_summary_rows(report)
+        if summary:
+            lines += table(["summary", "value"], summary) + [""]
+
+    lines += ["<details><summary>Conventions</summary>", ""]
+    lines += table(["convention", "value"], tables.convention_rows(report), "ll") + ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def render_comparison(comparison: Comparison) -> str:
+    regressions = comparison.regressions
+    icon = "⚠️" if regressions else "✅"
+    lines = [f"## {icon} macs-audit compare: {len(regressions)} regression{'s' * (len(regressions) != 1)}", "",
+             f"**A** ({esc(comparison.a_name)}): {esc(tables.title(comparison.a))}  ",
+             f"**B** ({esc(comparison.b_name)}): {esc(tables.title(comparison.b))}", ""]
+    for note in comparison.notes:
+        lines.append(f"> ⚠️ {esc(note)}")
+    if comparison.notes:
+        lines.append("")
+    lines += ["| section | metric | A | B | B - A | |", "|:---|:---|---:|---:|---:|:---:|"]
+    marks = {"better": "🟢 better", "worse": "🔴 **worse**", "same": "same", "changed": "changed", "missing": "-"}
+    for section, label, va, vb, delta, status in tables.comparison_rows(comparison):
+        cells = [esc(section), esc(label), esc(va), esc(vb), esc(delta)]
+        if status == "worse":
+            cells[1], cells[4] = f"**{cells[1]}**", f"**{cells[4]}**"
+        lines.append("| " + " | ".join(cells) + f" | {marks[status]} |")
+    lines += ["", "pp: percentage points. A regression is any change in the bad direction; "
+              "`macs-audit gate --baseline` applies thresholds to them.", ""]
+    return "\n".join(lines)

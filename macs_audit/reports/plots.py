@@ -1,0 +1,130 @@
+"""Plots for the HTML report, as PNG bytes (matplotlib, Agg, imported lazily).
+
+Figures are built with matplotlib.figure.Figure directly, not pyplot: no global state, no GUI
+backend, safe to call from any thread. Each function returns None when its data is absent.
+"""
+
+from __future__ import annotations
+
+import io
+
+from macs_audit.report import Report, ViewResult
+
+DPI = 100
+
+
+def _figure(width: float, height: float, **kwargs):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=DPI, layout="constrained", **kwargs)
+
+
+def _text(value: object) -> str:
+    """A report string as literal plot text: '$' would otherwise start matplotlib mathtext."""
+    return str(value).replace("$", r"\$")
+
+
+def _png(fig) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})  # no version string: stable bytes
+    return buffer.getvalue()
+
+
+def reliability(view: ViewResult, label: str | None = None, other: ViewResult | None = None,
+                other_label: str | None = None) -> bytes | None:
+    """Reliability diagram (accuracy vs confidence per bin) above the confidence histogram.
+
+    With `other`, both views are drawn (for `compare`).
+    """
+    rel = view.reliability
+    if not rel or not rel.get("count"):
+        return None
+    fig = _figure(6.0, 5.6)
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
+    edges = rel["edges"]
+    width = edges[1] - edges[0]
+    series = [(view, _text(label or view.name), "#3366cc")]
+    if other is not None and other.reliability:
+        series.append((other, _text(other_label or other.name), "#dd7722"))
+    offset = width / len(series)
+    top.plot([0, 1], [0, 1], color="#888888", linestyle="--", linewidth=1, label="perfect calibration")
+    for i, (v, name, color) in enumerate(series):
+        r = v.reliability
+        left = [e + i * offset for e in r["edges"][:-1]]
+        acc = [a if a is not None else 0.0 for a in r["accuracy"]]
+        conf = r["mean_confidence"]
+        top.bar(left, acc, width=offset, align="edge", color=color, alpha=0.75, edgecolor="white",
+                label=f"{name}: accuracy (ECE {100 * v.metrics.get('ece', float('nan')):.2f}%)")
+        if len(series) == 1:  # the gap to the diagonal, at each bin's mean confidence
+            for x, a, c in zip(left, r["accuracy"], conf):
+                if a is not None and c is not None:
+                    top.bar(x, c - a, bottom=a, width=offset, align="edge", color="#cc3333", alpha=0.25,
+                            edgecolor="#cc3333", hatch="//", linewidth=0.5)
+        total = max(sum(r["count"]), 1)
+        bottom.bar(left, [c / total for c in r["count"]], width=offset, align="edge", color=color, alpha=0.75,
+                   edgecolor="white", label=name)
+    if len(series) == 1:
+        acc_all, conf_all = view.metrics.get("accuracy"), view.metrics.get("mean_confidence")
+        if acc_all is not None:
+            bottom.axvline(acc_all, color="#222222", linestyle="-", linewidth=1.2, label=f"accuracy {100 * acc_all:.1f}%")
+        if conf_all is not None:
+            bottom.axvline(conf_all, color="#cc3333", linestyle="--", linewidth=1.2,
+                           label=f"mean confidence {100 * conf_all:.1f}%")
+    top.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy in bin", title="Reliability diagram (15 equal-width bins)")
+    top.legend(loc="upper left", fontsize=8)
+    bottom.set(xlabel="confidence (max softmax probability)", ylabel="fraction of samples",
+               title="Confidence histogram")
+    bottom.legend(loc="upper left", fontsize=8)
+    return _png(fig)
+
+
+def margin_histogram(report: Report) -> bytes | None:
+    hist = report.margin_histogram
+    if not hist or not hist.get("counts"):
+        return None
+    edges, counts = hist["edges"], hist["counts"]
+    fig = _figure(6.0, 3.2)
+    ax = fig.subplots()
+    widths = [b - a for a, b in zip(edges[:-1], edges[1:])]
+    colors = ["#cc3333" if right <= 0 else "#3366cc" for right in edges[1:]]
+    ax.bar(edges[:-1], counts, width=widths, align="edge", color=colors, alpha=0.8, edgecolor="white")
+    target = report.conventions.get("margin_target")
+    ax.axvline(0, color="#222222", linewidth=1, label="0 (misclassified to the left)")
+    if isinstance(target, (int, float)):
+        ax.axvline(target, color="#dd7722", linestyle="--", linewidth=1, label=f"margin target {target:g}")
+    ax.set(xlabel="logit margin z[y] - max other z", ylabel="samples", title="Logit margin histogram (clean)")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def corruption_heatmap(report: Report) -> bytes | None:
+    """Accuracy per corruption (rows) and severity (columns), annotated in percent."""
+    from macs_audit.reports.tables import corruption_grid
+
+    names, severities, cells = corruption_grid(report)
+    if not names:
+        return None
+    import numpy as np
+
+    grid = np.full((len(names), len(severities)), np.nan)
+    for i, name in enumerate(names):
+        for j, severity in enumerate(severities):
+            view = cells.get((name, severity))
+            if view is not None and view.metrics.get("accuracy") is not None:
+                grid[i, j] = view.metrics["accuracy"]
+    fig = _figure(1.2 * len(severities) + 3.4, 0.32 * len(names) + 1.4)
+    ax = fig.subplots()
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    for i in range(len(names)):
+        for j in range(len(severities)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{100 * grid[i, j]:.1f}", ha="center", va="center", fontsize=7,
+                        color="white" if grid[i, j] < 0.6 else "black")
+    ax.set_xticks(range(len(severities)), [str(s) for s in severities])
+    ax.set_yticks(range(len(names)), [_text(n) for n in names], fontsize=8)
+    ax.set(xlabel="severity", title="Accuracy (%) by corruption and severity")
+    fig.colorbar(image, ax=ax, label="accuracy", fraction=0.05)
+    return _png(fig)

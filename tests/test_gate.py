@@ -1,0 +1,300 @@
+"""The gate: every check on either side of its threshold, baselines, interval gating, bad configs."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from macs_audit.errors import InputError, UsageError
+from macs_audit.gate import (ABSOLUTE_KEYS, BASELINE_KEYS, METRICS, GateConfig, find_config, load_config, observe,
+                             parse_config, run_gate)
+from macs_audit.reports.synthetic import synthetic_report
+
+EPS = 1e-6
+
+
+@pytest.fixture(scope="module")
+def full_report():
+    """Every gate metric present, including the two that need a corruption baseline."""
+    report = synthetic_report()
+    report.corruption_summary["mce"] = 0.8
+    report.corruption_summary["relative_mce"] = 0.9
+    return report
+
+
+def gate(report, table, baseline=None, use_interval=None):
+    return run_gate(report, parse_config(table, "test"), baseline, use_interval=use_interval)
+
+
+# ---------------------------------------------------------------------------------- absolute checks
+
+@pytest.mark.parametrize("key", sorted(ABSOLUTE_KEYS))
+def test_each_absolute_check_passes_and_fails_either_side_of_its_threshold(full_report, key):
+    value, _ = observe(full_report, ABSOLUTE_KEYS[key])
+    # min_: pass when the threshold is just below the value; max_: pass when just above.
+    good, bad = (value - EPS, value + EPS) if key.startswith("min_") else (value + EPS, value - EPS)
+    for threshold, expected in ((good, True), (value, True), (bad, False)):
+        result = gate(full_report, {key: threshold})
+        (check,) = result.checks
+        assert check.passed is expected and result.passed is expected, (key, threshold)
+        assert check.name == key and check.observed == pytest.approx(value)
+        assert check.op == (">=" if key.startswith("min_") else "<=")
+
+
+def test_every_metric_has_exactly_one_absolute_key_in_its_good_direction():
+    assert sorted(ABSOLUTE_KEYS.values()) == sorted(METRICS)
+    assert "min_ece" not in ABSOLUTE_KEYS and "max_accuracy" not in ABSOLUTE_KEYS
+    assert {"max_ece", "max_nll", "min_accuracy", "min_robust_accuracy", "min_corruption_accuracy",
+            "max_corruption_ece", "min_robustness_ratio"} <= set(ABSOLUTE_KEYS)
+
+
+def test_failures_are_listed_and_result_serialises(full_report):
+    result = gate(full_report, {"max_ece": 0.5, "min_accuracy": 0.99, "max_nll": 0.1})
+    assert not result.passed
+    assert [c.name for c in result.failures] == ["min_accuracy", "max_nll"]
+    data = result.to_dict()
+    assert data["passed"] is False and data["n_checks"] == 3 and data["n_failed"] == 2
+    assert set(data["checks"][0]) >= {"name", "metric", "op", "threshold", "observed", "passed", "detail"}
+
+
+# ---------------------------------------------------------------------------------- per corruption
+
+def test_corruption_defaults_apply_to_every_corruption_and_overrides_to_one():
+    report = synthetic_report(corruptions=["fog", "contrast", "snow"])
+    per = report.corruption_summary["corruptions"]
+    for name, accuracy in (("fog", 0.50), ("contrast", 0.70), ("snow", 0.80)):
+        per[name].update(accuracy=accuracy, ece=0.10)
+    result = gate(report, {"corruptions": {"min_accuracy": 0.6}})
+    assert [c.name for c in result.checks] == [f"corruptions.{n}.min_accuracy" for n in ("fog", "contrast", "snow")]
+    assert [c.name for c in result.failures] == ["corruptions.fog.min_accuracy"]
+    assert result.checks[0].observed == 0.5 and "default" in result.checks[0].detail
+
+    table = {"corruptions": {"min_accuracy": 0.6, "fog": {"min_accuracy": 0.5 - EPS, "max_ece": 0.1 - EPS}}}
+    checks = {c.name: c for c in gate(report, table).checks}
+    assert checks["corruptions.fog.min_accuracy"].passed and "override" in checks["corruptions.fog.min_accuracy"].detail
+    assert not checks["corruptions.fog.max_ece"].passed
+    assert checks["corruptions.contrast.min_accuracy"].passed and "corruptions.contrast.max_ece" not in checks
+
+
+# ---------------------------------------------------------------------------------- baseline checks
+
+def _with(report, **clean):
+    out = copy.deepcopy(report)
+    out.clean.metrics.update(clean)
+    return out
+
+
+@pytest.mark.parametrize("key", sorted(BASELINE_KEYS))
+def test_each_baseline_check_passes_and_fails_either_side(full_report, key):
+    name, relative = BASELINE_KEYS[key]
+    base_value, _ = observe(full_report, name)
+    allowance = 0.1 if relative else 0.01
+    allowed = allowance * abs(base_value) if relative else allowance
+    higher = METRICS[name].higher_is_better
+    bound = base_value - allowed if higher else base_value + allowed
+    for candidate_value, expected in ((bound + (EPS if higher else -EPS), True),
+                                      (bound - (EPS if higher else -EPS), False)):
+        candidate = _set_metric(full_report, name, candidate_value)
+        (check,) = gate(candidate, {"baseline": {key: allowance}}, baseline=full_report).checks
+        assert check.passed is expected, (key, candidate_value, bound)
+        assert check.threshold == pytest.approx(bound)
+        assert check.name == f"baseline.{key}" and "baseline" in check.detail
+
+
+def _set_metric(report, name, value):
+    """A copy of `report` whose gate metric `name` reads `value`."""
+    from macs_audit.gate import CLEAN_METRICS, SUMMARY_KEYS
+
+    out = copy.deepcopy(report)
+    if name in CLEAN_METRICS:
+        out.clean.metrics[name] = value
+    elif name in SUMMARY_KEYS:
+        out.corruption_summary[SUMMARY_KEYS[name]] = value
+    elif name == "robust_ece":
+        next(v for v in out.views if v.name == "noise+blur").metrics["ece"] = value
+    else:
+        out.robustness[name] = value
+    assert observe(out, name)[0] == value
+    return out
+
+
+def test_identical_reports_pass_a_zero_allowance(full_report):
+    result = gate(full_report, {"baseline": {"max_ece_increase": 0.0, "max_accuracy_drop": 0.0}}, baseline=full_report)
+    assert result.passed and len(result.checks) == 2
+
+
+def test_relative_allowance_scales_with_the_baseline(full_report):
+    base = _with(full_report, ece=0.02)
+    result = gate(_with(full_report, ece=0.0219), {"baseline": {"max_ece_increase_relative": 0.1}}, baseline=base)
+    assert result.passed and result.checks[0].threshold == pytest.approx(0.022)
+    result = gate(_with(full_report, ece=0.0221), {"baseline": {"max_ece_increase_relative": 0.1}}, baseline=base)
+    assert not result.passed
+
+
+def test_baseline_and_allowances_must_come_together(full_report):
+    with pytest.raises(UsageError, match="no baseline report"):
+        gate(full_report, {"baseline": {"max_ece_increase": 0.01}})
+    with pytest.raises(UsageError, match="no \\[gate.baseline\\] allowances"):
+        gate(full_report, {"max_ece": 0.1}, baseline=full_report)
+
+
+def test_baseline_missing_the_metric_is_an_input_error(full_report):
+    base = synthetic_report(robustness=False)
+    with pytest.raises(InputError, match="baseline report has no"):
+        gate(full_report, {"baseline": {"max_robust_accuracy_drop": 0.01}}, baseline=base)
+
+
+# ---------------------------------------------------------------------------------- interval gating
+
+def test_use_interval_gates_on_the_pessimistic_end(full_report):
+    lo_ece, hi_ece = full_report.clean.intervals["ece"]
+    lo_acc, hi_acc = full_report.clean.intervals["accuracy"]
+    ece, acc = full_report.clean.metrics["ece"], full_report.clean.metrics["accuracy"]
+    table = {"max_ece": (ece + hi_ece) / 2, "min_accuracy": (acc + lo_acc) / 2}
+    assert gate(full_report, table).passed  # the point estimates are inside the thresholds
+    result = gate(full_report, {**table, "use_interval": True})
+    assert not result.passed and len(result.failures) == 2  # the pessimistic ends are not
+    ece_check, acc_check = result.checks
+    assert ece_check.observed == hi_ece and "upper end" in ece_check.detail
+    assert acc_check.observed == lo_acc and "lower end" in acc_check.detail
+    # The argument overrides the config, either way.
+    assert not gate(full_report, table, use_interval=True).passed
+    assert gate(full_report, {**table, "use_interval": True}, use_interval=False).passed
+
+
+def test_use_interval_on_a_metric_without_interval_says_so(full_report):
+    (check,) = gate(full_report, {"max_brier": 1.0, "use_interval": True}).checks
+    assert check.passed and "no bootstrap interval" in check.detail
+    (check,) = gate(full_report, {"max_brier": 1.0}).checks
+    assert check.detail == "point estimate"
+
+
+def test_use_interval_on_the_robust_view_uses_its_interval(full_report):
+    view = next(v for v in full_report.views if v.name == "noise+blur")
+    (check,) = gate(full_report, {"min_robust_accuracy": 0.0, "use_interval": True}).checks
+    assert check.observed == view.intervals["accuracy"][0]
+
+
+def test_use_interval_without_any_bootstrap_is_an_input_error():
+    with pytest.raises(InputError, match="bootstrap"):
+        gate(synthetic_report(intervals=False), {"max_ece": 0.1, "use_interval": True})
+
+
+def test_baseline_checks_use_the_candidates_pessimistic_end(full_report):
+    hi = full_report.clean.intervals["ece"][1]
+    result = gate(full_report, {"baseline": {"max_ece_increase": 0.001}, "use_interval": True}, baseline=full_report)
+    assert result.checks[0].observed == hi and not result.passed  # CI half-width 0.005 > allowance
+
+
+# ---------------------------------------------------------------------------------- bad configuration
+
+@pytest.mark.parametrize("table, message", [
+    ({"max_ecee": 0.1}, "unknown key 'max_ecee'.*did you mean 'max_ece'"),
+    ({"min_ece": 0.1}, "unknown key 'min_ece'"),
+    ({"max_ece": "0.1"}, "max_ece must be a finite number, got str"),
+    ({"max_ece": True}, "max_ece must be a finite number, got bool"),
+    ({"max_ece": float("nan")}, "finite number"),
+    ({"max_ece": 5}, "max_ece = 5 is outside \\[0, 1\\]: thresholds are fractions \\(0.05 for 5%\\)"),
+    ({"min_accuracy": -0.1}, "outside \\[0, 1\\]"),
+    ({"corruptions": {"fog": {"min_accuracy": 50}}}, "outside \\[0, 1\\]"),
+    ({"baseline": {"max_accuracy_drop": 2}}, "outside \\[0, 1\\]"),
+    ({"use_interval": "yes", "max_ece": 0.1}, "use_interval must be true or false"),
+    ({"baseline": {"max_ece_increase": -0.01}}, "must be >= 0"),
+    ({"baseline": {"max_ece_drop": 0.01}}, "unknown key 'max_ece_drop'"),
+    ({"baseline": {"report": 3}}, "report must be a path string"),
+    ({"corruptions": {"fgo": {"min_accuracy": 0.5}}}, "unknown key 'fgo'.*'fog'"),
+    ({"corruptions": {"fog": {"min_acc": 0.5}}}, "unknown key 'min_acc'.*'min_accuracy'"),
+    ({"corruptions": {"fog": 0.5}}, "fog must be a table"),
+    ({"corruptions": {"min_accuracy": "high"}}, "must be a finite number"),
+    ({"corruptions": 3}, "corruptions must be a table"),
+    ({}, "sets no thresholds"),
+    ({"use_interval": True}, "sets no thresholds"),
+])
+def test_bad_config_is_a_one_line_usage_error(table, message):
+    with pytest.raises(UsageError, match=message) as info:
+        parse_config(table, "test")
+    assert "\n" not in str(info.value) and info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"min_robust_accuracy": 0.5}, "robust accuracy.*--perturbations"),
+    ({"min_robustness_ratio": 0.5}, "robustness ratio.*--sensitivity-samples"),
+    ({"max_robust_ece": 0.5}, "noise\\+blur view"),
+    ({"min_corruption_accuracy": 0.5}, "mean_accuracy_15"),
+    ({"min_corruption_accuracy_19": 0.5}, "mean_accuracy_19"),
+    ({"max_relative_mce": 1.0}, "relative_mce.*--corruption-baseline"),
+    ({"corruptions": {"min_accuracy": 0.5}}, "no corruption_summary"),
+])
+def test_threshold_on_a_metric_missing_from_the_report_is_an_input_error(table, message):
+    bare = synthetic_report(robustness=False, corruptions=[])
+    bare.views = []
+    with pytest.raises(InputError, match=message) as info:
+        gate(bare, table)
+    assert "\n" not in str(info.value) and info.value.exit_code == 3
+
+
+def test_partial_corruption_grid_has_no_15_mean_and_no_unrun_corruption():
+    report = synthetic_report(corruptions=["fog", "snow"])
+    with pytest.raises(InputError, match="mean_accuracy_15"):
+        gate(report, {"min_corruption_accuracy": 0.5})
+    with pytest.raises(InputError, match="no such corruption.*fog, snow"):
+        gate(report, {"corruptions": {"contrast": {"min_accuracy": 0.5}}})
+
+
+# ---------------------------------------------------------------------------------- TOML files
+
+def test_load_from_pyproject_and_macs_audit_toml(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.macs-audit.gate]\nmax_ece = 0.05\nuse_interval = true\n'
+        '[tool.macs-audit.gate.corruptions.fog]\nmin_accuracy = 0.4\n'
+        '[tool.macs-audit.gate.baseline]\nmax_accuracy_drop = 0.005\nreport = "base/main.json"\n')
+    cfg = load_config(tmp_path / "pyproject.toml")
+    assert cfg.thresholds == {"max_ece": 0.05} and cfg.use_interval is True
+    assert cfg.corruption_overrides == {"fog": {"min_accuracy": 0.4}}
+    assert cfg.baseline == {"max_accuracy_drop": 0.005}
+    assert cfg.baseline_report == tmp_path / "base" / "main.json"  # relative to the config file
+    assert "[tool.macs-audit.gate]" in cfg.source
+
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "macs-audit.toml").write_text("[gate]\nmin_accuracy = 0.9\n")
+    assert load_config(tmp_path / "ci" / "macs-audit.toml").thresholds == {"min_accuracy": 0.9}
+
+
+def test_find_config_searches_up_to_the_project_root(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.macs-audit.gate]\nmax_ece = 0.05\n")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert find_config(tmp_path / "a" / "b") == tmp_path / "pyproject.toml"
+    (tmp_path / "a" / "macs-audit.toml").write_text("[gate]\nmax_ece = 0.1\n")
+    assert find_config(tmp_path / "a" / "b") == tmp_path / "a" / "macs-audit.toml"
+    assert load_config(start=tmp_path / "a" / "b").thresholds == {"max_ece": 0.1}
+
+
+def test_no_config_found_is_a_usage_error(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')  # project root, no gate table
+    assert find_config(tmp_path) is None
+    with pytest.raises(UsageError, match="no gate thresholds found"):
+        load_config(start=tmp_path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[gate\nmax_ece = 0.1\n", "not valid TOML"),
+    ("[other]\nx = 1\n", "has no \\[tool.macs-audit.gate\\] table"),
+    ("[gate]\nmax_ece = 0.1\nmin_acuracy = 0.9\n", "unknown key 'min_acuracy'.*'min_accuracy'"),
+    ("[gate]\nmax_ece = [0.1]\n", "must be a finite number, got list"),
+])
+def test_bad_toml_files(tmp_path, text, message):
+    path = tmp_path / "macs-audit.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message) as info:
+        load_config(path)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_config_file_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="gate config not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_gate_config_is_a_plain_dataclass():
+    assert GateConfig().thresholds == {} and GateConfig().use_interval is False
