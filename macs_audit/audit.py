@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator
 
@@ -42,6 +43,7 @@ class AuditOptions:
     cifar_c_dir: str | None = None           # read released CIFAR-C files instead of generating
     frost_textures: str | None = None
     corruption_baseline: Report | None = None  # for CE / relative mCE
+    workers: int | None = None               # ImageFolder decoding processes; None: min(8, cores / processes)
 
 
 @dataclasses.dataclass
@@ -51,38 +53,118 @@ class AuditResult:
     labels: np.ndarray
 
 
-def _prefetched(source: Source, batch_size: int, view: ViewFn, ctx: Context) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """Prepare the next batch in a worker thread while the model runs on the current one.
-    Under torch.distributed, only this rank's batches."""
-    starts = [start for b, start in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)]
+IN_MEMORY_FORMATS = ("builtin", "npz", "cifar", "cifar-c")
 
-    def prepare(start: int):
-        pos = np.arange(start, min(start + batch_size, len(source)))
-        return start, view(source.images(pos), start), source.labels[pos]
+
+def device_images(source: Source, device: str):
+    """The whole split as one uint8 tensor on a CUDA `device`, when the source is held in memory and
+    fits in a quarter of the free GPU memory; else None (batches are then read and copied one by one)."""
+    if not device.startswith("cuda") or source.format not in IN_MEMORY_FORMATS:
+        return None
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    if len(source) * source.images(np.arange(1)).nbytes > free // 4:
+        return None
+    return torch.from_numpy(np.ascontiguousarray(source.images(np.arange(len(source))))).to(device)
+
+
+class _BatchReader:
+    """Whole batches by index, for DataLoader worker processes (ImageFolder decoding)."""
+
+    def __init__(self, source: Source, starts: list[int], batch_size: int):
+        self.source, self.starts, self.batch_size = source, starts, batch_size
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int):
+        start = self.starts[i]
+        try:
+            return start, self.source.images(np.arange(start, min(start + self.batch_size, len(self.source))))
+        except InputError as exc:  # re-raised in the main process with its one-line message
+            return start, exc
+
+
+def _identity(item):
+    return item
+
+
+def _batch_images(source: Source, starts: list[int], batch_size: int, resident, workers: int):
+    """(start, uint8 images) of each batch: slices of the device-resident split, ImageFolder images
+    decoded in `workers` processes, or plain reads."""
+    if resident is not None:
+        for start in starts:
+            yield start, resident[start:start + batch_size]
+    elif source.format == "imagefolder" and workers > 0 and len(starts) > 1:
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(_BatchReader(source, starts, batch_size), batch_size=None, collate_fn=_identity,
+                            num_workers=min(workers, len(starts)), prefetch_factor=2)
+        for start, images in loader:
+            if isinstance(images, Exception):
+                raise images
+            yield start, images
+    else:
+        for start in starts:
+            yield start, source.images(np.arange(start, min(start + batch_size, len(source))))
+
+
+def _prefetched(source: Source, batch_size: int, view: ViewFn, ctx: Context, resident=None, pin: bool = False,
+                workers: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Prepare the next batch in a worker thread while the model runs on the current one.
+    Under torch.distributed, only this rank's batches. With `pin`, host batches are page-locked
+    so that the predictor's copy to the GPU is asynchronous."""
+    starts = [start for b, start in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)]
+    batches = _batch_images(source, starts, batch_size, resident, workers)
+
+    def prepare():
+        start, images = next(batches)
+        x = view(images, start)
+        if pin and isinstance(x, np.ndarray):
+            import torch
+
+            x = torch.from_numpy(x).pin_memory()
+        return start, x, source.labels[np.arange(start, min(start + batch_size, len(source)))]
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(prepare, starts[0]) if starts else None
+        pending = pool.submit(prepare) if starts else None
         for i in range(len(starts)):
             batch = pending.result()
-            pending = pool.submit(prepare, starts[i + 1]) if i + 1 < len(starts) else None
+            pending = pool.submit(prepare) if i + 1 < len(starts) else None
             yield batch
 
 
-def clean_view(images: np.ndarray, start: int) -> np.ndarray:
-    return to_unit_float(images)
+def clean_view(images, start: int):
+    if isinstance(images, np.ndarray):
+        return to_unit_float(images)
+    return images.permute(0, 3, 1, 2).float().mul_(float(np.float32(1 / 255)))  # the device-resident split
+
+
+def _workers(options: AuditOptions, ctx: Context) -> int:
+    if options.workers is not None:
+        return options.workers
+    return min(8, max(1, (os.cpu_count() or 1) // ctx.world_size))
 
 
 def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_size: int,
                   view: ViewFn = clean_view, progress: ProgressFn | None = None,
-                  description: str = "clean", keep_logits: bool = False, ctx: Context = SINGLE):
+                  description: str = "clean", keep_logits: bool = False, ctx: Context = SINGLE, workers: int = 0):
     """Run one view over the whole source (this rank's shard under torch.distributed, then
-    combined across ranks); return (accumulator, logits or None)."""
+    combined across ranks); return (accumulator, logits or None).
+
+    A torch model on CUDA gets the whole split as one device tensor when it fits (views then run
+    on the device with no host round trip), else page-locked host batches."""
     acc = metrics.CalibrationAccumulator(num_classes)
     kept, starts = [], []
     done = 0
     total = len(source) if not ctx.active else sum(
         min(batch_size, len(source) - st) for b, st in enumerate(range(0, len(source), batch_size)) if ctx.owns(b))
-    for start, images, labels in _prefetched(source, batch_size, view, ctx):
+    device = str(predictor.info.get("device", "cpu"))
+    torch_gpu = device.startswith("cuda") and predictor.info.get("backend") == "torch"
+    resident = device_images(source, device) if torch_gpu else None
+    for start, images, labels in _prefetched(source, batch_size, view, ctx, resident, torch_gpu and resident is None,
+                                             workers):
         logits = predictor.predict(images)
         if logits.shape[1] != num_classes:
             raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
@@ -150,7 +232,7 @@ def run_audit(predictor: Predictor, source: Source, options: AuditOptions = Audi
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
     num_classes = check_classes(predictor, source)
     acc, logits = evaluate_view(predictor, source, num_classes, options.batch_size,
-                                progress=progress, keep_logits=True, ctx=ctx)
+                                progress=progress, keep_logits=True, ctx=ctx, workers=_workers(options, ctx))
     clean = view_result("clean", "clean", acc, options.bootstrap, options.seed)
     report = Report(
         model={**predictor.info, **predictor.config.as_metadata(), "output": predictor.output.describe(),
@@ -189,7 +271,8 @@ def add_robustness(report: Report, predictor: Predictor, source: Source, num_cla
         report.seeds["perturbations"] = options.seed
         for name in options.perturbations:
             acc, _ = evaluate_view(predictor, source, num_classes, options.batch_size,
-                                   robustness.perturbation_view(name, options.seed, device), progress, name, ctx=ctx)
+                                   robustness.perturbation_view(name, options.seed, device), progress, name, ctx=ctx,
+                                   workers=_workers(options, ctx))
             report.views.append(view_result(name, "perturbation", acc, options.bootstrap, options.seed))
             if name == perturbations.ROBUST_VIEW:
                 section["robust_accuracy"] = report.views[-1].metrics["accuracy"]
@@ -224,7 +307,7 @@ def add_robustness(report: Report, predictor: Predictor, source: Source, num_cla
                     progress("corruption grid", i * total + done, len(grid) * total)
 
             acc, _ = evaluate_view(predictor, view_source, num_classes, options.batch_size, view, grid_progress,
-                                   f"{name} s{severity}", ctx=ctx)
+                                   f"{name} s{severity}", ctx=ctx, workers=_workers(options, ctx))
             # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
             report.views.append(view_result(f"{name}@{severity}", "corruption", acc, 0, options.seed,
                                             corruption=name, severity=severity,

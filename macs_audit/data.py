@@ -178,8 +178,6 @@ def load_cifar_dir(path: Path, split: str) -> Source:
 def load_imagefolder(path: Path, image_size: tuple[int, int] | None) -> Source:
     """root/<class>/<image>; classes sorted by name; images resized to `image_size` (H, W) if given,
     else to the size of the first image."""
-    from PIL import Image
-
     classes = sorted(d.name for d in path.iterdir() if d.is_dir() and not d.name.startswith("."))
     files, labels = [], []
     for label, cls in enumerate(classes):
@@ -190,28 +188,42 @@ def load_imagefolder(path: Path, image_size: tuple[int, int] | None) -> Source:
     if not files:
         raise InputError(f"{path}: no images found (expected root/<class>/<image> sub-directories)")
 
-    def read(f: Path) -> Image.Image:
-        try:
-            with Image.open(f) as im:
-                return im.convert("RGB")
-        except OSError as exc:
-            raise InputError(f"cannot read image {f}: {exc}") from None
-
     if image_size is None:
-        w, h = read(files[0]).size
+        w, h = _read_image(files[0]).size
         image_size = (h, w)
-    h, w = image_size
+    fetch = _ImageFolderFetch(tuple(files), *image_size)
+    return _validated(Source(str(path), "imagefolder", np.asarray(labels, dtype=np.int64), classes, fetch))
 
-    def fetch(idx: np.ndarray) -> np.ndarray:
-        out = np.empty((len(idx), h, w, 3), dtype=np.uint8)
+
+def _read_image(f: Path):
+    from PIL import Image
+
+    try:
+        with Image.open(f) as im:
+            return im.convert("RGB")
+    except OSError as exc:
+        raise InputError(f"cannot read image {f}: {exc}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class _ImageFolderFetch:
+    """Reads images by index, resized to (h, w). A plain picklable object (not a closure), so
+    DataLoader worker processes can receive it under any start method."""
+
+    files: tuple
+    h: int
+    w: int
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        from PIL import Image
+
+        out = np.empty((len(idx), self.h, self.w, 3), dtype=np.uint8)
         for row, i in enumerate(idx):
-            im = read(files[i])
-            if im.size != (w, h):
-                im = im.resize((w, h), Image.BILINEAR)
+            im = _read_image(self.files[i])
+            if im.size != (self.w, self.h):
+                im = im.resize((self.w, self.h), Image.BILINEAR)
             out[row] = np.asarray(im)
         return out
-
-    return _validated(Source(str(path), "imagefolder", np.asarray(labels, dtype=np.int64), classes, fetch))
 
 
 def detect_format(path: Path) -> str:

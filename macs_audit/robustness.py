@@ -73,10 +73,13 @@ def perturbation_view(name: str, seed: int, device: str):
 
     from macs_audit.perturbations import evaluation_view
 
-    def view(images: np.ndarray, start: int) -> np.ndarray:
-        x = torch.from_numpy(images).to(device).permute(0, 3, 1, 2).float().div_(255)
+    def view(images, start: int):
+        # A uint8 tensor (the device-resident split) stays on the device; numpy goes back to numpy.
+        on_device = torch.is_tensor(images)
+        x = (images if on_device else torch.from_numpy(images)).to(device).permute(0, 3, 1, 2).float().div_(255)
         gen = torch.Generator(device=device).manual_seed(derive_seed("perturbation", seed, name, start))
-        return evaluation_view(name, x, gen).cpu().numpy()
+        out = evaluation_view(name, x, gen)
+        return out if on_device else out.cpu().numpy()
 
     return view
 
@@ -87,9 +90,12 @@ def corruption_view(name: str, severity: int, seed: int, device: str, frost_text
     from macs_audit.corruptions import batch_seed, corrupt
     from macs_audit.models.predictor import to_unit_float
 
-    def view(images: np.ndarray, start: int) -> np.ndarray:
-        x = torch.from_numpy(images).to(device)
+    def view(images, start: int):
+        on_device = torch.is_tensor(images)
+        x = (images if on_device else torch.from_numpy(images)).to(device)
         out = corrupt(x, name, severity, seed=batch_seed(seed, name, severity, start), frost_textures=frost_textures)
+        if on_device:
+            return out.permute(0, 3, 1, 2).float().mul_(float(np.float32(1 / 255)))
         return to_unit_float(out.cpu().numpy())
 
     return view

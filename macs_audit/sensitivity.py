@@ -51,8 +51,7 @@ def autograd_gradient_norms(predictor, images: np.ndarray, labels: np.ndarray, b
     for i in range(0, len(images), batch_size):
         x = torch.from_numpy(images[i:i + batch_size]).to(predictor.device).requires_grad_(True)
         y = torch.from_numpy(labels[i:i + batch_size]).to(predictor.device)
-        with torch.autocast(predictor.device.type, enabled=False):  # gradients in float32
-            gamma = margins(predictor.forward(x), y)
+        gamma = margins(predictor.forward(x, amp=False), y)  # gradients in float32, also on CUDA
         # Samples are independent in eval mode, so the gradient of the sum gives every per-sample gradient.
         (grad,) = torch.autograd.grad(gamma.sum(), x)
         out_margin.append(gamma.detach().cpu().numpy().astype(np.float64))

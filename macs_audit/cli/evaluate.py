@@ -58,6 +58,7 @@ def evaluate(
     output_kind: Optional[str] = typer.Option(None, "--model-output", help="What the model returns: auto, logits or probabilities."),
     trust_pickled: bool = typer.Option(False, "--trust-pickled-model-code", help="Allow loading a fully pickled torch module. This RUNS CODE from the file: only for files you trust."),
     batch_size: int = typer.Option(500, "--batch-size", min=1),
+    workers: Optional[int] = typer.Option(None, "--workers", min=0, help="Processes decoding ImageFolder images (default: min(8, cores per process); 0: in the main process)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     calibration_split: float = typer.Option(0.2, "--calibration-split", help="Fraction of the data held out to fit the temperature (0 disables)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap resamples for 95% intervals (0 disables)."),
@@ -99,7 +100,7 @@ def evaluate(
     predictor = load_predictor(model, flags, device=distributed.rank_device(ctx, device), allow_unsafe_pickle=trust_pickled)
     source, data_info = load_data(data, data_format, split, limit, seed, tuple(predictor.config.input_size))
     options = AuditOptions(
-        batch_size=batch_size, calibration_split=calibration_split, bootstrap=bootstrap, seed=seed,
+        batch_size=batch_size, calibration_split=calibration_split, bootstrap=bootstrap, seed=seed, workers=workers,
         perturbations=robustness.parse_perturbations(perturbations), sensitivity_samples=sensitivity_samples,
         sensitivity_directions=sensitivity_directions, corruptions=robustness.parse_corruptions(corruptions),
         severities=robustness.parse_severities(severities), cifar_c_dir=str(cifar_c) if cifar_c else None,

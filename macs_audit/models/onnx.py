@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,9 @@ class OnnxPredictor:
 
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only; we report failures ourselves
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        if threads.isdigit() and int(threads) > 0:  # onnxruntime ignores it; torchrun sets 1 per process
+            options.intra_op_num_threads = int(threads)
         try:
             self.session = ort.InferenceSession(str(path), sess_options=options, providers=_providers_for(device))
         except Exception as exc:  # onnxruntime raises its own exception types for bad files

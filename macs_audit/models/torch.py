@@ -130,6 +130,8 @@ class TorchPredictor:
         self.mean = torch.tensor(cfg.mean, device=self.device).view(1, -1, 1, 1)
         self.std = torch.tensor(cfg.std, device=self.device).view(1, -1, 1, 1)
         self.autocast = self.device.type == "cuda"
+        # bf16 where the GPU has it (Ampere and later), else fp16; the logits are upcast either way.
+        self.amp_dtype = torch.bfloat16 if not self.autocast or torch.cuda.is_bf16_supported() else torch.float16
         self.info = {
             "path": str(path), "format": fmt, "backend": self.backend, "device": str(self.device),
             "provider": f"torch {torch.__version__} ({'CUDA' if self.device.type == 'cuda' else 'CPU'})",
@@ -140,21 +142,25 @@ class TorchPredictor:
     def num_classes(self) -> int | None:
         return self.config.num_classes
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """Differentiable logits of float images in [0,1] (N, C, H, W) on the model's device."""
+    def forward(self, images: torch.Tensor, amp: bool | None = None) -> torch.Tensor:
+        """Differentiable logits of float images in [0,1] (N, C, H, W) on the model's device.
+        bf16 autocast on CUDA unless `amp=False` (an outer autocast(enabled=False) does not reach in)."""
         if tuple(images.shape[2:]) != tuple(self.config.input_size):
             images = F.interpolate(images, size=self.config.input_size, mode="bilinear", antialias=True,
                                    align_corners=False)
         if images.shape[1] != self.mean.shape[1]:
             raise InputError(f"images have {images.shape[1]} channels but the model's mean/std have {self.mean.shape[1]}")
         x = (images - self.mean) / self.std
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.autocast if amp is None else amp):
             out = self.model(x)
         return out.float()  # upcast before any metric
 
     @torch.no_grad()
-    def predict(self, images: np.ndarray) -> np.ndarray:
-        x = torch.from_numpy(np.asarray(images, dtype=np.float32)).to(self.device, non_blocking=True)
+    def predict(self, images) -> np.ndarray:
+        """Logits of float [0,1] NCHW images: a numpy array, or a tensor (pinned host memory or already
+        on the model's device, as the audit's CUDA paths hand it over)."""
+        x = images if torch.is_tensor(images) else torch.from_numpy(np.asarray(images, dtype=np.float32))
+        x = x.to(self.device, dtype=torch.float32, non_blocking=True)  # asynchronous from pinned memory
         try:
             out = self.forward(x)
         except InputError:

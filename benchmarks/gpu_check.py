@@ -1,0 +1,405 @@
+"""The Python half of benchmarks/gpu_check.sh: each sub-command is one step, run under `timeout`.
+
+    python3 benchmarks/gpu_check.py info      RESULTS
+    python3 benchmarks/gpu_check.py prepare   RESULTS WORKDIR
+    python3 benchmarks/gpu_check.py tests     RESULTS
+    python3 benchmarks/gpu_check.py throughput RESULTS WORKDIR
+    python3 benchmarks/gpu_check.py corruptions RESULTS
+    python3 benchmarks/gpu_check.py train     RESULTS
+    python3 benchmarks/gpu_check.py table     RESULTS
+
+Every step appends rows {"row", "value", "note"} to RESULTS (JSON lines); `table` prints them.
+Needs only what a bare GPU box has: python3 with torch, timm, onnxruntime (a CPU build is fine:
+reported as such), typer, rich, scikit-learn. pytest and onnx/onnxscript are used when present.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SAMPLE = ROOT / "sample_models" / "resnet9_c10_ce"
+ORT_CPU_BUILD = "CPU build, CUDA provider unavailable"
+
+
+def emit(results: Path, row: str, value: str, note: str = "") -> None:
+    with open(results, "a") as fh:
+        fh.write(json.dumps({"row": row, "value": value, "note": note}) + "\n")
+    print(f"{row}: {value}" + (f"  ({note})" if note else ""), flush=True)
+
+
+def cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def ort_cuda_status() -> tuple[bool, str]:
+    """(usable, description) of onnxruntime's CUDA provider on this machine."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return False, "onnxruntime not installed"
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return False, f"onnxruntime {ort.__version__}: {ORT_CPU_BUILD}"
+    if not cuda():
+        return False, f"onnxruntime {ort.__version__}: CUDA provider built in, but no GPU"
+    return True, f"onnxruntime {ort.__version__}: CUDAExecutionProvider available"
+
+
+# ---------------------------------------------------------------------------------------------
+def step_info(results: Path) -> None:
+    import platform
+
+    import torch
+
+    emit(results, "python / torch", f"{platform.python_version()} / {torch.__version__}",
+         f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}")
+    if cuda():
+        props = torch.cuda.get_device_properties(0)
+        emit(results, "GPU", f"{props.name}", f"{props.total_memory / 2**30:.0f} GiB, sm_{props.major}{props.minor}, "
+             f"{torch.cuda.device_count()} device(s), bf16 {'yes' if torch.cuda.is_bf16_supported() else 'no'}")
+    else:
+        emit(results, "GPU", "none", "torch.cuda.is_available() is False: GPU rows are skipped")
+    emit(results, "onnxruntime CUDA", ort_cuda_status()[1])
+
+
+def step_prepare(results: Path, work: Path) -> None:
+    """work/model.safetensors + model.json (torch) and work/model.onnx (when it can be had)."""
+    work.mkdir(parents=True, exist_ok=True)
+    if SAMPLE.with_suffix(".safetensors").is_file() and SAMPLE.with_suffix(".json").is_file():
+        shutil.copy(SAMPLE.with_suffix(".safetensors"), work / "model.safetensors")
+        shutil.copy(SAMPLE.with_suffix(".json"), work / "model.json")
+        origin = "sample model"
+        model = None
+    else:
+        import timm
+        import torch
+
+        from macs_audit.models import architectures  # noqa: F401
+        from macs_audit.models.export import save_safetensors, write_sidecar
+
+        torch.manual_seed(0)
+        model = timm.create_model("macs_resnet9_c10", num_classes=10).eval()
+        save_safetensors(model, work / "model.safetensors")
+        write_sidecar(work / "model.json", {"arch": "macs_resnet9_c10", "num_classes": 10, "input_size": [32, 32],
+                                            "output": "logits", "mean": [0.4914, 0.4822, 0.4465],
+                                            "std": [0.247, 0.2435, 0.2616]})
+        origin = "random-init macs_resnet9_c10 (no sample model in the tree)"
+    emit(results, "model", "macs_resnet9_c10", origin)
+    if SAMPLE.with_suffix(".onnx").is_file():
+        shutil.copy(SAMPLE.with_suffix(".onnx"), work / "model.onnx")
+        emit(results, "onnx model", "sample model")
+        return
+    try:
+        if model is None:
+            from macs_audit.models.torch import build_timm_model, read_state_dict
+
+            model = build_timm_model("macs_resnet9_c10", 10, read_state_dict(work / "model.safetensors")).eval()
+        from macs_audit.models.export import export_onnx
+
+        meta = json.loads((work / "model.json").read_text())
+        export_onnx(model, work / "model.onnx", {k: meta[k] for k in ("arch", "num_classes", "input_size", "mean", "std", "output")})
+        emit(results, "onnx model", "exported here")
+    except Exception as exc:  # onnx / onnxscript missing on a bare box: ONNX rows are skipped
+        emit(results, "onnx model", "unavailable", f"export failed: {type(exc).__name__}: {str(exc)[:80]}")
+
+
+# ---------------------------------------------------------------------------------------------
+def step_tests(results: Path) -> int:
+    files = ["tests/test_gpu.py"]
+    others = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests").glob("test_*.py"))
+              if p.name != "test_gpu.py" and "cuda.is_available()" in p.read_text()]
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        return mini_runner(results, ROOT / "tests" / "test_gpu.py")
+    log = Path(tempfile.mkdtemp()) / "pytest.log"
+    # test_gpu.py whole; elsewhere only tests with "cuda" in their name.
+    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-rsf", "-p", "no:cacheprovider", *files]
+    rc = subprocess.call(cmd, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    lines = log.read_text().splitlines()
+    if others:
+        cmd2 = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-rsf", "-p", "no:cacheprovider", *others, "-k", "cuda"]
+        rc2 = subprocess.call(cmd2, cwd=ROOT, stdout=open(log.with_suffix(".2"), "w"), stderr=subprocess.STDOUT)
+        lines2 = log.with_suffix(".2").read_text().splitlines()
+        print("\n".join(lines2[-30:]))
+        emit(results, f"pytest -k cuda ({', '.join(Path(o).name for o in others)})", (lines2 or ["?"])[-1].strip("= "))
+        rc = rc or (rc2 if rc2 != 5 else 0)  # 5: nothing selected
+    print("\n".join(lines[-60:]))
+    skipped = sorted({ln.split(": ", 1)[-1] for ln in lines if ln.startswith("SKIPPED")})
+    failed = [ln.split(" ")[1] for ln in lines if ln.startswith("FAILED")]
+    emit(results, "pytest tests/test_gpu.py", (lines or ["?"])[-1].strip("= "),
+         ("failed: " + ", ".join(f.split("::")[-1] for f in failed) + "; " if failed else "")
+         + ("skips: " + "; ".join(skipped) if skipped else ""))
+    return rc
+
+
+class _Skipped(Exception):
+    pass
+
+
+def _pytest_shim():
+    """Just enough of pytest for tests/test_gpu.py, on a box without pytest."""
+    import re
+    import types
+
+    shim = types.ModuleType("pytest")
+
+    class Mark:
+        @staticmethod
+        def skipif(condition, reason=""):
+            def deco(fn):
+                fn.__dict__.setdefault("_skips", []).append((bool(condition), reason))
+                return fn
+            return deco
+
+    def skip(reason=""):
+        raise _Skipped(reason)
+
+    def importorskip(name):
+        try:
+            return __import__(name)
+        except ImportError:
+            raise _Skipped(f"could not import {name!r}") from None
+
+    @contextlib.contextmanager
+    def raises(exc, match=None):
+        try:
+            yield
+        except exc as err:
+            if match and not re.search(match, str(err)):
+                raise AssertionError(f"{err!r} does not match {match!r}") from None
+        else:
+            raise AssertionError(f"DID NOT RAISE {exc}")
+
+    shim.mark, shim.skip, shim.importorskip, shim.raises = Mark(), skip, importorskip, raises
+    shim.fixture = lambda fn=None, **kw: fn if fn is not None else (lambda f: f)
+    return shim
+
+
+class _MonkeyPatch:
+    def __init__(self):
+        self._undo = []
+
+    def setattr(self, target, name, value, raising=True):
+        old = getattr(target, name, None)
+        if raising and not hasattr(target, name):
+            raise AttributeError(name)
+        self._undo.append((target, name, old))
+        setattr(target, name, value)
+
+    def undo(self):
+        for target, name, old in reversed(self._undo):
+            setattr(target, name, old)
+
+
+def mini_runner(results: Path, path: Path) -> int:
+    import importlib.util
+
+    sys.modules["pytest"] = _pytest_shim()
+    sys.path.insert(0, str(path.parent))
+    import conftest
+
+    spec = importlib.util.spec_from_file_location("test_gpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    failed, skips = [], set()
+    for name, fn in vars(module).items():
+        if not (name.startswith("test_") and callable(fn)):
+            continue
+        reasons = [r for cond, r in getattr(fn, "_skips", []) if cond]
+        if reasons:
+            counts["skipped"] += 1
+            skips.add(reasons[0])
+            continue
+        tmp, mp = Path(tempfile.mkdtemp()), _MonkeyPatch()
+
+        def resolve(f):
+            kwargs = {}
+            for p in inspect.signature(f).parameters:
+                kwargs[p] = tmp if p == "tmp_path" else mp if p == "monkeypatch" else resolve(getattr(conftest, p))
+            return f(**kwargs)
+
+        try:
+            resolve(fn)
+            counts["passed"] += 1
+        except _Skipped as exc:
+            counts["skipped"] += 1
+            skips.add(str(exc))
+        except Exception:
+            counts["failed"] += 1
+            failed.append(name)
+            traceback.print_exc()
+        finally:
+            mp.undo()
+    summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+    emit(results, "tests/test_gpu.py (built-in runner: no pytest)", summary,
+         ("failed: " + ", ".join(failed) + "; " if failed else "") + ("skips: " + "; ".join(sorted(skips)) if skips else ""))
+    return 1 if counts["failed"] else 0
+
+
+# ---------------------------------------------------------------------------------------------
+def _time(fn, repeat: int = 1) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def step_throughput(results: Path, work: Path) -> None:
+    """Steady-state images/s of the audit's clean and robust views (evaluate_view: data, view, model, metrics)."""
+    import numpy as np
+    import torch
+
+    from macs_audit import robustness
+    from macs_audit.audit import evaluate_view
+    from macs_audit.data import load_source
+    from macs_audit.models.predictor import load_predictor, to_unit_float
+
+    full = load_source(None)
+    rows = [("torch", "cuda", 10000, 1000)] if cuda() else []
+    ort_ok, ort_note = ort_cuda_status()
+    if (work / "model.onnx").is_file():
+        if ort_ok:
+            rows.append(("onnx", "cuda", 10000, 1000))
+        else:
+            emit(results, "throughput onnxruntime cuda", "skipped", ort_note)
+        rows.append(("onnx", "cpu", 2000, 500))
+    rows.append(("torch", "cpu", 2000, 500))
+    for backend, device, n, batch in rows:
+        model = work / ("model.safetensors" if backend == "torch" else "model.onnx")
+        label = f"{'torch' if backend == 'torch' else 'onnxruntime'} {device}"
+        try:
+            predictor = load_predictor(model, device=device)
+            source = full.subset(np.arange(n))
+            evaluate_view(predictor, full.subset(np.arange(batch)), 10, batch)  # warm-up: kernels, allocator
+            t = _time(lambda: evaluate_view(predictor, source, 10, batch))
+            view = robustness.perturbation_view("noise+blur", 0, robustness.view_device(predictor))
+            tr = _time(lambda: evaluate_view(predictor, source, 10, batch, view))
+            emit(results, f"evaluate {label}: clean view", f"{n / t:,.0f} img/s",
+                 f"{n} images, batch {batch}, provider {predictor.info['provider']}")
+            emit(results, f"evaluate {label}: noise+blur view", f"{n / tr:,.0f} img/s", "view on " + robustness.view_device(predictor))
+            if backend == "torch" and device == "cuda":
+                # The model alone on a device-resident, normalised split: the ceiling the pipeline could reach.
+                x = torch.from_numpy(to_unit_float(source.images(np.arange(n)))).to(predictor.device)
+
+                def model_only():
+                    with torch.no_grad():
+                        for i in range(0, n, batch):
+                            predictor.forward(x[i:i + batch])
+
+                model_only()
+                tm = _time(model_only, repeat=3)
+                emit(results, f"evaluate {label}: model only (bf16, data on GPU)", f"{n / tm:,.0f} img/s",
+                     "no host copies, no metrics")
+        except Exception as exc:
+            emit(results, f"evaluate {label}", "FAILED", f"{type(exc).__name__}: {str(exc)[:100]}")
+            traceback.print_exc()
+
+
+def step_corruptions(results: Path) -> None:
+    """All 19 corruptions at severity 3: images/s on the GPU (5000 images) and on the CPU (500)."""
+    import numpy as np
+    import torch
+
+    from macs_audit.corruptions import CORRUPTIONS, corrupt
+    from macs_audit.data import load_source
+
+    source = load_source(None)
+    plans = ([("cuda", 5000, 1000)] if cuda() else []) + [("cpu", 500, 500)]
+    for device, n, batch in plans:
+        images = torch.from_numpy(source.images(np.arange(n))).to(device)
+        per = {}
+        for name in CORRUPTIONS:
+            corrupt(images[:16], name, 3, seed=0)  # warm-up
+            per[name] = _time(lambda: [corrupt(images[i:i + batch], name, 3, seed=i) for i in range(0, n, batch)])
+        total = sum(per.values())
+        slow = sorted(per, key=per.get, reverse=True)[:3]
+        emit(results, f"corruptions {device}: 19 at severity 3", f"{19 * n / total:,.0f} img/s",
+             f"{n} images each, batch {batch}, {total:.1f} s; slowest " + ", ".join(f"{s} {n / per[s]:,.0f}/s" for s in slow))
+
+
+def step_train(results: Path) -> None:
+    """MaCS training steps (clean + perturbed forward, backward, SGD step) per second."""
+    import numpy as np
+    import timm
+    import torch
+
+    from macs_audit.finetune import FinetuneOptions
+    from macs_audit.finetune.loop import Preprocess, make_optimizer, training_step
+    from macs_audit.data import load_source
+    from macs_audit.models import architectures  # noqa: F401
+
+    source = load_source(None)
+    plans = ([("cuda", 512, True, 40), ("cuda", 512, False, 40)] if cuda() else []) + [("cpu", 128, False, 3)]
+    for device_name, batch, amp, steps in plans:
+        device = torch.device(device_name)
+        torch.manual_seed(0)
+        model = timm.create_model("macs_resnet9_c10", num_classes=10).to(device)
+        if device.type == "cuda":
+            model = model.to(memory_format=torch.channels_last)
+        model.train()
+        options = FinetuneOptions(device=device_name, batch_size=batch, amp=amp)
+        optimizer, prep = make_optimizer(model, options), Preprocess(options, device)
+        data_gen, view_gen = torch.Generator().manual_seed(0), torch.Generator(device=device).manual_seed(0)
+        x = torch.from_numpy(source.images(np.arange(batch))).to(device).permute(0, 3, 1, 2).float().div_(255)
+        y = torch.from_numpy(source.labels[:batch]).to(device)
+
+        def one():
+            optimizer.zero_grad(set_to_none=True)
+            loss, _ = training_step(model, x, y, options, prep, data_gen, view_gen, amp)
+            optimizer.step()
+            return loss
+
+        for _ in range(3 if device.type == "cuda" else 1):
+            one()
+        t = _time(lambda: [one() for _ in range(steps)])
+        emit(results, f"MaCS train step {device_name} {'bf16 autocast' if amp else 'fp32'}",
+             f"{steps / t:,.1f} steps/s", f"batch {batch} ({batch * steps / t:,.0f} img/s; 2 forward passes per image)")
+
+
+def step_table(results: Path) -> None:
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] if results.is_file() else []
+    w1 = max([len(r["row"]) for r in rows] + [4])
+    w2 = max([len(r["value"]) for r in rows] + [5])
+    print(f"\n{'check':<{w1}}  {'result':<{w2}}  note")
+    print(f"{'-' * w1}  {'-' * w2}  {'-' * 4}")
+    for r in rows:
+        print(f"{r['row']:<{w1}}  {r['value']:<{w2}}  {r['note']}")
+
+
+def main() -> int:
+    cmd, results = sys.argv[1], Path(sys.argv[2])
+    work = Path(sys.argv[3]) if len(sys.argv) > 3 else None
+    steps = {"info": lambda: step_info(results), "prepare": lambda: step_prepare(results, work),
+             "tests": lambda: step_tests(results), "throughput": lambda: step_throughput(results, work),
+             "corruptions": lambda: step_corruptions(results), "train": lambda: step_train(results),
+             "table": lambda: step_table(results)}
+    return int(steps[cmd]() or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
