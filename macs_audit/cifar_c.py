@@ -1,0 +1,271 @@
+"""The released CIFAR-10-C / CIFAR-100-C directory layout: read it memory-mapped, write it.
+
+Layout (Zenodo 2535967 / 3555552): one ``<corruption>.npy`` per corruption, uint8 of shape
+(5 * n, H, W, 3) and severity-major (rows [(s - 1) * n, s * n) hold severity s, images in
+test-set order), plus ``labels.npy``: the n labels tiled 5 times (uint8 in the release).
+
+Reading never loads an image file whole: ``images(name, severity)`` returns a read-only
+memory-mapped view of one severity block, and each file is opened once. Writing streams
+severity blocks from a caller-supplied iterator of batches into a memory-mapped temporary
+file in the target directory, renamed into place when complete (atomic per file).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from macs_audit.corruptions import CORRUPTIONS, SEVERITIES
+from macs_audit.errors import InputError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+NUM_SEVERITIES = len(SEVERITIES)
+LABELS_FILE = "labels.npy"
+
+Progress = Callable[[str, int, int], None]
+ImagesFn = Callable[[str, int], Iterable[Any]]
+
+
+class CifarCDirectory:
+    """A CIFAR-10-C / CIFAR-100-C directory, validated, with lazily opened memory maps.
+
+    Attributes: ``path``; ``corruptions`` (names present, reference order); ``labels`` (int64,
+    the n per-severity labels); ``num_per_severity`` (n); ``image_shape`` ((H, W, 3)).
+    """
+
+    def __init__(self, path: Path, corruptions: tuple[str, ...], labels: "np.ndarray",
+                 image_shape: tuple[int, int, int]):
+        self.path = path
+        self.corruptions = corruptions
+        self.labels = labels
+        self.num_per_severity = int(labels.shape[0])
+        self.image_shape = image_shape
+        self._maps: dict[str, np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        return (f"CifarCDirectory({str(self.path)!r}, {len(self.corruptions)} corruptions, "
+                f"{self.num_per_severity} images per severity)")
+
+    def images(self, name: str, severity: int) -> "np.ndarray":
+        """Read-only memory-mapped uint8 view (n, H, W, 3) of one corruption and severity."""
+        if name not in CORRUPTIONS:
+            raise UsageError(f"unknown corruption {name!r}; choose one of: {', '.join(CORRUPTIONS)}")
+        if isinstance(severity, bool) or not isinstance(severity, int) or severity not in SEVERITIES:
+            raise UsageError(f"corruption severity must be an integer 1-5, got {severity!r}")
+        if name not in self.corruptions:
+            raise InputError(f"{self.path} has no {name}.npy; present: "
+                             f"{', '.join(self.corruptions)}")
+        if name not in self._maps:
+            self._maps[name] = _open_memmap(self.path / f"{name}.npy")
+        n = self.num_per_severity
+        return self._maps[name][(severity - 1) * n: severity * n]
+
+    def close(self) -> None:
+        """Drop the cached memory maps (they close when no view refers to them)."""
+        self._maps.clear()
+
+
+def read_cifar_c(directory: str | os.PathLike) -> CifarCDirectory:
+    """Open and validate a CIFAR-10-C / CIFAR-100-C directory (headers only; no image data
+    is read). Raises InputError with a one-line message when the layout is wrong."""
+    import numpy as np
+
+    path = Path(directory)
+    if not path.is_dir():
+        raise InputError(f"CIFAR-C directory {path} does not exist or is not a directory")
+    labels_path = path / LABELS_FILE
+    if not labels_path.is_file():
+        raise InputError(f"{path} has no {LABELS_FILE}; a CIFAR-C directory holds "
+                         "<corruption>.npy files and labels.npy")
+    tiled = _open_memmap(labels_path)
+    if tiled.ndim != 1 or tiled.dtype.kind not in "iu" or tiled.shape[0] == 0 \
+            or tiled.shape[0] % NUM_SEVERITIES:
+        raise InputError(f"{labels_path} must be a 1-D integer array whose length is a multiple "
+                         f"of {NUM_SEVERITIES}, got {tiled.dtype} of shape {tiled.shape}")
+    n = tiled.shape[0] // NUM_SEVERITIES
+    blocks = np.asarray(tiled).reshape(NUM_SEVERITIES, n)
+    if not (blocks == blocks[0]).all():
+        raise InputError(f"{labels_path} does not hold the same {n} labels for each of the "
+                         f"{NUM_SEVERITIES} severities; not a CIFAR-C labels file")
+    labels = blocks[0].astype(np.int64)
+    if labels.min() < 0:
+        raise InputError(f"{labels_path} holds negative labels")
+    del tiled, blocks
+
+    present = []
+    image_shape = None
+    for name in CORRUPTIONS:
+        file = path / f"{name}.npy"
+        if not file.exists():
+            continue
+        shape, dtype = _read_header(file)
+        if dtype != np.uint8 or len(shape) != 4 or shape[0] != NUM_SEVERITIES * n or shape[3] != 3:
+            raise InputError(f"{file} must be uint8 of shape ({NUM_SEVERITIES * n}, H, W, 3) to "
+                             f"match {LABELS_FILE}, got {dtype} of shape {shape}")
+        if image_shape is None:
+            image_shape = tuple(shape[1:])
+        elif tuple(shape[1:]) != image_shape:
+            raise InputError(f"{file} holds {shape[1]}x{shape[2]} images, other files "
+                             f"{image_shape[0]}x{image_shape[1]}")
+        present.append(name)
+    if not present:
+        raise InputError(f"{path} holds no corruption files (<name>.npy for the 19 CIFAR-C "
+                         "corruptions, e.g. fog.npy)")
+    return CifarCDirectory(path, tuple(present), labels, image_shape)
+
+
+def write_cifar_c(out_dir: str | os.PathLike, images_fn: ImagesFn, labels: Any,
+                  corruptions: Iterable[str] = CORRUPTIONS,
+                  progress: Progress | None = None) -> list[Path]:
+    """Write a CIFAR-C directory in the released layout; return the paths written.
+
+    ``images_fn(name, severity)`` yields uint8 batches (b, H, W, 3), numpy arrays or tensors
+    on any device, that together hold the n corrupted images of that corruption and severity
+    in order; the caller controls batching and device. ``labels`` holds the n labels.
+    ``labels.npy`` is written first (uint8 when every label is below 256, else int64), then
+    one ``<name>.npy`` per corruption, each streamed severity by severity into a memory-mapped
+    temporary file in ``out_dir`` and renamed into place only when complete. ``progress``
+    is called as progress(description, images_done, images_total) after every batch.
+    """
+    import numpy as np
+
+    names = list(dict.fromkeys(corruptions))
+    unknown = [c for c in names if c not in CORRUPTIONS]
+    if unknown:
+        raise UsageError(f"unknown corruption {unknown[0]!r}; choose from: {', '.join(CORRUPTIONS)}")
+    if not names:
+        raise UsageError("no corruptions to write")
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.shape[0] == 0 or labels.dtype.kind not in "iu" \
+            or (labels < 0).any():
+        raise InputError(f"labels must be a non-empty 1-D array of non-negative integers, got "
+                         f"{labels.dtype} of shape {labels.shape}")
+    n = labels.shape[0]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    label_dtype = np.uint8 if labels.max() < 256 else np.int64
+    written = [_atomic_save(out / LABELS_FILE, np.tile(labels.astype(label_dtype), NUM_SEVERITIES))]
+    total = len(names) * NUM_SEVERITIES * n
+    done = 0
+    for name in names:
+        target = out / f"{name}.npy"
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".npy.tmp", dir=out)
+        os.close(fd)
+        array = None
+        try:
+            for severity in SEVERITIES:
+                row = 0
+                for batch in images_fn(name, severity):
+                    batch = _as_uint8_batch(batch, name, severity)
+                    if array is None:
+                        array = np.lib.format.open_memmap(
+                            tmp, mode="w+", dtype=np.uint8,
+                            shape=(NUM_SEVERITIES * n,) + batch.shape[1:])
+                    elif batch.shape[1:] != array.shape[1:]:
+                        raise InputError(f"{name} severity {severity}: batch of "
+                                         f"{batch.shape[1]}x{batch.shape[2]} images, earlier "
+                                         f"batches {array.shape[1]}x{array.shape[2]}")
+                    if row + batch.shape[0] > n:
+                        raise InputError(f"{name} severity {severity}: more than the {n} "
+                                         "images the labels describe")
+                    start = (severity - 1) * n + row
+                    array[start:start + batch.shape[0]] = batch
+                    row += batch.shape[0]
+                    done += batch.shape[0]
+                    if progress is not None:
+                        progress(f"{name} severity {severity}", done, total)
+                if row != n:
+                    raise InputError(f"{name} severity {severity}: got {row} images, expected "
+                                     f"{n} (one per label)")
+            array.flush()
+            del array
+            array = None
+            _fsync(tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            del array
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        written.append(target)
+    return written
+
+
+# ---------------------------------------------------------------------------------------------
+def _open_memmap(file: Path) -> "np.ndarray":
+    import numpy as np
+
+    try:
+        array = np.load(file, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputError(f"cannot read {file} as a .npy array: {_one_line(exc)}") from None
+    if not isinstance(array, np.ndarray):
+        raise InputError(f"{file} is not a single .npy array")
+    if array.ndim > 1 and not array.flags.c_contiguous:
+        raise InputError(f"{file} is stored in Fortran order; CIFAR-C files are C-ordered")
+    return array
+
+
+def _read_header(file: Path) -> tuple[tuple[int, ...], "np.dtype"]:
+    """Shape and dtype from a .npy header, checking the file is as long as it claims."""
+    import numpy as np
+
+    try:
+        with open(file, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            offset = f.tell()
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputError(f"cannot read {file} as a .npy array: {_one_line(exc)}") from None
+    if fortran and len(shape) > 1:
+        raise InputError(f"{file} is stored in Fortran order; CIFAR-C files are C-ordered")
+    size = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if file.stat().st_size < size:
+        raise InputError(f"{file} is truncated: {file.stat().st_size} bytes, the header "
+                         f"describes {size}")
+    return tuple(shape), dtype
+
+
+def _as_uint8_batch(batch: Any, name: str, severity: int) -> "np.ndarray":
+    import numpy as np
+
+    if hasattr(batch, "detach"):  # a torch tensor, on any device
+        batch = batch.detach().cpu().numpy()
+    batch = np.asarray(batch)
+    if batch.dtype != np.uint8 or batch.ndim != 4 or batch.shape[3] != 3:
+        raise InputError(f"{name} severity {severity}: batches must be uint8 (b, H, W, 3), got "
+                         f"{batch.dtype} of shape {batch.shape}")
+    return batch
+
+
+def _atomic_save(target: Path, array: "np.ndarray") -> Path:
+    import numpy as np
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".npy.tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _fsync(file: str) -> None:
+    with open(file, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

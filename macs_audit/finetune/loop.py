@@ -1,0 +1,316 @@
+"""The fine-tuning loop: flat and readable (airbench / nanoGPT style).
+
+The whole training split is one uint8 tensor; each step takes a slice of a seeded permutation,
+crops and flips it, and applies the objective. The learning rate is a function of the step
+(linear warm-up, cosine to zero). A checkpoint is written atomically after every epoch with
+everything a resumed run needs to continue bit-identically on CPU: weights, optimizer state,
+step, epoch, the generators' states (data order, augmentation, mixup, perturbations) and torch's
+global RNG. The core never prints: progress goes to `progress(description, done, total, terms)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from macs_audit import metrics, perturbations
+from macs_audit.atomic import atomic_path
+from macs_audit.calibration import stratified_split
+from macs_audit.errors import InputError, UsageError
+from macs_audit.finetune import FinetuneOptions, losses
+from macs_audit.seeding import derive_seed
+
+CHECKPOINT_FORMAT = "macs-audit-finetune-checkpoint/1"
+# Options that may change between a run and its resumption without changing the result on CPU.
+RUNTIME_OPTIONS = ("device", "amp", "eval_batch_size")
+ProgressFn = Callable[..., None]
+
+
+@dataclasses.dataclass
+class FinetuneResult:
+    model: torch.nn.Module       # the fine-tuned model, in eval mode, on options.device
+    history: list[dict]          # one entry per epoch: step, lr, mean loss terms, validation metrics
+    steps: int                   # optimizer steps taken in total (including before a resume)
+    resumed_from_epoch: int | None
+    split: dict                  # sizes and seed of the train/validation split
+
+
+@dataclasses.dataclass
+class TrainData:
+    x_train: torch.Tensor  # uint8 (N, C, H, W), CPU
+    y_train: torch.Tensor  # int64 (N,)
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    num_classes: int
+    fingerprint: str       # identifies the split, so --resume refuses different data
+
+
+def lr_at(step: int, total: int, warmup: int, peak: float) -> float:
+    """Linear warm-up over `warmup` steps, then cosine decay to 0 at `total`."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+
+
+def augment(x: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.Tensor:
+    """Random crop with `pad`-pixel reflect padding and a random horizontal flip, per sample."""
+    n, c, h, w = x.shape
+    dev = x.device
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(dev)
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(dev)
+    flip = (torch.rand(n, generator=generator) < 0.5).to(dev)
+    padded = F.pad(x, (pad, pad, pad, pad), mode="reflect")
+    rows = dy[:, None] + torch.arange(h, device=dev)
+    cols = dx[:, None] + torch.arange(w, device=dev)
+    cols = torch.where(flip[:, None], cols.flip(1), cols)  # a flip is reversed column order
+    return padded[torch.arange(n, device=dev)[:, None, None, None], torch.arange(c, device=dev)[None, :, None, None],
+                  rows[:, None, :, None], cols[:, None, None, :]]
+
+
+def load_train_data(source, options: FinetuneOptions) -> TrainData:
+    """Read the whole source once and hold out a class-stratified validation split."""
+    labels = np.asarray(source.labels, dtype=np.int64)
+    val_idx, train_idx = stratified_split(labels, options.val_fraction, options.split_seed)
+    if len(train_idx) < options.batch_size:
+        raise UsageError(f"the training split has {len(train_idx)} images, fewer than --batch-size {options.batch_size}; "
+                         "use a smaller batch or more data")
+    if len(val_idx) == 0:
+        raise UsageError(f"--val-fraction {options.val_fraction} holds out no images of {len(labels)}; raise it")
+    images = np.asarray(source.images(np.arange(len(labels))))
+    if images.dtype != np.uint8 or images.ndim != 4:
+        raise InputError(f"training images must be uint8 (N, H, W, C), got {images.dtype} {images.shape}")
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
+    y = torch.from_numpy(labels)
+    digest = hashlib.sha256(labels.tobytes() + train_idx.tobytes() + str(images.shape).encode()).hexdigest()[:16]
+    return TrainData(x[train_idx], y[train_idx], x[val_idx], y[val_idx], int(source.num_classes), digest)
+
+
+class Preprocess:
+    """[0,1] images -> the model's input: resize if needed, (x - mean) / std, channels_last on CUDA."""
+
+    def __init__(self, options: FinetuneOptions, device: torch.device):
+        self.size = tuple(options.input_size)
+        self.mean = torch.tensor(options.mean, device=device).view(1, -1, 1, 1)
+        self.std = torch.tensor(options.std, device=device).view(1, -1, 1, 1)
+        self.channels_last = device.type == "cuda"
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if tuple(x.shape[2:]) != self.size:
+            x = F.interpolate(x, size=self.size, mode="bilinear", antialias=True, align_corners=False)
+        x = (x - self.mean) / self.std
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on weight matrices and kernels only, not on biases and norm parameters."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.ndim > 1]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim <= 1]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: torch.nn.Module, options: FinetuneOptions) -> torch.optim.Optimizer:
+    groups = param_groups(model, options.weight_decay)
+    if options.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=options.lr)
+    return torch.optim.SGD(groups, lr=options.lr, momentum=options.momentum, nesterov=options.momentum > 0)
+
+
+def training_step(model, images: torch.Tensor, labels: torch.Tensor, options: FinetuneOptions, prep: Preprocess,
+                  data_gen: torch.Generator, view_gen: torch.Generator, amp: bool = False):
+    """Forward and backward for one batch (gradients accumulate into .grad); returns (loss, terms).
+
+    `images` are augmented, in [0, 1]. The loss is returned detached: the caller checks it is
+    finite before the optimizer step. Forward passes run under bf16 autocast when `amp`.
+    """
+    def forward(x):
+        with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=amp):
+            return model(prep(x))
+
+    if options.objective == "macs":
+        # Two forward passes (clean, perturbed; each with its own batch-norm statistics), both
+        # views sharing the crop/flip. With the clean view detached inside the KL (the default),
+        # the gradient splits exactly: clean pass <- CE + margin, perturbed pass <- KL, so the
+        # clean graph is freed before the perturbed pass and memory stays that of one batch.
+        perturbed = perturbations.training_view(images, view_gen, options.blur_range, options.noise_range)
+        args = (labels, options.delta, options.lambda_m, options.lambda_c, options.kl_direction, options.stop_grad)
+        if options.stop_grad == "clean":
+            clean = forward(images)
+            losses.macs_loss(clean, clean.detach(), *args).total.backward()  # KL of a view with itself: 0
+            t = losses.macs_loss(clean.detach(), forward(perturbed), *args)  # the full loss, grads to T(x) only
+        elif options.stop_grad == "pert":
+            with torch.no_grad():  # the perturbed view is only a target: no graph needed
+                pert = forward(perturbed)
+            t = losses.macs_loss(forward(images), pert, *args)
+        else:
+            t = losses.macs_loss(forward(images), forward(perturbed), *args)
+        t.total.backward()
+        return t.total.detach(), {"ce": t.ce, "margin": t.margin, "kl": t.consistency}
+    if options.objective == "mixup":
+        mixed, y_a, y_b, lam = losses.mixup_batch(images, labels, options.mixup_alpha, data_gen)
+        loss = losses.mixup_loss(forward(mixed), y_a, y_b, lam)
+    elif options.objective == "focal":
+        loss = losses.focal_loss(forward(images), labels, options.focal_gamma)
+    elif options.objective == "label-smoothing":
+        loss = losses.label_smoothing_loss(forward(images), labels, options.smoothing)
+    else:
+        loss = losses.cross_entropy(forward(images), labels)
+    loss.backward()
+    return loss.detach(), {}
+
+
+@torch.no_grad()
+def predict_logits(model: torch.nn.Module, images: torch.Tensor, options: FinetuneOptions,
+                   view: Callable[[torch.Tensor], torch.Tensor] | None = None) -> np.ndarray:
+    """float32 logits of NCHW images, uint8 or float in [0,1] (optionally through a view), eval mode."""
+    device = torch.device(options.device)
+    prep = Preprocess(options, device)
+    was_training = model.training
+    model.eval()
+    out = []
+    for start in range(0, len(images), options.eval_batch_size):
+        x = images[start:start + options.eval_batch_size].to(device)
+        x = x.float().div_(255) if x.dtype == torch.uint8 else x.float()
+        if view is not None:
+            x = view(x)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=options.amp and device.type == "cuda"):
+            out.append(model(prep(x)).float().cpu())
+    model.train(was_training)
+    return torch.cat(out).numpy()
+
+
+def validate(model, data: TrainData, options: FinetuneOptions) -> dict:
+    m = metrics.calibration_metrics(predict_logits(model, data.x_val, options), data.y_val.numpy(), data.num_classes)
+    return {k: m[k] for k in ("accuracy", "ece", "nll", "brier", "mean_margin")}
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path: Path) -> dict:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise InputError(f"cannot read checkpoint {path}: {(str(exc).splitlines() or [''])[0][:200]}") from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise InputError(f"{path} is not a macs-audit fine-tuning checkpoint")
+    return state
+
+
+def _check_resumable(state: dict, options: FinetuneOptions, data: TrainData, path: Path) -> None:
+    saved = {k: v for k, v in state["options"].items() if k not in RUNTIME_OPTIONS}
+    now = {k: v for k, v in options.to_dict().items() if k not in RUNTIME_OPTIONS}
+    changed = [k for k in now if saved.get(k) != now[k]]
+    if changed:
+        key = changed[0]
+        raise UsageError(f"{path} was made with {key}={saved.get(key)!r}, not {now[key]!r}; "
+                         "resume with the same settings, or start a new run in another --out directory")
+    if state["data"] != data.fingerprint:
+        raise UsageError(f"{path} was made on different training data; resume with the same --data")
+
+
+def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, progress: ProgressFn | None = None,
+             checkpoint: str | Path | None = None, resume: bool = False) -> FinetuneResult:
+    """Fine-tune `model` (a torch module taking normalised images) on `train_source` (a data.Source).
+
+    With `checkpoint`, state is saved there after every epoch; with `resume`, training continues
+    from it. A NaN or infinite loss raises InputError and leaves the last good checkpoint in place.
+    """
+    options.validate()
+    device = torch.device(options.device)
+    data = load_train_data(train_source, options)
+    n_train = len(data.y_train)
+    steps_per_epoch = n_train // options.batch_size
+    total_steps = max(1, round(options.epochs * steps_per_epoch))
+    n_epochs = math.ceil(total_steps / steps_per_epoch)
+    warmup = round(options.warmup * total_steps)
+
+    torch.manual_seed(derive_seed(options.seed, "global"))  # dropout / drop-path, if the model has any
+    data_gen = torch.Generator().manual_seed(derive_seed(options.seed, "data"))
+    view_gen = torch.Generator(device=device).manual_seed(derive_seed(options.seed, "view"))
+    model = model.to(device)
+    if device.type == "cuda":
+        model = model.to(memory_format=torch.channels_last)
+    optimizer = make_optimizer(model, options)
+    prep = Preprocess(options, device)
+    amp = options.amp and device.type == "cuda"
+
+    step, start_epoch, history, resumed_from = 0, 0, [], None
+    checkpoint = Path(checkpoint) if checkpoint is not None else None
+    if resume:
+        if checkpoint is None or not checkpoint.is_file():
+            raise UsageError(f"--resume: no checkpoint at {checkpoint}; run without --resume to start")
+        state = load_checkpoint(checkpoint)
+        _check_resumable(state, options, data, checkpoint)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step, start_epoch, history = state["step"], state["epoch"], list(state["history"])
+        data_gen.set_state(state["data_gen"])
+        view_gen.set_state(state["view_gen"])
+        torch.set_rng_state(state["torch_rng"])
+        if device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
+        resumed_from = start_epoch
+
+    for epoch in range(start_epoch, n_epochs):
+        model.train()
+        started = time.perf_counter()
+        order = torch.randperm(n_train, generator=data_gen)
+        steps_now = min(steps_per_epoch, total_steps - step)
+        sums: dict[str, float] = {}
+        description = f"epoch {epoch + 1}/{n_epochs}"
+        for i in range(steps_now):
+            idx = order[i * options.batch_size:(i + 1) * options.batch_size]
+            images = data.x_train[idx].to(device, non_blocking=True).float().div_(255)
+            labels = data.y_train[idx].to(device, non_blocking=True)
+            if options.augment:
+                images = augment(images, data_gen)
+            lr = lr_at(step, total_steps, warmup, options.lr)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            optimizer.zero_grad(set_to_none=True)
+            loss, terms = training_step(model, images, labels, options, prep, data_gen, view_gen, amp)
+            value = loss.item()
+            if not math.isfinite(value):  # checked before the step: the weights stay finite
+                kept = f"the last good checkpoint {checkpoint} (epoch {epoch}) is kept" if checkpoint and epoch else \
+                    "no checkpoint was written yet"
+                raise InputError(f"the {options.objective} loss became {value} at step {step + 1} (epoch {epoch + 1}); "
+                                 f"{kept}; lower --lr or check the data")
+            optimizer.step()
+            step += 1
+            shown = {"loss": value, **{k: float(v) for k, v in terms.items()}}
+            for k, v in shown.items():
+                sums[k] = sums.get(k, 0.0) + v
+            if progress:
+                progress(description, i + 1, steps_now, {**shown, "lr": lr})
+        if progress:
+            progress("validate", 0, 1, None)
+        entry = {"epoch": epoch + 1, "step": step, "lr": lr_at(step - 1, total_steps, warmup, options.lr),
+                 "train": {k: v / max(1, steps_now) for k, v in sums.items()},
+                 "val": validate(model, data, options), "seconds": round(time.perf_counter() - started, 2)}
+        history.append(entry)
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, {
+                "format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "step": step, "epoch": epoch + 1, "options": options.to_dict(), "data": data.fingerprint,
+                "data_gen": data_gen.get_state(), "view_gen": view_gen.get_state(),
+                "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                "history": history,
+            })
+        if progress:
+            progress("validate", 1, 1, {"val_acc": entry["val"]["accuracy"], "val_ece": entry["val"]["ece"],
+                                        "val_nll": entry["val"]["nll"]})
+    model.eval()
+    split = {"n_train": n_train, "n_val": len(data.y_val), "val_fraction": options.val_fraction,
+             "seed": options.split_seed, "stratified": True}
+    return FinetuneResult(model=model, history=history, steps=step, resumed_from_epoch=resumed_from, split=split)

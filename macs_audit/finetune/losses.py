@@ -1,0 +1,106 @@
+"""Training objectives: MaCS (method-reference.md §1) and the baselines CE, focal, label smoothing, mixup.
+
+Every loss upcasts the logits to float32 and runs with autocast off, so mixed-precision training
+computes the same loss as float32 training (softmax in bf16 saturates).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from macs_audit.finetune import KL_DIRECTIONS, STOP_GRADS
+
+
+def _fp32(logits: torch.Tensor) -> torch.Tensor:
+    return logits.float()
+
+
+def _no_autocast(logits: torch.Tensor):
+    return torch.autocast(logits.device.type, enabled=False)
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """mean_i -log softmax(z_i)[y_i]."""
+    with _no_autocast(logits):
+        return F.cross_entropy(_fp32(logits), labels)
+
+
+def focal_loss(logits: torch.Tensor, labels: torch.Tensor, gamma: float = 3.0) -> torch.Tensor:
+    """Focal loss (Lin et al. 2017), mean_i -(1 - p_t)^gamma log p_t; gamma 0 is cross-entropy."""
+    with _no_autocast(logits):
+        log_pt = F.log_softmax(_fp32(logits), dim=1).gather(1, labels[:, None]).squeeze(1)
+        return (-(1 - log_pt.exp()).pow(gamma) * log_pt).mean()
+
+
+def label_smoothing_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float = 0.1) -> torch.Tensor:
+    """Cross-entropy against q = (1 - eps) * onehot(y) + eps / K (Szegedy et al. 2016)."""
+    with _no_autocast(logits):
+        log_p = F.log_softmax(_fp32(logits), dim=1)
+        nll = -log_p.gather(1, labels[:, None]).squeeze(1)
+        uniform = -log_p.mean(dim=1)
+        return ((1 - smoothing) * nll + smoothing * uniform).mean()
+
+
+def mixup_batch(images: torch.Tensor, labels: torch.Tensor, alpha: float, generator: torch.Generator):
+    """mixup (Zhang et al. 2018): x = lam x_i + (1 - lam) x_perm(i), lam ~ Beta(alpha, alpha) per batch.
+
+    Returns (mixed images, labels, permuted labels, lam). lam is drawn by numpy from a seed taken
+    from `generator` (torch has no seeded Beta sampler), so all randomness comes from one generator.
+    """
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+    lam = float(np.random.default_rng(seed).beta(alpha, alpha)) if alpha > 0 else 1.0
+    perm = torch.randperm(len(labels), generator=generator, device=generator.device).to(images.device)
+    return lam * images + (1 - lam) * images[perm], labels, labels[perm], lam
+
+
+def mixup_loss(logits: torch.Tensor, labels_a: torch.Tensor, labels_b: torch.Tensor, lam: float) -> torch.Tensor:
+    """lam * CE(z, y_a) + (1 - lam) * CE(z, y_b), the mixup objective."""
+    return lam * cross_entropy(logits, labels_a) + (1 - lam) * cross_entropy(logits, labels_b)
+
+
+def logit_margin(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """gamma_i = z_i[y_i] - max_{j != y_i} z_i[j] on raw logits (the metric's definition)."""
+    true = logits.gather(1, labels[:, None]).squeeze(1)
+    others = logits.masked_fill(F.one_hot(labels, logits.shape[1]).bool(), -math.inf)
+    return true - others.max(dim=1).values
+
+
+@dataclasses.dataclass
+class MacsTerms:
+    total: torch.Tensor        # L = L_CE + lambda_m L_m + lambda_c L_c (differentiable)
+    ce: torch.Tensor           # the unweighted terms, detached, for the progress bar and logs
+    margin: torch.Tensor
+    consistency: torch.Tensor
+
+
+def macs_loss(clean_logits: torch.Tensor, pert_logits: torch.Tensor, labels: torch.Tensor, delta: float = 1.0,
+              lambda_m: float = 0.1, lambda_c: float = 1.0, kl_direction: str = "clean||pert",
+              stop_grad: str = "clean") -> MacsTerms:
+    """The MaCS objective (method-reference.md §1) on clean logits z = f(x) and perturbed z~ = f(T(x)).
+
+    L_CE = CE(z, y) on the clean view only; L_m = mean max(0, Delta - gamma)^2 with gamma the clean
+    margin; L_c = mean KL(p || p~) ("clean||pert", the paper's form) or KL(p~ || p) ("pert||clean").
+    `stop_grad` names the view whose distribution is detached inside the KL term only ("clean":
+    the clean prediction is the fixed target, UDA/VAT style); L_CE and L_m always train the clean view.
+    """
+    if kl_direction not in KL_DIRECTIONS:
+        raise ValueError(f"kl_direction must be one of {KL_DIRECTIONS}, got {kl_direction!r}")
+    if stop_grad not in STOP_GRADS:
+        raise ValueError(f"stop_grad must be one of {STOP_GRADS}, got {stop_grad!r}")
+    with _no_autocast(clean_logits):
+        z, z_pert = _fp32(clean_logits), _fp32(pert_logits)
+        ce = F.cross_entropy(z, labels)
+        margin = F.relu(delta - logit_margin(z, labels)).pow(2).mean()
+        log_p = F.log_softmax(z.detach() if stop_grad == "clean" else z, dim=1)
+        log_q = F.log_softmax(z_pert.detach() if stop_grad == "pert" else z_pert, dim=1)
+        if kl_direction == "pert||clean":
+            log_p, log_q = log_q, log_p
+        # KL(p || q) = sum_k p_k (log p_k - log q_k), averaged over the batch.
+        consistency = (log_p.exp() * (log_p - log_q)).sum(dim=1).mean()
+        total = ce + lambda_m * margin + lambda_c * consistency
+    return MacsTerms(total=total, ce=ce.detach(), margin=margin.detach(), consistency=consistency.detach())
