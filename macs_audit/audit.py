@@ -285,7 +285,7 @@ def add_robustness(report: Report, predictor: Predictor, source: Source, num_cla
         if progress:
             progress("sensitivity", 0, len(pos))
         sens = sensitivity(predictor, images, source.labels[pos], options.sensitivity_directions, options.seed,
-                           batch_size=min(options.batch_size, 256))
+                           batch_size=min(options.batch_size, 256), ctx=ctx)
         if progress:
             progress("sensitivity", len(pos), len(pos))
         section["sensitivity"] = sens

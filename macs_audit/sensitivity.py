@@ -43,66 +43,76 @@ def chi_mean_factor(m: int) -> float:
     return math.sqrt(2 / m) * math.exp(math.lgamma((m + 1) / 2) - math.lgamma(m / 2))
 
 
-def autograd_gradient_norms(predictor, images: np.ndarray, labels: np.ndarray, batch_size: int = 256):
-    """Per-sample (margin, ||grad margin||_2) for a torch predictor, images float [0,1] NCHW."""
+def autograd_gradient_norms(predictor, images: np.ndarray, labels: np.ndarray):
+    """Per-sample (margin, ||grad margin||_2) of one batch for a torch predictor, images float [0,1] NCHW."""
     import torch
 
-    out_margin, out_norm = [], []
-    for i in range(0, len(images), batch_size):
-        x = torch.from_numpy(images[i:i + batch_size]).to(predictor.device).requires_grad_(True)
-        y = torch.from_numpy(labels[i:i + batch_size]).to(predictor.device)
-        gamma = margins(predictor.forward(x, amp=False), y)  # gradients in float32, also on CUDA
-        # Samples are independent in eval mode, so the gradient of the sum gives every per-sample gradient.
-        (grad,) = torch.autograd.grad(gamma.sum(), x)
-        out_margin.append(gamma.detach().cpu().numpy().astype(np.float64))
-        out_norm.append(grad.flatten(1).norm(dim=1).cpu().numpy().astype(np.float64))
-    return np.concatenate(out_margin), np.concatenate(out_norm)
+    x = torch.from_numpy(images).to(predictor.device).requires_grad_(True)
+    y = torch.from_numpy(labels).to(predictor.device)
+    gamma = margins(predictor.forward(x, amp=False), y)  # gradients in float32, also on CUDA
+    # Samples are independent in eval mode, so the gradient of the sum gives every per-sample gradient.
+    (grad,) = torch.autograd.grad(gamma.sum(), x)
+    return gamma.detach().cpu().numpy().astype(np.float64), grad.flatten(1).norm(dim=1).cpu().numpy().astype(np.float64)
 
 
-def finite_difference_gradient_norms(predictor, images: np.ndarray, labels: np.ndarray, directions: int = 8,
-                                     step: float = 1e-2, seed: int = 0, batch_size: int = 256):
-    """Per-sample (margin, estimated ||grad margin||_2) from 2 * `directions` extra forward passes."""
-    rng = np.random.default_rng(seed)
+def finite_difference_gradient_norms(predictor, images: np.ndarray, labels: np.ndarray, directions: int,
+                                     rng: np.random.Generator, step: float = 1e-2):
+    """Per-sample (margin, estimated ||grad margin||_2) of one batch from 2 * `directions` extra forward passes."""
     n = len(images)
     d = int(np.prod(images.shape[1:]))
-    gamma = margins(predict_all(predictor, images, batch_size), labels)
+    gamma = margins(predictor.predict(images), labels)
     sq = np.zeros(n)
     for _ in range(directions):
         u = rng.standard_normal(images.shape).astype(np.float32)
         u /= np.linalg.norm(u.reshape(n, -1), axis=1).reshape(n, 1, 1, 1)
         # No clamping to [0,1]: the gradient is a property of the function at x, not of valid images.
-        plus = margins(predict_all(predictor, images + step * u, batch_size), labels)
-        minus = margins(predict_all(predictor, images - step * u, batch_size), labels)
+        plus = margins(predictor.predict(images + step * u), labels)
+        minus = margins(predictor.predict(images - step * u), labels)
         sq += ((plus - minus) / (2 * step)) ** 2
-    norms = np.sqrt(d * sq / directions) / chi_mean_factor(directions)
-    return gamma, norms
-
-
-def predict_all(predictor, images: np.ndarray, batch_size: int) -> np.ndarray:
-    return np.concatenate([predictor.predict(images[i:i + batch_size]) for i in range(0, len(images), batch_size)])
+    return gamma, np.sqrt(d * sq / directions) / chi_mean_factor(directions)
 
 
 def sensitivity(predictor, images: np.ndarray, labels: np.ndarray, directions: int = 8, seed: int = 0,
-                batch_size: int = 256) -> dict:
-    """L^, its stated error, the method, and the median first-order flip radius gamma / ||grad gamma||."""
+                batch_size: int = 256, ctx=None) -> dict:
+    """L^, its stated error, the method, and the median first-order flip radius gamma / ||grad gamma||.
+
+    Batches are independent (each draws its directions from a generator seeded by its start), so
+    under torch.distributed (`ctx`) each rank computes its own batches and the results are gathered.
+    """
+    from macs_audit import distributed
+    from macs_audit.seeding import derive_seed
+
+    ctx = ctx or distributed.SINGLE
     if len(images) == 0:
         raise InputError("sensitivity needs at least one image")
-    if hasattr(predictor, "forward"):
-        gamma, norms = autograd_gradient_norms(predictor, images, labels, batch_size)
+    exact = hasattr(predictor, "forward")
+    starts, parts = [], []
+    for b, start in enumerate(range(0, len(images), batch_size)):
+        if not ctx.owns(b):
+            continue
+        x, y = images[start:start + batch_size], labels[start:start + batch_size]
+        if exact:
+            parts.append(autograd_gradient_norms(predictor, x, y))
+        else:
+            rng = np.random.default_rng(derive_seed("sensitivity", seed, start))
+            parts.append(finite_difference_gradient_norms(predictor, x, y, directions, rng))
+        starts.append(start)
+    parts = distributed.gather_in_order(parts, starts, ctx)
+    gamma = np.concatenate([g for g, _ in parts])
+    norms = np.concatenate([n for _, n in parts])
+    if exact:
         method, error = "autograd", 0.0
     else:
-        gamma, norms = finite_difference_gradient_norms(predictor, images, labels, directions, seed=seed,
-                                                        batch_size=batch_size)
         method = f"finite-difference ({directions} random unit directions, central step 1e-2, chi bias corrected)"
         error = 3 * float(norms.std(ddof=1) / math.sqrt(len(norms))) if len(norms) > 1 else float("inf")
     with np.errstate(divide="ignore", invalid="ignore"):
-        radius = np.where(norms > 0, gamma / norms, np.inf)
+        radius = float(np.median(np.where(norms > 0, gamma / norms, np.inf)))
     return {
         "lipschitz": float(norms.mean()),
         "lipschitz_error": error,
         "method": method,
         "n": int(len(norms)),
         "mean_margin_subset": float(gamma.mean()),
-        "median_flip_radius": float(np.median(radius)),
+        "median_flip_radius": radius if np.isfinite(radius) else None,  # None: a flat (constant) model
         "units": "margin (logit) per unit L2 norm in [0,1] pixel space",
     }
