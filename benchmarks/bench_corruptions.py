@@ -1,0 +1,246 @@
+"""Speed of macs_audit.corruptions against the `imagecorruptions` package, on CPU.
+
+    python benchmarks/bench_corruptions.py [--data ../shared/data/cifar10_test.npz]
+        [--images 1000] [--grid-images 10000] [--batch 1000] [--threads N] [--skip-reference]
+
+1. Images/s per corruption, all five severities, on the same CIFAR-10 test images, for this
+   implementation (one batch of --images per severity) and for imagecorruptions (its per-image
+   `corrupt(image, corruption_name, severity)`), and the ratio.
+2. Wall time of the full 19 corruptions x 5 severities grid on --grid-images images with this
+   implementation, in batches of --batch, seeded per batch with batch_seed().
+
+The output is a markdown report on stdout (progress on stderr).
+
+imagecorruptions is a benchmark-only dependency (`pip install imagecorruptions`, which pulls
+opencv-python and scikit-image). It always uses its ImageNet-C parameters, not the CIFAR ones,
+so the work per image differs (e.g. zoom_blur averages 11-16 zooms where CIFAR averages 7-26,
+glass blur loops up to 3 times with larger shifts); the comparison is of the implementations as
+shipped. Version 1.1.2 does not import on a current stack, so this script installs three
+compatibility shims in its own process before importing it (none changes what is computed):
+  - `pkg_resources.resource_filename` (setuptools >= 81 no longer ships pkg_resources), used
+    only to locate its frost images;
+  - `np.float_ = np.float64` (removed in NumPy 2.0), used by its fog plasma fractal;
+  - `skimage.filters.gaussian(..., multichannel=True)` mapped to `channel_axis=-1` (the
+    argument was removed from scikit-image), used by gaussian_blur and glass_blur.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import os
+import platform
+import sys
+import time
+import types
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "cifar10_test.npz"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def install_imagecorruptions_shims() -> None:
+    if "pkg_resources" not in sys.modules and importlib.util.find_spec("pkg_resources") is None:
+        shim = types.ModuleType("pkg_resources")
+
+        def resource_filename(package: str, resource: str) -> str:
+            spec = importlib.util.find_spec(package)
+            return os.path.join(os.path.dirname(spec.origin), resource)
+
+        shim.resource_filename = resource_filename
+        sys.modules["pkg_resources"] = shim
+    if not hasattr(np, "float_"):
+        np.float_ = np.float64
+    import inspect
+
+    import skimage.filters
+
+    original = skimage.filters.gaussian
+    if "multichannel" not in inspect.signature(original).parameters:
+        def gaussian(image, *args, multichannel=None, **kwargs):
+            if multichannel:
+                kwargs.setdefault("channel_axis", -1)
+            return original(image, *args, **kwargs)
+
+        skimage.filters.gaussian = gaussian
+
+
+def load_reference():
+    """imagecorruptions.corrupt, or (None, reason) when it cannot be imported."""
+    try:
+        install_imagecorruptions_shims()
+        import imagecorruptions
+        from imagecorruptions import corrupt as ic_corrupt
+    except Exception as exc:  # noqa: BLE001 - report exactly why
+        return None, f"{type(exc).__name__}: {exc}"
+    version = getattr(imagecorruptions, "__version__", None)
+    if version is None:
+        from importlib.metadata import version as dist_version
+        version = dist_version("imagecorruptions")
+    return ic_corrupt, version
+
+
+class Clock:
+    """Wall time and this process's CPU time (all its threads). On a machine shared with
+    other jobs, CPU time of a single-threaded run approximates the time on a dedicated core."""
+
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+
+def time_ours(torch, corruptions, name, images, repeats=2):
+    """Best of ``repeats`` passes over all five severities, one batch per severity:
+    (wall img/s, CPU img/s)."""
+    x = torch.from_numpy(images)
+    corruptions.corrupt(x[:8], name, 1, seed=0)  # warm-up: caches, lazy initialisation
+    wall = cpu = float("inf")
+    for _ in range(repeats):
+        with Clock() as clock:
+            for severity in range(1, 6):
+                corruptions.corrupt(x, name, severity, seed=severity)
+        wall, cpu = min(wall, clock.wall), min(cpu, clock.cpu)
+    return 5 * len(images) / wall, 5 * len(images) / cpu
+
+
+def time_reference(ic_corrupt, name, images):
+    """One pass over all five severities, image by image: (wall img/s, CPU img/s)."""
+    ic_corrupt(images[0], corruption_name=name, severity=1)  # warm-up
+    with Clock() as clock:
+        for severity in range(1, 6):
+            for img in images:
+                ic_corrupt(img, corruption_name=name, severity=severity)
+    return 5 * len(images) / clock.wall, 5 * len(images) / clock.cpu
+
+
+def time_grid(torch, corruptions, images, batch):
+    """The full grid: (wall s, CPU s, {name: (wall s, CPU s)})."""
+    x = torch.from_numpy(images)
+    per = {}
+    with Clock() as total:
+        for name in corruptions.CORRUPTIONS:
+            with Clock() as clock:
+                for severity in range(1, 6):
+                    for start in range(0, len(x), batch):
+                        seed = corruptions.batch_seed(0, name, severity, start)
+                        corruptions.corrupt(x[start:start + batch], name, severity, seed=seed)
+            per[name] = (clock.wall, clock.cpu)
+            log(f"  grid {name:18s} wall {clock.wall:7.1f} s  cpu {clock.cpu:7.1f} s")
+    return total.wall, total.cpu, per
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--grid-images", type=int, default=10000)
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--skip-reference", action="store_true")
+    ap.add_argument("--skip-grid", action="store_true")
+    ap.add_argument("--only", nargs="*", help="time only these corruptions (not the grid)")
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore")
+
+    import torch
+
+    from macs_audit import corruptions
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    data = np.load(args.data, allow_pickle=False)["x"]
+    images = np.ascontiguousarray(data[: args.images])
+    load_start = os.getloadavg()
+
+    ic_corrupt, reference = None, "skipped"
+    if not args.skip_reference:
+        ic_corrupt, info = load_reference()
+        reference = f"imagecorruptions {info}" if ic_corrupt else f"not importable: {info}"
+    log(f"{len(images)} images x 5 severities; reference: {reference}")
+    ours, ref_rates, ref_errors = {}, {}, {}
+    names = args.only or corruptions.CORRUPTIONS
+    for name in names:  # interleaved, so both see the same machine load
+        ours[name] = time_ours(torch, corruptions, name, images)
+        line = f"  {name:18s} ours {ours[name][0]:9.0f} img/s (cpu {ours[name][1]:9.0f})"
+        if ic_corrupt is not None:
+            try:
+                ref_rates[name] = time_reference(ic_corrupt, name, images)
+                line += (f"  imagecorruptions {ref_rates[name][0]:9.1f} img/s "
+                         f"(cpu {ref_rates[name][1]:9.1f})")
+            except Exception as exc:  # noqa: BLE001 - report exactly why
+                ref_errors[name] = f"{type(exc).__name__}: {exc}"
+                line += f"  imagecorruptions FAILED {ref_errors[name]}"
+        log(line)
+    grid_total = None
+    if not args.skip_grid and not args.only:
+        grid_images = np.ascontiguousarray(data[: args.grid_images])
+        log(f"full grid: 19 x 5 x {len(grid_images)} images, batch {args.batch}")
+        grid_total, grid_cpu, grid_per = time_grid(torch, corruptions, grid_images, args.batch)
+    load_end = os.getloadavg()
+
+    out = [
+        f"Date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"Machine: {os.cpu_count()} logical CPUs ({cpu_model()}), Linux {platform.release()}; "
+        f"torch {torch.__version__} with {torch.get_num_threads()} intra-op threads, "
+        f"numpy {np.__version__}, Python {platform.python_version()}",
+        f"Load average (1 min) at start / end: {load_start[0]:.2f} / {load_end[0]:.2f}",
+        f"Reference: {reference}",
+        f"Data: first {len(images)} images of {args.data.name}, all 5 severities",
+        "",
+        "Rates are images per second over all 5 severities: wall clock, and in brackets per "
+        "second of this process's CPU time (the better guide on a shared machine).",
+        "",
+        "| corruption | family | macs-audit img/s | imagecorruptions img/s | speed-up wall (CPU) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name in names:
+        (ow, oc), ref = ours[name], ref_rates.get(name)
+        if ref:
+            ref_cell = f"{ref[0]:,.0f} ({ref[1]:,.0f})"
+            ratio = f"{ow / ref[0]:.1f}x ({oc / ref[1]:.1f}x)"
+        else:
+            ref_cell, ratio = ref_errors.get(name, "n/a"), "n/a"
+        out.append(f"| {name} | {corruptions.FAMILIES[name]} | {ow:,.0f} ({oc:,.0f}) | {ref_cell} | {ratio} |")
+    if ref_rates:
+        count = len(ref_rates) * 5 * len(images)
+        totals = [(sum(count / len(ref_rates) / ours[n][i] for n in ref_rates),
+                   sum(count / len(ref_rates) / ref_rates[n][i] for n in ref_rates)) for i in (0, 1)]
+        out.append(f"| **all, time-weighted** | | {count / totals[0][0]:,.0f} ({count / totals[1][0]:,.0f}) "
+                   f"| {count / totals[0][1]:,.0f} ({count / totals[1][1]:,.0f}) "
+                   f"| {totals[0][1] / totals[0][0]:.1f}x ({totals[1][1] / totals[1][0]:.1f}x) |")
+    if grid_total is not None:
+        n_grid = 19 * 5 * args.grid_images
+        out += ["", f"Full grid, 19 corruptions x 5 severities x {args.grid_images:,} images "
+                f"(batch {args.batch}): **{grid_total:.1f} s wall** ({n_grid / grid_total:,.0f} img/s), "
+                f"{grid_cpu:.1f} s CPU ({n_grid / grid_cpu:,.0f} img/s per CPU-second)", "",
+                "| corruption | grid wall s | grid CPU s |", "|---|---:|---:|"]
+        out += [f"| {n} | {w:.1f} | {c:.1f} |" for n, (w, c) in grid_per.items()]
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
