@@ -115,6 +115,19 @@ def gather_in_order(parts: list[np.ndarray], starts: list[int], ctx: Context) ->
     return [part for _, part in ordered]
 
 
+def mean_over_ranks(value, ctx: Context) -> float:
+    """A scalar tensor's mean over all ranks, as a Python float (the value itself in one process)."""
+    if not ctx.active:
+        return value.item()
+    import torch.distributed as dist
+
+    t = value.detach().double().reshape(1)
+    if dist.get_backend() != "nccl":
+        t = t.cpu()
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return float(t.item()) / ctx.world_size
+
+
 def barrier(ctx: Context) -> None:
     if ctx.active:
         import torch.distributed as dist

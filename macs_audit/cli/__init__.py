@@ -8,7 +8,7 @@ from macs_audit.cli.common import app
 
 
 def main() -> None:
-    from macs_audit.cli import corrupt, evaluate, reports  # noqa: F401  (registers commands)
+    from macs_audit.cli import corrupt, evaluate, finetune, reports  # noqa: F401  (registers commands)
 
     app()
 

@@ -70,13 +70,14 @@ def open_torch_model(model: Path, flags: dict, device: str, trust_pickled: bool)
 
 
 def audit(path: Path, flags: dict, device: str, source, data_info: dict, options, progress, trust: bool,
-          label: str):
+          label: str, ctx=None):
     from macs_audit.audit import run_audit
+    from macs_audit.distributed import SINGLE
     from macs_audit.models.predictor import load_predictor
 
     predictor = load_predictor(path, flags, device=device, allow_unsafe_pickle=trust)
     return run_audit(predictor, source, options, progress=lambda d, n, t: progress(f"audit {label}: {d}", n, t),
-                     data_info=data_info).report
+                     data_info=data_info, ctx=ctx or SINGLE).report
 
 
 def _view_accuracies(report) -> dict[str, float]:
@@ -223,6 +224,10 @@ def finetune(
     from macs_audit.finetune.loop import finetune as run_finetune
     from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
 
+    from macs_audit import distributed
+
+    ctx = distributed.init_from_env(device)  # torchrun: DistributedDataParallel, sharded audits
+    device = distributed.rank_device(ctx, device)
     flags = model_flags(arch, num_classes, input_size, mean, std, "logits")
     predictor = open_torch_model(model, flags, device, trust_pickled)
     cfg = predictor.config
@@ -245,20 +250,26 @@ def finetune(
     audit_opts = audit_options(audit_batch_size, calibration_split, bootstrap, seed, perturbations, sensitivity_samples,
                                corruptions, severities)
     out.mkdir(parents=True, exist_ok=True)
+    distributed.barrier(ctx)  # every rank has checked for an old checkpoint before rank 0 writes one
     started = time.time()
-    with TrainProgress(show_progress(quiet), quiet) as progress:
-        before = audit(model, flags, device, eval_source, eval_info, audit_opts, progress, trust_pickled, "before")
-        result = run_finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume)
+    with TrainProgress(show_progress(quiet) and ctx.is_main, quiet or not ctx.is_main) as progress:
+        before = audit(model, flags, device, eval_source, eval_info, audit_opts, progress, trust_pickled, "before", ctx)
+        result = run_finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
         trained = result.model.cpu().eval()
+        as_safetensors = predictor.info["format"] in ("safetensors", "state-dict")
+        weights = out / f"{name}.safetensors" if as_safetensors else out / f"{name}.pt"
+        if not ctx.is_main:  # rank 0 writes the outputs; the others join the sharded audit of them
+            distributed.barrier(ctx)
+            audit(weights, {}, device, eval_source, eval_info, audit_opts, progress, trust_pickled, "after", ctx)
+            distributed.shutdown(ctx)
+            return
         meta = cfg.as_metadata()
         meta["output"] = "logits"
-        if predictor.info["format"] in ("safetensors", "state-dict"):
-            weights = out / f"{name}.safetensors"
+        if as_safetensors:
             save_safetensors(trained, weights)
         else:  # TorchScript or a pickled module stays in its own format
             import torch
 
-            weights = out / f"{name}.pt"
             from macs_audit.atomic import atomic_path
 
             with atomic_path(weights) as tmp:
@@ -286,7 +297,9 @@ def finetune(
             "steps": result.steps, "resumed_from_epoch": result.resumed_from_epoch, "history": result.history,
             "seconds_this_run": round(time.time() - started, 1),
         }, indent=2) + "\n")
-        after = audit(weights, {}, device, eval_source, eval_info, audit_opts, progress, trust_pickled, "after")
+        distributed.barrier(ctx)  # the weights are written before the other ranks read them
+        after = audit(weights, {}, device, eval_source, eval_info, audit_opts, progress, trust_pickled, "after", ctx)
+    distributed.shutdown(ctx)
     write_audits(out, before, after, f"{objective} fine-tuning of {model.name}: before / after on {eval_source.name}")
     onnx_path = out / f"{name}.onnx"
     stderr.print(f"fine-tuned model written to {weights}" + (f" and {onnx_path}" if onnx_path.exists() else ""))

@@ -21,9 +21,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from macs_audit import metrics, perturbations
+from macs_audit import distributed, metrics, perturbations
 from macs_audit.atomic import atomic_path
 from macs_audit.calibration import stratified_split
+from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
 from macs_audit.finetune import FinetuneOptions, losses
 from macs_audit.seeding import derive_seed
@@ -219,13 +220,19 @@ def _check_resumable(state: dict, options: FinetuneOptions, data: TrainData, pat
 
 
 def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, progress: ProgressFn | None = None,
-             checkpoint: str | Path | None = None, resume: bool = False) -> FinetuneResult:
+             checkpoint: str | Path | None = None, resume: bool = False, ctx: Context = SINGLE) -> FinetuneResult:
     """Fine-tune `model` (a torch module taking normalised images) on `train_source` (a data.Source).
 
     With `checkpoint`, state is saved there after every epoch; with `resume`, training continues
     from it. A NaN or infinite loss raises InputError and leaves the last good checkpoint in place.
+
+    Under torchrun (`ctx`), the model is wrapped in DistributedDataParallel: every rank draws the
+    same permutation and takes every world_size-th image of each global batch, DDP averages the
+    gradients, and rank 0 alone writes the checkpoint (all ranks read it on --resume).
     """
     options.validate()
+    if ctx.active and options.batch_size % ctx.world_size:
+        raise UsageError(f"--batch-size {options.batch_size} must be divisible by the {ctx.world_size} processes")
     device = torch.device(options.device)
     data = load_train_data(train_source, options)
     n_train = len(data.y_train)
@@ -241,6 +248,11 @@ def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, pro
     if device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
     optimizer = make_optimizer(model, options)
+    trained = model  # what a step runs: the model itself, or its DDP wrapper under torchrun
+    if ctx.active:
+        from torch.nn.parallel import DistributedDataParallel
+
+        trained = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     prep = Preprocess(options, device)
     amp = options.amp and device.type == "cuda"
 
@@ -269,7 +281,7 @@ def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, pro
         sums: dict[str, float] = {}
         description = f"epoch {epoch + 1}/{n_epochs}"
         for i in range(steps_now):
-            idx = order[i * options.batch_size:(i + 1) * options.batch_size]
+            idx = order[i * options.batch_size:(i + 1) * options.batch_size][ctx.rank::ctx.world_size]
             images = data.x_train[idx].to(device, non_blocking=True).float().div_(255)
             labels = data.y_train[idx].to(device, non_blocking=True)
             if options.augment:
@@ -278,8 +290,8 @@ def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, pro
             for group in optimizer.param_groups:
                 group["lr"] = lr
             optimizer.zero_grad(set_to_none=True)
-            loss, terms = training_step(model, images, labels, options, prep, data_gen, view_gen, amp)
-            value = loss.item()
+            loss, terms = training_step(trained, images, labels, options, prep, data_gen, view_gen, amp)
+            value = distributed.mean_over_ranks(loss, ctx)  # every rank sees a NaN on any rank
             if not math.isfinite(value):  # checked before the step: the weights stay finite
                 kept = f"the last good checkpoint {checkpoint} (epoch {epoch}) is kept" if checkpoint and epoch else \
                     "no checkpoint was written yet"
@@ -298,7 +310,7 @@ def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, pro
                  "train": {k: v / max(1, steps_now) for k, v in sums.items()},
                  "val": validate(model, data, options), "seconds": round(time.perf_counter() - started, 2)}
         history.append(entry)
-        if checkpoint is not None:
+        if checkpoint is not None and ctx.is_main:
             save_checkpoint(checkpoint, {
                 "format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "step": step, "epoch": epoch + 1, "options": options.to_dict(), "data": data.fingerprint,
@@ -307,6 +319,7 @@ def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, pro
                 "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
                 "history": history,
             })
+        distributed.barrier(ctx)  # the checkpoint is complete before any rank moves on
         if progress:
             progress("validate", 1, 1, {"val_acc": entry["val"]["accuracy"], "val_ece": entry["val"]["ece"],
                                         "val_nll": entry["val"]["nll"]})
