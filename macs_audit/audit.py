@@ -111,10 +111,14 @@ def _batch_images(source: Source, starts: list[int], batch_size: int, resident, 
 
 
 def _prefetched(source: Source, batch_size: int, view: ViewFn, ctx: Context, resident=None, pin: bool = False,
-                workers: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """Prepare the next batch in a worker thread while the model runs on the current one.
-    Under torch.distributed, only this rank's batches. With `pin`, host batches are page-locked
-    so that the predictor's copy to the GPU is asynchronous."""
+                workers: int = 0, overlap: bool = False) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Yield (start, view images, labels) for this rank's batches (all of them in one process).
+
+    With `overlap`, the next batch is prepared in a worker thread while the model runs on the
+    current one: right when the model runs on a GPU. On the CPU the model's own thread pool uses
+    every core, and a preparing thread beside it only preempts that pool, which slows it down more
+    than preparing inline costs. With `pin`, host batches are page-locked so that the predictor's
+    copy to the GPU is asynchronous."""
     starts = [start for b, start in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)]
     batches = _batch_images(source, starts, batch_size, resident, workers)
 
@@ -127,6 +131,10 @@ def _prefetched(source: Source, batch_size: int, view: ViewFn, ctx: Context, res
             x = torch.from_numpy(x).pin_memory()
         return start, x, source.labels[np.arange(start, min(start + batch_size, len(source)))]
 
+    if not overlap:
+        for _ in starts:
+            yield prepare()
+        return
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(prepare) if starts else None
         for i in range(len(starts)):
@@ -164,7 +172,7 @@ def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_
     torch_gpu = device.startswith("cuda") and predictor.info.get("backend") == "torch"
     resident = device_images(source, device) if torch_gpu else None
     for start, images, labels in _prefetched(source, batch_size, view, ctx, resident, torch_gpu and resident is None,
-                                             workers):
+                                             workers, overlap=device.startswith("cuda")):
         logits = predictor.predict(images)
         if logits.shape[1] != num_classes:
             raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")

@@ -80,8 +80,8 @@ def audit(path: Path, flags: dict, device: str, source, data_info: dict, options
                      data_info=data_info, ctx=ctx or SINGLE).report
 
 
-def _view_accuracies(report) -> dict[str, float]:
-    return {v.name: v.metrics["accuracy"] for v in report.views if "accuracy" in v.metrics}
+def _perturbation_views(report) -> dict[str, dict]:
+    return {v.name: v.metrics for v in report.views if v.kind == "perturbation"}
 
 
 def comparison_rows(before, after) -> list[tuple[str, str, str, str]]:
@@ -98,10 +98,11 @@ def comparison_rows(before, after) -> list[tuple[str, str, str, str]]:
 
     for key, label, percent in COMPARE_ROWS:
         add(label, before.clean.metrics.get(key), after.clean.metrics.get(key), percent)
-    vb, va = _view_accuracies(before), _view_accuracies(after)
+    vb, va = _perturbation_views(before), _perturbation_views(after)
     for name in vb:
-        if name in va and "@" not in name:  # perturbation views; the corruption grid is summarised below
-            add(f"accuracy, {name}", vb[name], va[name], True)
+        if name in va:  # the corruption grid is summarised below
+            add(f"accuracy, {name}", vb[name].get("accuracy"), va[name].get("accuracy"), True)
+            add(f"ECE, {name}", vb[name].get("ece"), va[name].get("ece"), True)
     rb, ra = before.robustness or {}, after.robustness or {}
     add("input sensitivity L^", (rb.get("sensitivity") or {}).get("lipschitz"),
         (ra.get("sensitivity") or {}).get("lipschitz"), False)

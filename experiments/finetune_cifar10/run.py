@@ -1,0 +1,352 @@
+"""MaCS against the baselines on real CIFAR-10, starting from the cross-entropy sample model.
+
+Phases (each run writes its own result file and is skipped when it exists, so a stop loses at most
+one epoch of one run; fine-tuning checkpoints live in runs/finetune_cifar10/ and are resumed):
+
+  prepare  split the test set: 2,000 images to select on (the MaCS sweep, temperature fits) and
+           8,000 to report on; cache the CIFAR-10-C subset (1,000 stratified images of the 8,000,
+           19 corruptions x 5 severities; C_EVAL of them are scored)
+  start    the start model, and temperature scaling of it (T fitted on the 2,000-image selection
+           split, and on the 5,000-image validation split held out of the training data)
+  sweep    MaCS (Delta, lambda_m, lambda_c) configurations with a short budget; the choice is the
+           lowest mean of clean and noise+blur NLL on the selection split, never the reported
+           images (the training data's own validation split is memorised by the start model:
+           see selection_metrics)
+  final    CE, focal, label smoothing, mixup, MaCS (chosen config): same budget, seeds 0-2 for CE/MaCS
+  table    the markdown tables in results/
+
+    python experiments/finetune_cifar10/run.py all --final-epochs 0.5 --sweep-epochs 0.25 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from macs_audit import metrics, perturbations, robustness
+from macs_audit.atomic import write_text
+from macs_audit.calibration import fit_temperature, stratified_split
+from macs_audit.data import load_source, stratified_subset
+from macs_audit.finetune import FinetuneOptions
+from macs_audit.finetune.loop import finetune, load_train_data, predict_logits
+from macs_audit.models.export import save_safetensors
+from macs_audit.models.predictor import load_predictor
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+WORK = ROOT / "runs" / "finetune_cifar10"      # checkpoints, weights, cached corrupted images (not committed)
+START = ROOT / "sample_models" / "resnet9_c10_ce.safetensors"
+DATA = Path("/work/shared/data")
+C_SUBSET = 1000   # CIFAR-10-C images prepared; C_EVAL of them (stratified) are scored per model
+C_EVAL = 500
+
+# The same budget and optimiser for every objective; only the loss differs.
+BUDGET = dict(batch_size=128, optimizer="sgd", lr=0.02, weight_decay=5e-4, warmup=0.1, val_fraction=0.1,
+              split_seed=0)
+# (Delta, lambda_m, lambda_c); the first is the method reference's starting default.
+SWEEP = [(1.0, 0.1, 1.0), (1.0, 0.0, 1.0), (1.0, 0.1, 0.0), (0.5, 0.1, 1.0), (2.0, 0.1, 1.0),
+         (1.0, 0.3, 1.0), (1.0, 0.03, 1.0), (1.0, 0.1, 3.0)]
+FINAL = [("macs", 0), ("ce", 0), ("focal", 0), ("label-smoothing", 0), ("mixup", 0),
+         ("macs", 1), ("ce", 1), ("macs", 2), ("ce", 2)]
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+def save_json(path: Path, data: dict) -> None:
+    write_text(path, json.dumps(data, indent=2) + "\n")
+
+
+def start_model():
+    predictor = load_predictor(START, device="cpu")
+    return predictor.model.train(), predictor.config
+
+
+def base_options(cfg, **kw) -> FinetuneOptions:
+    return FinetuneOptions(**BUDGET, input_size=tuple(cfg.input_size), mean=tuple(cfg.mean), std=tuple(cfg.std),
+                           device="cpu", **kw)
+
+
+# ------------------------------------------------------------------------------------------ data
+def test_split():
+    test = np.load(DATA / "cifar10_test.npz")
+    x = torch.from_numpy(test["x"]).permute(0, 3, 1, 2).contiguous()
+    y = test["y"].astype(np.int64)
+    # 2,000 images to select with (the MaCS sweep, the temperature fit), 8,000 to report on.
+    select_idx, eval_idx = stratified_split(y, 0.2, seed=0)
+    return x, y, select_idx, eval_idx
+
+
+def prepare() -> None:
+    from macs_audit import corruptions
+
+    path = WORK / "cifar10c_subset.npz"
+    if path.exists():
+        return
+    x, y, _, eval_idx = test_split()
+    pick = eval_idx[stratified_subset(y[eval_idx], C_SUBSET, seed=0)]
+    clean = x[pick].permute(0, 2, 3, 1).contiguous()  # uint8 NHWC
+    images = np.empty((len(corruptions.CORRUPTIONS), 5, len(pick), 32, 32, 3), dtype=np.uint8)
+    for ci, name in enumerate(corruptions.CORRUPTIONS):
+        for severity in range(1, 6):
+            images[ci, severity - 1] = corruptions.corrupt(clean, name, severity, seed=corruptions.batch_seed(0, name, severity, 0)).numpy()
+        log(f"prepared {name}")
+    WORK.mkdir(parents=True, exist_ok=True)
+    with open(WORK / "cifar10c_subset.tmp.npz", "wb") as fh:
+        np.savez(fh, images=images, labels=y[pick], positions=pick, names=np.array(corruptions.CORRUPTIONS))
+    (WORK / "cifar10c_subset.tmp.npz").rename(path)
+
+
+# ------------------------------------------------------------------------------------ evaluation
+def robust_logits(model, x, options, batch_size: int = 500) -> np.ndarray:
+    """The audit's robust-accuracy view (blur 0.7 then noise 0.08, seed 0), with the audit's own view
+    function and batching (500), so the noise is the bytes `evaluate` would draw for these images."""
+    view = robustness.perturbation_view(perturbations.ROBUST_VIEW, 0, "cpu")
+    out = []
+    for start in range(0, len(x), batch_size):
+        images = torch.from_numpy(view(x[start:start + batch_size].permute(0, 2, 3, 1).numpy(), start))
+        out.append(predict_logits(model, images, options))
+    return np.concatenate(out)
+
+
+def summary(logits, labels) -> dict:
+    m = metrics.calibration_metrics(logits, labels, 10)
+    return {k: m[k] for k in ("accuracy", "ece", "adaptive_ece", "nll", "brier", "mean_confidence", "mean_margin")}
+
+
+def corruption_accuracy(model, options) -> dict:
+    from macs_audit import corruptions
+
+    data = np.load(WORK / "cifar10c_subset.npz")
+    keep = stratified_subset(data["labels"], C_EVAL, seed=0)
+    images, labels, names = data["images"][:, :, keep], data["labels"][keep], [str(n) for n in data["names"]]
+    acc = np.zeros((len(names), 5))
+    for ci in range(len(names)):
+        for s in range(5):
+            x = torch.from_numpy(images[ci, s]).permute(0, 3, 1, 2).contiguous()
+            acc[ci, s] = (predict_logits(model, x, options).argmax(1) == labels).mean()
+    bench = [i for i, n in enumerate(names) if n in corruptions.BENCHMARK_CORRUPTIONS]
+    return {"mean_19x5": float(acc.mean()), "mean_15x5": float(acc[bench].mean()), "n_images": int(len(labels)),
+            "per_corruption": {n: float(acc[i].mean()) for i, n in enumerate(names)},
+            "per_severity": [float(v) for v in acc.mean(0)]}
+
+
+def test_metrics(model, options, with_corruptions: bool = True) -> dict:
+    x, y, _, eval_idx = test_split()
+    out = {"clean": summary(predict_logits(model, x[eval_idx], options), y[eval_idx]),
+           "robust": summary(robust_logits(model, x[eval_idx], options), y[eval_idx])}
+    if with_corruptions:
+        out["cifar10c"] = corruption_accuracy(model, options)
+    return out
+
+
+def selection_metrics(model, options, data) -> dict:
+    """Metrics on the 2,000-image selection split, and on the training data's validation split.
+
+    The start model was trained on all 50,000 training images (its last epochs without
+    augmentation), so the training-side validation split is memorised by it and cannot rank
+    configurations; the selection split is held-out data disjoint from the 8,000 reported images.
+    """
+    x, y, select_idx, _ = test_split()
+    return {"select": summary(predict_logits(model, x[select_idx], options), y[select_idx]),
+            "select_robust": summary(robust_logits(model, x[select_idx], options), y[select_idx]),
+            "train_val": summary(predict_logits(model, data.x_val, options), data.y_val.numpy())}
+
+
+# ------------------------------------------------------------------------------------------ runs
+def train_run(name: str, options: FinetuneOptions, save_weights: bool):
+    model, cfg = start_model()
+    source = load_source(DATA / "cifar10_train.npz")
+    ckpt = WORK / "ckpt" / f"{name}.pt"
+    started = time.time()
+    last = [0.0]
+
+    def progress(description, done, total, terms=None):
+        if terms and time.time() - last[0] > 60:
+            last[0] = time.time()
+            log(f"  {name} {description} {done}/{total} " + " ".join(f"{k} {v:.4g}" for k, v in terms.items()))
+
+    result = finetune(model, source, options, progress=progress, checkpoint=ckpt, resume=ckpt.exists())
+    if save_weights:
+        save_safetensors(result.model, WORK / "models" / f"{name}.safetensors")
+    return result, round(time.time() - started, 1)
+
+
+def run_start() -> None:
+    path = RESULTS / "runs" / "start.json"
+    if path.exists():
+        return
+    model, cfg = start_model()
+    options = base_options(cfg)
+    x, y, select_idx, eval_idx = test_split()
+    clean = predict_logits(model, x[eval_idx], options)
+    robust = robust_logits(model, x[eval_idx], options)
+    t_test = fit_temperature(predict_logits(model, x[select_idx], options), y[select_idx])
+    data = load_train_data(load_source(DATA / "cifar10_train.npz"), options)
+    t_val = fit_temperature(predict_logits(model, data.x_val, options), data.y_val.numpy())
+    c10c = corruption_accuracy(model, options)  # temperature scaling leaves every argmax unchanged
+    save_json(path, {"name": "start (CE sample model)", "clean": summary(clean, y[eval_idx]),
+                     "robust": summary(robust, y[eval_idx]), "cifar10c": c10c,
+                     **selection_metrics(model, options, data)})
+    for tag, t, where in (("ts_test2k", t_test, "the 2,000-image selection split"),
+                          ("ts_val", t_val, "the 5,000-image validation split of the training data")):
+        save_json(RESULTS / "runs" / f"{tag}.json", {
+            "name": f"temperature scaling (T fitted on {where})", "temperature": t,
+            "clean": summary(clean / t, y[eval_idx]), "robust": summary(robust / t, y[eval_idx]), "cifar10c": c10c})
+    log(f"start model done: T(test 2k) = {t_test:.3f}, T(val) = {t_val:.3f}")
+
+
+def sweep_name(delta, lm, lc) -> str:
+    return f"macs_d{delta:g}_m{lm:g}_c{lc:g}"
+
+
+def run_sweep(epochs: float) -> None:
+    configs = [("ce", None)] + [("macs", c) for c in SWEEP]
+    for objective, config in configs:
+        name = "ce_sweep" if config is None else sweep_name(*config)
+        path = RESULTS / "sweep" / f"{name}.json"
+        if path.exists():
+            continue
+        _, cfg = start_model()
+        extra = {} if config is None else dict(delta=config[0], lambda_m=config[1], lambda_c=config[2])
+        options = base_options(cfg, objective=objective, epochs=epochs, seed=0, **extra)
+        log(f"sweep {name}: start")
+        result, seconds = train_run(f"sweep_{name}", options, save_weights=False)
+        data = load_train_data(load_source(DATA / "cifar10_train.npz"), options)
+        sel = selection_metrics(result.model, options, data)
+        save_json(path, {"name": name, "objective": objective, "config": config, "options": options.to_dict(),
+                         **sel, "history": result.history, "seconds": seconds})
+        v = sel["select"]
+        log(f"sweep {name}: select acc {v['accuracy']:.4f} ece {v['ece']:.4f} nll {v['nll']:.4f} "
+            f"robust {sel['select_robust']['accuracy']:.4f} ({seconds:.0f}s)")
+
+
+def selection_score(run: dict) -> float:
+    """Mean of the clean NLL and the noise+blur NLL on the selection split: calibrated on clean
+    data and under shift, the question the audit asks (lower is better)."""
+    return (run["select"]["nll"] + run["select_robust"]["nll"]) / 2
+
+
+def chosen_config(score=selection_score) -> tuple[float, float, float]:
+    runs = [json.loads(p.read_text()) for p in sorted((RESULTS / "sweep").glob("macs_*.json"))]
+    return tuple(min(runs, key=score)["config"])
+
+
+def run_final(epochs: float) -> None:
+    delta, lm, lc = chosen_config()
+    log(f"final runs with MaCS (Delta, lambda_m, lambda_c) = ({delta}, {lm}, {lc})")
+    for objective, seed in FINAL:
+        name = f"{objective}_s{seed}"
+        path = RESULTS / "runs" / f"{name}.json"
+        if path.exists():
+            continue
+        _, cfg = start_model()
+        extra = dict(delta=delta, lambda_m=lm, lambda_c=lc) if objective == "macs" else {}
+        options = base_options(cfg, objective=objective, epochs=epochs, seed=seed, **extra)
+        log(f"final {name}: start")
+        result, seconds = train_run(name, options, save_weights=True)
+        evaluation = test_metrics(result.model, options)
+        save_json(path, {"name": name, "objective": objective, "seed": seed, "options": options.to_dict(),
+                         "history": result.history, "seconds": seconds, **evaluation})
+        log(f"final {name}: acc {evaluation['clean']['accuracy']:.4f} ece {evaluation['clean']['ece']:.4f} "
+            f"nll {evaluation['clean']['nll']:.4f} robust {evaluation['robust']['accuracy']:.4f} "
+            f"c10c {evaluation['cifar10c']['mean_19x5']:.4f} ({seconds:.0f}s)")
+
+
+# ---------------------------------------------------------------------------------------- tables
+def mean_std(values, scale=100.0, digits=2) -> str:
+    values = [scale * v for v in values]
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def tables() -> str:
+    runs = {p.stem: json.loads(p.read_text()) for p in sorted((RESULTS / "runs").glob("*.json"))}
+    groups = [("start (CE sample model, no fine-tuning)", ["start"]),
+              ("temperature scaling of the start model (T fit on the 2k selection split)", ["ts_test2k"]),
+              ("temperature scaling of the start model (T fit on the train-val split)", ["ts_val"])]
+    labels = {"ce": "CE", "focal": "focal (gamma 3)", "label-smoothing": "label smoothing (0.1)",
+              "mixup": "mixup (alpha 0.2)", "macs": "MaCS"}
+    for objective, label in labels.items():
+        names = sorted(n for n in runs if n.startswith(objective + "_s"))
+        if names:
+            groups.append((f"{label} fine-tuned", names))
+    lines = ["| method | seeds | accuracy % | ECE % | NLL | robust acc. % | robust ECE % | CIFAR-10-C acc. % (19x5) | (15x5) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, names in groups:
+        rs = [runs[n] for n in names if n in runs]
+        if not rs:
+            continue
+        lines.append(f"| {label} | {len(rs)} | {mean_std([r['clean']['accuracy'] for r in rs])} | "
+                     f"{mean_std([r['clean']['ece'] for r in rs])} | {mean_std([r['clean']['nll'] for r in rs], 1, 4)} | "
+                     f"{mean_std([r['robust']['accuracy'] for r in rs])} | {mean_std([r['robust']['ece'] for r in rs])} | "
+                     f"{mean_std([r['cifar10c']['mean_19x5'] for r in rs])} | {mean_std([r['cifar10c']['mean_15x5'] for r in rs])} |")
+    final = "\n".join(lines) + "\n"
+    write_text(RESULTS / "final.md", "# Fine-tuning CIFAR-10: test results\n\n" + final)
+
+    sweep = [json.loads(p.read_text()) for p in sorted((RESULTS / "sweep").glob("*.json"))]
+    rows = ["| run | Delta | lambda_m | lambda_c | score | sel. acc. % | sel. ECE % | sel. NLL | sel. robust acc. % | "
+            "sel. robust ECE % | sel. robust NLL | train-val acc. % | train-val NLL | seconds |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    chosen = chosen_config() if any(r["objective"] == "macs" for r in sweep) else None
+    if "start" in runs and "select" in runs["start"]:
+        sweep = sweep + [{**runs["start"], "name": "start model (no fine-tuning)", "config": None, "seconds": 0}]
+    for r in sorted(sweep, key=selection_score):
+        c = r["config"] or ["-", "-", "-"]
+        mark = " (chosen)" if r["config"] and tuple(r["config"]) == chosen else ""
+        sel, rob = r["select"], r["select_robust"]
+        rows.append(f"| {r['name']}{mark} | {c[0]} | {c[1]} | {c[2]} | {selection_score(r):.4f} | "
+                    f"{100 * sel['accuracy']:.2f} | {100 * sel['ece']:.2f} | {sel['nll']:.4f} | {100 * rob['accuracy']:.2f} | "
+                    f"{100 * rob['ece']:.2f} | {rob['nll']:.4f} | {100 * r['train_val']['accuracy']:.2f} | "
+                    f"{r['train_val']['nll']:.4f} | {r['seconds']:.0f} |")
+    if chosen:
+        clean_only = chosen_config(lambda r: r["select"]["nll"])
+        rows.append(f"\nChosen by the score (mean of clean and noise+blur NLL): {chosen}. "
+                    f"By clean NLL alone the choice would be {clean_only}.")
+    sweep_md = "\n".join(rows) + "\n"
+    write_text(RESULTS / "sweep.md", "# MaCS sweep on the 2,000-image selection split, sorted by the selection score\n\n" + sweep_md)
+
+    per_run = ["| run | seconds | accuracy % | ECE % | NLL | robust acc. % | CIFAR-10-C 19x5 % |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for n, r in runs.items():
+        per_run.append(f"| {n} | {r.get('seconds', '-')} | {100 * r['clean']['accuracy']:.2f} | {100 * r['clean']['ece']:.2f} | "
+                       f"{r['clean']['nll']:.4f} | {100 * r['robust']['accuracy']:.2f} | {100 * r['cifar10c']['mean_19x5']:.2f} |")
+    write_text(RESULTS / "runs.md", "# Every run\n\n" + "\n".join(per_run) + "\n")
+    return final + "\n" + sweep_md
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("phase", choices=["prepare", "start", "sweep", "final", "table", "all"])
+    parser.add_argument("--sweep-epochs", type=float, default=0.25)
+    parser.add_argument("--final-epochs", type=float, default=0.5)
+    parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared, oversubscribed machine")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    for sub in ("runs", "sweep"):
+        (RESULTS / sub).mkdir(parents=True, exist_ok=True)
+    phases = ["prepare", "start", "sweep", "final", "table"] if args.phase == "all" else [args.phase]
+    for phase in phases:
+        if phase == "prepare":
+            prepare()
+        elif phase == "start":
+            run_start()
+        elif phase == "sweep":
+            run_sweep(args.sweep_epochs)
+        elif phase == "final":
+            run_final(args.final_epochs)
+        else:
+            print(tables())
+    log("done")
+
+
+if __name__ == "__main__":
+    main()
