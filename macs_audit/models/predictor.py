@@ -34,7 +34,9 @@ class Predictor(Protocol):
 
 def to_unit_float(images_uint8_nhwc: np.ndarray) -> np.ndarray:
     """uint8 (N, H, W, C) -> float32 (N, C, H, W) in [0, 1]."""
-    return np.ascontiguousarray(images_uint8_nhwc.transpose(0, 3, 1, 2), dtype=np.float32) * np.float32(1 / 255)
+    x = np.ascontiguousarray(images_uint8_nhwc.transpose(0, 3, 1, 2), dtype=np.float32)
+    x *= np.float32(1 / 255)  # in place: this runs on every batch
+    return x
 
 
 def file_sha256(path: Path) -> str:
@@ -46,7 +48,15 @@ def file_sha256(path: Path) -> str:
 
 
 def cuda_available() -> bool:
-    """True when a CUDA GPU is really present (onnxruntime-gpu lists CUDA even without one)."""
+    """True when a CUDA GPU is really present (onnxruntime-gpu lists CUDA even without one).
+
+    On Linux without NVIDIA device files there is no GPU to find, so the answer comes without
+    importing torch (about 4 s): the ONNX path on a CPU machine never pays for it."""
+    import glob
+    import sys
+
+    if sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*") and not glob.glob("/dev/dxg"):
+        return False
     try:
         import torch
     except ImportError:
@@ -115,7 +125,9 @@ def resize_and_normalize_numpy(x: np.ndarray, cfg: ModelConfig) -> np.ndarray:
         raise InputError(f"images have {x.shape[1]} channels but the model's mean/std have {len(cfg.mean)}")
     mean = np.asarray(cfg.mean, dtype=np.float32).reshape(1, -1, 1, 1)
     inv_std = (1 / np.asarray(cfg.std, dtype=np.float32)).reshape(1, -1, 1, 1)
-    return (x - mean) * inv_std
+    out = np.subtract(x, mean, dtype=np.float32)  # one new array (x may be the caller's), then in place
+    out *= inv_std
+    return out
 
 
 def load_predictor(path: str | Path, flags: dict[str, Any] | None = None, device: str = "auto",
