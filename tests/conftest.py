@@ -53,6 +53,17 @@ def linear_onnx(path, num_classes: int = 10, size: int | str = 32, softmax: bool
 
 
 @pytest.fixture
+def one_torch_thread():
+    """Tiny models run faster on one thread, and far faster when other jobs share the two cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def npz_data(tmp_path):
     x, y = tiny_images(60)
     path = tmp_path / "data.npz"

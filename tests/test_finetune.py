@@ -24,13 +24,7 @@ runner = CliRunner()
 SIZE = 16  # 16x16 images keep the ResNet-9 cheap
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread, and far faster when other jobs share the two cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_model(seed=0):
