@@ -133,7 +133,7 @@ def main() -> None:
             f"## Workload: {('`' + workload + '`') if workload else 'default flags'}",
             "",
             f"`macs-audit evaluate` on {a['data']['n']} images, views {', '.join(views)}"
-            + (f", sensitivity on {sens['n']} images ({sens['method'].split(' (')[0]}, computed by every rank)" if sens
+            + (f", sensitivity on {sens['n']} images ({sens['method'].split(' (')[0]}, sharded across ranks)" if sens
                else ", no sensitivity")
             + f", {a['conventions'].get('bootstrap_resamples', '?')} bootstrap resamples.",
             "",
