@@ -24,6 +24,17 @@ stdout = Console()
 stderr = Console(stderr=True)
 state = {"debug": False}
 
+# Model options shared by evaluate, finetune, calibrate and export (one definition, one help text).
+ARCH_OPTION = typer.Option(None, "--arch", help="timm architecture of a state dict / safetensors checkpoint.")
+NUM_CLASSES_OPTION = typer.Option(None, "--num-classes", help="Number of classes of the checkpoint.")
+INPUT_SIZE_OPTION = typer.Option(None, "--input-size", help="Model input size H,W (or one number).")
+MEAN_OPTION = typer.Option(None, "--mean", help="Per-channel mean, e.g. 0.4914,0.4822,0.4465.")
+STD_OPTION = typer.Option(None, "--std", help="Per-channel std, e.g. 0.2470,0.2435,0.2616.")
+MODEL_OUTPUT_OPTION = typer.Option(None, "--model-output", help="What the model returns: auto, logits or probabilities.")
+TRUST_PICKLED_OPTION = typer.Option(False, "--trust-pickled-model-code",
+                                    help="Allow loading a fully pickled torch module. This RUNS CODE from the file: "
+                                         "only for files you trust.")
+
 
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:

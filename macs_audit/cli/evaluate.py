@@ -7,7 +7,23 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.common import Progress, app, handle_errors, parse_floats, parse_size, show_progress, stderr, stdout
+from macs_audit.cli.common import (
+    ARCH_OPTION,
+    INPUT_SIZE_OPTION,
+    MEAN_OPTION,
+    MODEL_OUTPUT_OPTION,
+    NUM_CLASSES_OPTION,
+    Progress,
+    STD_OPTION,
+    TRUST_PICKLED_OPTION,
+    app,
+    handle_errors,
+    parse_floats,
+    parse_size,
+    show_progress,
+    stderr,
+    stdout,
+)
 
 MODEL_HELP = "Model file: .onnx, TorchScript (.pt), or a state dict (.pt/.pth/.safetensors) with --arch."
 
@@ -50,13 +66,13 @@ def evaluate(
     data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar or imagefolder."),
     split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory: test or train."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate a class-stratified subset of N images."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="timm architecture of a state dict / safetensors checkpoint."),
-    num_classes: Optional[int] = typer.Option(None, "--num-classes", help="Number of classes of the checkpoint."),
-    input_size: Optional[str] = typer.Option(None, "--input-size", help="Model input size H,W (or one number)."),
-    mean: Optional[str] = typer.Option(None, "--mean", help="Per-channel mean, e.g. 0.4914,0.4822,0.4465."),
-    std: Optional[str] = typer.Option(None, "--std", help="Per-channel std, e.g. 0.2470,0.2435,0.2616."),
-    output_kind: Optional[str] = typer.Option(None, "--model-output", help="What the model returns: auto, logits or probabilities."),
-    trust_pickled: bool = typer.Option(False, "--trust-pickled-model-code", help="Allow loading a fully pickled torch module. This RUNS CODE from the file: only for files you trust."),
+    arch: Optional[str] = ARCH_OPTION,
+    num_classes: Optional[int] = NUM_CLASSES_OPTION,
+    input_size: Optional[str] = INPUT_SIZE_OPTION,
+    mean: Optional[str] = MEAN_OPTION,
+    std: Optional[str] = STD_OPTION,
+    output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
+    trust_pickled: bool = TRUST_PICKLED_OPTION,
     batch_size: int = typer.Option(500, "--batch-size", min=1),
     workers: Optional[int] = typer.Option(None, "--workers", min=0, help="Processes decoding ImageFolder images (default: min(8, cores per process); 0: in the main process)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),

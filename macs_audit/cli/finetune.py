@@ -13,7 +13,22 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.common import Progress, app, handle_errors, parse_floats, show_progress, stderr, stdout
+from macs_audit.cli.common import (
+    ARCH_OPTION,
+    INPUT_SIZE_OPTION,
+    MEAN_OPTION,
+    MODEL_OUTPUT_OPTION,
+    NUM_CLASSES_OPTION,
+    Progress,
+    STD_OPTION,
+    TRUST_PICKLED_OPTION,
+    app,
+    handle_errors,
+    parse_floats,
+    show_progress,
+    stderr,
+    stdout,
+)
 from macs_audit.cli.evaluate import MODEL_HELP, load_data, model_flags
 from macs_audit.finetune import FinetuneOptions
 
@@ -203,12 +218,12 @@ def finetune(
     split: str = typer.Option("train", "--split", help="Split of a CIFAR python-batches directory for --data."),
     eval_data: Optional[Path] = typer.Option(None, "--eval-data", help=EVAL_DATA_HELP),
     eval_limit: Optional[int] = typer.Option(None, "--eval-limit", help="Audit a class-stratified subset of N images."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="timm architecture of a state dict / safetensors checkpoint."),
-    num_classes: Optional[int] = typer.Option(None, "--num-classes"),
-    input_size: Optional[str] = typer.Option(None, "--input-size", help="Model input size H,W (or one number)."),
-    mean: Optional[str] = typer.Option(None, "--mean", help="Per-channel mean."),
-    std: Optional[str] = typer.Option(None, "--std", help="Per-channel std."),
-    trust_pickled: bool = typer.Option(False, "--trust-pickled-model-code", help="Allow loading a fully pickled torch module. This RUNS CODE from the file."),
+    arch: Optional[str] = ARCH_OPTION,
+    num_classes: Optional[int] = NUM_CLASSES_OPTION,
+    input_size: Optional[str] = INPUT_SIZE_OPTION,
+    mean: Optional[str] = MEAN_OPTION,
+    std: Optional[str] = STD_OPTION,
+    trust_pickled: bool = TRUST_PICKLED_OPTION,
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N (bf16 autocast + channels_last on CUDA)."),
     audit_batch_size: int = typer.Option(500, "--audit-batch-size", min=1),
     bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="Bootstrap resamples of the audits (0 disables)."),
@@ -317,13 +332,13 @@ def calibrate(
     limit: Optional[int] = typer.Option(None, "--limit", help="Fit on a class-stratified subset of N images."),
     eval_data: Optional[Path] = typer.Option(None, "--eval-data", help=EVAL_DATA_HELP),
     eval_limit: Optional[int] = typer.Option(None, "--eval-limit", help="Audit a class-stratified subset of N images."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="timm architecture of a state dict / safetensors checkpoint."),
-    num_classes: Optional[int] = typer.Option(None, "--num-classes"),
-    input_size: Optional[str] = typer.Option(None, "--input-size", help="Model input size H,W (or one number)."),
-    mean: Optional[str] = typer.Option(None, "--mean", help="Per-channel mean."),
-    std: Optional[str] = typer.Option(None, "--std", help="Per-channel std."),
-    output_kind: Optional[str] = typer.Option(None, "--model-output", help="What the model returns: auto, logits or probabilities."),
-    trust_pickled: bool = typer.Option(False, "--trust-pickled-model-code", help="Allow loading a fully pickled torch module. This RUNS CODE from the file."),
+    arch: Optional[str] = ARCH_OPTION,
+    num_classes: Optional[int] = NUM_CLASSES_OPTION,
+    input_size: Optional[str] = INPUT_SIZE_OPTION,
+    mean: Optional[str] = MEAN_OPTION,
+    std: Optional[str] = STD_OPTION,
+    output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
+    trust_pickled: bool = TRUST_PICKLED_OPTION,
     batch_size: int = typer.Option(500, "--batch-size", min=1),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="Bootstrap resamples of the audits (0 disables)."),
@@ -410,14 +425,14 @@ def write_calibrated(model: Path, predictor, temperature: float, out: Path) -> P
 def export(
     checkpoint: Path = typer.Argument(..., help="PyTorch checkpoint: .safetensors/.pt state dict (with --arch or a sidecar JSON) or TorchScript."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="ONNX file to write. Default: CHECKPOINT with .onnx."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="timm architecture of the state dict."),
-    num_classes: Optional[int] = typer.Option(None, "--num-classes"),
-    input_size: Optional[str] = typer.Option(None, "--input-size", help="Model input size H,W (or one number)."),
-    mean: Optional[str] = typer.Option(None, "--mean", help="Per-channel mean."),
-    std: Optional[str] = typer.Option(None, "--std", help="Per-channel std."),
-    output_kind: Optional[str] = typer.Option(None, "--model-output", help="What the model returns: logits or probabilities."),
+    arch: Optional[str] = ARCH_OPTION,
+    num_classes: Optional[int] = NUM_CLASSES_OPTION,
+    input_size: Optional[str] = INPUT_SIZE_OPTION,
+    mean: Optional[str] = MEAN_OPTION,
+    std: Optional[str] = STD_OPTION,
+    output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
     opset: int = typer.Option(18, "--opset", help="ONNX opset version."),
-    trust_pickled: bool = typer.Option(False, "--trust-pickled-model-code", help="Allow loading a fully pickled torch module. This RUNS CODE from the file."),
+    trust_pickled: bool = TRUST_PICKLED_OPTION,
 ) -> None:
     """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads."""
     from macs_audit.errors import UsageError
