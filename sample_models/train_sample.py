@@ -7,7 +7,9 @@ decay, which makes the model overconfident as plain CE training does when run lo
         --init runs/phase1/resnet9_c10_ce.safetensors --epochs 6 --lr 0.05 --warmup-epochs 0 \
         --weight-decay 0 --augment 0
 Writes sample_models/<name>.safetensors, .onnx and .json (the sidecar). Deterministic on CPU
-for a given seed and thread count. The model is trained plainly (no label smoothing, no
+for a given seed and thread count. The model never sees a class-stratified 10% of the training
+data (5,000 images): the same split `macs-audit finetune` holds out by default (--val-fraction 0.1,
+--split-seed 0), so fine-tuning runs can be selected on images the start model has not memorised. The model is trained plainly (no label smoothing, no
 mixup) so that it is overconfident: the patient the later `finetune`/`calibrate` issues fix.
 """
 
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from macs_audit.calibration import stratified_split
 from macs_audit.models import architectures  # noqa: F401  (registers the timm models)
 from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
 
@@ -38,6 +41,8 @@ HP = dict(
     seed=0,
     augment=1,         # 1: crop + flip; 0: none (the over-training phase)
     init="",           # start from these safetensors weights (phase 2 continues phase 1)
+    val_fraction=0.1,  # held out of --data, never trained on (finetune's default validation split)
+    split_seed=0,
 )
 
 
@@ -78,10 +83,12 @@ def main() -> None:
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     train = np.load(args.data)
+    held_out, train_idx = stratified_split(train["y"].astype(np.int64), args.val_fraction, args.split_seed)
     mean = torch.tensor(CIFAR10_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(CIFAR10_STD).view(1, 3, 1, 1)
-    x_train = torch.from_numpy(train["x"]).permute(0, 3, 1, 2).float().div_(255)
-    y_train = torch.from_numpy(train["y"]).long()
+    x_train = torch.from_numpy(train["x"][train_idx]).permute(0, 3, 1, 2).float().div_(255)
+    y_train = torch.from_numpy(train["y"][train_idx]).long()
+    print(f"training on {len(train_idx)} images; {len(held_out)} held out", flush=True)
 
     model = timm.create_model(args.arch, pretrained=False, num_classes=10)
     if args.init:

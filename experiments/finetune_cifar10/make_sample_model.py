@@ -37,7 +37,7 @@ def main() -> None:
         "objective": "macs", "from": START.name, "from_sha256": file_sha256(START),
         "options": {k: v for k, v in options.items() if k not in ("device", "eval_batch_size")},
         "steps": RUN["history"][-1]["step"], "experiment": "experiments/finetune_cifar10 (run macs_s0)",
-        "test_8k": {k: RUN["clean"][k] for k in ("accuracy", "ece", "nll")},
+        "test": {k: RUN["clean"][k] for k in ("accuracy", "ece", "nll")},
     }})
     export_onnx(model, OUT.with_suffix(".onnx"), meta)
     print(f"wrote {OUT}.safetensors, .json, .onnx")

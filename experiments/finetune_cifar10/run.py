@@ -3,19 +3,23 @@
 Phases (each run writes its own result file and is skipped when it exists, so a stop loses at most
 one epoch of one run; fine-tuning checkpoints live in runs/finetune_cifar10/ and are resumed):
 
-  prepare  split the test set: 2,000 images to select on (the MaCS sweep, temperature fits) and
-           8,000 to report on; cache the CIFAR-10-C subset (1,000 stratified images of the 8,000,
-           19 corruptions x 5 severities; C_EVAL of them are scored)
-  start    the start model, and temperature scaling of it (T fitted on the 2,000-image selection
-           split, and on the 5,000-image validation split held out of the training data)
+  prepare  cache the CIFAR-10-C subset (1,000 stratified test images, 19 corruptions x 5
+           severities; C_EVAL of them are scored)
+  start    the start model, and temperature scaling of it (T fitted on the validation split)
   sweep    MaCS (Delta, lambda_m, lambda_c) configurations with a short budget; the choice is the
-           lowest mean of clean and noise+blur NLL on the selection split, never the reported
-           images (the training data's own validation split is memorised by the start model:
-           see selection_metrics)
-  final    CE, focal, label smoothing, mixup, MaCS (chosen config): same budget, seeds 0-2 for CE/MaCS
+           lowest mean of clean and noise+blur NLL on the validation split
+  final    CE, focal, label smoothing, mixup, MaCS (chosen config): same budget, seeds 0-2 for CE/MaCS;
+           reported on the whole CIFAR-10 test set
   table    the markdown tables in results/
 
-    python experiments/finetune_cifar10/run.py all --final-epochs 0.5 --sweep-epochs 0.25 --threads 1
+The validation split is the class-stratified 10% (5,000 images) of the training data that
+`finetune` holds out by default; the start model (sample_models/train_sample.py) never trained on
+it, so it ranks configurations honestly. Every choice (MaCS defaults, temperatures) is made on it;
+the test set is only reported on.
+
+    python experiments/finetune_cifar10/run.py all --final-epochs 1 --sweep-epochs 0.5 --threads 1
+    # or the independent parts in two processes:
+    python experiments/finetune_cifar10/run.py final --runs ce_s0,focal_s0,label-smoothing_s0,mixup_s0,ce_s1,ce_s2
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import torch
 
 from macs_audit import metrics, perturbations, robustness
 from macs_audit.atomic import write_text
-from macs_audit.calibration import fit_temperature, stratified_split
+from macs_audit.calibration import fit_temperature
 from macs_audit.data import load_source, stratified_subset
 from macs_audit.finetune import FinetuneOptions
 from macs_audit.finetune.loop import finetune, load_train_data, predict_logits
@@ -52,7 +56,7 @@ BUDGET = dict(batch_size=128, optimizer="sgd", lr=0.02, weight_decay=5e-4, warmu
               split_seed=0)
 # (Delta, lambda_m, lambda_c); the first is the method reference's starting default.
 SWEEP = [(1.0, 0.1, 1.0), (1.0, 0.0, 1.0), (1.0, 0.1, 0.0), (0.5, 0.1, 1.0), (2.0, 0.1, 1.0),
-         (1.0, 0.3, 1.0), (1.0, 0.03, 1.0), (1.0, 0.1, 3.0)]
+         (1.0, 0.3, 1.0), (1.0, 0.03, 1.0), (1.0, 0.1, 3.0), (1.0, 0.1, 10.0), (2.0, 0.3, 3.0)]
 FINAL = [("macs", 0), ("ce", 0), ("focal", 0), ("label-smoothing", 0), ("mixup", 0),
          ("macs", 1), ("ce", 1), ("macs", 2), ("ce", 2)]
 
@@ -76,13 +80,16 @@ def base_options(cfg, **kw) -> FinetuneOptions:
 
 
 # ------------------------------------------------------------------------------------------ data
-def test_split():
+def test_data():
+    """The whole CIFAR-10 test set, uint8 NCHW: reported on, never selected on."""
     test = np.load(DATA / "cifar10_test.npz")
-    x = torch.from_numpy(test["x"]).permute(0, 3, 1, 2).contiguous()
-    y = test["y"].astype(np.int64)
-    # 2,000 images to select with (the MaCS sweep, the temperature fit), 8,000 to report on.
-    select_idx, eval_idx = stratified_split(y, 0.2, seed=0)
-    return x, y, select_idx, eval_idx
+    return torch.from_numpy(test["x"]).permute(0, 3, 1, 2).contiguous(), test["y"].astype(np.int64)
+
+
+def validation_data(options):
+    """The validation split `finetune` holds out of the training data (the start model never saw it)."""
+    data = load_train_data(load_source(DATA / "cifar10_train.npz"), options)
+    return data.x_val, data.y_val.numpy()
 
 
 def prepare() -> None:
@@ -91,8 +98,8 @@ def prepare() -> None:
     path = WORK / "cifar10c_subset.npz"
     if path.exists():
         return
-    x, y, _, eval_idx = test_split()
-    pick = eval_idx[stratified_subset(y[eval_idx], C_SUBSET, seed=0)]
+    x, y = test_data()
+    pick = stratified_subset(y, C_SUBSET, seed=0)
     clean = x[pick].permute(0, 2, 3, 1).contiguous()  # uint8 NHWC
     images = np.empty((len(corruptions.CORRUPTIONS), 5, len(pick), 32, 32, 3), dtype=np.uint8)
     for ci, name in enumerate(corruptions.CORRUPTIONS):
@@ -139,26 +146,18 @@ def corruption_accuracy(model, options) -> dict:
             "per_severity": [float(v) for v in acc.mean(0)]}
 
 
-def test_metrics(model, options, with_corruptions: bool = True) -> dict:
-    x, y, _, eval_idx = test_split()
-    out = {"clean": summary(predict_logits(model, x[eval_idx], options), y[eval_idx]),
-           "robust": summary(robust_logits(model, x[eval_idx], options), y[eval_idx])}
-    if with_corruptions:
-        out["cifar10c"] = corruption_accuracy(model, options)
-    return out
+def test_metrics(model, options) -> dict:
+    x, y = test_data()
+    return {"clean": summary(predict_logits(model, x, options), y),
+            "robust": summary(robust_logits(model, x, options), y),
+            "cifar10c": corruption_accuracy(model, options)}
 
 
-def selection_metrics(model, options, data) -> dict:
-    """Metrics on the 2,000-image selection split, and on the training data's validation split.
-
-    The start model was trained on all 50,000 training images (its last epochs without
-    augmentation), so the training-side validation split is memorised by it and cannot rank
-    configurations; the selection split is held-out data disjoint from the 8,000 reported images.
-    """
-    x, y, select_idx, _ = test_split()
-    return {"select": summary(predict_logits(model, x[select_idx], options), y[select_idx]),
-            "select_robust": summary(robust_logits(model, x[select_idx], options), y[select_idx]),
-            "train_val": summary(predict_logits(model, data.x_val, options), data.y_val.numpy())}
+def selection_metrics(model, options) -> dict:
+    """Clean and noise+blur metrics on the validation split: what the sweep ranks by."""
+    x, y = validation_data(options)
+    return {"val": summary(predict_logits(model, x, options), y),
+            "val_robust": summary(robust_logits(model, x, options), y)}
 
 
 # ------------------------------------------------------------------------------------------ runs
@@ -186,22 +185,18 @@ def run_start() -> None:
         return
     model, cfg = start_model()
     options = base_options(cfg)
-    x, y, select_idx, eval_idx = test_split()
-    clean = predict_logits(model, x[eval_idx], options)
-    robust = robust_logits(model, x[eval_idx], options)
-    t_test = fit_temperature(predict_logits(model, x[select_idx], options), y[select_idx])
-    data = load_train_data(load_source(DATA / "cifar10_train.npz"), options)
-    t_val = fit_temperature(predict_logits(model, data.x_val, options), data.y_val.numpy())
+    x, y = test_data()
+    clean = predict_logits(model, x, options)
+    robust = robust_logits(model, x, options)
+    x_val, y_val = validation_data(options)
+    t_val = fit_temperature(predict_logits(model, x_val, options), y_val)
     c10c = corruption_accuracy(model, options)  # temperature scaling leaves every argmax unchanged
-    save_json(path, {"name": "start (CE sample model)", "clean": summary(clean, y[eval_idx]),
-                     "robust": summary(robust, y[eval_idx]), "cifar10c": c10c,
-                     **selection_metrics(model, options, data)})
-    for tag, t, where in (("ts_test2k", t_test, "the 2,000-image selection split"),
-                          ("ts_val", t_val, "the 5,000-image validation split of the training data")):
-        save_json(RESULTS / "runs" / f"{tag}.json", {
-            "name": f"temperature scaling (T fitted on {where})", "temperature": t,
-            "clean": summary(clean / t, y[eval_idx]), "robust": summary(robust / t, y[eval_idx]), "cifar10c": c10c})
-    log(f"start model done: T(test 2k) = {t_test:.3f}, T(val) = {t_val:.3f}")
+    save_json(path, {"name": "start (CE sample model)", "clean": summary(clean, y), "robust": summary(robust, y),
+                     "cifar10c": c10c, **selection_metrics(model, options)})
+    save_json(RESULTS / "runs" / "ts_val.json", {
+        "name": "temperature scaling (T fitted on the validation split)", "temperature": t_val,
+        "clean": summary(clean / t_val, y), "robust": summary(robust / t_val, y), "cifar10c": c10c})
+    log(f"start model done: T(val) = {t_val:.3f}")
 
 
 def sweep_name(delta, lm, lc) -> str:
@@ -220,19 +215,18 @@ def run_sweep(epochs: float) -> None:
         options = base_options(cfg, objective=objective, epochs=epochs, seed=0, **extra)
         log(f"sweep {name}: start")
         result, seconds = train_run(f"sweep_{name}", options, save_weights=False)
-        data = load_train_data(load_source(DATA / "cifar10_train.npz"), options)
-        sel = selection_metrics(result.model, options, data)
+        sel = selection_metrics(result.model, options)
         save_json(path, {"name": name, "objective": objective, "config": config, "options": options.to_dict(),
                          **sel, "history": result.history, "seconds": seconds})
-        v = sel["select"]
-        log(f"sweep {name}: select acc {v['accuracy']:.4f} ece {v['ece']:.4f} nll {v['nll']:.4f} "
-            f"robust {sel['select_robust']['accuracy']:.4f} ({seconds:.0f}s)")
+        v = sel["val"]
+        log(f"sweep {name}: val acc {v['accuracy']:.4f} ece {v['ece']:.4f} nll {v['nll']:.4f} "
+            f"robust {sel['val_robust']['accuracy']:.4f} ({seconds:.0f}s)")
 
 
 def selection_score(run: dict) -> float:
-    """Mean of the clean NLL and the noise+blur NLL on the selection split: calibrated on clean
+    """Mean of the clean NLL and the noise+blur NLL on the validation split: calibrated on clean
     data and under shift, the question the audit asks (lower is better)."""
-    return (run["select"]["nll"] + run["select_robust"]["nll"]) / 2
+    return (run["val"]["nll"] + run["val_robust"]["nll"]) / 2
 
 
 def chosen_config(score=selection_score) -> tuple[float, float, float]:
@@ -240,10 +234,12 @@ def chosen_config(score=selection_score) -> tuple[float, float, float]:
     return tuple(min(runs, key=score)["config"])
 
 
-def run_final(epochs: float) -> None:
-    delta, lm, lc = chosen_config()
-    log(f"final runs with MaCS (Delta, lambda_m, lambda_c) = ({delta}, {lm}, {lc})")
-    for objective, seed in FINAL:
+def run_final(epochs: float, only: list[str] | None = None) -> None:
+    todo = [(o, s) for o, s in FINAL if only is None or f"{o}_s{s}" in only]
+    if any(o == "macs" for o, _ in todo):
+        delta, lm, lc = chosen_config()
+        log(f"final runs with MaCS (Delta, lambda_m, lambda_c) = ({delta}, {lm}, {lc})")
+    for objective, seed in todo:
         name = f"{objective}_s{seed}"
         path = RESULTS / "runs" / f"{name}.json"
         if path.exists():
@@ -272,8 +268,7 @@ def mean_std(values, scale=100.0, digits=2) -> str:
 def tables() -> str:
     runs = {p.stem: json.loads(p.read_text()) for p in sorted((RESULTS / "runs").glob("*.json"))}
     groups = [("start (CE sample model, no fine-tuning)", ["start"]),
-              ("temperature scaling of the start model (T fit on the 2k selection split)", ["ts_test2k"]),
-              ("temperature scaling of the start model (T fit on the train-val split)", ["ts_val"])]
+              ("temperature scaling of the start model (T fit on the validation split)", ["ts_val"])]
     labels = {"ce": "CE", "focal": "focal (gamma 3)", "label-smoothing": "label smoothing (0.1)",
               "mixup": "mixup (alpha 0.2)", "macs": "MaCS"}
     for objective, label in labels.items():
@@ -294,26 +289,25 @@ def tables() -> str:
     write_text(RESULTS / "final.md", "# Fine-tuning CIFAR-10: test results\n\n" + final)
 
     sweep = [json.loads(p.read_text()) for p in sorted((RESULTS / "sweep").glob("*.json"))]
-    rows = ["| run | Delta | lambda_m | lambda_c | score | sel. acc. % | sel. ECE % | sel. NLL | sel. robust acc. % | "
-            "sel. robust ECE % | sel. robust NLL | train-val acc. % | train-val NLL | seconds |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| run | Delta | lambda_m | lambda_c | score | val acc. % | val ECE % | val NLL | val robust acc. % | "
+            "val robust ECE % | val robust NLL | seconds |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     chosen = chosen_config() if any(r["objective"] == "macs" for r in sweep) else None
-    if "start" in runs and "select" in runs["start"]:
+    if "start" in runs and "val" in runs["start"]:
         sweep = sweep + [{**runs["start"], "name": "start model (no fine-tuning)", "config": None, "seconds": 0}]
     for r in sorted(sweep, key=selection_score):
         c = r["config"] or ["-", "-", "-"]
         mark = " (chosen)" if r["config"] and tuple(r["config"]) == chosen else ""
-        sel, rob = r["select"], r["select_robust"]
+        sel, rob = r["val"], r["val_robust"]
         rows.append(f"| {r['name']}{mark} | {c[0]} | {c[1]} | {c[2]} | {selection_score(r):.4f} | "
                     f"{100 * sel['accuracy']:.2f} | {100 * sel['ece']:.2f} | {sel['nll']:.4f} | {100 * rob['accuracy']:.2f} | "
-                    f"{100 * rob['ece']:.2f} | {rob['nll']:.4f} | {100 * r['train_val']['accuracy']:.2f} | "
-                    f"{r['train_val']['nll']:.4f} | {r['seconds']:.0f} |")
+                    f"{100 * rob['ece']:.2f} | {rob['nll']:.4f} | {r['seconds']:.0f} |")
     if chosen:
-        clean_only = chosen_config(lambda r: r["select"]["nll"])
+        clean_only = chosen_config(lambda r: r["val"]["nll"])
         rows.append(f"\nChosen by the score (mean of clean and noise+blur NLL): {chosen}. "
                     f"By clean NLL alone the choice would be {clean_only}.")
     sweep_md = "\n".join(rows) + "\n"
-    write_text(RESULTS / "sweep.md", "# MaCS sweep on the 2,000-image selection split, sorted by the selection score\n\n" + sweep_md)
+    write_text(RESULTS / "sweep.md", "# MaCS sweep on the validation split (5,000 training images the start model never saw), sorted by the selection score\n\n" + sweep_md)
 
     per_run = ["| run | seconds | accuracy % | ECE % | NLL | robust acc. % | CIFAR-10-C 19x5 % |", "|---|---:|---:|---:|---:|---:|---:|"]
     for n, r in runs.items():
@@ -329,6 +323,7 @@ def main() -> None:
     parser.add_argument("--sweep-epochs", type=float, default=0.25)
     parser.add_argument("--final-epochs", type=float, default=0.5)
     parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared, oversubscribed machine")
+    parser.add_argument("--runs", default="", help="final phase only: a comma-separated subset of the runs, e.g. ce_s0,focal_s0")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for sub in ("runs", "sweep"):
@@ -342,7 +337,7 @@ def main() -> None:
         elif phase == "sweep":
             run_sweep(args.sweep_epochs)
         elif phase == "final":
-            run_final(args.final_epochs)
+            run_final(args.final_epochs, [r for r in args.runs.split(",") if r] or None)
         else:
             print(tables())
     log("done")
