@@ -370,18 +370,18 @@ def _clipped_zoom(x, z: float):
 
 
 def _motion_blur(x, radius: float, sigma: float, angles_deg):
-    """ImageMagick MotionBlurImage on float (N, C, H, W) values 0..255, rounded to nearest.
+    """ImageMagick MotionBlurImage on float (N, H, W, C) values 0..255, rounded to nearest.
 
     width = 2 ceil(radius) + 1 one-sided taps with weights exp(-i^2 / (2 sigma^2)) (normalised),
     tap i reads (x + ceil(i cos(a) - 0.5), y + ceil(i sin(a) - 0.5)) with edge replication.
     ``angles_deg`` holds one angle per image. Trailing taps whose combined weight is below
     float32 resolution (2^-24, under float32's own accumulation error) are skipped: at sigma 1
-    only 6 of the 13 taps carry weight.
+    only 6 of the 13 taps carry weight. Each tap is one row gather of whole pixels.
     """
     import numpy as np
     import torch
 
-    n, c, h, w = x.shape
+    n, h, w, c = x.shape
     width = 2 * int(math.ceil(radius)) + 1
     i = np.arange(width, dtype=np.float64)
     k = np.exp(-(i * i) / (2.0 * sigma * sigma))
@@ -395,14 +395,15 @@ def _motion_blur(x, radius: float, sigma: float, angles_deg):
     oy = torch.ceil(taps[None, :] * torch.sin(theta)[:, None] - 0.5).long()
     rows = torch.arange(h, device=x.device)
     cols = torch.arange(w, device=x.device)
-    flat = x.reshape(n, c, h * w)
-    out = torch.zeros_like(flat)
+    first_pixel = (torch.arange(n, device=x.device) * (h * w))[:, None, None]
+    pixels = x.reshape(n * h * w, c)
+    out = torch.zeros_like(pixels)
     for t in range(width):
         r = (rows[None, :] + oy[:, t:t + 1]).clamp_(0, h - 1)  # (N, H)
         q = (cols[None, :] + ox[:, t:t + 1]).clamp_(0, w - 1)  # (N, W)
-        idx = (r[:, :, None] * w + q[:, None, :]).reshape(n, 1, h * w).expand(n, c, h * w)
-        out.add_(flat.gather(2, idx), alpha=k[t])
-    return out.add_(0.5).floor_().clamp_(0, 255).reshape(n, c, h, w)
+        source = (first_pixel + r[:, :, None] * w + q[:, None, :]).reshape(-1)
+        out.add_(pixels.index_select(0, source), alpha=k[t])
+    return out.add_(0.5).floor_().clamp_(0, 255).view(n, h, w, c)
 
 
 @functools.lru_cache(maxsize=None)
@@ -615,9 +616,8 @@ def _motion_blur_c(img, param, gen):
     import torch
 
     radius, sigma = param
-    x = img.permute(0, 3, 1, 2).float()
-    angles = _uniform((x.shape[0],), -45.0, 45.0, gen, x.device)
-    return _motion_blur(x, radius, sigma, angles).to(torch.uint8).permute(0, 2, 3, 1)
+    angles = _uniform((img.shape[0],), -45.0, 45.0, gen, img.device)
+    return _motion_blur(img.float(), radius, sigma, angles).to(torch.uint8)
 
 
 @functools.lru_cache(maxsize=None)
@@ -669,7 +669,7 @@ def _snow(img, param, gen):
     layer = torch.where(layer < threshold, torch.zeros_like(layer), layer)
     layer = layer.clamp_(0, 1).mul_(255).floor_()  # uint8 'L' image
     angles = _uniform((n,), -135.0, -45.0, gen, x.device)
-    snow = _motion_blur(layer, radius, sigma, angles) / 255.0
+    snow = _motion_blur(layer.view(n, h, w, 1), radius, sigma, angles).view(n, 1, h, w) / 255.0
     r, g, b = x[:, 0:1], x[:, 1:2], x[:, 2:3]
     grey = 0.299 * r + 0.587 * g + 0.114 * b  # cv2 RGB2GRAY
     x = blend * x + (1 - blend) * torch.maximum(x, grey * 1.5 + 0.5)
@@ -900,9 +900,11 @@ def _equalize_hist(x):
 def _contrast(img, c, gen):
     import torch
 
+    n, h, w, channels = img.shape
     x = img.float()  # 0..255
-    means = x.mean(dim=(1, 2), keepdim=True)  # per image and channel
-    return x.sub_(means).mul_(c).add_(means).clamp_(0, 255).to(torch.uint8)
+    means = x.view(n, h * w, channels).mean(1).view(n, 1, 1, channels)  # per image and channel
+    # (x - m) c + m as one fused pass: c x + (1 - c) m
+    return torch.add(means * (1 - c), x, alpha=c).clamp_(0, 255).to(torch.uint8)
 
 
 def _elastic_transform(img, param, gen):
@@ -964,14 +966,11 @@ def _displace(x, dx, dy):
 
 
 @functools.lru_cache(maxsize=None)
-def _pil_box_plan(in_size: int, out_size: int) -> tuple["np.ndarray", "np.ndarray"]:
-    """Pillow's BOX resampling of one axis: an (out, in) 0/1 membership matrix and each output's
-    22-bit fixed-point coefficient.
+def _pil_box_members(in_size: int, out_size: int) -> "np.ndarray":
+    """Pillow's BOX resampling of one axis as an (out, in) 0/1 membership matrix.
 
     Pillow's box filter is point-sampled: output i averages, with equal weights, the inputs
     whose centres fall in its box [i, i + 1) * in / out (for upscaling: the one nearest input).
-    Each normalised weight 1/m is stored as round(2^22 / m) and a pixel is
-    (sum * coefficient + 2^21) >> 22.
     """
     import numpy as np
 
@@ -985,46 +984,45 @@ def _pil_box_plan(in_size: int, out_size: int) -> tuple["np.ndarray", "np.ndarra
         hi = min(int(center + support + 0.5), in_size)
         pos = (np.arange(lo, hi) - center + 0.5) / filterscale
         member[i, lo:hi] = (pos > -0.5) & (pos <= 0.5)
-    count = member.sum(axis=1)
-    coeff = np.floor(np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0) * (1 << 22) + 0.5)
-    return member, coeff
+    return member
 
 
-def _pil_box_pass(x, out_size: int, dim: int):
-    """One Pillow BOX pass over axis ``dim`` (1 rows, 2 columns) of integer-valued float32
-    images (N, H, W, C), kept in that layout (the column pass treats (W, C) as one axis)."""
-    import numpy as np
-    import torch
+@functools.lru_cache(maxsize=None)
+def _pixelate_pairs(size: int, c: float) -> tuple["np.ndarray", "np.ndarray"]:
+    """Pixelate along one axis as a rounded pair average: for each output position, the first
+    and last input of the box it is copied back from.
 
-    n, h, w, c = x.shape
-    member, coeff = _pil_box_plan(x.shape[dim], out_size)
-    if (member.sum(axis=1) == 1).all():  # upscaling: each output copies one input
-        return x.index_select(dim, torch.as_tensor(member.argmax(axis=1), device=x.device))
-    if dim == 2:
-        m = torch.as_tensor(np.kron(member, np.eye(c, dtype=np.float32)), device=x.device)
-        sums = (x.reshape(n * h, w * c) @ m.T).reshape(n, h, out_size, c)
-        k = np.repeat(coeff, c).reshape(1, 1, out_size, c)
-    else:
-        sums = (torch.as_tensor(member, device=x.device) @ x.reshape(n, h, w * c))
-        sums = sums.reshape(n, out_size, w, c)
-        k = coeff.reshape(1, out_size, 1, 1)
-    if np.all(np.log2(k) == np.round(np.log2(k))):  # 1 / m with m a power of two: exact
-        weight = torch.as_tensor(k / (1 << 22), dtype=torch.float32, device=x.device)
-        return sums.mul_(weight).add_(0.5).floor_()
-    k = torch.as_tensor(k, device=x.device)  # general case: the fixed-point sum in float64
-    return torch.floor((sums.double() * k + (1 << 21)) / (1 << 22)).float()
+    Down to int(size c) and back with c in (1/2, 1] (all CIFAR severities), each box averages one
+    or two inputs and every upscaled output copies one box. Pillow stores a one-input weight as
+    2^22 and a two-input weight as 2^21 (22-bit fixed point), so a pass is (a + b + 1) >> 1 with
+    b = a for one input, exactly; the copy-back commutes with the other axis's pass."""
+    down = int(size * c)
+    member = _pil_box_members(size, max(down, 1))
+    up_member = _pil_box_members(max(down, 1), size)
+    counts = member.sum(axis=1)
+    if down < 1 or counts.min() < 1 or counts.max() > 2 or not (up_member.sum(axis=1) == 1).all():
+        raise ValueError(f"pixelate factor {c} at size {size} is outside (1/2, 1]")
+    up = up_member.argmax(axis=1)
+    first = member.argmax(axis=1)
+    last = member.shape[1] - 1 - member[:, ::-1].argmax(axis=1)
+    return first[up], last[up]
+
+
+def _round_up_mean(a, b):
+    """(a + b + 1) >> 1 on uint8 without widening: (a | b) - ((a ^ b) >> 1)."""
+    return (a | b).sub_((a ^ b).bitwise_right_shift_(1))
 
 
 def _pixelate(img, c, gen):
-    """PIL resize(BOX) to int(size * c), then resize(BOX) back; each resize is Pillow's
-    horizontal pass then vertical pass, with uint8 results after each pass."""
+    """PIL resize(BOX) to int(size * c), then resize(BOX) back (Pillow: horizontal pass, then
+    vertical, uint8 after each), as uint8 gathers and rounded averages."""
     import torch
 
     n, h, w, _ = img.shape
-    x = img.float()
-    x = _pil_box_pass(_pil_box_pass(x, int(w * c), 2), int(h * c), 1)
-    x = _pil_box_pass(_pil_box_pass(x, w, 2), h, 1)
-    return x.to(torch.uint8)
+    ca, cb = (torch.as_tensor(i, device=img.device) for i in _pixelate_pairs(w, float(c)))
+    ra, rb = (torch.as_tensor(i, device=img.device) for i in _pixelate_pairs(h, float(c)))
+    x = _round_up_mean(img.index_select(2, ca), img.index_select(2, cb))
+    return _round_up_mean(x.index_select(1, ra), x.index_select(1, rb))
 
 
 def _jpeg_compression(img, quality, gen):

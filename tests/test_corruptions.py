@@ -344,6 +344,16 @@ def test_matches_reference_algorithm(name):
         assert abs(diff.mean()) < 0.05, (name, s, diff.mean())
 
 
+@pytest.mark.parametrize("shape", [(37, 45), (5, 64), (4, 4)])
+def test_pixelate_matches_pillow_at_other_sizes(shape):
+    h, w = shape
+    x = torch.from_numpy(np.random.default_rng(3).integers(0, 256, (3, h, w, 3), dtype=np.uint8))
+    for s, c in enumerate(C.PARAMS["pixelate"], start=1):
+        ref = [np.asarray(Image.fromarray(img).resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX))
+               for img in x.numpy()]
+        assert np.array_equal(C.corrupt(x, "pixelate", s, seed=0).numpy(), np.stack(ref)), (shape, s)
+
+
 def test_hsv_corruptions_against_scikit_image():
     color = pytest.importorskip("skimage.color")  # benchmark-only dependency
     x = _images(6, seed=11)
@@ -399,8 +409,7 @@ def test_motion_blur_kernel_matches_imagemagick_description():
     x = _images(5, seed=7)
     angles = torch.tensor([-45.0, -10.3, 0.0, 33.3, 135.0], dtype=torch.float64)
     for radius, sigma in C.PARAMS["motion_blur"] + ((14, 12),):
-        ours = C._motion_blur(x.permute(0, 3, 1, 2).float(), radius, sigma, angles)
-        ours = ours.permute(0, 2, 3, 1).numpy()
+        ours = C._motion_blur(x.float(), radius, sigma, angles).numpy()
         for i, angle in enumerate(angles.tolist()):
             ref = _ref_motion_blur(x[i].numpy().astype(np.float64), radius, sigma, angle)
             assert np.abs(ours[i] - ref).max() <= 1
