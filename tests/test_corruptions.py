@@ -428,7 +428,8 @@ def test_elastic_resampling_matches_scipy():
     rng = np.random.default_rng(8)
     img = rng.random((2, 3, 32, 32)).astype(np.float32)
     dx, dy = rng.uniform(-3, 3, (2, 2, 32, 32)).astype(np.float32)
-    ours = C._displace(torch.from_numpy(img), torch.from_numpy(dx), torch.from_numpy(dy)).numpy()
+    disp = torch.from_numpy(np.stack([dx, dy], axis=1) / 2.5)  # (N, 2, H, W), scaled by alpha below
+    ours = C._displace(torch.from_numpy(img), disp, 2.5).numpy()
     rr, cc = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
     for n in range(2):
         for ch in range(3):
