@@ -30,8 +30,9 @@ Departures from the reference
   systematic, the reference's float64 values are reproduced: brightness's maximum channel
   (a table) and saturate (scikit-image's float64 HSV operations, bit-identical).
 - Random streams are torch's (the release came from an unseeded numpy stream: only the
-  distributions can match). impulse_noise draws one uniform per element for skimage's two
-  per-element masks (same joint distribution).
+  distributions can match). gaussian, shot and speckle noise draw from 2^16-entry quantile
+  tables (each outcome's probability exact to 2^-16; see "Noise" below). impulse_noise draws
+  one 32-bit uniform per element for skimage's two per-element masks (same joint distribution).
 - glass_blur: the reference pixel loop is a gather from the pre-pass image (its "swap" copies
   and reads only unvisited pixels), done as one gather per pass.
 - motion_blur, snow: ImageMagick's MotionBlurImage kernel (one-sided Gaussian taps, ceil offsets,
@@ -56,7 +57,7 @@ Departures from the reference
   reference).
 - jpeg_compression: Pillow, one image at a time (no tensor JPEG codec); CUDA goes via the CPU.
 - pixelate: Pillow's BOX resize reproduced exactly (point-sampled box, 22-bit fixed point,
-  uint8 rounding between passes) as matrix products.
+  uint8 rounding between passes) as uint8 gathers and rounded pair averages.
 - Other image sizes than 32x32 are accepted; the parameters stay the CIFAR ones.
 """
 

@@ -20,6 +20,7 @@ the test set is only reported on.
     python experiments/finetune_cifar10/run.py all --final-epochs 1 --sweep-epochs 0.5 --threads 1
     # or the independent parts in two processes:
     python experiments/finetune_cifar10/run.py final --runs ce_s0,focal_s0,label-smoothing_s0,mixup_s0,ce_s1,ce_s2
+    (experiments/finetune_cifar10/run_parallel.sh: the split used for the committed results)
 """
 
 from __future__ import annotations
@@ -203,12 +204,12 @@ def sweep_name(delta, lm, lc) -> str:
     return f"macs_d{delta:g}_m{lm:g}_c{lc:g}"
 
 
-def run_sweep(epochs: float) -> None:
+def run_sweep(epochs: float, only: list[str] | None = None) -> None:
     configs = [("ce", None)] + [("macs", c) for c in SWEEP]
     for objective, config in configs:
         name = "ce_sweep" if config is None else sweep_name(*config)
         path = RESULTS / "sweep" / f"{name}.json"
-        if path.exists():
+        if path.exists() or (only is not None and name not in only):
             continue
         _, cfg = start_model()
         extra = {} if config is None else dict(delta=config[0], lambda_m=config[1], lambda_c=config[2])
@@ -231,6 +232,8 @@ def selection_score(run: dict) -> float:
 
 def chosen_config(score=selection_score) -> tuple[float, float, float]:
     runs = [json.loads(p.read_text()) for p in sorted((RESULTS / "sweep").glob("macs_*.json"))]
+    if len(runs) < len(SWEEP):
+        raise SystemExit(f"the sweep has {len(runs)} of {len(SWEEP)} results: run the sweep phase first")
     return tuple(min(runs, key=score)["config"])
 
 
@@ -323,21 +326,23 @@ def main() -> None:
     parser.add_argument("--sweep-epochs", type=float, default=0.25)
     parser.add_argument("--final-epochs", type=float, default=0.5)
     parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared, oversubscribed machine")
-    parser.add_argument("--runs", default="", help="final phase only: a comma-separated subset of the runs, e.g. ce_s0,focal_s0")
+    parser.add_argument("--runs", default="", help="sweep and final phases: a comma-separated subset of the runs, "
+                        "e.g. ce_s0,focal_s0 or macs_d1_m0.1_c1 (to split them over processes)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for sub in ("runs", "sweep"):
         (RESULTS / sub).mkdir(parents=True, exist_ok=True)
     phases = ["prepare", "start", "sweep", "final", "table"] if args.phase == "all" else [args.phase]
+    only = [r for r in args.runs.split(",") if r] or None
     for phase in phases:
         if phase == "prepare":
             prepare()
         elif phase == "start":
             run_start()
         elif phase == "sweep":
-            run_sweep(args.sweep_epochs)
+            run_sweep(args.sweep_epochs, only)
         elif phase == "final":
-            run_final(args.final_epochs, [r for r in args.runs.split(",") if r] or None)
+            run_final(args.final_epochs, only)
         else:
             print(tables())
     log("done")
