@@ -1071,23 +1071,40 @@ def _saturate(img, param, gen):
     values 1 grey level brighter."""
     import torch
 
+    # Chunks of pixels keep the float64 temporaries in the core's cache (about 2x faster on CPU).
+    pixels = img.reshape(-1, 3)
+    out = torch.empty_like(pixels)
+    for start in range(0, len(pixels), _SATURATE_CHUNK):
+        out[start:start + _SATURATE_CHUNK] = _saturate_pixels(pixels[start:start + _SATURATE_CHUNK], param)
+    return out.view(img.shape)
+
+
+_SATURATE_CHUNK = 1 << 15
+
+
+def _saturate_pixels(pixels, param):
+    """(P, 3) uint8 -> (P, 3) uint8, computed on (3, P) float64 planes."""
+    import torch
+
     mult, add = param
-    x = img.double().div_(255.0)
-    r, g, b = x.unbind(-1)
-    v = x.amax(dim=-1)
-    delta = v - x.amin(dim=-1)
+    x = pixels.t().to(torch.float64, memory_format=torch.contiguous_format).div_(255.0)
+    r, g, b = x
+    v = torch.maximum(torch.maximum(r, g), b)
+    delta = v - torch.minimum(torch.minimum(r, g), b)
     grey = delta == 0
     s = torch.where(grey, 0.0, delta / v)
-    h = torch.where(b == v, 4.0 + (r - g) / delta,  # the last maximal channel sets the hue
-                    torch.where(g == v, 2.0 + (b - r) / delta, (g - b) / delta))
+    b_max, g_max = b == v, g == v  # the last maximal channel sets the hue
+    numerator = torch.where(b_max, r - g, torch.where(g_max, b - r, g - b))
+    offset = torch.where(b_max, 4.0, torch.where(g_max, 2.0, 0.0))
+    h = offset + numerator / delta  # one division; 0 + y is y, so the values are scikit-image's
     h = torch.where(grey, 0.0, torch.remainder(h / 6.0, 1.0))
     s = (s * mult + add).clamp_(0, 1)
     h6 = h * 6
     sector = torch.floor(h6)
     f = h6 - sector
-    planes = torch.stack([v, v * (1 - s), v * (1 - f * s), v * (1 - (1 - f) * s)], dim=-1)
-    roles = torch.tensor(_HSV_SECTOR_ROLES, device=img.device)[sector.long() % 6]
-    return planes.gather(-1, roles).clamp_(0, 1).mul_(255).to(torch.uint8)
+    planes = torch.stack([v, v * (1 - s), v * (1 - f * s), v * (1 - (1 - f) * s)])  # (4, P)
+    roles = torch.tensor(_HSV_SECTOR_ROLES, device=pixels.device)[sector.long() % 6].t()
+    return planes.gather(0, roles).clamp_(0, 1).mul_(255).to(torch.uint8).t()
 
 
 # --------------------------------------------------------------------------------------------
