@@ -8,9 +8,10 @@ decay, which makes the model overconfident as plain CE training does when run lo
         --weight-decay 0 --augment 0
 Writes sample_models/<name>.safetensors, .onnx and .json (the sidecar). Deterministic on CPU
 for a given seed and thread count. The model never sees a class-stratified 10% of the training
-data (5,000 images): the same split `macs-audit finetune` holds out by default (--val-fraction 0.1,
---split-seed 0), so fine-tuning runs can be selected on images the start model has not memorised. The model is trained plainly (no label smoothing, no
-mixup) so that it is overconfident: the patient the later `finetune`/`calibrate` issues fix.
+data (5,000 images): the split `macs-audit finetune` holds out by default (--val-fraction 0.1,
+--split-seed 0), so fine-tuning runs are selected on images the start model has not memorised.
+It is trained plainly (no label smoothing, no mixup) so that it is overconfident: the patient
+the `finetune` and `calibrate` commands fix. Timings on 2 CPU cores: 1,148 s + 358 s.
 """
 
 import argparse
