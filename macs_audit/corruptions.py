@@ -467,6 +467,12 @@ def _random_bits32(count: int, gen, device):
 
 
 @functools.lru_cache(maxsize=None)
+def _on_device(build, param, device: str) -> "torch.Tensor":
+    """A table built on the CPU, cached on ``device`` (a GPU keeps its copy)."""
+    return build(param).to(device)
+
+
+@functools.lru_cache(maxsize=None)
 def _normal_quantiles() -> "torch.Tensor":
     """float64 standard-normal quantiles at the midpoints (i + 1/2) / 2^16 of the table cells."""
     import torch
@@ -525,7 +531,7 @@ def _shot_table(scale: float) -> "torch.Tensor":
 def _gaussian_noise(img, sigma, gen):
     import torch
 
-    offsets = _gaussian_offsets(float(sigma)).to(img.device)
+    offsets = _on_device(_gaussian_offsets, float(sigma), str(img.device))
     cells = _random_bits16(img.numel(), gen, img.device)
     noisy = img.to(torch.int16).view(-1).add_(torch.index_select(offsets, 0, cells))
     return noisy.clamp_(0, 255).to(torch.uint8).view(img.shape)
@@ -534,7 +540,7 @@ def _gaussian_noise(img, sigma, gen):
 def _shot_noise(img, scale, gen):
     import torch
 
-    table = _shot_table(float(scale)).to(img.device)
+    table = _on_device(_shot_table, float(scale), str(img.device))
     index = _random_bits16(img.numel(), gen, img.device)
     index.add_(img.reshape(-1).to(torch.int32).mul_(1 << _TABLE_BITS))  # row k, cell u
     return torch.index_select(table, 0, index).view(img.shape)
@@ -560,7 +566,7 @@ def _speckle_noise(img, sigma, gen):
     """x (1 + sigma z) = k + floor(k sigma z) for grey level k, sigma z from the quantile table."""
     import torch
 
-    multipliers = _speckle_multipliers(float(sigma)).to(img.device)
+    multipliers = _on_device(_speckle_multipliers, float(sigma), str(img.device))
     cells = _random_bits16(img.numel(), gen, img.device)
     k = img.view(-1).to(torch.int32)
     noisy = torch.index_select(multipliers, 0, cells).mul_(k).bitwise_right_shift_(16).add_(k)
