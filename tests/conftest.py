@@ -8,6 +8,16 @@ import numpy as np
 import pytest
 
 
+def free_port() -> int:
+    """A TCP port free right now, for torchrun's rendezvous (a fixed port can collide with a
+    concurrent test run or a lingering process)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def tiny_images(n: int, seed: int = 0, size: int = 32) -> tuple[np.ndarray, np.ndarray]:
     """Random uint8 images whose mean colour depends on the label, so a linear model can learn it."""
     rng = np.random.default_rng(seed)

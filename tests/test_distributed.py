@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from conftest import linear_onnx, tiny_images
+from conftest import free_port, linear_onnx, tiny_images
 
 ARGS = ["--batch-size", "16", "--perturbations", "all", "--corruptions", "gaussian_noise,zoom_blur",
         "--severities", "1,4", "--sensitivity-samples", "20", "--bootstrap", "100", "--quiet"]
@@ -40,7 +40,7 @@ def test_sharded_evaluate_equals_single_process(tmp_path):
     common = [str(model), "--data", str(tmp_path / "d.npz"), *ARGS]
     subprocess.run([sys.executable, "-m", "macs_audit", "evaluate", *common, "-o", str(single)],
                    check=True, env=env, capture_output=True)
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29531",
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
                           "-m", "macs_audit", "evaluate", *common, "-o", str(sharded)],
                          env=env, capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_images
+from conftest import free_port, tiny_images
 
 # Run under torchrun: a 2-epoch DDP fine-tune; a second run killed in epoch 2 and resumed.
 SCRIPT = textwrap.dedent("""
@@ -67,7 +67,7 @@ def torchrun(args, tmp_path, port):
 
 def test_ddp_finetune_runs_and_resumes_bit_identically(tmp_path):
     (tmp_path / "ddp_script.py").write_text(SCRIPT)
-    run = torchrun([str(tmp_path / "ddp_script.py"), str(tmp_path)], tmp_path, 29541)
+    run = torchrun([str(tmp_path / "ddp_script.py"), str(tmp_path)], tmp_path, free_port())
     assert run.returncode == 0, run.stderr[-3000:]
     result = torch.load(tmp_path / "result.pt", weights_only=True)
     assert result["same"] and result["resumed_from"] == 1
@@ -89,7 +89,7 @@ def test_ddp_finetune_through_the_cli(tmp_path):
     run = torchrun(["-m", "macs_audit", "finetune", str(tmp_path / "start.safetensors"), "--data", str(tmp_path / "train.npz"),
                     "--eval-data", str(tmp_path / "eval.npz"), "--out", str(tmp_path / "out"), "--epochs", "1",
                     "--batch-size", "16", "--device", "cpu", "--bootstrap", "0", "--sensitivity-samples", "0",
-                    "--quiet"], tmp_path, 29542)
+                    "--quiet"], tmp_path, free_port())
     assert run.returncode == 0, run.stderr[-3000:]
     out = tmp_path / "out"
     after = json.loads((out / "audit_after.json").read_text())

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import linear_onnx, tiny_images
+from conftest import free_port, linear_onnx, tiny_images
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_models" / "resnet9_c10_ce"
@@ -335,7 +335,7 @@ def test_sharded_evaluate_on_two_gpus(tmp_path):
     single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
     subprocess.run([sys.executable, "-m", "macs_audit", "evaluate", *args, "-o", str(single)],
                    check=True, env={**env, "CUDA_VISIBLE_DEVICES": "0"}, capture_output=True)
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29533",
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
                           "-m", "macs_audit", "evaluate", *args, "-o", str(sharded)],
                          env=env, capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
