@@ -32,7 +32,7 @@ Departures from the reference
 - Random streams are torch's (the release came from an unseeded numpy stream: only the
   distributions can match). gaussian, shot and speckle noise draw from 2^16-entry quantile
   tables (each outcome's probability exact to 2^-16; see "Noise" below). impulse_noise draws
-  one 32-bit uniform per element for skimage's two per-element masks (same joint distribution).
+  one 16-bit uniform per element for skimage's two per-element masks (same joint distribution).
 - glass_blur: the reference pixel loop is a gather from the pre-pass image (its "swap" copies
   and reads only unvisited pixels), done as one gather per pass.
 - motion_blur, snow: ImageMagick's MotionBlurImage kernel (one-sided Gaussian taps, ceil offsets,
@@ -457,15 +457,6 @@ def _random_bits16(count: int, gen, device):
     return words.view(torch.int16)[:count].to(torch.int32).add_(1 << 15)
 
 
-def _random_bits32(count: int, gen, device):
-    """``count`` uniform signed 32-bit integers, two from each 64-bit draw."""
-    import torch
-
-    words = torch.empty(((count + 1) // 2,), dtype=torch.int64, device=device)
-    words.random_(-(1 << 63), None, generator=gen)
-    return words.view(torch.int32)[:count]
-
-
 @functools.lru_cache(maxsize=None)
 def _on_device(build, param, device: str) -> "torch.Tensor":
     """A table built on the CPU, cached on ``device`` (a GPU keeps its copy)."""
@@ -548,17 +539,14 @@ def _shot_noise(img, scale, gen):
 
 def _impulse_noise(img, amount, gen):
     """Each element flips with probability ``amount``; a flipped element is salt (255) or
-    pepper (0) with probability 1/2. One 32-bit uniform u per element: flip = u < amount,
+    pepper (0) with probability 1/2. One 16-bit uniform u per element: flip = u < amount,
     salt = u < amount / 2 (the joint distribution of skimage's two independent masks, each
-    probability exact to 2^-32), applied with byte masks."""
+    probability exact to 2^-16 like the other noise tables), applied with byte masks."""
     import torch
 
-    u = _random_bits32(img.numel(), gen, img.device).view(img.shape)
-    low = -(1 << 31)
-    flip_below = low + int(round(amount * (1 << 32)))
-    salt_below = low + int(round(amount * (1 << 31)))
-    keep = (u >= flip_below).to(torch.uint8).mul_(255)
-    salt = (u < salt_below).to(torch.uint8).mul_(255)
+    u = _random_bits16(img.numel(), gen, img.device).view(img.shape)
+    keep = (u >= int(round(amount * (1 << _TABLE_BITS)))).to(torch.uint8).mul_(255)
+    salt = (u < int(round(amount * (1 << (_TABLE_BITS - 1))))).to(torch.uint8).mul_(255)
     return img.bitwise_and(keep).bitwise_or_(salt)
 
 
