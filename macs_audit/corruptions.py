@@ -426,15 +426,6 @@ def _uniform(shape, low: float, high: float, gen, device):
     return torch.rand(shape, generator=gen, device=device).mul_(high - low).add_(low)
 
 
-def _uniform16(shape, low: float, high: float, gen, device):
-    """Uniform on [low, high) at 16-bit resolution (cell midpoints), for noise fields that are
-    smoothed afterwards: several times cheaper than torch.rand on a CPU core."""
-    import torch
-
-    cells = _random_bits16(math.prod(shape), gen, device).to(torch.float32).add_(0.5)
-    return cells.mul_((high - low) / (1 << _TABLE_BITS)).add_(low).view(shape)
-
-
 # --------------------------------------------------------------------------------------------
 # Noise
 #
@@ -455,6 +446,15 @@ def _random_bits16(count: int, gen, device):
     words = torch.empty(((count + 3) // 4,), dtype=torch.int64, device=device)
     words.random_(-(1 << 63), None, generator=gen)  # the full 64-bit range
     return words.view(torch.int16)[:count].to(torch.int32).add_(1 << 15)
+
+
+def _uniform16(shape, low: float, high: float, gen, device):
+    """Uniform on [low, high) at 16-bit resolution (cell midpoints), for noise fields that are
+    smoothed afterwards: several times cheaper than torch.rand on a CPU core."""
+    import torch
+
+    cells = _random_bits16(math.prod(shape), gen, device).to(torch.float32).add_(0.5)
+    return cells.mul_((high - low) / (1 << _TABLE_BITS)).add_(low).view(shape)
 
 
 @functools.lru_cache(maxsize=None)
@@ -506,10 +506,10 @@ def _shot_table(scale: float) -> "torch.Tensor":
     table = np.empty((256, cells), dtype=np.uint8)
     for k in range(256):
         lam = k / 255.0 * scale
+        if lam > 700:  # exp(-lam) underflows; not reached by the CIFAR scales (<= 500)
+            raise ValueError(f"shot noise scale {scale} too large for the table sampler")
         pmf = np.empty(top + 1)
         pmf[0] = math.exp(-lam)
-        if lam > 700:  # exp underflow: not reached for the CIFAR scales (<= 500)
-            raise ValueError(f"shot noise scale {scale} too large for the table sampler")
         pmf[1:] = lam / counts[1:]
         pmf = np.cumprod(pmf)
         # cells u whose midpoint (u + 1/2) / cells lies below CDF(P) and above CDF(P - 1)
