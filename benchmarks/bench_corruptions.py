@@ -90,6 +90,19 @@ def load_reference():
     return ic_corrupt, version
 
 
+def limit_reference_threads(threads: int) -> None:
+    """Size the reference's thread pools like ours, so that neither side gets extra cores and no
+    idle pool spins next to the timed code."""
+    import cv2
+
+    cv2.setNumThreads(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    threadpool_limits(threads)
+
+
 class Clock:
     """Wall time and this process's CPU time (all its threads). On a machine shared with
     other jobs, CPU time of a single-threaded run approximates the time on a dedicated core."""
@@ -107,7 +120,8 @@ def time_ours(torch, corruptions, name, images, repeats=2):
     """Best of ``repeats`` passes over all five severities, one batch per severity:
     (wall img/s, CPU img/s)."""
     x = torch.from_numpy(images)
-    corruptions.corrupt(x[:8], name, 1, seed=0)  # warm-up: caches, lazy initialisation
+    for severity in range(1, 6):  # warm-up: tables, caches, the allocator's pools
+        corruptions.corrupt(x, name, severity, seed=0)
     wall = cpu = float("inf")
     for _ in range(repeats):
         with Clock() as clock:
@@ -159,7 +173,9 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--grid-images", type=int, default=10000)
     ap.add_argument("--batch", type=int, default=1000)
-    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads for both sides: torch's intra-op pool, and the reference's OpenCV, "
+                         "BLAS and OpenMP pools (whose idle workers otherwise spin on the other cores)")
     ap.add_argument("--skip-reference", action="store_true")
     ap.add_argument("--skip-grid", action="store_true")
     ap.add_argument("--only", nargs="*", help="time only these corruptions (not the grid)")
@@ -180,6 +196,9 @@ def main() -> None:
     if not args.skip_reference:
         ic_corrupt, info = load_reference()
         reference = f"imagecorruptions {info}" if ic_corrupt else f"not importable: {info}"
+        if ic_corrupt is not None and args.threads:
+            limit_reference_threads(args.threads)
+        time.sleep(2.0)  # worker threads started by the reference's imports spin for a while
     log(f"{len(images)} images x 5 severities; reference: {reference}")
     ours, ref_rates, ref_errors = {}, {}, {}
     names = args.only or corruptions.CORRUPTIONS

@@ -519,22 +519,45 @@ def _shot_table(scale: float) -> "torch.Tensor":
     return torch.from_numpy(table.reshape(-1))
 
 
+# Elements per piece on the CPU: the temporaries (a few hundred KB) stay in the core's cache and
+# are reused by the allocator, instead of fresh multi-megabyte buffers (page faults) per batch.
+_NOISE_PIECE = 1 << 16
+
+
+def _elementwise_noise(img, gen, apply):
+    """out = apply(values, cells) over the flattened batch, piece by piece on the CPU (one piece
+    on a GPU): ``values`` uint8 elements, ``cells`` their 16-bit random table indices (int32)."""
+    import torch
+
+    flat = img.reshape(-1)
+    piece = flat.numel() if img.device.type != "cpu" else _NOISE_PIECE
+    out = torch.empty_like(flat)
+    for start in range(0, flat.numel(), piece):
+        values = flat[start:start + piece]
+        out[start:start + piece] = apply(values, _random_bits16(values.numel(), gen, img.device))
+    return out.view(img.shape)
+
+
 def _gaussian_noise(img, sigma, gen):
     import torch
 
     offsets = _on_device(_gaussian_offsets, float(sigma), str(img.device))
-    cells = _random_bits16(img.numel(), gen, img.device)
-    noisy = img.to(torch.int16).view(-1).add_(torch.index_select(offsets, 0, cells))
-    return noisy.clamp_(0, 255).to(torch.uint8).view(img.shape)
+
+    def apply(values, cells):
+        return torch.index_select(offsets, 0, cells).add_(values).clamp_(0, 255)
+
+    return _elementwise_noise(img, gen, apply)
 
 
 def _shot_noise(img, scale, gen):
     import torch
 
     table = _on_device(_shot_table, float(scale), str(img.device))
-    index = _random_bits16(img.numel(), gen, img.device)
-    index.add_(img.reshape(-1).to(torch.int32).mul_(1 << _TABLE_BITS))  # row k, cell u
-    return torch.index_select(table, 0, index).view(img.shape)
+
+    def apply(values, cells):  # row k, cell u of the (256 x 2^16) table
+        return torch.index_select(table, 0, cells.add_(values.to(torch.int32).mul_(1 << _TABLE_BITS)))
+
+    return _elementwise_noise(img, gen, apply)
 
 
 def _impulse_noise(img, amount, gen):
@@ -544,10 +567,15 @@ def _impulse_noise(img, amount, gen):
     probability exact to 2^-16 like the other noise tables), applied with byte masks."""
     import torch
 
-    u = _random_bits16(img.numel(), gen, img.device).view(img.shape)
-    keep = (u >= int(round(amount * (1 << _TABLE_BITS)))).to(torch.uint8).mul_(255)
-    salt = (u < int(round(amount * (1 << (_TABLE_BITS - 1))))).to(torch.uint8).mul_(255)
-    return img.bitwise_and(keep).bitwise_or_(salt)
+    flip_below = int(round(amount * (1 << _TABLE_BITS)))
+    salt_below = int(round(amount * (1 << (_TABLE_BITS - 1))))
+
+    def apply(values, u):
+        keep = (u >= flip_below).to(torch.uint8).mul_(255)
+        salt = (u < salt_below).to(torch.uint8).mul_(255)
+        return values.bitwise_and(keep).bitwise_or_(salt)
+
+    return _elementwise_noise(img, gen, apply)
 
 
 def _speckle_noise(img, sigma, gen):
@@ -555,10 +583,12 @@ def _speckle_noise(img, sigma, gen):
     import torch
 
     multipliers = _on_device(_speckle_multipliers, float(sigma), str(img.device))
-    cells = _random_bits16(img.numel(), gen, img.device)
-    k = img.view(-1).to(torch.int32)
-    noisy = torch.index_select(multipliers, 0, cells).mul_(k).bitwise_right_shift_(16).add_(k)
-    return noisy.clamp_(0, 255).to(torch.uint8).view(img.shape)
+
+    def apply(values, cells):
+        k = values.to(torch.int32)
+        return torch.index_select(multipliers, 0, cells).mul_(k).bitwise_right_shift_(16).add_(k).clamp_(0, 255)
+
+    return _elementwise_noise(img, gen, apply)
 
 
 # --------------------------------------------------------------------------------------------

@@ -274,6 +274,9 @@ def tables() -> str:
               (f"temperature scaling of the start model (T = {t_val:.3f}, fit on the validation split)", ["ts_val"])]
     labels = {"ce": "CE", "focal": "focal (gamma 3)", "label-smoothing": "label smoothing (0.1)",
               "mixup": "mixup (alpha 0.2)", "macs": "MaCS"}
+    if "macs_s0" in runs:
+        o = runs["macs_s0"]["options"]
+        labels["macs"] = f"MaCS (Delta {o['delta']:g}, lambda_m {o['lambda_m']:g}, lambda_c {o['lambda_c']:g})"
     for objective, label in labels.items():
         names = sorted(n for n in runs if n.startswith(objective + "_s"))
         if names:
