@@ -8,7 +8,7 @@ options and the start model's hash. The same model comes from the CLI (up to flo
 from the thread count):
 
     macs-audit finetune sample_models/resnet9_c10_ce.safetensors --data cifar10_train.npz \\
-        --out runs/macs --epochs 0.5 --seed 0 --device cpu   (with the chosen MaCS defaults)
+        --out runs/macs --epochs 1 --seed 0 --device cpu   (with the chosen MaCS defaults)
 """
 
 import json

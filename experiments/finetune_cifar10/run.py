@@ -326,8 +326,8 @@ def tables() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("phase", choices=["prepare", "start", "sweep", "final", "table", "all"])
-    parser.add_argument("--sweep-epochs", type=float, default=0.25)
-    parser.add_argument("--final-epochs", type=float, default=0.5)
+    parser.add_argument("--sweep-epochs", type=float, default=0.5)
+    parser.add_argument("--final-epochs", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared, oversubscribed machine")
     parser.add_argument("--runs", default="", help="sweep and final phases: a comma-separated subset of the runs, "
                         "e.g. ce_s0,focal_s0 or macs_d1_m0.1_c1 (to split them over processes)")
