@@ -1036,11 +1036,10 @@ def _pixelate_pairs(size: int, c: float) -> tuple["np.ndarray", "np.ndarray"]:
     2^22 and a two-input weight as 2^21 (22-bit fixed point), so a pass is (a + b + 1) >> 1 with
     b = a for one input, exactly; the copy-back commutes with the other axis's pass."""
     down = int(size * c)
-    member = _pil_box_members(size, max(down, 1))
-    up_member = _pil_box_members(max(down, 1), size)
-    counts = member.sum(axis=1)
-    if down < 1 or counts.min() < 1 or counts.max() > 2 or not (up_member.sum(axis=1) == 1).all():
-        raise ValueError(f"pixelate factor {c} at size {size} is outside (1/2, 1]")
+    if not size <= 2 * down <= 2 * size:
+        raise ValueError(f"pixelate factor {c} at size {size} is outside [1/2, 1]")
+    member = _pil_box_members(size, down)  # boxes of one or two pixels: width size / down <= 2
+    up_member = _pil_box_members(down, size)  # upscaling: one box per pixel
     up = up_member.argmax(axis=1)
     first = member.argmax(axis=1)
     last = member.shape[1] - 1 - member[:, ::-1].argmax(axis=1)

@@ -26,6 +26,7 @@ the test set is only reported on.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -80,15 +81,22 @@ def base_options(cfg, **kw) -> FinetuneOptions:
 
 
 # ------------------------------------------------------------------------------------------ data
+@functools.lru_cache(maxsize=None)
 def test_data():
-    """The whole CIFAR-10 test set, uint8 NCHW: reported on, never selected on."""
+    """The whole CIFAR-10 test set, uint8 NCHW: reported on, never selected on. Read once."""
     test = np.load(DATA / "cifar10_test.npz")
     return torch.from_numpy(test["x"]).permute(0, 3, 1, 2).contiguous(), test["y"].astype(np.int64)
 
 
 def validation_data(options):
     """The validation split `finetune` holds out of the training data (the start model never saw it)."""
-    data = load_train_data(load_source(DATA / "cifar10_train.npz"), options)
+    return _validation_split(options.val_fraction, options.split_seed)
+
+
+@functools.lru_cache(maxsize=None)
+def _validation_split(val_fraction: float, split_seed: int):
+    data = load_train_data(load_source(DATA / "cifar10_train.npz"),
+                           FinetuneOptions(val_fraction=val_fraction, split_seed=split_seed))
     return data.x_val, data.y_val.numpy()
 
 

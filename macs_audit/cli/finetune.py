@@ -170,8 +170,20 @@ def audit_options(batch_size, calibration_split, bootstrap, seed, perturbations,
                         severities=robustness.parse_severities(severities))
 
 
-AUDIT_PERTURBATIONS_HELP = "Audit perturbation views (noise, blur, noise+blur, all or none); noise+blur gives the robust accuracy."
-AUDIT_CORRUPTIONS_HELP = "Audit CIFAR-C grid: cifar-c (all 19), benchmark (the 15), or names (default: none)."
+# The before/after audit's options, declared once for finetune and calibrate.
+EVAL_DATA_OPTION = typer.Option(None, "--eval-data", help=EVAL_DATA_HELP)
+EVAL_LIMIT_OPTION = typer.Option(None, "--eval-limit", help="Audit a class-stratified subset of N images.")
+BOOTSTRAP_OPTION = typer.Option(200, "--bootstrap", min=0, help="Bootstrap resamples of the audits (0 disables).")
+CALIBRATION_SPLIT_OPTION = typer.Option(0.2, "--calibration-split",
+                                        help="Audit: fraction held out to fit a temperature (0 disables).")
+PERTURBATIONS_OPTION = typer.Option("noise+blur", "--perturbations", help="Audit perturbation views (noise, blur, "
+                                    "noise+blur, all or none); noise+blur gives the robust accuracy.")
+SENSITIVITY_SAMPLES_OPTION = typer.Option(500, "--sensitivity-samples", min=0,
+                                          help="Audit: images for the input sensitivity L^ (0 disables).")
+CORRUPTIONS_OPTION = typer.Option(None, "--corruptions", help="Audit CIFAR-C grid: cifar-c (all 19), benchmark "
+                                  "(the 15), or names (default: none).")
+SEVERITIES_OPTION = typer.Option("1-5", "--severities", help="Audit: corruption severities, e.g. 1-5 or 3.")
+QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 
 
 def parse_range(text: Optional[str], name: str, default) -> tuple[float, float]:
@@ -216,8 +228,8 @@ def finetune(
     name: str = typer.Option("model", "--name", help="File stem of the outputs (NAME.safetensors, NAME.onnx, NAME.json)."),
     data_format: str = typer.Option("auto", "--data-format", help="auto, npz, cifar or imagefolder."),
     split: str = typer.Option("train", "--split", help="Split of a CIFAR python-batches directory for --data."),
-    eval_data: Optional[Path] = typer.Option(None, "--eval-data", help=EVAL_DATA_HELP),
-    eval_limit: Optional[int] = typer.Option(None, "--eval-limit", help="Audit a class-stratified subset of N images."),
+    eval_data: Optional[Path] = EVAL_DATA_OPTION,
+    eval_limit: Optional[int] = EVAL_LIMIT_OPTION,
     arch: Optional[str] = ARCH_OPTION,
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
@@ -226,13 +238,13 @@ def finetune(
     trust_pickled: bool = TRUST_PICKLED_OPTION,
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N (bf16 autocast + channels_last on CUDA)."),
     audit_batch_size: int = typer.Option(500, "--audit-batch-size", min=1),
-    bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="Bootstrap resamples of the audits (0 disables)."),
-    calibration_split: float = typer.Option(0.2, "--calibration-split", help="Audit: fraction held out to fit a temperature (0 disables)."),
-    perturbations: str = typer.Option("noise+blur", "--perturbations", help=AUDIT_PERTURBATIONS_HELP),
-    sensitivity_samples: int = typer.Option(500, "--sensitivity-samples", min=0, help="Audit: images for the input sensitivity L^ (0 disables)."),
-    corruptions: Optional[str] = typer.Option(None, "--corruptions", help=AUDIT_CORRUPTIONS_HELP),
-    severities: str = typer.Option("1-5", "--severities", help="Audit: corruption severities, e.g. 1-5 or 3."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    bootstrap: int = BOOTSTRAP_OPTION,
+    calibration_split: float = CALIBRATION_SPLIT_OPTION,
+    perturbations: str = PERTURBATIONS_OPTION,
+    sensitivity_samples: int = SENSITIVITY_SAMPLES_OPTION,
+    corruptions: Optional[str] = CORRUPTIONS_OPTION,
+    severities: str = SEVERITIES_OPTION,
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Fine-tune a PyTorch MODEL with MaCS (or a baseline), export it, and audit it before and after."""
     from macs_audit.atomic import write_text
@@ -330,8 +342,8 @@ def calibrate(
     data_format: str = typer.Option("auto", "--data-format", help="auto, npz, cifar or imagefolder."),
     split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory for --data."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Fit on a class-stratified subset of N images."),
-    eval_data: Optional[Path] = typer.Option(None, "--eval-data", help=EVAL_DATA_HELP),
-    eval_limit: Optional[int] = typer.Option(None, "--eval-limit", help="Audit a class-stratified subset of N images."),
+    eval_data: Optional[Path] = EVAL_DATA_OPTION,
+    eval_limit: Optional[int] = EVAL_LIMIT_OPTION,
     arch: Optional[str] = ARCH_OPTION,
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
@@ -341,14 +353,14 @@ def calibrate(
     trust_pickled: bool = TRUST_PICKLED_OPTION,
     batch_size: int = typer.Option(500, "--batch-size", min=1),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="Bootstrap resamples of the audits (0 disables)."),
-    calibration_split: float = typer.Option(0.2, "--calibration-split", help="Audit: fraction held out to fit a temperature (0 disables)."),
-    perturbations: str = typer.Option("noise+blur", "--perturbations", help=AUDIT_PERTURBATIONS_HELP),
-    sensitivity_samples: int = typer.Option(500, "--sensitivity-samples", min=0, help="Audit: images for the input sensitivity L^ (0 disables)."),
-    corruptions: Optional[str] = typer.Option(None, "--corruptions", help=AUDIT_CORRUPTIONS_HELP),
-    severities: str = typer.Option("1-5", "--severities", help="Audit: corruption severities, e.g. 1-5 or 3."),
+    bootstrap: int = BOOTSTRAP_OPTION,
+    calibration_split: float = CALIBRATION_SPLIT_OPTION,
+    perturbations: str = PERTURBATIONS_OPTION,
+    sensitivity_samples: int = SENSITIVITY_SAMPLES_OPTION,
+    corruptions: Optional[str] = CORRUPTIONS_OPTION,
+    severities: str = SEVERITIES_OPTION,
     seed: int = typer.Option(0, "--seed"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Fit temperature scaling on --data and write MODEL with the temperature folded in, audited before and after."""
     from macs_audit.atomic import write_text
