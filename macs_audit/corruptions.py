@@ -2,7 +2,7 @@
 
 Every corruption takes a batch of uint8 images (N, H, W, 3) on any device and returns a uint8
 batch of the same shape on the same device. The work is tensor code over the whole batch (no
-Python loop over images or pixels), except JPEG, whose codec is run by Pillow image by image.
+Python loop over images or pixels); JPEG's codec is ``macs_audit.jpeg``.
 Separable linear filters are small border-aware matrices applied as matrix products (much faster
 on CPU than shifted adds or single-channel convolutions at 32x32).
 All parameters are the ones of the CIFAR generator ``make_cifar_c.py`` (Hendrycks & Dietterich,
@@ -55,7 +55,9 @@ Departures from the reference
   tests). The liquid layer saturates to 0..255 before its uint8 cast (the reference's cast of
   values above 1 is platform dependent) and an empty layer gives no spatter (NaN in the
   reference).
-- jpeg_compression: Pillow, one image at a time (no tensor JPEG codec); CUDA goes via the CPU.
+- jpeg_compression: libjpeg-turbo's integer codec as Pillow runs it (``macs_audit.jpeg``),
+  bit-identical to Pillow, for sides that are multiples of 16; other sizes go through Pillow
+  one image at a time (on the CPU).
 - pixelate: Pillow's BOX resize reproduced exactly (point-sampled box, 22-bit fixed point,
   uint8 rounding between passes) as uint8 gathers and rounded pair averages.
 - Other image sizes than 32x32 are accepted; the parameters stay the CIFAR ones.
@@ -1064,13 +1066,19 @@ def _pixelate(img, c, gen):
 
 
 def _jpeg_compression(img, quality, gen):
-    """Pillow JPEG encode at ``quality`` (other settings default) and decode, per image."""
+    """Pillow JPEG encode at ``quality`` (other settings default) and decode: the batched
+    tensor codec of ``macs_audit.jpeg`` (bit-identical) when the sides are multiples of 16,
+    else Pillow itself, one image at a time."""
     import io
 
     import numpy as np
     import torch
     from PIL import Image
 
+    from macs_audit import jpeg
+
+    if jpeg.supports(img.shape[1], img.shape[2]):
+        return jpeg.roundtrip(img, quality)
     arr = img.cpu().numpy()
     out = np.empty_like(arr)
     for i in range(arr.shape[0]):

@@ -246,6 +246,20 @@ CUDA_CORRUPTIONS = ("gaussian_noise", "impulse_noise", "glass_blur", "zoom_blur"
 
 
 @needs_cuda
+def test_tensor_jpeg_on_cuda_equals_cpu():
+    from macs_audit import jpeg
+
+    images, _ = tiny_images(64, seed=4)
+    x = torch.from_numpy(images)
+    torch.backends.cuda.matmul.allow_tf32 = True  # must not change the exact integer passes
+    try:
+        for quality in (80, 40):
+            assert torch.equal(jpeg.roundtrip(x.cuda(), quality).cpu(), jpeg.roundtrip(x, quality)), quality
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+@needs_cuda
 def test_corruptions_on_cuda_deterministic():
     from macs_audit import corruptions, robustness
 

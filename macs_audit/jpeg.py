@@ -1,0 +1,285 @@
+"""Pillow's JPEG round trip (save at a quality, load back) as batched tensor code.
+
+Pillow runs libjpeg-turbo with its defaults: 4:2:0 chroma subsampling, the "islow" integer DCT
+both ways, libjpeg-turbo's reciprocal quantisation, h2v2 downsampling and "fancy" upsampling, and
+16-bit fixed-point colour conversion. Every one of those steps is integer arithmetic, and each
+DCT pass is a linear integer map followed by one rounding shift. Here each pass is a float matrix
+product with the shift folded into the matrix, followed by a floor: exact, because every partial
+sum is an integer below 2^24 (float32) or 2^53 (float64). The output is bit-identical to Pillow's
+(tested), so the reference and this agree byte for byte, on any device.
+
+Only images whose sides are multiples of 16 (whole 4:2:0 MCUs, e.g. 32x32 or 224x224) take this
+path (``supports``); libjpeg's edge padding for other sizes is left to Pillow.
+
+Layout: a plane (n, H, W) is viewed as (n, hb, r, wb, c) blocks. The passes act in IJG's order
+along alternating axes, so no permutes are needed: forward pass 1 along c (a product on the
+right), forward pass 2 along r (a batched product on the left), quantisation elementwise, inverse
+pass 1 along the row frequency (left), inverse pass 2 along the column frequency (right).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import torch
+
+# IJG jfdctint.c / jidctint.c constants: CONST_BITS = 13, PASS1_BITS = 2.
+_CONST_BITS, _PASS1_BITS = 13, 2
+
+
+def _fix13(x: float) -> int:
+    return int(x * (1 << _CONST_BITS) + 0.5)
+
+
+def _fix16(x: float) -> int:
+    return int(x * 65536 + 0.5)
+
+
+_C = {name: _fix13(value) for name, value in dict(
+    c0298=0.298631336, c0390=0.390180644, c0541=0.541196100, c0765=0.765366865,
+    c0899=0.899976223, c1175=1.175875602, c1501=1.501321110, c1847=1.847759065,
+    c1961=1.961570560, c2053=2.053119869, c2562=2.562915447, c3072=3.072711026).items()}
+
+
+def _forward_1d(d: list[int], even_shift: int) -> list[int]:
+    """The LL&M forward 1-D DCT of jfdctint.c before its descaling shift; outputs 0 and 4 are
+    scaled by 2**even_shift so that every output takes the same final shift."""
+    t0, t7, t1, t6 = d[0] + d[7], d[0] - d[7], d[1] + d[6], d[1] - d[6]
+    t2, t5, t3, t4 = d[2] + d[5], d[2] - d[5], d[3] + d[4], d[3] - d[4]
+    t10, t13, t11, t12 = t0 + t3, t0 - t3, t1 + t2, t1 - t2
+    out = [0] * 8
+    out[0] = (t10 + t11) << even_shift
+    out[4] = (t10 - t11) << even_shift
+    z1 = (t12 + t13) * _C["c0541"]
+    out[2] = z1 + t13 * _C["c0765"]
+    out[6] = z1 - t12 * _C["c1847"]
+    z1, z2, z3, z4 = t4 + t7, t5 + t6, t4 + t6, t5 + t7
+    z5 = (z3 + z4) * _C["c1175"]
+    t4, t5, t6, t7 = t4 * _C["c0298"], t5 * _C["c2053"], t6 * _C["c3072"], t7 * _C["c1501"]
+    z1, z2 = -z1 * _C["c0899"], -z2 * _C["c2562"]
+    z3, z4 = -z3 * _C["c1961"] + z5, -z4 * _C["c0390"] + z5
+    out[7], out[5], out[3], out[1] = t4 + z1 + z3, t5 + z2 + z4, t6 + z2 + z3, t7 + z1 + z4
+    return out
+
+
+def _inverse_1d(c: list[int]) -> list[int]:
+    """The LL&M inverse 1-D DCT of jidctint.c before its descaling shift."""
+    z1 = (c[2] + c[6]) * _C["c0541"]
+    t2, t3 = z1 - c[6] * _C["c1847"], z1 + c[2] * _C["c0765"]
+    t0, t1 = (c[0] + c[4]) << _CONST_BITS, (c[0] - c[4]) << _CONST_BITS
+    t10, t13, t11, t12 = t0 + t3, t0 - t3, t1 + t2, t1 - t2
+    t0, t1, t2, t3 = c[7], c[5], c[3], c[1]
+    z1, z2, z3, z4 = t0 + t3, t1 + t2, t0 + t2, t1 + t3
+    z5 = (z3 + z4) * _C["c1175"]
+    t0, t1, t2, t3 = t0 * _C["c0298"], t1 * _C["c2053"], t2 * _C["c3072"], t3 * _C["c1501"]
+    z1, z2 = -z1 * _C["c0899"], -z2 * _C["c2562"]
+    z3, z4 = -z3 * _C["c1961"] + z5, -z4 * _C["c0390"] + z5
+    t0, t1, t2, t3 = t0 + z1 + z3, t1 + z2 + z4, t2 + z2 + z3, t3 + z1 + z4
+    return [t10 + t3, t11 + t2, t12 + t1, t13 + t0, t13 - t0, t12 - t1, t11 - t2, t10 - t3]
+
+
+def _matrix(transform) -> "np.ndarray":
+    """A linear integer 1-D transform as its (out, in) integer matrix."""
+    import numpy as np
+
+    return np.array([transform([int(i == k) for i in range(8)]) for k in range(8)], dtype=np.int64).T
+
+
+# The standard tables (JPEG Annex K), in natural (row-major) order, scaled as jcparam.c does.
+_LUMINANCE = (16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55,
+              14, 13, 16, 24, 40, 57, 69, 56, 14, 17, 22, 29, 51, 87, 80, 62,
+              18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92,
+              49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99)
+_CHROMINANCE = ((17, 18, 24, 47) + (99,) * 4 + (18, 21, 26, 66) + (99,) * 4
+                + (24, 26, 56) + (99,) * 5 + (47, 66) + (99,) * 6 + (99,) * 32)
+
+
+def _quant_table(base: tuple[int, ...], quality: int) -> "np.ndarray":
+    import numpy as np
+
+    scale = 5000 // quality if quality < 50 else 200 - 2 * quality
+    return np.array([min(max((b * scale + 50) // 100, 1), 255) for b in base]).reshape(8, 8)
+
+
+def _reciprocal(q: int) -> tuple[int, int, int]:
+    """libjpeg-turbo's compute_reciprocal for the divisor 8 q (the forward DCT's scale):
+    (factor, correction, shift) with |coef| -> ((|coef| + correction) * factor) >> shift."""
+    divisor = 8 * int(q)
+    shift = 16 + divisor.bit_length() - 1
+    factor, remainder = divmod(1 << shift, divisor)
+    correction = divisor // 2
+    if remainder == 0:
+        factor, shift = factor >> 1, shift - 1
+    elif remainder <= divisor // 2:
+        correction += 1
+    else:
+        factor += 1
+    return factor, correction, shift
+
+
+def supports(height: int, width: int) -> bool:
+    """Whether ``roundtrip`` handles this image size (whole 16x16 MCUs)."""
+    return height > 0 and width > 0 and height % 16 == 0 and width % 16 == 0
+
+
+def _float32_is_exact(device: str) -> bool:
+    """The float32 stages are exact on CPU; on a GPU they run in float64 instead, so that TF32
+    matrix products (if a user enables them) cannot round."""
+    return device == "cpu"
+
+
+@functools.lru_cache(maxsize=None)
+def _constants(quality: int, device: str, height: int, width: int) -> dict[str, "torch.Tensor"]:
+    import numpy as np
+    import torch
+
+    single = torch.float32 if _float32_is_exact(device) else torch.float64
+
+    def f32(a):
+        return torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=single, device=device)
+
+    def f64(a):
+        return torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=torch.float64, device=device)
+
+    forward1 = _matrix(lambda d: _forward_1d(d, _CONST_BITS))  # descale 11 bits
+    forward2 = _matrix(lambda d: _forward_1d(d, _CONST_BITS))  # descale 15 bits
+    inverse = _matrix(_inverse_1d)  # descale 11, then 18 bits
+    k = {
+        # jccolor.c: Y, Cb, Cr from R, G, B in 16-bit fixed point, with its rounding biases
+        "to_ycc": f32(np.array([[_fix16(0.299), _fix16(0.587), _fix16(0.114)],
+                                [-_fix16(0.16874), -_fix16(0.33126), 32768],
+                                [32768, -_fix16(0.41869), -_fix16(0.08131)]]) / 65536),
+        "to_ycc_bias": f32(np.array([[32768], [(128 << 16) + 32767], [(128 << 16) + 32767]]) / 65536),
+        # forward pass 1 on level-shifted samples; float32 is exact (|sums| < 2^23)
+        "fdct1": f32(forward1.T / 2.0 ** 11),
+        "fdct1_bias": f32(-128 * forward1.sum(1) / 2.0 ** 11 + 0.5),
+        "fdct2": f64(forward2 / 2.0 ** 15).unsqueeze(0),
+        "idct2": f64(inverse.T / 2.0 ** 18),
+        "idct2_bias": f64(np.full(8, 0.5 + 128)),
+        # jdcolor.c: R = Y + 1.402 Cr, G = Y - 0.34414 Cb - 0.71414 Cr, B = Y + 1.772 Cb
+        "to_rgb": f32(np.array([[0, _fix16(1.402)], [-_fix16(0.34414), -_fix16(0.71414)],
+                                [_fix16(1.772), 0]]) / 65536),
+    }
+    # Dequantisation is a per-(u, v) factor, so it cannot sit in inverse pass 1's left matrix
+    # (which mixes u for each v): it is applied with the quantisation.
+    for name, base in (("luma", _LUMINANCE), ("chroma", _CHROMINANCE)):
+        table = _quant_table(base, quality)
+        factor, correction, shift = (np.array(a, dtype=np.float64).reshape(8, 8)
+                                     for a in zip(*[_reciprocal(q) for q in table.ravel()]))
+        # constants in the (u, 1, v) layout of a (blocks, u, block columns, v) view
+        k[name + "_correction"] = f64(correction).view(8, 1, 8)
+        k[name + "_scale"] = f64(factor / 2.0 ** shift).view(8, 1, 8)
+        k[name + "_table"] = f64(table).view(8, 1, 8)
+    k["idct1"] = f64(inverse / 2.0 ** 11).unsqueeze(0)
+    k["half"] = f64(np.full((1, 1, 1), 0.5))
+    # chroma upsampling from (height / 2, width / 2): the >> 4 folded into the column matrix,
+    # the biases 8, 7, 8, 7, ... and the -128 centring into one row of biases
+    k["up_rows"] = f32(_fancy_upsample_matrix(height // 2))
+    k["up_cols"] = f32(_fancy_upsample_matrix(width // 2).T / 16)
+    k["up_bias"] = f32(np.tile([8.0, 7.0], width // 2) / 16 - 128).view(1, 1, width)
+    return k
+
+
+def _codec_planes(planes, table: str, k):
+    """(n, H, W) float32 samples 0..255 -> the same samples encoded and decoded."""
+    import torch
+
+    n, h, w = planes.shape
+    blocks = n * (h // 8)
+    row_len = w  # (block columns, v) after the row passes
+    # forward pass 1 along each block row: (n, hb, r, wb, u-of-row)
+    t = torch.addmm(k["fdct1_bias"], planes.reshape(-1, 8), k["fdct1"]).floor_()
+    t = t.to(torch.float64).view(blocks, 8, row_len)
+    # forward pass 2 along r: (blocks, u, wb * v)
+    t = torch.baddbmm(k["half"], k["fdct2"].expand(blocks, 8, 8), t).floor_()
+    # quantise (round half away from zero by reciprocal) and dequantise, per (u, v)
+    q = t.view(blocks, 8, w // 8, 8)
+    t = torch.addcmul(q, q.sign(), k[table + "_correction"]).mul_(k[table + "_scale"]).trunc_()
+    t = t.mul_(k[table + "_table"]).view(blocks, 8, row_len)
+    # inverse pass 1 along u, then pass 2 along v (with the +128 level shift) and range limit
+    t = torch.baddbmm(k["half"], k["idct1"].expand(blocks, 8, 8), t).floor_()
+    t = torch.addmm(k["idct2_bias"], t.view(-1, 8), k["idct2"]).floor_().clamp_(0, 255)
+    return t.to(planes.dtype).view(n, h, w)
+
+
+def _downsample(planes):
+    """jcsample.c h2v2_downsample: (sum of the 2x2 block + bias) >> 2, bias 1, 2, 1, 2, ...
+    along each output row."""
+    import torch
+
+    n, h, w = planes.shape
+    pairs = planes.view(n, h // 2, 2, w)
+    rows = pairs[:, :, 0] + pairs[:, :, 1]
+    cols = rows.view(n, h // 2, w // 2, 2)
+    out = cols[..., 0] + cols[..., 1]
+    out.view(n, h // 2, w // 4, 2).add_(torch.tensor([1.0, 2.0], dtype=planes.dtype, device=planes.device))
+    return out.mul_(0.25).floor_()
+
+
+def _fancy_upsample_matrix(size: int) -> "np.ndarray":
+    """jdsample.c's triangular filter along one axis, as a (2 size, size) integer matrix:
+    output 2i is 3 c[i] + c[i-1], output 2i+1 is 3 c[i] + c[i+1], edges replicated."""
+    import numpy as np
+
+    m = np.zeros((2 * size, size))
+    for i in range(size):
+        m[2 * i, i] += 3
+        m[2 * i, max(i - 1, 0)] += 1
+        m[2 * i + 1, i] += 3
+        m[2 * i + 1, min(i + 1, size - 1)] += 1
+    return m
+
+
+def _upsample(planes, k):
+    """jdsample.c h2v2_fancy_upsample: the vertical then horizontal 3:1 filters in integers,
+    then (sum + 8 or 7, alternating along the row) >> 4: one rounding, so two exact products.
+    Returns the samples minus 128 (the centred chroma the colour conversion uses)."""
+    import torch
+
+    n, h, w = planes.shape
+    across = torch.mm(planes.view(-1, w), k["up_cols"]).view(n, h, 2 * w)
+    out = torch.baddbmm(k["up_bias"], k["up_rows"].expand(n, 2 * h, h), across)
+    return out.floor_()
+
+
+# Images per chunk: keeps the float64 temporaries in cache on CPU (best 64-128 at 32x32).
+_CHUNK_PIXELS = 128 * 32 * 32
+
+
+def roundtrip(images: "torch.Tensor", quality: int) -> "torch.Tensor":
+    """``images`` (N, H, W, 3) uint8 with H and W multiples of 16 -> the uint8 images Pillow
+    gives for ``Image.fromarray(x).save(buf, "JPEG", quality=quality)`` and loading them back."""
+    import torch
+
+    n, h, w, _ = images.shape
+    if not supports(h, w):
+        raise ValueError(f"tensor JPEG needs sides that are multiples of 16, got {h}x{w}")
+    if images.device.type == "mps":  # no float64 there
+        return roundtrip(images.cpu(), quality).to(images.device)
+    k = _constants(int(quality), str(images.device), h, w)
+    chunk = max(1, _CHUNK_PIXELS // (h * w)) if images.device.type == "cpu" else n
+    out = torch.empty_like(images)
+    for start in range(0, n, chunk):
+        out[start:start + chunk].copy_(_roundtrip_chunk(images[start:start + chunk], k))
+    return out
+
+
+def _roundtrip_chunk(images, k):
+    import torch
+
+    n, h, w, _ = images.shape
+    dtype = k["to_ycc"].dtype
+    rgb = torch.empty(3, n, h, w, dtype=dtype, device=images.device).copy_(images.permute(3, 0, 1, 2))
+    ycc = torch.addmm(k["to_ycc_bias"], k["to_ycc"], rgb.view(3, -1)).floor_().view(3, n, h, w)
+    luma = _codec_planes(ycc[0], "luma", k)
+    chroma = _downsample(ycc[1:].reshape(2 * n, h, w))
+    chroma = _upsample(_codec_planes(chroma, "chroma", k), k)  # (2n, h, w): Cb then Cr, centred
+    # R, G, B offsets from Cb, Cr in one product, written pixel-interleaved (a transposed
+    # output costs BLAS nothing); (offset + 32768) >> 16 + Y is floor(offset + Y + 0.5) as Y is
+    # an integer; then the range limit
+    rgb = torch.empty(n, h, w, 3, dtype=dtype, device=images.device)
+    torch.mm(k["to_rgb"], chroma.view(2, -1), out=rgb.view(-1, 3).t())
+    return rgb.add_(luma.add_(0.5).unsqueeze(-1)).floor_().clamp_(0, 255)

@@ -1,0 +1,75 @@
+"""The tensor JPEG codec (macs_audit.jpeg) against Pillow's own encode and decode."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from macs_audit import corruptions as C
+from macs_audit import jpeg
+
+
+def _pillow_roundtrip(img: np.ndarray, quality: int) -> np.ndarray:
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, "JPEG", quality=quality)
+    buf.seek(0)
+    with Image.open(buf) as decoded:
+        return np.asarray(decoded.convert("RGB"))
+
+
+def _hard_images(rng, n: int, h: int, w: int) -> np.ndarray:
+    """Uniform noise (large AC coefficients), saturated 0/255 pixels (range-limit and colour
+    extremes) and smooth gradients (ties in the rounding shifts)."""
+    noise = rng.integers(0, 256, (n, h, w, 3), dtype=np.uint8)
+    saturated = (rng.integers(0, 2, (n, h, w, 3)) * 255).astype(np.uint8)
+    ramp = np.add.outer(np.arange(h), np.arange(w))[None, :, :, None] * rng.uniform(0.5, 4, (n, 1, 1, 3))
+    smooth = (ramp % 256).astype(np.uint8)
+    return np.concatenate([noise, saturated, smooth])
+
+
+@pytest.mark.parametrize("quality", [80, 65, 58, 50, 40, 95, 10])
+def test_bit_identical_to_pillow(quality):
+    images = _hard_images(np.random.default_rng(quality), 6, 32, 32)
+    ours = jpeg.roundtrip(torch.from_numpy(images), quality).numpy()
+    reference = np.stack([_pillow_roundtrip(img, quality) for img in images])
+    np.testing.assert_array_equal(ours, reference)
+
+
+def test_other_sizes_and_chunking(monkeypatch):
+    images = _hard_images(np.random.default_rng(1), 2, 48, 64)
+    monkeypatch.setattr(jpeg, "_CHUNK_PIXELS", 2 * 48 * 64)  # several chunks, the last partial
+    ours = jpeg.roundtrip(torch.from_numpy(images), 58).numpy()
+    reference = np.stack([_pillow_roundtrip(img, 58) for img in images])
+    np.testing.assert_array_equal(ours, reference)
+
+
+def test_float64_path_used_on_gpus(monkeypatch):
+    """GPUs run every stage in float64 (no TF32 rounding); the result must not change."""
+    images = _hard_images(np.random.default_rng(3), 2, 32, 32)
+    monkeypatch.setattr(jpeg, "_float32_is_exact", lambda device: False)
+    jpeg._constants.cache_clear()
+    try:
+        assert jpeg._constants(65, "cpu", 32, 32)["to_ycc"].dtype == torch.float64
+        ours = jpeg.roundtrip(torch.from_numpy(images), 65).numpy()
+    finally:
+        jpeg._constants.cache_clear()
+    np.testing.assert_array_equal(ours, np.stack([_pillow_roundtrip(img, 65) for img in images]))
+
+
+def test_unsupported_sizes_fall_back_to_pillow():
+    assert jpeg.supports(32, 32) and jpeg.supports(224, 160)
+    assert not jpeg.supports(30, 32) and not jpeg.supports(32, 8) and not jpeg.supports(0, 16)
+    images = np.random.default_rng(2).integers(0, 256, (3, 30, 20, 3), dtype=np.uint8)
+    with pytest.raises(ValueError, match="multiples of 16"):
+        jpeg.roundtrip(torch.from_numpy(images), 80)
+    corrupted = C.corrupt(torch.from_numpy(images), "jpeg_compression", 1, seed=0).numpy()
+    np.testing.assert_array_equal(corrupted, np.stack([_pillow_roundtrip(img, 80) for img in images]))
+
+
+def test_empty_batch():
+    out = jpeg.roundtrip(torch.zeros(0, 32, 32, 3, dtype=torch.uint8), 80)
+    assert out.shape == (0, 32, 32, 3) and out.dtype == torch.uint8
