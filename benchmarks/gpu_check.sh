@@ -93,8 +93,11 @@ if [[ -f $WORK/model.onnx ]]; then
   fi
 fi
 step throughput 150 "$PY" benchmarks/gpu_check.py throughput "$RESULTS" "$WORK"
-step corruptions 150 "$PY" benchmarks/gpu_check.py corruptions "$RESULTS"
+step corruptions 180 "$PY" benchmarks/gpu_check.py corruptions "$RESULTS"
 step train 120 "$PY" benchmarks/gpu_check.py train "$RESULTS"
+if [[ $HAS_CUDA == 1 ]]; then
+  step cifar_c 150 "$PY" benchmarks/gpu_check.py cifar_c "$RESULTS" "$WORK"
+fi
 
 row "total" "$((SECONDS - START)) s" "budget ${BUDGET}s; logs in $RESULTS_DIR"
 "$PY" benchmarks/gpu_check.py table "$RESULTS" | tee "$RESULTS_DIR/table.txt"
