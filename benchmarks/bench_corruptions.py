@@ -5,7 +5,9 @@
 
 1. Images/s per corruption, all five severities, on the same CIFAR-10 test images, for this
    implementation (one batch of --images per severity) and for imagecorruptions (its per-image
-   `corrupt(image, corruption_name, severity)`), and the ratio.
+   `corrupt(image, corruption_name, severity)`), and the ratio: --rounds interleaved rounds,
+   each timing one pass of ours and the reference on 1/rounds of the images, so both see the
+   same load; the median of the rounds' ratios is reported, with their range.
 2. Wall time of the full 19 corruptions x 5 severities grid on --grid-images images with this
    implementation, in batches of --batch, seeded per batch with batch_seed().
 
@@ -116,29 +118,31 @@ class Clock:
         self.cpu = time.process_time() - self.cpu
 
 
-def time_ours(torch, corruptions, name, images, repeats=2):
-    """Best of ``repeats`` passes over all five severities, one batch per severity:
-    (wall img/s, CPU img/s)."""
+def time_pair(torch, corruptions, ic_corrupt, name, images, rounds):
+    """Ours and the reference, interleaved in ``rounds`` rounds so that both see the same
+    machine load. Each round times one pass of ours over all five severities (one batch of all
+    the images per severity) and one pass of the reference over all five severities on the
+    round's share of the images (1/rounds of them, image by image); over all rounds the reference
+    sees every image once. Returns per-round rates: {"ours": [(wall, cpu) img/s ...],
+    "reference": [...]} (the reference's list empty when it is skipped)."""
     x = torch.from_numpy(images)
     for severity in range(1, 6):  # warm-up: tables, caches, the allocator's pools
         corruptions.corrupt(x, name, severity, seed=0)
-    wall = cpu = float("inf")
-    for _ in range(repeats):
+    if ic_corrupt is not None:
+        ic_corrupt(images[0], corruption_name=name, severity=1)
+    rates = {"ours": [], "reference": []}
+    for r, share in enumerate(np.array_split(np.arange(len(images)), rounds)):
         with Clock() as clock:
             for severity in range(1, 6):
-                corruptions.corrupt(x, name, severity, seed=severity)
-        wall, cpu = min(wall, clock.wall), min(cpu, clock.cpu)
-    return 5 * len(images) / wall, 5 * len(images) / cpu
-
-
-def time_reference(ic_corrupt, name, images):
-    """One pass over all five severities, image by image: (wall img/s, CPU img/s)."""
-    ic_corrupt(images[0], corruption_name=name, severity=1)  # warm-up
-    with Clock() as clock:
-        for severity in range(1, 6):
-            for img in images:
-                ic_corrupt(img, corruption_name=name, severity=severity)
-    return 5 * len(images) / clock.wall, 5 * len(images) / clock.cpu
+                corruptions.corrupt(x, name, severity, seed=100 * r + severity)
+        rates["ours"].append((5 * len(images) / clock.wall, 5 * len(images) / clock.cpu))
+        if ic_corrupt is not None:
+            with Clock() as clock:
+                for severity in range(1, 6):
+                    for i in share:
+                        ic_corrupt(images[i], corruption_name=name, severity=severity)
+            rates["reference"].append((5 * len(share) / clock.wall, 5 * len(share) / clock.cpu))
+    return rates
 
 
 def time_grid(torch, corruptions, images, batch):
@@ -179,6 +183,8 @@ def main() -> None:
     ap.add_argument("--skip-reference", action="store_true")
     ap.add_argument("--skip-grid", action="store_true")
     ap.add_argument("--only", nargs="*", help="time only these corruptions (not the grid)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="interleaved rounds per corruption (the reference splits its images over them)")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
 
@@ -200,19 +206,23 @@ def main() -> None:
             limit_reference_threads(args.threads)
         time.sleep(2.0)  # worker threads started by the reference's imports spin for a while
     log(f"{len(images)} images x 5 severities; reference: {reference}")
-    ours, ref_rates, ref_errors = {}, {}, {}
+    ours, ref_rates, ref_errors, ratios = {}, {}, {}, {}
     names = args.only or corruptions.CORRUPTIONS
-    for name in names:  # interleaved, so both see the same machine load
-        ours[name] = time_ours(torch, corruptions, name, images)
+    for name in names:
+        try:
+            rates = time_pair(torch, corruptions, ic_corrupt, name, images, args.rounds)
+        except Exception as exc:  # noqa: BLE001 - the reference failed: time ours alone
+            ref_errors[name] = f"{type(exc).__name__}: {exc}"
+            rates = time_pair(torch, corruptions, None, name, images, args.rounds)
+        ours[name] = tuple(float(np.median([r[i] for r in rates["ours"]])) for i in (0, 1))
         line = f"  {name:18s} ours {ours[name][0]:9.0f} img/s (cpu {ours[name][1]:9.0f})"
-        if ic_corrupt is not None:
-            try:
-                ref_rates[name] = time_reference(ic_corrupt, name, images)
-                line += (f"  imagecorruptions {ref_rates[name][0]:9.1f} img/s "
-                         f"(cpu {ref_rates[name][1]:9.1f})")
-            except Exception as exc:  # noqa: BLE001 - report exactly why
-                ref_errors[name] = f"{type(exc).__name__}: {exc}"
-                line += f"  imagecorruptions FAILED {ref_errors[name]}"
+        if rates["reference"]:
+            ref_rates[name] = tuple(float(np.median([r[i] for r in rates["reference"]])) for i in (0, 1))
+            ratios[name] = [tuple(o[i] / f[i] for i in (0, 1)) for o, f in zip(rates["ours"], rates["reference"])]
+            line += (f"  imagecorruptions {ref_rates[name][0]:9.1f} img/s (cpu {ref_rates[name][1]:9.1f})"
+                     f"  ratios {' '.join(f'{q[0]:.1f}' for q in ratios[name])}")
+        elif name in ref_errors:
+            line += f"  imagecorruptions FAILED {ref_errors[name]}"
         log(line)
     grid_total = None
     if not args.skip_grid and not args.only:
@@ -230,19 +240,23 @@ def main() -> None:
         f"Reference: {reference}",
         f"Data: first {len(images)} images of {args.data.name}, all 5 severities",
         "",
-        "Rates are images per second over all 5 severities: wall clock, and in brackets per "
-        "second of this process's CPU time (the better guide on a shared machine).",
+        f"Rates are images per second over all 5 severities, medians over {args.rounds} interleaved "
+        "rounds: wall clock, and in brackets per second of this process's CPU time (the better "
+        "guide on a shared machine). The speed-up is the median of the rounds' ratios, with the "
+        "lowest and highest round's wall-clock ratio.",
         "",
-        "| corruption | family | macs-audit img/s | imagecorruptions img/s | speed-up wall (CPU) |",
-        "|---|---|---:|---:|---:|",
+        "| corruption | family | macs-audit img/s | imagecorruptions img/s | speed-up wall (CPU) | rounds, wall: min - max |",
+        "|---|---|---:|---:|---:|---:|",
     ]
     for name in names:
         (ow, oc), ref = ours[name], ref_rates.get(name)
         if ref:
             ref_cell = f"{ref[0]:,.0f} ({ref[1]:,.0f})"
-            ratio = f"{ow / ref[0]:.1f}x ({oc / ref[1]:.1f}x)"
+            wall_ratios = [q[0] for q in ratios[name]]
+            ratio = (f"{np.median(wall_ratios):.1f}x ({np.median([q[1] for q in ratios[name]]):.1f}x)"
+                     f" | {min(wall_ratios):.1f}x - {max(wall_ratios):.1f}x")
         else:
-            ref_cell, ratio = ref_errors.get(name, "n/a"), "n/a"
+            ref_cell, ratio = ref_errors.get(name, "n/a"), "n/a | "
         out.append(f"| {name} | {corruptions.FAMILIES[name]} | {ow:,.0f} ({oc:,.0f}) | {ref_cell} | {ratio} |")
     if ref_rates:
         count = len(ref_rates) * 5 * len(images)
@@ -250,7 +264,7 @@ def main() -> None:
                    sum(count / len(ref_rates) / ref_rates[n][i] for n in ref_rates)) for i in (0, 1)]
         out.append(f"| **all, time-weighted** | | {count / totals[0][0]:,.0f} ({count / totals[1][0]:,.0f}) "
                    f"| {count / totals[0][1]:,.0f} ({count / totals[1][1]:,.0f}) "
-                   f"| {totals[0][1] / totals[0][0]:.1f}x ({totals[1][1] / totals[1][0]:.1f}x) |")
+                   f"| {totals[0][1] / totals[0][0]:.1f}x ({totals[1][1] / totals[1][0]:.1f}x) | |")
     if grid_total is not None:
         n_grid = 19 * 5 * args.grid_images
         out += ["", f"Full grid, 19 corruptions x 5 severities x {args.grid_images:,} images "
