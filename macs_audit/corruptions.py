@@ -1090,8 +1090,10 @@ def _jpeg_compression(img, quality, gen):
     return torch.from_numpy(out).to(img.device)
 
 
-# scikit-image hsv2rgb: the (r, g, b) roles in each hue sector, 0 = v, 1 = p, 2 = q, 3 = t
-_HSV_SECTOR_ROLES = ((0, 3, 1), (2, 0, 1), (1, 0, 3), (1, 2, 0), (3, 1, 0), (0, 1, 2))
+# scikit-image hsv2rgb: the (r, g, b) roles in each hue sector, 0 = v, 1 = p, 2 = the sector's
+# q (odd sectors) or t (even). Sector 6 (h * 6 rounding up to 6.0) is sector 0, as
+# scikit-image's "% 6" makes it (6 is even: t, like sector 0).
+_HSV_SECTOR_ROLES = ((0, 2, 1), (2, 0, 1), (1, 0, 2), (1, 2, 0), (2, 1, 0), (0, 1, 2), (0, 2, 1))
 
 
 def _saturate(img, param, gen):
@@ -1107,16 +1109,18 @@ def _saturate(img, param, gen):
     pixels = img.reshape(-1, 3)
     out = torch.empty_like(pixels)
     chunk = _SATURATE_CHUNK if img.device.type == "cpu" else max(len(pixels), 1)
+    roles = torch.tensor(_HSV_SECTOR_ROLES, device=img.device)
     for start in range(0, len(pixels), chunk):
-        out[start:start + chunk] = _saturate_pixels(pixels[start:start + chunk], param)
+        out[start:start + chunk] = _saturate_pixels(pixels[start:start + chunk], param, roles)
     return out.view(img.shape)
 
 
 _SATURATE_CHUNK = 1 << 15
 
 
-def _saturate_pixels(pixels, param):
-    """(P, 3) uint8 -> (P, 3) uint8, computed on (3, P) float64 planes."""
+def _saturate_pixels(pixels, param, roles):
+    """(P, 3) uint8 -> (P, 3) uint8, computed on (3, P) float64 planes. Where an operation
+    differs from scikit-image's it is an exact equivalent on the values that reach it (noted)."""
     import torch
 
     mult, add = param
@@ -1129,15 +1133,20 @@ def _saturate_pixels(pixels, param):
     b_max, g_max = b == v, g == v  # the last maximal channel sets the hue
     numerator = torch.where(b_max, r - g, torch.where(g_max, b - r, g - b))
     offset = torch.where(b_max, 4.0, torch.where(g_max, 2.0, 0.0))
-    h = offset + numerator / delta  # one division; 0 + y is y, so the values are scikit-image's
-    h = torch.where(grey, 0.0, torch.remainder(h / 6.0, 1.0))
+    h = (offset + numerator / delta).div_(6.0)  # one division; 0 + y is y: scikit-image's values
+    # h % 1 for h in [-1/6, 5/6): numpy's remainder adds 1 to a negative h, adding 0 is exact
+    h = torch.where(grey, 0.0, h.add_(h < 0))
     s = (s * mult + add).clamp_(0, 1)
     h6 = h * 6
     sector = torch.floor(h6)
     f = h6 - sector
-    planes = torch.stack([v, v * (1 - s), v * (1 - f * s), v * (1 - (1 - f) * s)])  # (4, P)
-    roles = torch.tensor(_HSV_SECTOR_ROLES, device=pixels.device)[sector.long() % 6].t()
-    return planes.gather(0, roles).clamp_(0, 1).mul_(255).to(torch.uint8).t()
+    sector = sector.to(torch.int64)
+    # Each sector uses one of q = v (1 - f s) (odd sectors) and t = v (1 - (1 - f) s) (even):
+    # computed once as v (1 - F s), F = f or (1 - f), with scikit-image's operations.
+    f = torch.where((sector & 1).bool(), f, 1 - f)
+    planes = torch.stack([v, v * (1 - s), v * (1 - f * s)], dim=1)  # (P, 3): v, p, q or t
+    picked = planes.gather(1, roles.index_select(0, sector))
+    return picked.clamp_(0, 1).mul_(255).to(torch.uint8)
 
 
 # --------------------------------------------------------------------------------------------
