@@ -442,12 +442,28 @@ _TABLE_BITS = 16
 
 
 def _random_bits16(count: int, gen, device):
-    """``count`` uniform table indices 0..65535 as int32, four from each 64-bit draw."""
+    """``count`` random 16-bit words as int16, four from each 64-bit draw. The table cell of a
+    word w is u = w + 2^15 (0..65535), uniform; users read it in the cheapest equivalent way."""
     import torch
 
     words = torch.empty(((count + 3) // 4,), dtype=torch.int64, device=device)
     words.random_(-(1 << 63), None, generator=gen)  # the full 64-bit range
-    return words.view(torch.int16)[:count].to(torch.int32).add_(1 << 15)
+    return words.view(torch.int16)[:count]
+
+
+def _raw_index(bits):
+    """int32 gather index of 16-bit words: their unsigned value, which reads a table stored
+    by ``_by_raw_word`` (one conversion, no add)."""
+    import torch
+
+    return bits.view(torch.uint16).to(torch.int32)
+
+
+def _by_raw_word(table):
+    """A cell-indexed table (rows of 2^16 cells) reordered so that a word's unsigned value
+    reads cell u = w + 2^15 (unsigned value = u XOR 2^15: a half-turn of each row)."""
+    cells = 1 << _TABLE_BITS
+    return table.view(-1, cells).roll(cells // 2, dims=1).reshape(-1)
 
 
 def _uniform16(shape, low: float, high: float, gen, device):
@@ -455,14 +471,15 @@ def _uniform16(shape, low: float, high: float, gen, device):
     smoothed afterwards: several times cheaper than torch.rand on a CPU core."""
     import torch
 
-    cells = _random_bits16(math.prod(shape), gen, device).to(torch.float32).add_(0.5)
+    cells = _random_bits16(math.prod(shape), gen, device).to(torch.float32).add_(32768.5)
     return cells.mul_((high - low) / (1 << _TABLE_BITS)).add_(low).view(shape)
 
 
 @functools.lru_cache(maxsize=None)
 def _on_device(build, param, device: str) -> "torch.Tensor":
-    """A table built on the CPU, cached on ``device`` (a GPU keeps its copy)."""
-    return build(param).to(device)
+    """A cell-indexed table built on the CPU, stored for raw-word indexing and cached on
+    ``device`` (a GPU keeps its copy)."""
+    return _by_raw_word(build(param)).to(device)
 
 
 @functools.lru_cache(maxsize=None)
@@ -527,8 +544,8 @@ _NOISE_PIECE = 1 << 16
 
 
 def _elementwise_noise(img, gen, apply):
-    """out = apply(values, cells) over the flattened batch, piece by piece on the CPU (one piece
-    on a GPU): ``values`` uint8 elements, ``cells`` their 16-bit random table indices (int32)."""
+    """out = apply(values, bits) over the flattened batch, piece by piece on the CPU (one piece
+    on a GPU): ``values`` uint8 elements, ``bits`` their random 16-bit words (int16)."""
     import torch
 
     flat = img.reshape(-1)
@@ -545,8 +562,8 @@ def _gaussian_noise(img, sigma, gen):
 
     offsets = _on_device(_gaussian_offsets, float(sigma), str(img.device))
 
-    def apply(values, cells):
-        return torch.index_select(offsets, 0, cells).add_(values).clamp_(0, 255)
+    def apply(values, bits):
+        return torch.index_select(offsets, 0, _raw_index(bits)).add_(values).clamp_(0, 255)
 
     return _elementwise_noise(img, gen, apply)
 
@@ -556,8 +573,8 @@ def _shot_noise(img, scale, gen):
 
     table = _on_device(_shot_table, float(scale), str(img.device))
 
-    def apply(values, cells):  # row k, cell u of the (256 x 2^16) table
-        return torch.index_select(table, 0, cells.add_(values.to(torch.int32).mul_(1 << _TABLE_BITS)))
+    def apply(values, bits):  # row k, cell u of the (256 x 2^16) table
+        return torch.index_select(table, 0, _raw_index(bits).add_(values.to(torch.int32).mul_(1 << _TABLE_BITS)))
 
     return _elementwise_noise(img, gen, apply)
 
@@ -569,12 +586,13 @@ def _impulse_noise(img, amount, gen):
     probability exact to 2^-16 like the other noise tables), applied with byte masks."""
     import torch
 
-    flip_below = int(round(amount * (1 << _TABLE_BITS)))
-    salt_below = int(round(amount * (1 << (_TABLE_BITS - 1))))
+    # thresholds on u = w + 2^15, compared on the signed word w itself
+    flip_below = int(round(amount * (1 << _TABLE_BITS))) - (1 << 15)
+    salt_below = int(round(amount * (1 << (_TABLE_BITS - 1)))) - (1 << 15)
 
-    def apply(values, u):
-        keep = (u >= flip_below).to(torch.uint8).mul_(255)
-        salt = (u < salt_below).to(torch.uint8).mul_(255)
+    def apply(values, bits):
+        keep = (bits >= flip_below).to(torch.uint8).mul_(255)
+        salt = (bits < salt_below).to(torch.uint8).mul_(255)
         return values.bitwise_and(keep).bitwise_or_(salt)
 
     return _elementwise_noise(img, gen, apply)
@@ -586,9 +604,9 @@ def _speckle_noise(img, sigma, gen):
 
     multipliers = _on_device(_speckle_multipliers, float(sigma), str(img.device))
 
-    def apply(values, cells):
+    def apply(values, bits):
         k = values.to(torch.int32)
-        return torch.index_select(multipliers, 0, cells).mul_(k).bitwise_right_shift_(16).add_(k).clamp_(0, 255)
+        return torch.index_select(multipliers, 0, _raw_index(bits)).mul_(k).bitwise_right_shift_(16).add_(k).clamp_(0, 255)
 
     return _elementwise_noise(img, gen, apply)
 
