@@ -236,9 +236,15 @@ def _unit(images):
 
 def _quantise(x):
     """float in [0, 1], any layout -> clip -> x 255 -> truncate -> uint8, same layout."""
+    return _to_uint8_same_layout(x.clamp_(0.0, 1.0).mul_(255.0))
+
+
+def _to_uint8_same_layout(x):
+    """Truncating float -> uint8 cast without a layout change. Through int16: torch's direct
+    float -> uint8 conversion is not vectorised on CPU (about 4x slower)."""
     import torch
 
-    return x.clamp_(0.0, 1.0).mul_(255.0).to(torch.uint8)
+    return x.to(torch.int16).to(torch.uint8)
 
 
 def _pad_index(n: int, r: int, mode: str) -> "np.ndarray":
@@ -673,7 +679,7 @@ def _motion_blur_c(img, param, gen):
 
     radius, sigma = param
     angles = _uniform((img.shape[0],), -45.0, 45.0, gen, img.device)
-    return _motion_blur(img.float(), radius, sigma, angles).to(torch.uint8)
+    return _to_uint8_same_layout(_motion_blur(img.float(), radius, sigma, angles))
 
 
 @functools.lru_cache(maxsize=None)
@@ -750,7 +756,7 @@ def _frost(img, param, gen, frost_textures):
     cols = c0[:, None, None] + torch.arange(w, device=dev)[None, None, :]
     crop = textures[idx[:, None, None], rows, cols]  # (N, h, w, 3) float 0..255
     out = w_img * img.float() + w_frost * crop
-    return out.clamp_(0, 255).to(torch.uint8)
+    return _to_uint8_same_layout(out.clamp_(0, 255))
 
 
 def _plasma(n: int, size: int, decay: float, gen, device):
@@ -806,7 +812,7 @@ def _brightness(img, c, gen):
     v = x.amax(dim=-1, keepdim=True)
     scaled = x * ((v + 255.0 * c).clamp_(max=255.0) / v)  # 0/0 only where x == v
     lut = torch.tensor(_brightness_lut(float(c)), device=img.device)
-    return torch.where(x == v, lut[v.long()], scaled).to(torch.uint8)
+    return _to_uint8_same_layout(torch.where(x == v, lut[v.long()], scaled))
 
 
 def _spatter(img, param, gen):
@@ -954,13 +960,26 @@ def _equalize_hist(x):
 # Digital
 # --------------------------------------------------------------------------------------------
 def _contrast(img, c, gen):
+    """(x - m) c + m with m the mean of each image and channel, as c x + (1 - c) m. Piecewise
+    on the CPU so the float temporaries stay in cache."""
     import torch
 
     n, h, w, channels = img.shape
-    x = img.float()  # 0..255
-    means = x.view(n, h * w, channels).mean(1).view(n, 1, 1, channels)  # per image and channel
-    # (x - m) c + m as one fused pass: c x + (1 - c) m
-    return torch.add(means * (1 - c), x, alpha=c).clamp_(0, 255).to(torch.uint8)
+    # Channel sums as one product with a 0/1 matrix (sums of integers below 2^24: exact in
+    # float32, like torch.mean's), then c x + (1 - c) m as one more product that writes the
+    # result: BLAS instead of a reduction and a broadcast over a 3-wide axis, both slow on CPU.
+    pick = torch.eye(channels, device=img.device).repeat(h * w, 1)  # (h w channels, channels)
+    spread = pick.t() * ((1 - c) / (h * w))  # channel sums -> (1 - c) m at every position
+    piece = n if img.device.type != "cpu" else max(1, _CONTRAST_PIECE // (h * w * channels))
+    out = torch.empty_like(img)
+    for start in range(0, n, piece):
+        x = img[start:start + piece].reshape(-1, h * w * channels).float()  # 0..255
+        y = torch.addmm(x, torch.mm(x, pick), spread, beta=c)
+        out[start:start + piece] = _to_uint8_same_layout(y.clamp_(0, 255)).view(-1, h, w, channels)
+    return out
+
+
+_CONTRAST_PIECE = 1 << 18  # elements
 
 
 def _elastic_transform(img, param, gen):
@@ -1164,7 +1183,7 @@ def _saturate_pixels(pixels, param, roles):
     f = torch.where((sector & 1).bool(), f, 1 - f)
     planes = torch.stack([v, v * (1 - s), v * (1 - f * s)], dim=1)  # (P, 3): v, p, q or t
     picked = planes.gather(1, roles.index_select(0, sector))
-    return picked.clamp_(0, 1).mul_(255).to(torch.uint8)
+    return _to_uint8_same_layout(picked.clamp_(0, 1).mul_(255))
 
 
 # --------------------------------------------------------------------------------------------

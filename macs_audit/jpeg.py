@@ -104,20 +104,13 @@ def _quant_table(base: tuple[int, ...], quality: int) -> "np.ndarray":
     return np.array([min(max((b * scale + 50) // 100, 1), 255) for b in base]).reshape(8, 8)
 
 
-def _reciprocal(q: int) -> tuple[int, int, int]:
-    """libjpeg-turbo's compute_reciprocal for the divisor 8 q (the forward DCT's scale):
-    (factor, correction, shift) with |coef| -> ((|coef| + correction) * factor) >> shift."""
-    divisor = 8 * int(q)
-    shift = 16 + divisor.bit_length() - 1
-    factor, remainder = divmod(1 << shift, divisor)
-    correction = divisor // 2
-    if remainder == 0:
-        factor, shift = factor >> 1, shift - 1
-    elif remainder <= divisor // 2:
-        correction += 1
-    else:
-        factor += 1
-    return factor, correction, shift
+# libjpeg-turbo quantises with a reciprocal multiply (compute_reciprocal: factor, correction and
+# shift for the divisor 8 q), which for every 16-bit coefficient and every q in 1..255 equals
+# integer division rounding half away from zero: q(t) = sign(t) floor((|t| + 4 q) / (8 q))
+# (checked exhaustively in tests/test_jpeg.py). Here that is round(t (1 + 2^-30) / (8 q)): the
+# nudge turns exact halves (which torch.round would send to even) away from zero and moves no
+# other value across a rounding boundary (those sit at least 1 / (8 q) >= 2^-11 from one).
+_QUANT_NUDGE = 1.0 + 2.0 ** -30
 
 
 def supports(height: int, width: int) -> bool:
@@ -166,12 +159,9 @@ def _constants(quality: int, device: str, height: int, width: int) -> dict[str, 
     # Dequantisation is a per-(u, v) factor, so it cannot sit in inverse pass 1's left matrix
     # (which mixes u for each v): it is applied with the quantisation.
     for name, base in (("luma", _LUMINANCE), ("chroma", _CHROMINANCE)):
-        table = _quant_table(base, quality)
-        factor, correction, shift = (np.array(a, dtype=np.float64).reshape(8, 8)
-                                     for a in zip(*[_reciprocal(q) for q in table.ravel()]))
+        table = _quant_table(base, quality).astype(np.float64)
         # constants in the (u, 1, v) layout of a (blocks, u, block columns, v) view
-        k[name + "_correction"] = f64(correction).view(8, 1, 8)
-        k[name + "_scale"] = f64(factor / 2.0 ** shift).view(8, 1, 8)
+        k[name + "_scale"] = f64(_QUANT_NUDGE / (8 * table)).view(8, 1, 8)
         k[name + "_table"] = f64(table).view(8, 1, 8)
     k["idct1"] = f64(inverse / 2.0 ** 11).unsqueeze(0)
     k["half"] = f64(np.full((1, 1, 1), 0.5))
@@ -195,9 +185,8 @@ def _codec_planes(planes, table: str, k):
     t = t.to(torch.float64).view(blocks, 8, row_len)
     # forward pass 2 along r: (blocks, u, wb * v)
     t = torch.baddbmm(k["half"], k["fdct2"].expand(blocks, 8, 8), t).floor_()
-    # quantise (round half away from zero by reciprocal) and dequantise, per (u, v)
-    q = t.view(blocks, 8, w // 8, 8)
-    t = torch.addcmul(q, q.sign(), k[table + "_correction"]).mul_(k[table + "_scale"]).trunc_()
+    # quantise (round half away from zero) and dequantise, per (u, v)
+    t = t.view(blocks, 8, w // 8, 8).mul_(k[table + "_scale"]).round_()
     t = t.mul_(k[table + "_table"]).view(blocks, 8, row_len)
     # inverse pass 1 along u, then pass 2 along v (with the +128 level shift) and range limit
     t = torch.baddbmm(k["half"], k["idct1"].expand(blocks, 8, 8), t).floor_()
@@ -263,7 +252,8 @@ def roundtrip(images: "torch.Tensor", quality: int) -> "torch.Tensor":
     chunk = max(1, _CHUNK_PIXELS // (h * w)) if images.device.type == "cpu" else n
     out = torch.empty_like(images)
     for start in range(0, n, chunk):
-        out[start:start + chunk].copy_(_roundtrip_chunk(images[start:start + chunk], k))
+        # through int16: torch's float -> uint8 conversion is not vectorised on CPU
+        out[start:start + chunk].copy_(_roundtrip_chunk(images[start:start + chunk], k).to(torch.int16))
     return out
 
 

@@ -39,6 +39,31 @@ def test_bit_identical_to_pillow(quality):
     np.testing.assert_array_equal(ours, reference)
 
 
+def _libjpeg_turbo_reciprocal(divisor: int) -> tuple[int, int, int]:
+    """jcdctmgr.c compute_reciprocal (16-bit DCT elements): (factor, correction, shift)."""
+    shift = 16 + divisor.bit_length() - 1
+    factor, remainder = divmod(1 << shift, divisor)
+    correction = divisor // 2
+    if remainder == 0:
+        factor, shift = factor >> 1, shift - 1
+    elif remainder <= divisor // 2:
+        correction += 1
+    else:
+        factor += 1
+    return factor, correction, shift
+
+
+def test_quantisation_equals_libjpeg_turbo_reciprocal_exhaustively():
+    """Every 16-bit coefficient at every quantiser 1..255: the rounding the codec uses equals
+    libjpeg-turbo's reciprocal multiply, sign(t) ((|t| + correction) factor >> shift)."""
+    t = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int64)
+    for q in range(1, 256):
+        factor, correction, shift = _libjpeg_turbo_reciprocal(8 * q)
+        expected = torch.sign(t) * (((t.abs() + correction) * factor) >> shift)
+        ours = (t.double() * (jpeg._QUANT_NUDGE / (8 * q))).round()
+        assert torch.equal(ours.long(), expected), q
+
+
 def test_other_sizes_and_chunking(monkeypatch):
     images = _hard_images(np.random.default_rng(1), 2, 48, 64)
     monkeypatch.setattr(jpeg, "_CHUNK_PIXELS", 2 * 48 * 64)  # several chunks, the last partial
