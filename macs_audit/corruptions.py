@@ -508,11 +508,11 @@ def _gaussian_offsets(sigma: float) -> "torch.Tensor":
 
 @functools.lru_cache(maxsize=None)
 def _speckle_multipliers(sigma: float) -> "torch.Tensor":
-    """sigma z per table cell in 16-bit fixed point (int32): speckle adds floor(k sigma z)
-    to grey level k as (k m) >> 16, within 255 / 2^17 of the exact product."""
+    """1 + sigma z per table cell in 16-bit fixed point (int32): speckle maps grey level k to
+    (k m) >> 16 = k + floor(k sigma z), within 255 / 2^17 of the exact product."""
     import torch
 
-    return torch.round(_normal_quantiles() * (sigma * (1 << 16))).to(torch.int32)
+    return torch.round(_normal_quantiles() * (sigma * (1 << 16))).to(torch.int32).add_(1 << 16)
 
 
 @functools.lru_cache(maxsize=None)
@@ -546,7 +546,7 @@ def _shot_table(scale: float) -> "torch.Tensor":
 
 # Elements per piece on the CPU: the temporaries (a few hundred KB) stay in the core's cache and
 # are reused by the allocator, instead of fresh multi-megabyte buffers (page faults) per batch.
-_NOISE_PIECE = 1 << 16
+_NOISE_PIECE = 1 << 17
 
 
 def _elementwise_noise(img, gen, apply):
@@ -611,8 +611,8 @@ def _speckle_noise(img, sigma, gen):
     multipliers = _on_device(_speckle_multipliers, float(sigma), str(img.device))
 
     def apply(values, bits):
-        k = values.to(torch.int32)
-        return torch.index_select(multipliers, 0, _raw_index(bits)).mul_(k).bitwise_right_shift_(16).add_(k).clamp_(0, 255)
+        m = torch.index_select(multipliers, 0, _raw_index(bits))
+        return m.mul_(values).bitwise_right_shift_(16).clamp_(0, 255)
 
     return _elementwise_noise(img, gen, apply)
 
