@@ -269,7 +269,9 @@ def _roundtrip_chunk(images, k):
     chroma = _upsample(_codec_planes(chroma, "chroma", k), k)  # (2n, h, w): Cb then Cr, centred
     # R, G, B offsets from Cb, Cr in one product, written pixel-interleaved (a transposed
     # output costs BLAS nothing); (offset + 32768) >> 16 + Y is floor(offset + Y + 0.5) as Y is
-    # an integer; then the range limit
+    # an integer; then the range limit. Offsets are multiples of 2^-16 below 2^8 in magnitude,
+    # so the float32 sum is exact wherever it is below 256; above, it may round, but those
+    # values are clamped to 255 either way.
     rgb = torch.empty(n, h, w, 3, dtype=dtype, device=images.device)
     torch.mm(k["to_rgb"], chroma.view(2, -1), out=rgb.view(-1, 3).t())
     return rgb.add_(luma.add_(0.5).unsqueeze(-1)).floor_().clamp_(0, 255)
