@@ -462,7 +462,10 @@ def _raw_index(bits):
     by ``_by_raw_word`` (one conversion, no add)."""
     import torch
 
-    return bits.view(torch.uint16).to(torch.int32)
+    try:
+        return bits.view(torch.uint16).to(torch.int32)
+    except (RuntimeError, TypeError):  # a backend without uint16 conversions (e.g. MPS)
+        return bits.to(torch.int32).bitwise_and_(0xFFFF)
 
 
 def _by_raw_word(table):
@@ -579,7 +582,7 @@ def _shot_noise(img, scale, gen):
 
     table = _on_device(_shot_table, float(scale), str(img.device))
 
-    def apply(values, bits):  # row k, cell u of the (256 x 2^16) table
+    def apply(values, bits):  # row k of the (256 x 2^16) table, read by raw word (half-turned)
         return torch.index_select(table, 0, _raw_index(bits).add_(values.to(torch.int32).mul_(1 << _TABLE_BITS)))
 
     return _elementwise_noise(img, gen, apply)
@@ -592,12 +595,14 @@ def _impulse_noise(img, amount, gen):
     probability exact to 2^-16 like the other noise tables), applied with byte masks."""
     import torch
 
-    # thresholds on u = w + 2^15, compared on the signed word w itself
+    # thresholds on u = w + 2^15, compared on the signed word w itself (int16: a threshold of
+    # 2^15, amount ~ 1, would wrap, so it is compared as "no word keeps its value")
     flip_below = int(round(amount * (1 << _TABLE_BITS))) - (1 << 15)
     salt_below = int(round(amount * (1 << (_TABLE_BITS - 1)))) - (1 << 15)
 
     def apply(values, bits):
-        keep = (bits >= flip_below).to(torch.uint8).mul_(255)
+        kept = bits >= flip_below if flip_below < (1 << 15) else torch.zeros_like(bits, dtype=torch.bool)
+        keep = kept.to(torch.uint8).mul_(255)
         salt = (bits < salt_below).to(torch.uint8).mul_(255)
         return values.bitwise_and(keep).bitwise_or_(salt)
 
@@ -964,16 +969,22 @@ def _contrast(img, c, gen):
     on the CPU so the float temporaries stay in cache."""
     import torch
 
+    from macs_audit.jpeg import float32_products_are_exact
+
     n, h, w, channels = img.shape
-    # Channel sums as one product with a 0/1 matrix (sums of integers below 2^24: exact in
-    # float32, like torch.mean's), then c x + (1 - c) m as one more product that writes the
-    # result: BLAS instead of a reduction and a broadcast over a 3-wide axis, both slow on CPU.
-    pick = torch.eye(channels, device=img.device).repeat(h * w, 1)  # (h w channels, channels)
+    # Channel sums as one product with a 0/1 matrix, then c x + (1 - c) m as one more product
+    # that writes the result: BLAS instead of a reduction and a broadcast over a 3-wide axis,
+    # both slow on CPU. The sums are integers below 2^24 up to 256x256 pixels: exact in float32
+    # (like torch.mean's) where products are IEEE float32, else (TF32 on GPUs, bf16 if a user
+    # enabled it on the CPU) the work is float64.
+    exact32 = float32_products_are_exact(str(img.device))
+    dtype = torch.float32 if exact32 else torch.float64
+    pick = torch.eye(channels, dtype=dtype, device=img.device).repeat(h * w, 1)  # (h w ch, ch)
     spread = pick.t() * ((1 - c) / (h * w))  # channel sums -> (1 - c) m at every position
-    piece = n if img.device.type != "cpu" else max(1, _CONTRAST_PIECE // (h * w * channels))
+    piece = max(1, n if img.device.type != "cpu" else _CONTRAST_PIECE // (h * w * channels))
     out = torch.empty_like(img)
     for start in range(0, n, piece):
-        x = img[start:start + piece].reshape(-1, h * w * channels).float()  # 0..255
+        x = img[start:start + piece].reshape(-1, h * w * channels).to(dtype)  # 0..255
         y = torch.addmm(x, torch.mm(x, pick), spread, beta=c)
         out[start:start + piece] = _to_uint8_same_layout(y.clamp_(0, 255)).view(-1, h, w, channels)
     return out
@@ -1156,7 +1167,7 @@ _SATURATE_CHUNK = 1 << 15
 
 
 def _saturate_pixels(pixels, param, roles):
-    """(P, 3) uint8 -> (P, 3) uint8, computed on (3, P) float64 planes. Where an operation
+    """(P, 3) uint8 -> (P, 3) uint8, computed on float64 planes. Where an operation
     differs from scikit-image's it is an exact equivalent on the values that reach it (noted)."""
     import torch
 
@@ -1171,7 +1182,7 @@ def _saturate_pixels(pixels, param, roles):
     numerator = torch.where(b_max, r - g, torch.where(g_max, b - r, g - b))
     offset = torch.where(b_max, 4.0, torch.where(g_max, 2.0, 0.0))
     h = (offset + numerator / delta).div_(6.0)  # one division; 0 + y is y: scikit-image's values
-    # h % 1 for h in [-1/6, 5/6): numpy's remainder adds 1 to a negative h, adding 0 is exact
+    # h % 1 for h in [-1/6, 5/6]: numpy's remainder adds 1 to a negative h, adding 0 is exact
     h = torch.where(grey, 0.0, h.add_(h < 0))
     s = (s * mult + add).clamp_(0, 1)
     h6 = h * 6

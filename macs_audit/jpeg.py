@@ -118,18 +118,30 @@ def supports(height: int, width: int) -> bool:
     return height > 0 and width > 0 and height % 16 == 0 and width % 16 == 0
 
 
-def _float32_is_exact(device: str) -> bool:
-    """The float32 stages are exact on CPU; on a GPU they run in float64 instead, so that TF32
-    matrix products (if a user enables them) cannot round."""
-    return device == "cpu"
+def float32_products_are_exact(device: str) -> bool:
+    """Whether float32 matrix products on ``device`` are IEEE float32 right now. False on GPUs
+    (TF32 may be on) and on a CPU whose products a user switched to bf16
+    (``torch.set_float32_matmul_precision("medium")`` on CPUs with AMX or AVX512-BF16); the
+    exact stages then run in float64 instead."""
+    import torch
+
+    if device != "cpu":
+        return False
+    try:
+        if torch.get_float32_matmul_precision() != "highest":
+            return False
+    except RuntimeError:  # the legacy and the per-backend precision APIs were mixed
+        return False
+    mkldnn = getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)
+    return getattr(mkldnn, "fp32_precision", "none") in ("none", "ieee")
 
 
 @functools.lru_cache(maxsize=None)
-def _constants(quality: int, device: str, height: int, width: int) -> dict[str, "torch.Tensor"]:
+def _constants(quality: int, device: str, height: int, width: int, exact32: bool) -> dict[str, "torch.Tensor"]:
     import numpy as np
     import torch
 
-    single = torch.float32 if _float32_is_exact(device) else torch.float64
+    single = torch.float32 if exact32 else torch.float64
 
     def f32(a):
         return torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=single, device=device)
@@ -146,7 +158,7 @@ def _constants(quality: int, device: str, height: int, width: int) -> dict[str, 
                                 [-_fix16(0.16874), -_fix16(0.33126), 32768],
                                 [32768, -_fix16(0.41869), -_fix16(0.08131)]]) / 65536),
         "to_ycc_bias": f32(np.array([[32768], [(128 << 16) + 32767], [(128 << 16) + 32767]]) / 65536),
-        # forward pass 1 on level-shifted samples; float32 is exact (|sums| < 2^23)
+        # forward pass 1 with the level shift in the bias; float32 is exact (|sums| < 2^24)
         "fdct1": f32(forward1.T / 2.0 ** 11),
         "fdct1_bias": f32(-128 * forward1.sum(1) / 2.0 ** 11 + 0.5),
         "fdct2": f64(forward2 / 2.0 ** 15).unsqueeze(0),
@@ -234,8 +246,10 @@ def _upsample(planes, k):
     return out.floor_()
 
 
-# Images per chunk: keeps the float64 temporaries in cache on CPU (best 64-128 at 32x32).
+# Pixels per chunk: on the CPU, keeps the float64 temporaries in cache (best 64-128 images at
+# 32x32); on a GPU, bounds their memory (each float64 plane of a chunk is 128 MB).
 _CHUNK_PIXELS = 128 * 32 * 32
+_GPU_CHUNK_PIXELS = 1 << 24
 
 
 def roundtrip(images: "torch.Tensor", quality: int) -> "torch.Tensor":
@@ -246,10 +260,14 @@ def roundtrip(images: "torch.Tensor", quality: int) -> "torch.Tensor":
     n, h, w, _ = images.shape
     if not supports(h, w):
         raise ValueError(f"tensor JPEG needs sides that are multiples of 16, got {h}x{w}")
+    if not 1 <= int(quality) <= 100:
+        raise ValueError(f"JPEG quality must be 1..100, got {quality}")
     if images.device.type == "mps":  # no float64 there
         return roundtrip(images.cpu(), quality).to(images.device)
-    k = _constants(int(quality), str(images.device), h, w)
-    chunk = max(1, _CHUNK_PIXELS // (h * w)) if images.device.type == "cpu" else n
+    device = str(images.device)
+    k = _constants(int(quality), device, h, w, float32_products_are_exact(device))
+    per_chunk = _CHUNK_PIXELS if images.device.type == "cpu" else _GPU_CHUNK_PIXELS
+    chunk = max(1, per_chunk // (h * w))
     out = torch.empty_like(images)
     for start in range(0, n, chunk):
         # through int16: torch's float -> uint8 conversion is not vectorised on CPU

@@ -176,6 +176,16 @@ def test_impulse_noise_statistics():
     assert ((out == 0) | (out == 100) | (out == 255)).all()
 
 
+def test_impulse_noise_extreme_amounts():
+    """amount 0 keeps every value; amount 1 flips every value to 0 or 255 (the threshold of
+    2^15 on the signed 16-bit word must not wrap)."""
+    x = torch.full((8, 32, 32, 3), 77, dtype=torch.uint8)
+    assert torch.equal(C._impulse_noise(x, 0.0, torch.Generator().manual_seed(0)), x)
+    out = C._impulse_noise(x, 1.0, torch.Generator().manual_seed(0))
+    assert set(out.unique().tolist()) == {0, 255}
+    assert abs(float((out == 255).float().mean()) - 0.5) < 0.02
+
+
 def test_shot_noise_statistics():
     x = torch.full((20, 32, 32, 3), 128, dtype=torch.uint8)
     diff = C.corrupt(x, "shot_noise", 5, seed=0).double() - 128

@@ -247,16 +247,25 @@ CUDA_CORRUPTIONS = ("gaussian_noise", "impulse_noise", "glass_blur", "zoom_blur"
 
 @needs_cuda
 def test_tensor_jpeg_on_cuda_equals_cpu():
-    from macs_audit import jpeg
+    from macs_audit import corruptions, jpeg
 
     images, _ = tiny_images(64, seed=4)
     x = torch.from_numpy(images)
+    previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = True  # must not change the exact integer passes
     try:
         for quality in (80, 40):
             assert torch.equal(jpeg.roundtrip(x.cuda(), quality).cpu(), jpeg.roundtrip(x, quality)), quality
+        assert jpeg.roundtrip(x[:0].cuda(), 80).shape == (0, 32, 32, 3)
+        # contrast's means are BLAS products too: with TF32 they would be off by whole grey
+        # levels; in float64 on the GPU they may differ from the CPU's float32 only on rare
+        # exact-integer values
+        for severity in (1, 4):
+            diff = (corruptions.corrupt(x.cuda(), "contrast", severity, 0).cpu().int()
+                    - corruptions.corrupt(x, "contrast", severity, 0).int())
+            assert diff.abs().max() <= 1 and (diff != 0).float().mean() < 1e-3, severity
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = previous
 
 
 @needs_cuda

@@ -65,8 +65,8 @@ def test_quantisation_equals_libjpeg_turbo_reciprocal_exhaustively():
 
 
 def test_other_sizes_and_chunking(monkeypatch):
-    images = _hard_images(np.random.default_rng(1), 2, 48, 64)
-    monkeypatch.setattr(jpeg, "_CHUNK_PIXELS", 2 * 48 * 64)  # several chunks, the last partial
+    images = _hard_images(np.random.default_rng(1), 2, 48, 64)  # 6 images
+    monkeypatch.setattr(jpeg, "_CHUNK_PIXELS", 4 * 48 * 64)  # chunks of 4 and 2
     ours = jpeg.roundtrip(torch.from_numpy(images), 58).numpy()
     reference = np.stack([_pillow_roundtrip(img, 58) for img in images])
     np.testing.assert_array_equal(ours, reference)
@@ -75,14 +75,34 @@ def test_other_sizes_and_chunking(monkeypatch):
 def test_float64_path_used_on_gpus(monkeypatch):
     """GPUs run every stage in float64 (no TF32 rounding); the result must not change."""
     images = _hard_images(np.random.default_rng(3), 2, 32, 32)
-    monkeypatch.setattr(jpeg, "_float32_is_exact", lambda device: False)
-    jpeg._constants.cache_clear()
-    try:
-        assert jpeg._constants(65, "cpu", 32, 32)["to_ycc"].dtype == torch.float64
-        ours = jpeg.roundtrip(torch.from_numpy(images), 65).numpy()
-    finally:
-        jpeg._constants.cache_clear()
+    monkeypatch.setattr(jpeg, "float32_products_are_exact", lambda device: False)
+    assert jpeg._constants(65, "cpu", 32, 32, False)["to_ycc"].dtype == torch.float64
+    ours = jpeg.roundtrip(torch.from_numpy(images), 65).numpy()
     np.testing.assert_array_equal(ours, np.stack([_pillow_roundtrip(img, 65) for img in images]))
+
+
+def test_reduced_cpu_matmul_precision_stays_exact():
+    """With float32 products switched to bf16 (on CPUs that have it) the codec must not round:
+    it falls back to float64."""
+    images = _hard_images(np.random.default_rng(4), 2, 32, 32)
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        assert not jpeg.float32_products_are_exact("cpu")
+        ours = jpeg.roundtrip(torch.from_numpy(images), 50).numpy()
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert jpeg.float32_products_are_exact("cpu")
+    np.testing.assert_array_equal(ours, np.stack([_pillow_roundtrip(img, 50) for img in images]))
+
+
+def test_quality_range():
+    images = torch.zeros(1, 16, 16, 3, dtype=torch.uint8)
+    for quality in (0, 101, -5):
+        with pytest.raises(ValueError, match="1..100"):
+            jpeg.roundtrip(images, quality)
+    for quality in (1, 100):
+        np.testing.assert_array_equal(jpeg.roundtrip(images, quality).numpy(), _pillow_roundtrip(images[0].numpy(), quality)[None])
 
 
 def test_unsupported_sizes_fall_back_to_pillow():
