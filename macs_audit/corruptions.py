@@ -965,23 +965,25 @@ def _equalize_hist(x):
 # Digital
 # --------------------------------------------------------------------------------------------
 def _contrast(img, c, gen):
-    """(x - m) c + m with m the mean of each image and channel, as c x + (1 - c) m. Piecewise
-    on the CPU so the float temporaries stay in cache."""
+    """(x - m) c + m with m the mean of each image and channel, as c x + (1 - c) m."""
     import torch
 
     from macs_audit.jpeg import float32_products_are_exact
 
     n, h, w, channels = img.shape
-    # Channel sums as one product with a 0/1 matrix, then c x + (1 - c) m as one more product
-    # that writes the result: BLAS instead of a reduction and a broadcast over a 3-wide axis,
-    # both slow on CPU. The sums are integers below 2^24 up to 256x256 pixels: exact in float32
-    # (like torch.mean's) where products are IEEE float32, else (TF32 on GPUs, bf16 if a user
-    # enabled it on the CPU) the work is float64.
-    exact32 = float32_products_are_exact(str(img.device))
-    dtype = torch.float32 if exact32 else torch.float64
-    pick = torch.eye(channels, dtype=dtype, device=img.device).repeat(h * w, 1)  # (h w ch, ch)
+    if img.device.type != "cpu":  # one fused pass; a GPU reduces and broadcasts fast
+        x = img.float()
+        means = x.view(n, h * w, channels).mean(1).view(n, 1, 1, channels)
+        return _to_uint8_same_layout(torch.add(means * (1 - c), x, alpha=c).clamp_(0, 255))
+    # On the CPU a reduction and a broadcast over a 3-wide axis are slow: the channel sums are
+    # one product with a 0/1 matrix and c x + (1 - c) m a second product that writes the
+    # result, piecewise so the temporaries stay in cache. The sums are integers below 2^24 up
+    # to 256x256 pixels: exact in float32 (like torch.mean's) while products are IEEE float32;
+    # if a user switched them to bf16, the work is float64.
+    dtype = torch.float32 if float32_products_are_exact("cpu") else torch.float64
+    pick = torch.eye(channels, dtype=dtype).repeat(h * w, 1)  # (h w channels, channels)
     spread = pick.t() * ((1 - c) / (h * w))  # channel sums -> (1 - c) m at every position
-    piece = max(1, n if img.device.type != "cpu" else _CONTRAST_PIECE // (h * w * channels))
+    piece = max(1, _CONTRAST_PIECE // (h * w * channels))
     out = torch.empty_like(img)
     for start in range(0, n, piece):
         x = img[start:start + piece].reshape(-1, h * w * channels).to(dtype)  # 0..255

@@ -257,9 +257,8 @@ def test_tensor_jpeg_on_cuda_equals_cpu():
         for quality in (80, 40):
             assert torch.equal(jpeg.roundtrip(x.cuda(), quality).cpu(), jpeg.roundtrip(x, quality)), quality
         assert jpeg.roundtrip(x[:0].cuda(), 80).shape == (0, 32, 32, 3)
-        # contrast's means are BLAS products too: with TF32 they would be off by whole grey
-        # levels; in float64 on the GPU they may differ from the CPU's float32 only on rare
-        # exact-integer values
+        # contrast: a reduction on the GPU, BLAS products on the CPU; they may differ only on
+        # rare values whose exact result is an integer
         for severity in (1, 4):
             diff = (corruptions.corrupt(x.cuda(), "contrast", severity, 0).cpu().int()
                     - corruptions.corrupt(x, "contrast", severity, 0).int())
