@@ -65,6 +65,7 @@ Departures from the reference
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import math
@@ -181,11 +182,46 @@ def corrupt(images: "torch.Tensor", name: str, severity: int, seed: int,
     gen = torch.Generator(device=images.device)
     gen.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
     param = PARAMS[name][severity - 1]
-    if name == "frost":
-        out = _frost(images, param, gen, frost_textures)
-    else:
-        out = _FUNCTIONS[name](images, param, gen)
+    with _ieee_float32_products():
+        if name == "frost":
+            out = _frost(images, param, gen, frost_textures)
+        else:
+            out = _FUNCTIONS[name](images, param, gen)
     return out.contiguous()
+
+
+@contextlib.contextmanager
+def _ieee_float32_products():
+    """IEEE float32 matrix products for the duration of a corruption, whatever a user set for
+    their model (TF32 on GPUs, bf16 on CPUs with AMX): the filters would otherwise change the
+    output (thresholded layers such as snow's by whole grey levels) and the same seed would not
+    give the same bytes. The setting is restored through the API it was made with."""
+    import torch
+
+    try:
+        legacy = torch.get_float32_matmul_precision()
+    except RuntimeError:  # set through the per-backend API: use that one
+        legacy = None
+    if legacy == "highest":
+        yield
+        return
+    if legacy is not None:
+        torch.set_float32_matmul_precision("highest")
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(legacy)
+        return
+    backends = [getattr(getattr(torch.backends, name, None), "matmul", None) for name in ("mkldnn", "cuda")]
+    saved = [(b, b.fp32_precision) for b in backends
+             if getattr(b, "fp32_precision", None) not in (None, "none", "ieee")]
+    for backend, _ in saved:
+        backend.fp32_precision = "ieee"
+    try:
+        yield
+    finally:
+        for backend, value in saved:
+            backend.fp32_precision = value
 
 
 def batch_seed(seed: int, name: str, severity: int, start: int) -> int:

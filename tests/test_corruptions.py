@@ -108,6 +108,35 @@ def test_errors():
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("api", ["legacy", "per-backend"])
+def test_reduced_matmul_precision_changes_nothing(api):
+    """A user's reduced float32 matmul precision (bf16 on CPUs that have it) must not change the
+    corruptions, and is restored afterwards."""
+    x = _images(4, seed=9)
+    names = ("snow", "gaussian_blur", "zoom_blur", "elastic_transform", "jpeg_compression", "contrast")
+    expected = {n: C.corrupt(x, n, 3, seed=5) for n in names}
+    matmul = torch.backends.mkldnn.matmul
+    if api == "per-backend" and not hasattr(matmul, "fp32_precision"):
+        pytest.skip("this torch has no per-backend matmul precision")
+    try:
+        if api == "legacy":
+            torch.set_float32_matmul_precision("medium")
+        else:
+            matmul.fp32_precision = "bf16"
+        for n in names:
+            assert torch.equal(C.corrupt(x, n, 3, seed=5), expected[n]), n
+        if api == "legacy":
+            assert torch.get_float32_matmul_precision() == "medium"
+        else:
+            assert matmul.fp32_precision == "bf16"
+    finally:
+        if api == "legacy":
+            torch.set_float32_matmul_precision("highest")
+        else:
+            matmul.fp32_precision = "none"
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
 def test_batch_seed():
     s = C.batch_seed(0, "fog", 3, 1000)
     assert s == C.batch_seed(0, "fog", 3, 1000)
