@@ -112,6 +112,10 @@ def test_errors():
 def test_reduced_matmul_precision_changes_nothing(api):
     """A user's reduced float32 matmul precision (bf16 on CPUs that have it) must not change the
     corruptions, and is restored afterwards."""
+    try:
+        torch.get_float32_matmul_precision()
+    except RuntimeError:  # an earlier test (a CUDA one) used the per-backend API
+        pytest.skip("the legacy matmul precision API is unavailable in this process")
     x = _images(4, seed=9)
     names = ("snow", "gaussian_blur", "zoom_blur", "elastic_transform", "jpeg_compression", "contrast")
     expected = {n: C.corrupt(x, n, 3, seed=5) for n in names}

@@ -85,7 +85,10 @@ def test_reduced_cpu_matmul_precision_stays_exact():
     """With float32 products switched to bf16 (on CPUs that have it) the codec must not round:
     it falls back to float64."""
     images = _hard_images(np.random.default_rng(4), 2, 32, 32)
-    previous = torch.get_float32_matmul_precision()
+    try:
+        previous = torch.get_float32_matmul_precision()
+    except RuntimeError:  # an earlier test (a CUDA one) used the per-backend API
+        pytest.skip("the legacy matmul precision API is unavailable in this process")
     torch.set_float32_matmul_precision("medium")
     try:
         assert not jpeg.float32_products_are_exact("cpu")
