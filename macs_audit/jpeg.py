@@ -167,6 +167,7 @@ def _constants(quality: int, device: str, height: int, width: int, exact32: bool
         # jdcolor.c: R = Y + 1.402 Cr, G = Y - 0.34414 Cb - 0.71414 Cr, B = Y + 1.772 Cb
         "to_rgb": f32(np.array([[0, _fix16(1.402)], [-_fix16(0.34414), -_fix16(0.71414)],
                                 [_fix16(1.772), 0]]) / 65536),
+        "identity": f32(np.eye(3)),
     }
     # Dequantisation is a per-(u, v) factor, so it cannot sit in inverse pass 1's left matrix
     # (which mixes u for each v): it is applied with the quantisation.
@@ -285,11 +286,14 @@ def _roundtrip_chunk(images, k):
     luma = _codec_planes(ycc[0], "luma", k)
     chroma = _downsample(ycc[1:].reshape(2 * n, h, w))
     chroma = _upsample(_codec_planes(chroma, "chroma", k), k)  # (2n, h, w): Cb then Cr, centred
-    # R, G, B offsets from Cb, Cr in one product, written pixel-interleaved (a transposed
-    # output costs BLAS nothing); (offset + 32768) >> 16 + Y is floor(offset + Y + 0.5) as Y is
-    # an integer; then the range limit. Offsets are multiples of 2^-16 below 2^8 in magnitude,
-    # so the float32 sum is exact wherever it is below 256; above, it may round, but those
-    # values are clamped to 255 either way.
+    # R, G, B offsets from Cb, Cr in one product; (offset + 32768) >> 16 + Y is
+    # floor(offset + Y + 0.5) as Y is an integer; then the range limit. Offsets are multiples of
+    # 2^-16 below 2^8 in magnitude, so the float32 sum is exact wherever it is below 256; above,
+    # it may round, but those values are clamped to 255 either way.
+    planar = torch.mm(k["to_rgb"], chroma.view(2, -1)).add_(luma.view(1, -1).add_(0.5))
+    planar = planar.floor_().clamp_(0, 255)
+    # Pixel-interleaved by a product with the identity into a transposed output: BLAS writes
+    # the transpose for free, far faster than torch's strided copy (exact: one term each).
     rgb = torch.empty(n, h, w, 3, dtype=dtype, device=images.device)
-    torch.mm(k["to_rgb"], chroma.view(2, -1), out=rgb.view(-1, 3).t())
-    return rgb.add_(luma.add_(0.5).unsqueeze(-1)).floor_().clamp_(0, 255)
+    torch.mm(k["identity"], planar, out=rgb.view(-1, 3).t())
+    return rgb
