@@ -44,9 +44,12 @@ _C = {name: _fix13(value) for name, value in dict(
     c1961=1.961570560, c2053=2.053119869, c2562=2.562915447, c3072=3.072711026).items()}
 
 
-def _forward_1d(d: list[int], even_shift: int) -> list[int]:
-    """The LL&M forward 1-D DCT of jfdctint.c before its descaling shift; outputs 0 and 4 are
-    scaled by 2**even_shift so that every output takes the same final shift."""
+def _forward_1d(d: list[int]) -> list[int]:
+    """The LL&M forward 1-D DCT of jfdctint.c before its descaling shift. jfdctint.c shifts
+    outputs 0 and 4 by CONST_BITS less than the others in both passes (pass 1: << PASS1_BITS
+    against >> CONST_BITS - PASS1_BITS; pass 2: >> PASS1_BITS against >> CONST_BITS +
+    PASS1_BITS), so they are scaled by 2^CONST_BITS here and every output takes one shift."""
+    even_shift = _CONST_BITS
     t0, t7, t1, t6 = d[0] + d[7], d[0] - d[7], d[1] + d[6], d[1] - d[6]
     t2, t5, t3, t4 = d[2] + d[5], d[2] - d[5], d[3] + d[4], d[3] - d[4]
     t10, t13, t11, t12 = t0 + t3, t0 - t3, t1 + t2, t1 - t2
@@ -149,9 +152,13 @@ def _constants(quality: int, device: str, height: int, width: int, exact32: bool
     def f64(a):
         return torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=torch.float64, device=device)
 
-    forward1 = _matrix(lambda d: _forward_1d(d, _CONST_BITS))  # descale 11 bits
-    forward2 = _matrix(lambda d: _forward_1d(d, _CONST_BITS))  # descale 15 bits
-    inverse = _matrix(_inverse_1d)  # descale 11, then 18 bits
+    # Both forward passes use the same integer map (DC and AC scaled alike); they differ in
+    # the final descaling shift, like the two inverse passes.
+    forward = _matrix(_forward_1d)
+    inverse = _matrix(_inverse_1d)
+    forward1_shift = inverse1_shift = 2.0 ** -(_CONST_BITS - _PASS1_BITS)  # >> 11
+    forward2_shift = 2.0 ** -(_CONST_BITS + _PASS1_BITS)  # >> 15
+    inverse2_shift = 2.0 ** -(_CONST_BITS + _PASS1_BITS + 3)  # >> 18 (with the 1/8 scale)
     k = {
         # jccolor.c: Y, Cb, Cr from R, G, B in 16-bit fixed point, with its rounding biases
         "to_ycc": f32(np.array([[_fix16(0.299), _fix16(0.587), _fix16(0.114)],
@@ -159,10 +166,10 @@ def _constants(quality: int, device: str, height: int, width: int, exact32: bool
                                 [32768, -_fix16(0.41869), -_fix16(0.08131)]]) / 65536),
         "to_ycc_bias": f32(np.array([[32768], [(128 << 16) + 32767], [(128 << 16) + 32767]]) / 65536),
         # forward pass 1 with the level shift in the bias; float32 is exact (|sums| < 2^24)
-        "fdct1": f32(forward1.T / 2.0 ** 11),
-        "fdct1_bias": f32(-128 * forward1.sum(1) / 2.0 ** 11 + 0.5),
-        "fdct2": f64(forward2 / 2.0 ** 15).unsqueeze(0),
-        "idct2": f64(inverse.T / 2.0 ** 18),
+        "fdct1": f32(forward.T * forward1_shift),
+        "fdct1_bias": f32(-128 * forward.sum(1) * forward1_shift + 0.5),
+        "fdct2": f64(forward * forward2_shift).unsqueeze(0),
+        "idct2": f64(inverse.T * inverse2_shift),
         "idct2_bias": f64(np.full(8, 0.5 + 128)),
         # jdcolor.c: R = Y + 1.402 Cr, G = Y - 0.34414 Cb - 0.71414 Cr, B = Y + 1.772 Cb
         "to_rgb": f32(np.array([[0, _fix16(1.402)], [-_fix16(0.34414), -_fix16(0.71414)],
@@ -176,7 +183,7 @@ def _constants(quality: int, device: str, height: int, width: int, exact32: bool
         # constants in the (u, 1, v) layout of a (blocks, u, block columns, v) view
         k[name + "_scale"] = f64(_QUANT_NUDGE / (8 * table)).view(8, 1, 8)
         k[name + "_table"] = f64(table).view(8, 1, 8)
-    k["idct1"] = f64(inverse / 2.0 ** 11).unsqueeze(0)
+    k["idct1"] = f64(inverse * inverse1_shift).unsqueeze(0)
     k["half"] = f64(np.full((1, 1, 1), 0.5))
     # chroma upsampling from (height / 2, width / 2): the >> 4 folded into the column matrix,
     # the biases 8, 7, 8, 7, ... and the -128 centring into one row of biases
@@ -187,7 +194,7 @@ def _constants(quality: int, device: str, height: int, width: int, exact32: bool
 
 
 def _codec_planes(planes, table: str, k):
-    """(n, H, W) float32 samples 0..255 -> the same samples encoded and decoded."""
+    """(n, H, W) float samples 0..255 -> the same samples encoded and decoded (same dtype)."""
     import torch
 
     n, h, w = planes.shape
