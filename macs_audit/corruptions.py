@@ -444,8 +444,8 @@ def _motion_blur(x, radius: float, sigma: float, angles_deg):
     first_pixel = (torch.arange(n, dtype=torch.int32, device=x.device) * (h * w))[:, None, None]
     # one channel: a flat gather (index_select's fast path); else rows of c values
     pixels = x.reshape(-1) if c == 1 else x.reshape(n * h * w, c)
-    out = torch.zeros_like(pixels)
-    for t in range(width):
+    out = pixels * k[0]  # tap 0 reads the pixel itself: ceil(0 - 0.5) = 0
+    for t in range(1, width):
         r = (rows[None, :] + oy[:, t:t + 1]).clamp_(0, h - 1).mul_(w).add_(first_pixel[:, :, 0])  # (N, H)
         q = (cols[None, :] + ox[:, t:t + 1]).clamp_(0, w - 1)  # (N, W)
         source = (r[:, :, None] + q[:, None, :]).view(-1)
