@@ -804,7 +804,7 @@ def _frost(img, param, gen, frost_textures):
     rows = r0[:, None, None] + torch.arange(h, device=dev)[None, :, None]
     cols = c0[:, None, None] + torch.arange(w, device=dev)[None, None, :]
     crop = textures[idx[:, None, None], rows, cols]  # (N, h, w, 3) float 0..255
-    out = w_img * img.float() + w_frost * crop
+    out = img.float().mul_(w_img).add_(crop.mul_(w_frost))  # in place: fewer fresh buffers
     return _to_uint8_same_layout(out.clamp_(0, 255))
 
 
@@ -846,8 +846,8 @@ def _fog(img, param, gen):
     size = max(32, 1 << (max(h, w) - 1).bit_length())
     max_val = x.amax(dim=(1, 2, 3), keepdim=True)
     fog = _plasma(n, size, decay, gen, x.device)[:, None, :h, :w]
-    x = x + strength * fog
-    return _to_uint8(x * max_val / (max_val + strength))
+    x = x.add_(strength * fog)  # in place: no fresh 12 MB buffers (page faults on CPU)
+    return _to_uint8(x.mul_(max_val).div_(max_val + strength))
 
 
 def _brightness(img, c, gen):
@@ -872,15 +872,16 @@ def _spatter(img, param, gen):
     n, _, h, w = x.shape
     liquid = torch.randn((n, 1, h, w), generator=gen, device=x.device).mul_(scale).add_(loc)
     liquid = _gaussian(liquid, sigma)
-    liquid = torch.where(liquid < threshold, torch.zeros_like(liquid), liquid)
+    liquid = liquid.masked_fill_(liquid < threshold, 0.0)
+    # the blends below work in place: fewer fresh 12 MB buffers (page faults on CPU)
     if mode == 0:  # water
         colour = torch.tensor([175, 238, 238], device=x.device).view(1, 3, 1, 1) / 255.0
-        return _to_uint8(x + _water_mask(liquid, intensity) * colour)
+        return _to_uint8(x.add_(_water_mask(liquid, intensity) * colour))
     # mud
     m = _gaussian((liquid > threshold).float(), intensity)
-    m = torch.where(m < 0.8, torch.zeros_like(m), m)
+    m = m.masked_fill_(m < 0.8, 0.0)
     colour = torch.tensor([63, 42, 20], device=x.device).view(1, 3, 1, 1) / 255.0
-    return _to_uint8(x * (1 - m) + m * colour)
+    return _to_uint8(x.mul_(1 - m).add_(m * colour))
 
 
 def _water_mask(liquid, intensity):
