@@ -859,9 +859,11 @@ def _brightness(img, c, gen):
 
     x = img.float()  # 0..255, (N, H, W, 3)
     v = x.amax(dim=-1, keepdim=True)
-    scaled = x * ((v + 255.0 * c).clamp_(max=255.0) / v)  # 0/0 only where x == v
+    is_max = x == v
     lut = torch.tensor(_brightness_lut(float(c)), device=img.device)
-    return _to_uint8_same_layout(torch.where(x == v, lut[v.long()], scaled))
+    # in place (no fresh 12 MB buffers); 0/0 only where x == v, which takes the table's value
+    scaled = x.mul_((v + 255.0 * c).clamp_(max=255.0) / v)
+    return _to_uint8_same_layout(torch.where(is_max, lut[v.long()], scaled, out=scaled))
 
 
 def _spatter(img, param, gen):
