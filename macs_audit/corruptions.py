@@ -488,12 +488,14 @@ def _uniform(shape, low: float, high: float, gen, device):
 _TABLE_BITS = 16
 
 
-def _random_bits16(count: int, gen, device):
-    """``count`` random 16-bit words as int16, four from each 64-bit draw. The table cell of a
-    word w is u = w + 2^15 (0..65535), uniform; users read it in the cheapest equivalent way."""
+def _random_bits16(count: int, gen, device, buffers: "_Buffers | None" = None):
+    """``count`` random 16-bit words as int16, four from each 64-bit draw (in ``buffers`` if
+    given). The table cell of a word w is u = w + 2^15 (0..65535), uniform; users read it in
+    the cheapest equivalent way."""
     import torch
 
-    words = torch.empty(((count + 3) // 4,), dtype=torch.int64, device=device)
+    size = (count + 3) // 4
+    words = buffers.get("words", size, torch.int64) if buffers else torch.empty(size, dtype=torch.int64, device=device)
     words.random_(-(1 << 63), None, generator=gen)  # the full 64-bit range
     return words.view(torch.int16)[:count]
 
@@ -611,8 +613,8 @@ _NOISE_PIECE = 1 << 17
 
 def _elementwise_noise(img, gen, apply):
     """out = apply(values, bits, buffers) over the flattened batch, piece by piece on the CPU
-    (one piece on a GPU): ``values`` uint8 elements, ``bits`` their random 16-bit words (int16,
-    four from each 64-bit draw, as ``_random_bits16``), ``buffers`` reusable temporaries."""
+    (one piece on a GPU): ``values`` uint8 elements, ``bits`` their random 16-bit words
+    (``_random_bits16``), ``buffers`` temporaries reused by every piece."""
     import torch
 
     flat = img.reshape(-1)
@@ -621,10 +623,8 @@ def _elementwise_noise(img, gen, apply):
     buffers = _Buffers(img.device)
     for start in range(0, flat.numel(), piece):
         values = flat[start:start + piece]
-        count = values.numel()
-        words = buffers.get("words", (count + 3) // 4, torch.int64)
-        words.random_(-(1 << 63), None, generator=gen)  # the full 64-bit range
-        out[start:start + count] = apply(values, words.view(torch.int16)[:count], buffers)
+        bits = _random_bits16(values.numel(), gen, img.device, buffers)
+        out[start:start + piece] = apply(values, bits, buffers)
     return out.view(img.shape)
 
 
@@ -1041,8 +1041,6 @@ def _contrast(img, c, gen):
     """(x - m) c + m with m the mean of each image and channel, as c x + (1 - c) m."""
     import torch
 
-    from macs_audit.jpeg import float32_products_are_exact
-
     n, h, w, channels = img.shape
     if img.device.type != "cpu":  # one fused pass; a GPU reduces and broadcasts fast
         x = img.float()
@@ -1051,15 +1049,14 @@ def _contrast(img, c, gen):
     # On the CPU a reduction and a broadcast over a 3-wide axis are slow: the channel sums are
     # one product with a 0/1 matrix and c x + (1 - c) m a second product that writes the
     # result, piecewise so the temporaries stay in cache. The sums are integers below 2^24 up
-    # to 256x256 pixels: exact in float32 (like torch.mean's) while products are IEEE float32;
-    # if a user switched them to bf16, the work is float64.
-    dtype = torch.float32 if float32_products_are_exact("cpu") else torch.float64
-    pick = torch.eye(channels, dtype=dtype).repeat(h * w, 1)  # (h w channels, channels)
+    # to 256x256 pixels: exact in float32, like torch.mean's (corrupt() keeps the products
+    # IEEE float32 whatever the user's matmul precision).
+    pick = torch.eye(channels).repeat(h * w, 1)  # (h w channels, channels)
     spread = pick.t() * ((1 - c) / (h * w))  # channel sums -> (1 - c) m at every position
     piece = max(1, _CONTRAST_PIECE // (h * w * channels))
     out = torch.empty_like(img)
     for start in range(0, n, piece):
-        x = img[start:start + piece].reshape(-1, h * w * channels).to(dtype)  # 0..255
+        x = img[start:start + piece].reshape(-1, h * w * channels).float()  # 0..255
         y = torch.addmm(x, torch.mm(x, pick), spread, beta=c)
         out[start:start + piece] = _to_uint8_same_layout(y.clamp_(0, 255)).view(-1, h, w, channels)
     return out

@@ -85,16 +85,12 @@ def test_reduced_cpu_matmul_precision_stays_exact():
     """With float32 products switched to bf16 (on CPUs that have it) the codec must not round:
     it falls back to float64."""
     images = _hard_images(np.random.default_rng(4), 2, 32, 32)
-    try:
-        previous = torch.get_float32_matmul_precision()
-    except RuntimeError:  # an earlier test (a CUDA one) used the per-backend API
-        pytest.skip("the legacy matmul precision API is unavailable in this process")
     torch.set_float32_matmul_precision("medium")
     try:
         assert not jpeg.float32_products_are_exact("cpu")
         ours = jpeg.roundtrip(torch.from_numpy(images), 50).numpy()
     finally:
-        torch.set_float32_matmul_precision(previous)
+        torch.set_float32_matmul_precision("highest")  # the default
     assert jpeg.float32_products_are_exact("cpu")
     np.testing.assert_array_equal(ours, np.stack([_pillow_roundtrip(img, 50) for img in images]))
 
