@@ -1210,18 +1210,12 @@ def _jpeg_compression(img, quality, gen):
     return torch.from_numpy(out).to(img.device)
 
 
-# scikit-image hsv2rgb: the (r, g, b) roles in each hue sector, 0 = v, 1 = p, 2 = the sector's
-# q (odd sectors) or t (even). Sector 6 (h * 6 rounding up to 6.0) is sector 0, as
-# scikit-image's "% 6" makes it (6 is even: t, like sector 0).
-_HSV_SECTOR_ROLES = ((0, 2, 1), (2, 0, 1), (1, 0, 2), (1, 2, 0), (2, 1, 0), (0, 1, 2), (0, 2, 1))
-
-
 def _saturate(img, param, gen):
-    """scikit-image rgb2hsv, S <- clip(S mult + add), hsv2rgb: the same float64 operations in
-    the same order, so the result is bit-identical to scikit-image's (checked against 0.26).
-    Many outputs here are exact integers in exact arithmetic (e.g. V - 1.5 (V - x) at severity
-    3), where only the float64 rounding decides the floor; a cheaper algebraic form gets 8% of
-    values 1 grey level brighter."""
+    """scikit-image rgb2hsv, S <- clip(S mult + add), hsv2rgb: the same float64 values, so the
+    result is bit-identical to scikit-image's (checked against 0.26 on every tie pattern and 1.5
+    M random pixels). Many outputs here are exact integers in exact arithmetic (e.g.
+    V - 1.5 (V - x) at severity 3), where only the float64 rounding decides the floor; a cheaper
+    algebraic form gets 8% of values 1 grey level brighter."""
     import torch
 
     # Chunks of pixels keep the float64 temporaries in the core's cache (about 2x faster on CPU);
@@ -1229,18 +1223,29 @@ def _saturate(img, param, gen):
     pixels = img.reshape(-1, 3)
     out = torch.empty_like(pixels)
     chunk = _SATURATE_CHUNK if img.device.type == "cpu" else max(len(pixels), 1)
-    roles = torch.tensor(_HSV_SECTOR_ROLES, device=img.device)
+    scale = torch.eye(3, dtype=torch.float64, device=img.device).mul_(255.0)
     for start in range(0, len(pixels), chunk):
-        out[start:start + chunk] = _saturate_pixels(pixels[start:start + chunk], param, roles)
+        rgb = _saturate_planes(pixels[start:start + chunk], param)
+        # x 255 and back to (P, 3) in one product with 255 I (x 255 + 0 + 0: the same
+        # values), which reads the planes far faster than a transposing copy
+        out[start:start + chunk] = torch.mm(rgb.t(), scale).to(torch.int16)  # truncates
     return out.view(img.shape)
 
 
 _SATURATE_CHUNK = 1 << 15
 
 
-def _saturate_pixels(pixels, param, roles):
-    """(P, 3) uint8 -> (P, 3) uint8, computed on float64 planes. Where an operation
-    differs from scikit-image's it is an exact equivalent on the values that reach it (noted)."""
+# Per channel (r, g, b): where K's rising ramp h6 - start and its falling ramp end - h6 start.
+_HUE_RAMPS = ((1.0, 5.0), (3.0, 1.0), (5.0, 3.0))
+
+
+def _saturate_planes(pixels, param):
+    """(P, 3) uint8 -> (3, P) float64 planes of the result in [0, 1] (before x 255).
+
+    Every value is computed as scikit-image computes it, or by an operation that rounds the same
+    real number once (so gives the same float64). No torch.where: on CPU it runs a branch per
+    value, mispredicted on image data; selections are lerps with 0/1 weights (exact for finite
+    ends) and min / max / clamp."""
     import torch
 
     mult, add = param
@@ -1248,25 +1253,42 @@ def _saturate_pixels(pixels, param, roles):
     r, g, b = x
     v = torch.maximum(torch.maximum(r, g), b)
     delta = v - torch.minimum(torch.minimum(r, g), b)
-    grey = delta == 0
-    s = torch.where(grey, 0.0, delta / v)
-    b_max, g_max = b == v, g == v  # the last maximal channel sets the hue
-    numerator = torch.where(b_max, r - g, torch.where(g_max, b - r, g - b))
-    offset = torch.where(b_max, 4.0, torch.where(g_max, 2.0, 0.0))
-    h = (offset + numerator / delta).div_(6.0)  # one division; 0 + y is y: scikit-image's values
+    # Grey pixels (delta 0) get s = h = 0 in scikit-image. Here they are the NaNs of 0 / 0 (in
+    # s where v = 0 too; in numerator / delta the numerator is 0 there), and only they: delta
+    # <= v and |numerator| <= delta. nan_to_num sets exactly those to 0.
+    s = torch.div(delta, v).nan_to_num_(0.0)
+    # The last maximal channel sets the hue: numerator and offset of r, overridden by g's where
+    # g is maximal, by b's where b is.
+    b_max = torch.eq(b, v, out=torch.empty_like(v))
+    g_max = torch.eq(g, v, out=torch.empty_like(v))
+    numerator = torch.lerp(torch.lerp(g - b, b - r, g_max), r - g, b_max)
+    offset = torch.lerp(g_max.mul_(2.0), _constant(4.0, v), b_max)
+    h = numerator.div_(delta).add_(offset).div_(6.0)  # offset + y: the same sum
     # h % 1 for h in [-1/6, 5/6]: numpy's remainder adds 1 to a negative h, adding 0 is exact
-    h = torch.where(grey, 0.0, h.add_(h < 0))
-    s = (s * mult + add).clamp_(0, 1)
-    h6 = h * 6
-    sector = torch.floor(h6)
-    f = h6 - sector
-    sector = sector.to(torch.int64)
-    # Each sector uses one of q = v (1 - f s) (odd sectors) and t = v (1 - (1 - f) s) (even):
-    # computed once as v (1 - F s), F = f or (1 - f), with scikit-image's operations.
-    f = torch.where((sector & 1).bool(), f, 1 - f)
-    planes = torch.stack([v, v * (1 - s), v * (1 - f * s)], dim=1)  # (P, 3): v, p, q or t
-    picked = planes.gather(1, roles.index_select(0, sector))
-    return _to_uint8_same_layout(picked.clamp_(0, 1).mul_(255))
+    h = h.add_(torch.lt(h, 0, out=b_max)).nan_to_num_(0.0)
+    s = s.mul_(mult).add_(add).clamp_(0, 1)
+    h6 = h.mul_(6.0)
+    # hsv2rgb picks, per hue sector i = floor(h6) with f = h6 - i, each channel among v,
+    # p = v (1 - s), q = v (1 - f s) (odd sectors) and t = v (1 - (1 - f) s) (even): v (1 - K s)
+    # with K = 0, 1, f or 1 - f. K per channel is a clamped hue ramp, whose rising part h6 - i
+    # is f and falling part (i + 1) - h6 is 1 - f, each one rounding of the same real number.
+    # Sector 6 (h6 rounding up to 6.0) acts as sector 0 with f = 0, as "% 6" makes it.
+    up, down = torch.empty_like(x), torch.empty_like(x)
+    neg_h6 = h6.neg()
+    for c, (start, end) in enumerate(_HUE_RAMPS):  # by rows: broadcast columns are slow on CPU
+        torch.sub(h6, start, out=up[c])
+        torch.add(neg_h6, end, out=down[c])
+    k = torch.maximum(up, down)  # g: t, v, v, q, p, p; b: p, p, t, v, v, q
+    torch.minimum(up[0], down[0], out=k[0])  # r: v, q, p, p, t, v
+    # v (1 - K s) as v (1 + K (-s)), in [0, 1]: K = 0 gives v and K = 1 gives p exactly
+    return k.clamp_(0, 1).mul_(s.neg_()).add_(1).mul_(v)
+
+
+def _constant(value: float, like):
+    """A one-element tensor that broadcasts against ``like``."""
+    import torch
+
+    return torch.full((1,), value, dtype=like.dtype, device=like.device)
 
 
 # --------------------------------------------------------------------------------------------
