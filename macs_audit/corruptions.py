@@ -488,16 +488,36 @@ def _uniform(shape, low: float, high: float, gen, device):
 _TABLE_BITS = 16
 
 
-def _random_bits16(count: int, gen, device, buffers: "_Buffers | None" = None):
-    """``count`` random 16-bit words as int16, four from each 64-bit draw (in ``buffers`` if
-    given). The table cell of a word w is u = w + 2^15 (0..65535), uniform; users read it in
-    the cheapest equivalent way."""
-    import torch
+class _RandomWords:
+    """Random 16-bit words (int16) from a corruption's generator, four from each 64-bit draw.
 
-    size = (count + 3) // 4
-    words = buffers.get("words", size, torch.int64) if buffers else torch.empty(size, dtype=torch.int64, device=device)
-    words.random_(-(1 << 63), None, generator=gen)  # the full 64-bit range
-    return words.view(torch.int16)[:count]
+    On the CPU they come from numpy's SFC64, seeded by one draw of ``gen``: per bit it is about
+    2.4x faster than torch's mt19937 there, which was the noise corruptions' largest cost.
+    Elsewhere they come from ``gen`` on its device. The table cell of a word w is
+    u = w + 2^15 (0..65535), uniform; users read it in the cheapest equivalent way."""
+
+    def __init__(self, gen, device):
+        import numpy as np
+        import torch
+
+        self.gen, self.device = gen, torch.device(device)
+        self._sfc64 = None
+        if self.device.type == "cpu":
+            seed = torch.empty(1, dtype=torch.int64).random_(0, None, generator=gen)
+            self._sfc64 = np.random.SFC64(int(seed))
+
+    def draw(self, count: int, buffers: "_Buffers | None" = None):
+        """``count`` words as an int16 tensor (GPU draws land in ``buffers`` if given)."""
+        import numpy as np
+        import torch
+
+        size = (count + 3) // 4
+        if self._sfc64 is not None:
+            return torch.from_numpy(self._sfc64.random_raw(size).view(np.int16))[:count]
+        words = (buffers.get("words", size, torch.int64) if buffers
+                 else torch.empty(size, dtype=torch.int64, device=self.device))
+        words.random_(-(1 << 63), None, generator=self.gen)  # the full 64-bit range
+        return words.view(torch.int16)[:count]
 
 
 def _raw_index(bits, out):
@@ -539,7 +559,7 @@ def _uniform16(shape, low: float, high: float, gen, device):
     smoothed afterwards: several times cheaper than torch.rand on a CPU core."""
     import torch
 
-    cells = _random_bits16(math.prod(shape), gen, device).to(torch.float32).add_(32768.5)
+    cells = _RandomWords(gen, device).draw(math.prod(shape)).to(torch.float32).add_(32768.5)
     return cells.mul_((high - low) / (1 << _TABLE_BITS)).add_(low).view(shape)
 
 
@@ -614,16 +634,17 @@ _NOISE_PIECE = 1 << 17
 def _elementwise_noise(img, gen, apply):
     """out = apply(values, bits, buffers) over the flattened batch, piece by piece on the CPU
     (one piece on a GPU): ``values`` uint8 elements, ``bits`` their random 16-bit words
-    (``_random_bits16``), ``buffers`` temporaries reused by every piece."""
+    (``_RandomWords``), ``buffers`` temporaries reused by every piece."""
     import torch
 
     flat = img.reshape(-1)
     piece = flat.numel() if img.device.type != "cpu" else _NOISE_PIECE
     out = torch.empty_like(flat)
     buffers = _Buffers(img.device)
+    words = _RandomWords(gen, img.device)
     for start in range(0, flat.numel(), piece):
         values = flat[start:start + piece]
-        bits = _random_bits16(values.numel(), gen, img.device, buffers)
+        bits = words.draw(values.numel(), buffers)
         out[start:start + piece] = apply(values, bits, buffers)
     return out.view(img.shape)
 
@@ -684,7 +705,8 @@ def _speckle_noise(img, sigma, gen):
     def apply(values, bits, buffers):
         index = _raw_index(bits, buffers.get("index", len(bits), torch.int32))
         m = torch.index_select(multipliers, 0, index, out=buffers.get("factors", len(bits), torch.int32))
-        return m.mul_(values).bitwise_right_shift_(16).clamp_(0, 255)
+        levels = buffers.get("levels", len(bits), torch.int32).copy_(values)  # int32 * int32 is vectorised
+        return m.mul_(levels).bitwise_right_shift_(16).clamp_(0, 255)
 
     return _elementwise_noise(img, gen, apply)
 
