@@ -288,8 +288,10 @@ def _roundtrip_chunk(images, k):
 
     n, h, w, _ = images.shape
     dtype = k["to_ycc"].dtype
-    rgb = torch.empty(3, n, h, w, dtype=dtype, device=images.device).copy_(images.permute(3, 0, 1, 2))
-    ycc = torch.addmm(k["to_ycc_bias"], k["to_ycc"], rgb.view(3, -1)).floor_().view(3, n, h, w)
+    # (pixels, 3) converted in place, read transposed by the product (BLAS takes the transpose
+    # for free; a planar copy first is a slow strided copy)
+    rgb = images.reshape(-1, 3).to(dtype)
+    ycc = torch.addmm(k["to_ycc_bias"], k["to_ycc"], rgb.t()).floor_().view(3, n, h, w)
     luma = _codec_planes(ycc[0], "luma", k)
     chroma = _downsample(ycc[1:].reshape(2 * n, h, w))
     chroma = _upsample(_codec_planes(chroma, "chroma", k), k)  # (2n, h, w): Cb then Cr, centred
