@@ -395,6 +395,19 @@ def test_pixelate_matches_pillow_at_other_sizes(shape):
         assert np.array_equal(C.corrupt(x, "pixelate", s, seed=0).numpy(), np.stack(ref)), (shape, s)
 
 
+def test_saturate_exact_on_every_tie_pattern():
+    # Every pixel with two equal channels, (a, a, b), (a, b, b) and (a, b, a) for all a, b (grey
+    # included), plus random pixels: the hue ramps and NaN-driven grey handling must give
+    # scikit-image's float64 values exactly, also where a hue sits on a sector boundary.
+    a, b = (v.ravel() for v in np.meshgrid(np.arange(256), np.arange(256)))
+    ties = np.concatenate([np.stack([a, a, b], 1), np.stack([a, b, b], 1), np.stack([a, b, a], 1)])
+    pixels = np.concatenate([ties, np.random.default_rng(4).integers(0, 256, (3 * 1024, 3))])
+    x = torch.from_numpy(pixels.astype(np.uint8).reshape(-1, 32, 32, 3))
+    for s in range(1, 6):
+        ref = _ref_saturate(x.numpy(), C.PARAMS["saturate"][s - 1]).astype(np.uint8)
+        assert np.array_equal(C.corrupt(x, "saturate", s, seed=0).numpy(), ref), s
+
+
 def test_hsv_corruptions_against_scikit_image():
     color = pytest.importorskip("skimage.color")  # benchmark-only dependency
     x = _images(6, seed=11)
@@ -413,6 +426,28 @@ def test_hsv_corruptions_against_scikit_image():
                 assert (diff == 0).all(), (s, (diff != 0).mean())
             else:
                 assert np.abs(diff).max() <= 1 and (diff != 0).mean() < 0.01, (s, (diff != 0).mean())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_zero_below_is_where_below(dtype):
+    # x where x >= threshold, else 0: values exactly at the threshold are kept, the next value
+    # below it is not (as torch.where(x < threshold, 0, x) compares in x's dtype).
+    t = torch.tensor(0.69, dtype=dtype)
+    x = torch.cat([torch.linspace(0, 1, 1001, dtype=dtype), t[None],
+                   torch.nextafter(t, torch.tensor(0.0, dtype=dtype))[None],
+                   torch.nextafter(t, torch.tensor(1.0, dtype=dtype))[None]])
+    expected = torch.where(x < 0.69, torch.zeros_like(x), x)
+    assert torch.equal(C._zero_below(x.clone(), 0.69), expected)
+
+
+def test_random_words_deterministic_per_seed():
+    def words(seed):
+        return C._RandomWords(torch.Generator().manual_seed(seed), "cpu").draw(10_001)
+
+    assert torch.equal(words(3), words(3)) and not torch.equal(words(3), words(4))
+    w = words(5).numpy().astype(np.int64) + (1 << 15)  # table cells 0..65535
+    assert w.dtype == np.int64 and w.min() >= 0 and w.max() < 1 << 16
+    assert abs(w.mean() / 65535 - 0.5) < 0.01  # uniform: mean 1/2, sd of the mean ~0.003
 
 
 def test_glass_blur_severity1_is_a_local_copy():
