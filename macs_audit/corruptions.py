@@ -260,7 +260,7 @@ def _to_uint8(x, unit: bool = True):
 
     x = x.clamp_(0.0, 1.0).mul_(255.0) if unit else x.clamp_(0.0, 255.0)
     n, c, h, w = x.shape
-    levels = _to_uint8_same_layout(x).view(n, c, h * w)  # the cast truncates
+    levels = _to_uint8_same_layout(x).reshape(n, c, h * w)  # the cast truncates
     out = torch.empty((n, h, w, c), dtype=torch.uint8, device=x.device)
     pixels = out.view(n, h * w, c)
     for i in range(c):  # plane by plane: on CPU about 2x faster than one permuted copy
@@ -292,13 +292,12 @@ def _zero_below(x, threshold: float):
     value on CPU (mispredicted on image data, about 30x slower); F.threshold is vectorised. It
     keeps x > t, so t is the value just below ``threshold`` in x's dtype (in which the
     comparison x < threshold is made)."""
-    import numpy as np
     import torch
     import torch.nn.functional as F
 
-    kind = np.float64 if x.dtype == torch.float64 else np.float32
-    below = np.nextafter(kind(threshold), kind(-np.inf))
-    return F.threshold_(x, float(below), 0.0)
+    at = torch.tensor(threshold, dtype=x.dtype)
+    below = torch.nextafter(at, torch.tensor(-math.inf, dtype=x.dtype))
+    return F.threshold_(x, below.item(), 0.0)
 
 
 def _pad_index(n: int, r: int, mode: str) -> "np.ndarray":
@@ -983,7 +982,9 @@ def _canny(img, low: float, high: float):
     stay in cache (about 1.3x faster)."""
     import torch
 
-    chunk = _CANNY_CHUNK if img.device.type == "cpu" else max(len(img), 1)
+    if img.device.type != "cpu" or len(img) <= _CANNY_CHUNK:
+        return _canny_images(img, low, high)
+    chunk = _CANNY_CHUNK
     return torch.cat([_canny_images(img[i:i + chunk], low, high) for i in range(0, len(img), chunk)])
 
 
@@ -1077,7 +1078,7 @@ def _chamfer_distance(edges, cap: float):
         d[0, 2:w + 2] = torch.cummin(d[0, 2:w + 2] - ramp, dim=0).values.add_(ramp)
         return d
 
-    def mirrored(d):  # flipped along rows and columns: the (H (W + 4)) rows of N in reverse
+    def mirrored(d):  # d.flip(0, 1), as the (H (W + 4)) rows of N values in reverse order
         rows = d.view(h * (w + 4), n)
         reverse = torch.arange(len(rows) - 1, -1, -1, device=d.device)
         return rows.index_select(0, reverse).view(h, w + 4, n)  # whole rows: block copies
@@ -1092,7 +1093,7 @@ def _equalize_hist(x):
     import torch
 
     n = x.shape[0]
-    levels = x.reshape(n, -1).to(torch.int32)
+    levels = x.reshape(n, -1).to(torch.int32, copy=True)
     total = levels.shape[1]
     # one histogram for the batch: level v of image i counts in bin 256 i + v
     keys = levels.add_((torch.arange(n, dtype=torch.int32, device=x.device) * 256)[:, None]).view(-1)
@@ -1311,7 +1312,9 @@ def _saturate(img, param, gen):
 _SATURATE_CHUNK = 1 << 15
 
 
-# Per channel (r, g, b): where K's rising ramp h6 - start and its falling ramp end - h6 start.
+# Per channel (r, g, b), (start, end): K's rising ramp is h6 - start, its falling ramp end - h6.
+# K is the clamped minimum of the two for r (a plateau between them), the clamped maximum for
+# g and b (a valley).
 _HUE_RAMPS = ((1.0, 5.0), (3.0, 1.0), (5.0, 3.0))
 
 
@@ -1325,7 +1328,10 @@ def _saturate_planes(pixels, param):
     import torch
 
     mult, add = param
-    x = pixels.t().to(torch.float64, memory_format=torch.contiguous_format).div_(255.0)
+    # Divisions by one-element tensors, not Python numbers: CUDA turns x / number into
+    # x * (1 / number), which rounds differently (k / 255 for 24 of the 256 levels k).
+    x = pixels.t().to(torch.float64, memory_format=torch.contiguous_format)
+    x = x.div_(_constant(255.0, x))
     r, g, b = x
     v = torch.maximum(torch.maximum(r, g), b)
     delta = v - torch.minimum(torch.minimum(r, g), b)
@@ -1339,7 +1345,7 @@ def _saturate_planes(pixels, param):
     g_max = torch.eq(g, v, out=torch.empty_like(v))
     numerator = torch.lerp(torch.lerp(g - b, b - r, g_max), r - g, b_max)
     offset = torch.lerp(g_max.mul_(2.0), _constant(4.0, v), b_max)
-    h = numerator.div_(delta).add_(offset).div_(6.0)  # offset + y: the same sum
+    h = numerator.div_(delta).add_(offset).div_(_constant(6.0, v))  # offset + y: the same sum
     # h % 1 for h in [-1/6, 5/6]: numpy's remainder adds 1 to a negative h, adding 0 is exact
     h = h.add_(torch.lt(h, 0, out=b_max)).nan_to_num_(0.0)
     s = s.mul_(mult).add_(add).clamp_(0, 1)

@@ -288,8 +288,8 @@ def _roundtrip_chunk(images, k):
 
     n, h, w, _ = images.shape
     dtype = k["to_ycc"].dtype
-    # (pixels, 3) converted in place, read transposed by the product (BLAS takes the transpose
-    # for free; a planar copy first is a slow strided copy)
+    # converted in the (pixels, 3) layout and read transposed by the product (BLAS takes the
+    # transpose for free; a planar copy first is a slow strided copy)
     rgb = images.reshape(-1, 3).to(dtype)
     ycc = torch.addmm(k["to_ycc_bias"], k["to_ycc"], rgb.t()).floor_().view(3, n, h, w)
     luma = _codec_planes(ycc[0], "luma", k)

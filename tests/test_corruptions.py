@@ -428,7 +428,7 @@ def test_hsv_corruptions_against_scikit_image():
                 assert np.abs(diff).max() <= 1 and (diff != 0).mean() < 0.01, (s, (diff != 0).mean())
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
 def test_zero_below_is_where_below(dtype):
     # x where x >= threshold, else 0: values exactly at the threshold are kept, the next value
     # below it is not (as torch.where(x < threshold, 0, x) compares in x's dtype).
