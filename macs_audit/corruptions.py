@@ -940,8 +940,8 @@ def _spatter(img, param, gen):
     liquid = torch.randn((n, 1, h, w), generator=gen, device=x.device).mul_(scale).add_(loc)
     liquid = _gaussian(liquid, sigma)
     liquid = _zero_below(liquid, threshold)
-    # the blends below work in place: fewer fresh 12 MB buffers (page faults on CPU)
-    # channel by channel: a (N, 1) layer broadcast over (N, 3) costs a fresh 12 MB buffer
+    # the blends below work in place, channel by channel: a (N, 1) layer broadcast over the
+    # (N, 3) image would cost fresh 12 MB buffers (page faults on CPU)
     if mode == 0:  # water
         colour = torch.tensor([175, 238, 238], device=x.device) / 255.0
         m = _water_mask(liquid, intensity)[:, 0]
@@ -984,8 +984,8 @@ def _canny(img, low: float, high: float):
 
     if img.device.type != "cpu" or len(img) <= _CANNY_CHUNK:
         return _canny_images(img, low, high)
-    chunk = _CANNY_CHUNK
-    return torch.cat([_canny_images(img[i:i + chunk], low, high) for i in range(0, len(img), chunk)])
+    return torch.cat([_canny_images(img[i:i + _CANNY_CHUNK], low, high)
+                      for i in range(0, len(img), _CANNY_CHUNK)])
 
 
 _CANNY_CHUNK = 128
@@ -1061,21 +1061,17 @@ def _chamfer_distance(edges, cap: float):
     ramp = (torch.arange(w, dtype=torch.float32, device=d.device) * a)[:, None]
 
     def scan(d):
-        for i in range(1, h):
+        for i in range(h):
             row = d[i, 2:w + 2]
-            prev = d[i - 1]  # columns j - 2 .. j + 2 of the row above: prev[j .. j + 4]
-            row = torch.minimum(row, prev[2:w + 2] + a)
-            row = torch.minimum(row, torch.minimum(prev[1:w + 1], prev[3:w + 3]).add_(b))
-            row = torch.minimum(row, torch.minimum(prev[0:w], prev[4:w + 4]).add_(c))
+            if i >= 1:
+                prev = d[i - 1]  # columns j - 2 .. j + 2 of the row above: prev[j .. j + 4]
+                row = torch.minimum(row, prev[2:w + 2] + a)
+                row = torch.minimum(row, torch.minimum(prev[1:w + 1], prev[3:w + 3]).add_(b))
+                row = torch.minimum(row, torch.minimum(prev[0:w], prev[4:w + 4]).add_(c))
             if i >= 2:
                 prev2 = d[i - 2]
                 row = torch.minimum(row, torch.minimum(prev2[1:w + 1], prev2[3:w + 3]).add_(c))
-            d[i, 2:w + 2] = torch.cummin(row.sub_(ramp), dim=0).values.add_(ramp)
-        return d
-
-    # row 0 of each pass has no rows above: only the in-row recursion
-    def first_row(d):
-        d[0, 2:w + 2] = torch.cummin(d[0, 2:w + 2] - ramp, dim=0).values.add_(ramp)
+            d[i, 2:w + 2] = torch.cummin(row - ramp, dim=0).values.add_(ramp)
         return d
 
     def mirrored(d):  # d.flip(0, 1), as the (H (W + 4)) rows of N values in reverse order
@@ -1083,8 +1079,8 @@ def _chamfer_distance(edges, cap: float):
         reverse = torch.arange(len(rows) - 1, -1, -1, device=d.device)
         return rows.index_select(0, reverse).view(h, w + 4, n)  # whole rows: block copies
 
-    d = scan(first_row(d))  # forward: top-left to bottom-right
-    d = mirrored(scan(first_row(mirrored(d))))  # backward: the mirrored mask
+    d = scan(d)  # forward: top-left to bottom-right
+    d = mirrored(scan(mirrored(d)))  # backward: the mirrored mask
     return d[:, 2:w + 2].clamp_(max=big).div_(65536.0).permute(2, 0, 1)[:, None]
 
 
