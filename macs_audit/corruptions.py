@@ -1251,11 +1251,86 @@ def _pixelate(img, c, gen):
     vertical, uint8 after each), as uint8 gathers and rounded averages."""
     import torch
 
+    if img.device.type == "cpu":
+        return _pixelate_cpu(img, float(c))
     n, h, w, _ = img.shape
     ca, cb = (torch.as_tensor(i, device=img.device) for i in _pixelate_pairs(w, float(c)))
     ra, rb = (torch.as_tensor(i, device=img.device) for i in _pixelate_pairs(h, float(c)))
     x = _round_up_mean(img.index_select(2, ca), img.index_select(2, cb))
     return _round_up_mean(x.index_select(1, ra), x.index_select(1, rb))
+
+
+# Images per chunk of the CPU pixelate: its two working buffers (2 MB at 32x32) stay in cache.
+_PIXELATE_CHUNK_PIXELS = 128 * 32 * 32
+
+
+def _pixelate_cpu(img, c: float):
+    """``_pixelate`` with one gather per axis, for the CPU, where torch gathers 3-byte pixels one
+    memcpy at a time (9 ms per 1,000 CIFAR images per gather). Each pass first appends the rounded
+    mean of every value and its right (or lower) neighbour, computed on the flat bytes, then
+    picks each output from the originals or the means: columns with numpy's take on a 3-byte
+    item view (3 ms), rows with index_select on whole rows. Same bytes as the generic path."""
+    import numpy as np
+    import torch
+
+    n, h, w, _ = img.shape
+    row_bytes = 3 * w
+    chunk = max(1, _PIXELATE_CHUNK_PIXELS // (h * w))
+    out = torch.empty_like(img)
+    pixels = torch.empty(2 * min(chunk, n) * h * row_bytes, dtype=torch.uint8)
+    columns = torch.empty_like(pixels)
+    for start in range(0, n, chunk):
+        part = img[start:start + chunk].contiguous()
+        m, size = part.shape[0], part.numel()
+        _append_neighbour_means(part.view(-1), 3, pixels[:2 * size])
+        np.take(pixels[:2 * size].numpy().view("V3"), _pixelate_column_sources(m, h, w, c),
+                out=columns[:size].numpy().view("V3"), mode="clip")
+        _append_neighbour_means(columns[:size], row_bytes, columns[:2 * size])
+        torch.index_select(columns[:2 * size].view(2 * m * h, row_bytes), 0,
+                           _pixelate_row_sources(m, h, c), out=out[start:start + m].view(m * h, row_bytes))
+    return out
+
+
+def _append_neighbour_means(flat, step: int, buffer):
+    """buffer = [flat | _round_up_mean(flat[i], flat[i + step]) for each i]: the means' last
+    ``step`` places (no neighbour) are left unset and never read."""
+    import torch
+
+    size = flat.numel()
+    a, b, means = flat[:-step], flat[step:], buffer[size:2 * size - step]
+    buffer[:size].copy_(flat)
+    torch.bitwise_or(a, b, out=means)
+    means.sub_((a ^ b).bitwise_right_shift_(1))
+
+
+def _pixelate_sources(size: int, c: float) -> "np.ndarray":
+    """Per output position: its source along the axis, as a place in [inputs | means of each
+    input and the next] (size + i for the mean of inputs i and i + 1)."""
+    import numpy as np
+
+    first, last = _pixelate_pairs(size, c)
+    return np.where(last > first, size + first, first)
+
+
+@functools.lru_cache(maxsize=16)
+def _pixelate_column_sources(m: int, h: int, w: int, c: float) -> "np.ndarray":
+    """Flat pixel indices into the (m h w) pixels followed by their (m h w) column means."""
+    import numpy as np
+
+    src = _pixelate_sources(w, c)
+    to_means = np.where(src >= w, m * h * w - w, 0)  # a mean's place: m h w on, less the + w
+    return (np.arange(m * h)[:, None] * w + to_means + src).reshape(-1)
+
+
+@functools.lru_cache(maxsize=16)
+def _pixelate_row_sources(m: int, h: int, c: float) -> "torch.Tensor":
+    """Row indices into the (m h) rows followed by their (m h) row means."""
+    import numpy as np
+    import torch
+
+    src = _pixelate_sources(h, c)
+    to_means = np.where(src >= h, m * h - h, 0)
+    return torch.as_tensor((np.arange(m)[:, None] * h + to_means + src).reshape(-1))
 
 
 def _jpeg_compression(img, quality, gen):
