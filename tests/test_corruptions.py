@@ -395,6 +395,16 @@ def test_pixelate_matches_pillow_at_other_sizes(shape):
         assert np.array_equal(C.corrupt(x, "pixelate", s, seed=0).numpy(), np.stack(ref)), (shape, s)
 
 
+def test_pixelate_cpu_path_matches_the_gathered_path():
+    # The CPU path (appended neighbour means, chunked) against the generic gathers the GPU
+    # runs: odd sizes, and a batch over two chunks at 32x32.
+    rng = np.random.default_rng(4)
+    for n, h, w in [(2, 17, 23), (C._PIXELATE_CHUNK_PIXELS // 1024 + 3, 32, 32)]:
+        x = torch.from_numpy(rng.integers(0, 256, (n, h, w, 3), dtype=np.uint8))
+        for c in C.PARAMS["pixelate"]:
+            assert torch.equal(C._pixelate_cpu(x, c), C._pixelate_gathered(x, c)), (n, h, w, c)
+
+
 def test_saturate_exact_on_every_tie_pattern():
     # Every pixel with two equal channels, (a, a, b), (a, b, b) and (a, b, a) for all a, b (grey
     # included), plus random pixels: the hue ramps and NaN-driven grey handling must give
