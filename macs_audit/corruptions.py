@@ -1241,9 +1241,12 @@ def _pixelate_pairs(size: int, c: float) -> tuple["np.ndarray", "np.ndarray"]:
     return first[up], last[up]
 
 
-def _round_up_mean(a, b):
-    """(a + b + 1) >> 1 on uint8 without widening: (a | b) - ((a ^ b) >> 1)."""
-    return (a | b).sub_((a ^ b).bitwise_right_shift_(1))
+def _round_up_mean(a, b, out=None):
+    """(a + b + 1) >> 1 on uint8 without widening: (a | b) - ((a ^ b) >> 1), into ``out`` if
+    given."""
+    import torch
+
+    return torch.bitwise_or(a, b, out=out).sub_((a ^ b).bitwise_right_shift_(1))
 
 
 def _pixelate(img, c, gen):
@@ -1290,11 +1293,12 @@ def _pixelate_cpu(img, c: float):
         m, size = part.shape[0], part.numel()
         pixels[:size].view(part.shape).copy_(part)
         _append_neighbour_means(pixels, size, 3)
-        np.take(pixels[:2 * size].numpy().view("V3"), _pixelate_column_sources(m, h, w, c),
+        np.take(pixels[:2 * size].numpy().view("V3"), _pixelate_sources(m * h, w, c),
                 out=columns[:size].numpy().view("V3"), mode="clip")
         _append_neighbour_means(columns, size, row_bytes)
         torch.index_select(columns[:2 * size].view(2 * m * h, row_bytes), 0,
-                           _pixelate_row_sources(m, h, c), out=out[start:start + m].view(m * h, row_bytes))
+                           torch.from_numpy(_pixelate_sources(m, h, c)),
+                           out=out[start:start + m].view(m * h, row_bytes))
     return out
 
 
@@ -1302,41 +1306,19 @@ def _append_neighbour_means(buffer, size: int, step: int):
     """buffer[size + i] = _round_up_mean(buffer[i], buffer[i + step]) for i < size - step, the
     means of the first ``size`` values and their neighbours ``step`` on (the last ``step``
     places, without a neighbour, are left unset and never read)."""
-    import torch
-
-    a, b, means = buffer[:size - step], buffer[step:size], buffer[size:2 * size - step]
-    torch.bitwise_or(a, b, out=means)
-    means.sub_((a ^ b).bitwise_right_shift_(1))
+    _round_up_mean(buffer[:size - step], buffer[step:size], out=buffer[size:2 * size - step])
 
 
-def _pixelate_sources(size: int, c: float) -> "np.ndarray":
-    """Per output position: its source along the axis, as a place in [inputs | means of each
-    input and the next] (size + i for the mean of inputs i and i + 1)."""
+@functools.lru_cache(maxsize=32)
+def _pixelate_sources(lines: int, size: int, c: float) -> "np.ndarray":
+    """For ``lines`` lines of ``size`` inputs followed by the ``lines`` lines of their means
+    (place i of a means line: the mean of inputs i and i + 1), the flat index of each output's
+    source: a line's outputs take their own line's inputs or means."""
     import numpy as np
 
     first, last = _pixelate_pairs(size, c)
-    return np.where(last > first, size + first, first)
-
-
-@functools.lru_cache(maxsize=16)
-def _pixelate_column_sources(m: int, h: int, w: int, c: float) -> "np.ndarray":
-    """Flat pixel indices into the (m h w) pixels followed by their (m h w) column means."""
-    import numpy as np
-
-    src = _pixelate_sources(w, c)
-    to_means = np.where(src >= w, m * h * w - w, 0)  # a mean's place: m h w on, less the + w
-    return (np.arange(m * h)[:, None] * w + to_means + src).reshape(-1)
-
-
-@functools.lru_cache(maxsize=16)
-def _pixelate_row_sources(m: int, h: int, c: float) -> "torch.Tensor":
-    """Row indices into the (m h) rows followed by their (m h) row means."""
-    import numpy as np
-    import torch
-
-    src = _pixelate_sources(h, c)
-    to_means = np.where(src >= h, m * h - h, 0)
-    return torch.as_tensor((np.arange(m)[:, None] * h + to_means + src).reshape(-1))
+    src = np.where(last > first, lines * size + first, first)  # a mean: a whole block further on
+    return (np.arange(lines)[:, None] * size + src).reshape(-1)
 
 
 def _jpeg_compression(img, quality, gen):
