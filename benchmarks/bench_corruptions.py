@@ -1,4 +1,4 @@
-"""Speed of macs_audit.corruptions against the `imagecorruptions` package, on CPU.
+"""Speed of macs_audit.views.corruptions against the `imagecorruptions` package, on CPU.
 
     python benchmarks/bench_corruptions.py [--data ../shared/data/cifar10_test.npz]
         [--images 1000] [--grid-images 10000] [--batch 1000] [--threads N] [--rounds 5]
@@ -204,7 +204,7 @@ def main() -> None:
 
     import torch
 
-    from macs_audit import corruptions
+    from macs_audit.views import corruptions
 
     if args.threads:
         torch.set_num_threads(args.threads)

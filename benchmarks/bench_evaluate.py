@@ -39,7 +39,7 @@ def bare_loop(model: Path, x: np.ndarray, batch_size: int) -> float:
 
 def audit_in_process(model: Path, batch_size: int, bootstrap: int = 1000) -> float:
     from macs_audit.audit import AuditOptions, run_audit
-    from macs_audit.data import load_source
+    from macs_audit.data.sources import load_source
     from macs_audit.models.predictor import load_predictor
 
     predictor = load_predictor(model, device="cpu")
@@ -64,8 +64,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from macs_audit.data import load_source
-    from macs_audit.models.predictor import load_predictor, resize_and_normalize_numpy, to_unit_float
+    from macs_audit.data.sources import load_source
+    from macs_audit.models.predictor import (
+        load_predictor,
+        resize_and_normalize_numpy,
+        to_unit_float,
+    )
 
     source = load_source(None)
     cfg = load_predictor(args.model, device="cpu").config

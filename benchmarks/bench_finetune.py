@@ -33,8 +33,13 @@ def main() -> None:
 
     import timm
 
-    from macs_audit.finetune import FinetuneOptions
-    from macs_audit.finetune.loop import Preprocess, augment, make_optimizer, training_step
+    from macs_audit.finetune.loop import (
+        Preprocess,
+        augment,
+        make_optimizer,
+        training_step,
+    )
+    from macs_audit.finetune.options import FinetuneOptions
     from macs_audit.models import architectures  # noqa: F401
 
     torch.set_num_threads(args.threads)

@@ -274,10 +274,10 @@ def step_throughput(results: Path, work: Path) -> None:
     import numpy as np
     import torch
 
-    from macs_audit import robustness
     from macs_audit.audit import evaluate_view
-    from macs_audit.data import load_source
+    from macs_audit.data.sources import load_source
     from macs_audit.models.predictor import load_predictor, to_unit_float
+    from macs_audit.views.view import perturbation_view, view_device
 
     full = load_source(None)
     rows = [("torch", "cuda", 10000, 1000)] if cuda() else []
@@ -297,11 +297,11 @@ def step_throughput(results: Path, work: Path) -> None:
             source = full.subset(np.arange(n))
             evaluate_view(predictor, full.subset(np.arange(batch)), 10, batch)  # warm-up: kernels, allocator
             t = _time(lambda: evaluate_view(predictor, source, 10, batch))
-            view = robustness.perturbation_view("noise+blur", 0, robustness.view_device(predictor))
+            view = perturbation_view("noise+blur", 0, view_device(predictor))
             tr = _time(lambda: evaluate_view(predictor, source, 10, batch, view))
             emit(results, f"evaluate {label}: clean view", f"{n / t:,.0f} img/s",
                  f"{n} images, batch {batch}, provider {predictor.info['provider']}")
-            emit(results, f"evaluate {label}: noise+blur view", f"{n / tr:,.0f} img/s", "view on " + robustness.view_device(predictor))
+            emit(results, f"evaluate {label}: noise+blur view", f"{n / tr:,.0f} img/s", "view on " + view_device(predictor))
             if backend == "torch" and device == "cuda":
                 # The model alone on a device-resident, normalised split: the ceiling the pipeline could reach.
                 x = torch.from_numpy(to_unit_float(source.images(np.arange(n)))).to(predictor.device)
@@ -326,8 +326,8 @@ def step_corruptions(results: Path) -> None:
     import numpy as np
     import torch
 
-    from macs_audit.corruptions import CORRUPTIONS, batch_seed, corrupt
-    from macs_audit.data import load_source
+    from macs_audit.data.sources import load_source
+    from macs_audit.views.corruptions import CORRUPTIONS, batch_seed, corrupt
 
     source = load_source(None)
     plans = ([("cuda", 5000, 1000)] if cuda() else []) + [("cpu", 500, 500)]
@@ -388,9 +388,9 @@ def step_train(results: Path) -> None:
     import timm
     import torch
 
-    from macs_audit.finetune import FinetuneOptions
+    from macs_audit.data.sources import load_source
     from macs_audit.finetune.loop import Preprocess, make_optimizer, training_step
-    from macs_audit.data import load_source
+    from macs_audit.finetune.options import FinetuneOptions
     from macs_audit.models import architectures  # noqa: F401
 
     source = load_source(None)

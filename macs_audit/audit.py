@@ -9,19 +9,22 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 
 import macs_audit
-from macs_audit import distributed, metrics
-from macs_audit.calibration import fit_temperature, stratified_split
-from macs_audit.data import Source
+from macs_audit import distributed
+from macs_audit.calibrators.temperature import fit_temperature
+from macs_audit.data.batching import device_images, prefetched
+from macs_audit.data.sources import Source
+from macs_audit.data.splits import stratified_split
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
+from macs_audit.metrics import accumulators
 from macs_audit.models.predictor import Predictor, to_unit_float
 from macs_audit.report import Report, ViewResult
+from macs_audit.views.view import clean_view
 
 ProgressFn = Callable[[str, int, int], None]
 # A view maps a uint8 NHWC batch (and its position in the data set) to float [0,1] NCHW images.
@@ -53,102 +56,6 @@ class AuditResult:
     labels: np.ndarray
 
 
-IN_MEMORY_FORMATS = ("builtin", "npz", "cifar", "cifar-c")
-
-
-def device_images(source: Source, device: str):
-    """The whole split as one uint8 tensor on a CUDA `device`, when the source is held in memory and
-    fits in a quarter of the free GPU memory; else None (batches are then read and copied one by one)."""
-    if not device.startswith("cuda") or source.format not in IN_MEMORY_FORMATS:
-        return None
-    import torch
-
-    free, _ = torch.cuda.mem_get_info(torch.device(device))
-    if len(source) * source.images(np.arange(1)).nbytes > free // 4:
-        return None
-    return torch.from_numpy(np.ascontiguousarray(source.images(np.arange(len(source))))).to(device)
-
-
-class _BatchReader:
-    """Whole batches by index, for DataLoader worker processes (ImageFolder decoding)."""
-
-    def __init__(self, source: Source, starts: list[int], batch_size: int):
-        self.source, self.starts, self.batch_size = source, starts, batch_size
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def __getitem__(self, i: int):
-        start = self.starts[i]
-        try:
-            return start, self.source.images(np.arange(start, min(start + self.batch_size, len(self.source))))
-        except InputError as exc:  # re-raised in the main process with its one-line message
-            return start, exc
-
-
-def _identity(item):
-    return item
-
-
-def _batch_images(source: Source, starts: list[int], batch_size: int, resident, workers: int):
-    """(start, uint8 images) of each batch: slices of the device-resident split, ImageFolder images
-    decoded in `workers` processes, or plain reads."""
-    if resident is not None:
-        for start in starts:
-            yield start, resident[start:start + batch_size]
-    elif source.format == "imagefolder" and workers > 0 and len(starts) > 1:
-        from torch.utils.data import DataLoader
-
-        loader = DataLoader(_BatchReader(source, starts, batch_size), batch_size=None, collate_fn=_identity,
-                            num_workers=min(workers, len(starts)), prefetch_factor=2)
-        for start, images in loader:
-            if isinstance(images, Exception):
-                raise images
-            yield start, images
-    else:
-        for start in starts:
-            yield start, source.images(np.arange(start, min(start + batch_size, len(source))))
-
-
-def _prefetched(source: Source, batch_size: int, view: ViewFn, ctx: Context, resident=None, pin: bool = False,
-                workers: int = 0, overlap: bool = False) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """Yield (start, view images, labels) for this rank's batches (all of them in one process).
-
-    With `overlap`, the next batch is prepared in a worker thread while the model runs on the
-    current one: right when the model runs on a GPU. On the CPU the model's own thread pool uses
-    every core, and a preparing thread beside it only preempts that pool, which slows it down more
-    than preparing inline costs. With `pin`, host batches are page-locked so that the predictor's
-    copy to the GPU is asynchronous."""
-    starts = [start for b, start in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)]
-    batches = _batch_images(source, starts, batch_size, resident, workers)
-
-    def prepare():
-        start, images = next(batches)
-        x = view(images, start)
-        if pin and isinstance(x, np.ndarray):
-            import torch
-
-            x = torch.from_numpy(x).pin_memory()
-        return start, x, source.labels[np.arange(start, min(start + batch_size, len(source)))]
-
-    if not overlap:
-        for _ in starts:
-            yield prepare()
-        return
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(prepare) if starts else None
-        for i in range(len(starts)):
-            batch = pending.result()
-            pending = pool.submit(prepare) if i + 1 < len(starts) else None
-            yield batch
-
-
-def clean_view(images, start: int):
-    if isinstance(images, np.ndarray):
-        return to_unit_float(images)
-    return images.permute(0, 3, 1, 2).float().mul_(float(np.float32(1 / 255)))  # the device-resident split
-
-
 def _workers(options: AuditOptions, ctx: Context) -> int:
     if options.workers is not None:
         return options.workers
@@ -163,7 +70,7 @@ def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_
 
     A torch model on CUDA gets the whole split as one device tensor when it fits (views then run
     on the device with no host round trip), else page-locked host batches."""
-    acc = metrics.CalibrationAccumulator(num_classes)
+    acc = accumulators.CalibrationAccumulator(num_classes)
     kept, starts = [], []
     done = 0
     total = len(source) if not ctx.active else sum(
@@ -171,7 +78,7 @@ def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_
     device = str(predictor.info.get("device", "cpu"))
     torch_gpu = device.startswith("cuda") and predictor.info.get("backend") == "torch"
     resident = device_images(source, device) if torch_gpu else None
-    for start, images, labels in _prefetched(source, batch_size, view, ctx, resident, torch_gpu and resident is None,
+    for start, images, labels in prefetched(source, batch_size, view, ctx, resident, torch_gpu and resident is None,
                                              workers, overlap=device.startswith("cuda")):
         logits = predictor.predict(images)
         if logits.shape[1] != num_classes:
@@ -189,11 +96,11 @@ def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_
     return acc, (np.concatenate(kept) if keep_logits else None)
 
 
-def view_result(name: str, kind: str, acc: metrics.CalibrationAccumulator, bootstrap: int, seed: int,
+def view_result(name: str, kind: str, acc: accumulators.CalibrationAccumulator, bootstrap: int, seed: int,
                 **where) -> ViewResult:
     return ViewResult(
         name=name, kind=kind, metrics=acc.compute(),
-        intervals=metrics.bootstrap_intervals(acc, bootstrap, seed) if bootstrap else {},
+        intervals=accumulators.bootstrap_intervals(acc, bootstrap, seed) if bootstrap else {},
         reliability=acc.reliability(), **where,
     )
 
@@ -216,8 +123,8 @@ def temperature_section(logits: np.ndarray, labels: np.ndarray, num_classes: int
     if len(held) == 0 or len(rest) == 0:
         return None
     t = fit_temperature(logits[held], labels[held])
-    raw = metrics.calibration_metrics(logits[rest], labels[rest], num_classes)
-    scaled = metrics.calibration_metrics(logits[rest] / t, labels[rest], num_classes)
+    raw = accumulators.calibration_metrics(logits[rest], labels[rest], num_classes)
+    scaled = accumulators.calibration_metrics(logits[rest] / t, labels[rest], num_classes)
     return {
         "temperature": t, "fit_fraction": fraction, "n_fit": int(len(held)), "n_eval": int(len(rest)),
         "split": "class-stratified, seeded", "seed": seed,
@@ -226,7 +133,7 @@ def temperature_section(logits: np.ndarray, labels: np.ndarray, num_classes: int
     }
 
 
-def margin_histogram(acc: metrics.CalibrationAccumulator, bins: int = 40) -> dict:
+def margin_histogram(acc: accumulators.CalibrationAccumulator, bins: int = 40) -> dict:
     margins = acc.samples()["margin"]
     lo, hi = float(np.floor(margins.min())), float(np.ceil(margins.max()))
     counts, edges = np.histogram(margins, bins=bins, range=(lo, hi if hi > lo else lo + 1))
@@ -249,7 +156,7 @@ def run_audit(predictor: Predictor, source: Source, options: AuditOptions = Audi
               "class_names": list(source.class_names), **(data_info or {})},
         runtime={"device": predictor.info["device"], "provider": predictor.info["provider"],
                  "batch_size": options.batch_size, "world_size": ctx.world_size, **_versions()},
-        conventions=dict(metrics.CONVENTIONS),
+        conventions=dict(accumulators.CONVENTIONS),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed},
         clean=clean,
         temperature_scaling=temperature_section(logits, source.labels, num_classes,
@@ -267,26 +174,28 @@ def run_audit(predictor: Predictor, source: Source, options: AuditOptions = Audi
 def add_robustness(report: Report, predictor: Predictor, source: Source, num_classes: int,
                    options: AuditOptions, progress: ProgressFn | None, ctx: Context = SINGLE) -> None:
     """Perturbation views, sensitivity and the corruption grid, added to `report` in place."""
-    from macs_audit import robustness
-    from macs_audit.data import stratified_subset
+    from macs_audit.data.released import cifar_c_source
+    from macs_audit.data.splits import stratified_subset
+    from macs_audit.metrics.corruption_summary import summarize_corruptions
+    from macs_audit.views.view import corruption_view, perturbation_view, view_device
 
-    device = robustness.view_device(predictor)
+    device = view_device(predictor)
     section: dict = {}
     if options.perturbations:
-        from macs_audit import perturbations
+        from macs_audit.views import perturbations
 
         report.conventions["perturbations"] = perturbations.describe()
         report.seeds["perturbations"] = options.seed
         for name in options.perturbations:
             acc, _ = evaluate_view(predictor, source, num_classes, options.batch_size,
-                                   robustness.perturbation_view(name, options.seed, device), progress, name, ctx=ctx,
+                                   perturbation_view(name, options.seed, device), progress, name, ctx=ctx,
                                    workers=_workers(options, ctx))
             report.views.append(view_result(name, "perturbation", acc, options.bootstrap, options.seed))
             if name == perturbations.ROBUST_VIEW:
                 section["robust_accuracy"] = report.views[-1].metrics["accuracy"]
                 section["robust_view"] = name
     if options.sensitivity_samples:
-        from macs_audit.sensitivity import sensitivity
+        from macs_audit.metrics.sensitivity import sensitivity
 
         pos = stratified_subset(source.labels, options.sensitivity_samples, options.seed)
         images = to_unit_float(source.images(pos))
@@ -304,10 +213,10 @@ def add_robustness(report: Report, predictor: Predictor, source: Source, num_cla
         grid = [(c, s) for c in options.corruptions for s in options.severities]
         for i, (name, severity) in enumerate(grid):
             if options.cifar_c_dir:
-                view_source, view = robustness.cifar_c_source(options.cifar_c_dir, source, name, severity), clean_view
+                view_source, view = cifar_c_source(options.cifar_c_dir, source, name, severity), clean_view
             else:
                 view_source = source
-                view = robustness.corruption_view(name, severity, options.seed, device, options.frost_textures)
+                view = corruption_view(name, severity, options.seed, device, options.frost_textures)
 
             def grid_progress(desc, done, total, i=i):
                 if progress:
@@ -320,9 +229,9 @@ def add_robustness(report: Report, predictor: Predictor, source: Source, num_cla
             report.views.append(view_result(f"{name}@{severity}", "corruption", acc, 0, options.seed,
                                             corruption=name, severity=severity,
                                             family=_family(name)))
-        from macs_audit.corruptions import frost_texture_info
+        from macs_audit.views.corruptions import frost_texture_info
 
-        summary = robustness.summarize_corruptions([v for v in report.views if v.kind == "corruption"],
+        summary = summarize_corruptions([v for v in report.views if v.kind == "corruption"],
                                                    report.clean.metrics["accuracy"], options.corruption_baseline)
         summary["source"] = f"read from {options.cifar_c_dir}" if options.cifar_c_dir else "generated by macs-audit"
         if not options.cifar_c_dir and "frost" in options.corruptions:
@@ -333,7 +242,7 @@ def add_robustness(report: Report, predictor: Predictor, source: Source, num_cla
 
 
 def _family(name: str) -> str:
-    from macs_audit.corruptions import FAMILIES
+    from macs_audit.views.corruptions import FAMILIES
 
     return FAMILIES[name]
 

@@ -279,7 +279,9 @@ def _parse_baseline(table: dict, cfg: GateConfig, where: str, base_dir: Path | N
 def _known_corruptions() -> tuple[str, ...]:
     """The CIFAR-C corruption names, so a misspelt name is a usage error (exit 2), not exit 3."""
     try:
-        from macs_audit.corruptions import CORRUPTIONS  # plain data; torch is imported only inside functions
+        from macs_audit.views.corruptions import (
+            CORRUPTIONS,  # plain data; torch is imported only inside functions
+        )
     except ImportError:
         return ()
     return CORRUPTIONS

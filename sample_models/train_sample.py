@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from macs_audit.calibration import stratified_split
+from macs_audit.data.splits import stratified_split
 from macs_audit.models import architectures  # noqa: F401  (registers the timm models)
 from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
 

@@ -7,18 +7,18 @@ import onnx
 import pytest
 import timm
 import torch
+from conftest import linear_onnx, tiny_images
 from typer.testing import CliRunner
 
 import macs_audit.cli.finetune  # noqa: F401  (registers calibrate)
-from macs_audit.calibration import fold_temperature_onnx, fold_temperature_torch, temperature_nll
+from macs_audit.calibrators.temperature import temperature_nll
 from macs_audit.cli.common import app
 from macs_audit.errors import InputError
-from macs_audit.metrics import calibration_metrics
+from macs_audit.metrics.accumulators import calibration_metrics
 from macs_audit.models import architectures  # noqa: F401
 from macs_audit.models.export import save_safetensors, write_sidecar
 from macs_audit.models.predictor import load_predictor
-
-from conftest import linear_onnx, tiny_images
+from macs_audit.models.temperature import fold_temperature_onnx, fold_temperature_torch
 
 runner = CliRunner()
 
@@ -145,7 +145,7 @@ def test_calibrate_cli_torch_checkpoint(tmp_path):
 
 
 def test_temperature_nll_is_minimised_at_the_fit():
-    from macs_audit.calibration import fit_temperature
+    from macs_audit.calibrators.temperature import fit_temperature
 
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(300, 5)) * 6

@@ -3,12 +3,11 @@
 import json
 
 import numpy as np
+from conftest import linear_onnx, tiny_images
 from typer.testing import CliRunner
 
 from macs_audit.cli import app
-from macs_audit.cli import corrupt as _corrupt, evaluate as _evaluate  # noqa: F401
-
-from conftest import linear_onnx, tiny_images
+from macs_audit.cli import corrupt as _corrupt  # noqa: F401
 
 runner = CliRunner()
 GRID = ["--corruptions", "gaussian_noise,contrast", "--batch-size", "20"]

@@ -4,12 +4,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import linear_onnx, tiny_images
 from typer.testing import CliRunner
 
 from macs_audit.cli import app
 from macs_audit.cli import evaluate as _evaluate  # noqa: F401  (registers the command)
-
-from conftest import linear_onnx, tiny_images
 
 runner = CliRunner()
 
@@ -31,7 +30,7 @@ def test_evaluate_onnx_writes_report_and_predictions(tmp_path, onnx_model, npz_d
     assert data["temperature_scaling"]["n_fit"] == 30
     # Anyone can recompute every number from the saved predictions.
     saved = np.load(preds)
-    from macs_audit.metrics import calibration_metrics
+    from macs_audit.metrics.accumulators import calibration_metrics
 
     again = calibration_metrics(saved["logits"], saved["labels"], 10)
     assert again["ece"] == pytest.approx(data["clean"]["metrics"]["ece"], abs=1e-12)

@@ -1,4 +1,4 @@
-"""Tests of macs_audit.corruptions: the API, determinism, severity ordering, and agreement of
+"""Tests of macs_audit.views.corruptions: the API, determinism, severity ordering, and agreement of
 the deterministic corruptions with independent numpy / SciPy / Pillow computations of the
 reference algorithms (written here from the reference description, not from the module)."""
 
@@ -13,8 +13,8 @@ import scipy.ndimage as ndi
 import torch
 from PIL import Image
 
-from macs_audit import corruptions as C
 from macs_audit.errors import InputError, UsageError
+from macs_audit.views import corruptions as C
 
 DETERMINISTIC = {"brightness", "contrast", "saturate", "pixelate", "jpeg_compression",
                  "defocus_blur", "gaussian_blur", "zoom_blur"}

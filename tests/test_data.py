@@ -4,11 +4,11 @@ import pickle
 
 import numpy as np
 import pytest
-
-from macs_audit.data import load_source, stratified_subset
-from macs_audit.errors import InputError, UsageError
-
 from conftest import tiny_images
+
+from macs_audit.data.sources import load_source
+from macs_audit.data.splits import stratified_subset
+from macs_audit.errors import InputError, UsageError
 
 
 def write_cifar10_dir(root, n_per_batch=20, seed=0):

@@ -2,39 +2,37 @@
 import numpy as np
 import pytest
 import torch
-from PIL import Image
-
 from conftest import linear_onnx, tiny_images
+from PIL import Image
 
 
 def test_views_tensor_path_equals_numpy_path():
-    from macs_audit import robustness
-    from macs_audit.audit import clean_view
+    from macs_audit.views.view import clean_view, corruption_view, perturbation_view
 
     images, _ = tiny_images(20, seed=1)
     t = torch.from_numpy(images)
     assert np.array_equal(clean_view(images, 0), clean_view(t, 0).numpy())
     for name in ("noise", "blur", "noise+blur"):
-        v = robustness.perturbation_view(name, 0, "cpu")
+        v = perturbation_view(name, 0, "cpu")
         assert np.array_equal(v(images, 40), v(t, 40).numpy()), name
     for name in ("gaussian_noise", "contrast", "zoom_blur"):
-        v = robustness.corruption_view(name, 3, 0, "cpu", None)
+        v = corruption_view(name, 3, 0, "cpu", None)
         assert np.array_equal(v(images, 40), v(t, 40).numpy()), name
 
 
 def test_resident_batches_equal_host_batches():
-    from macs_audit import robustness
-    from macs_audit.audit import _prefetched
-    from macs_audit.data import array_source
+    from macs_audit.data.batching import prefetched
+    from macs_audit.data.sources import array_source
     from macs_audit.distributed import Context
+    from macs_audit.views.view import perturbation_view
 
     x, y = tiny_images(50, seed=2)
     src = array_source("t", "npz", x, y, [str(i) for i in range(10)])
     resident = torch.from_numpy(x.copy())
     for ctx in (Context(), Context(rank=1, world_size=2)):
-        view = robustness.perturbation_view("noise+blur", 0, "cpu")
-        a = list(_prefetched(src, 16, view, ctx))
-        b = list(_prefetched(src, 16, view, ctx, resident=resident))
+        view = perturbation_view("noise+blur", 0, "cpu")
+        a = list(prefetched(src, 16, view, ctx))
+        b = list(prefetched(src, 16, view, ctx, resident=resident))
         assert [s for s, _, _ in a] == [s for s, _, _ in b]
         for (_, xa, ya), (_, xb, yb) in zip(a, b):
             assert np.array_equal(xa, xb.numpy()) and np.array_equal(ya, yb)
@@ -53,7 +51,7 @@ def _folder(tmp_path, n=30, bad=False):
 
 def test_imagefolder_workers_equal_in_process(tmp_path):
     from macs_audit.audit import evaluate_view
-    from macs_audit.data import load_source
+    from macs_audit.data.sources import load_source
     from macs_audit.models.predictor import load_predictor
 
     src = load_source(_folder(tmp_path / "f"), "imagefolder")
@@ -65,7 +63,7 @@ def test_imagefolder_workers_equal_in_process(tmp_path):
 
 def test_imagefolder_worker_error_is_one_line(tmp_path):
     from macs_audit.audit import evaluate_view
-    from macs_audit.data import load_source
+    from macs_audit.data.sources import load_source
     from macs_audit.errors import InputError
     from macs_audit.models.predictor import load_predictor
 
@@ -79,10 +77,10 @@ def test_imagefolder_worker_error_is_one_line(tmp_path):
 def test_torch_predict_accepts_tensors_and_sensitivity_unchanged(tmp_path):
     import timm
 
+    from macs_audit.metrics.sensitivity import sensitivity
     from macs_audit.models import architectures  # noqa: F401
     from macs_audit.models.export import save_safetensors, write_sidecar
     from macs_audit.models.predictor import load_predictor
-    from macs_audit.sensitivity import sensitivity
 
     torch.manual_seed(0)
     save_safetensors(timm.create_model("macs_resnet9_c10", num_classes=10).eval(), tmp_path / "m.safetensors")

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import numpy as np
-
 from conftest import free_port, linear_onnx, tiny_images
 
 ARGS = ["--batch-size", "16", "--perturbations", "all", "--corruptions", "gaussian_noise,zoom_blur",

@@ -7,17 +7,15 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 import torch
-
 from conftest import free_port, tiny_images
 
 # Run under torchrun: a 2-epoch DDP fine-tune; a second run killed in epoch 2 and resumed.
 SCRIPT = textwrap.dedent("""
     import sys, torch
     from macs_audit import distributed
-    from macs_audit.data import array_source
-    from macs_audit.finetune import FinetuneOptions
+    from macs_audit.data.sources import array_source
+    from macs_audit.finetune.options import FinetuneOptions
     from macs_audit.finetune.loop import finetune, load_checkpoint
     from conftest import tiny_images
 

@@ -6,19 +6,18 @@ import numpy as np
 import pytest
 import timm
 import torch
+from conftest import tiny_images
 from typer.testing import CliRunner
 
 import macs_audit.cli.finetune  # noqa: F401  (registers finetune, calibrate, export)
 from macs_audit.cli.common import app
-from macs_audit.data import array_source
+from macs_audit.data.sources import array_source
 from macs_audit.errors import InputError, UsageError
-from macs_audit.finetune import FinetuneOptions
 from macs_audit.finetune.loop import augment, finetune, load_checkpoint, lr_at
+from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.models import architectures  # noqa: F401
 from macs_audit.models.export import save_safetensors, write_sidecar
 from macs_audit.models.predictor import load_predictor
-
-from conftest import tiny_images
 
 runner = CliRunner()
 SIZE = 16  # 16x16 images keep the ResNet-9 cheap
@@ -160,9 +159,9 @@ def test_schedule_and_augmentation():
 @pytest.mark.parametrize("stop_grad", ["clean", "pert", "none"])
 def test_training_step_gradient_is_the_macs_loss_gradient(stop_grad):
     """The step splits the backward pass to save memory; the gradient must be that of the one loss."""
-    from macs_audit import perturbations
     from macs_audit.finetune import losses
     from macs_audit.finetune.loop import Preprocess, training_step
+    from macs_audit.views import perturbations
 
     opts = options(objective="macs", stop_grad=stop_grad, lambda_m=0.5, lambda_c=2.0)
     x = torch.rand(8, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))

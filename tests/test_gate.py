@@ -7,8 +7,17 @@ import copy
 import pytest
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.gate import (ABSOLUTE_KEYS, BASELINE_KEYS, METRICS, GateConfig, find_config, load_config, observe,
-                             parse_config, run_gate)
+from macs_audit.gate import (
+    ABSOLUTE_KEYS,
+    BASELINE_KEYS,
+    METRICS,
+    GateConfig,
+    find_config,
+    load_config,
+    observe,
+    parse_config,
+    run_gate,
+)
 from macs_audit.reports.synthetic import synthetic_report
 
 EPS = 1e-6

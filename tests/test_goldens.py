@@ -2,10 +2,8 @@
 small subset with every section filled, and the bytes of the full corruption grid of 1,000 images."""
 
 import json
-from pathlib import Path
 
 import pytest
-
 from goldens import make_goldens as goldens
 
 pytestmark = pytest.mark.skipif(not goldens.SAMPLE_ONNX.exists(), reason="sample model not built")

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from conftest import free_port, linear_onnx, tiny_images
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +117,8 @@ def torch_model_file(tmp_path) -> Path:
 
 
 def cifar_subset(n: int):
-    from macs_audit.data import load_source, stratified_subset
+    from macs_audit.data.sources import load_source
+    from macs_audit.data.splits import stratified_subset
 
     source = load_source(None)
     return source.subset(stratified_subset(source.labels, n, seed=0))
@@ -135,7 +135,7 @@ def unit_float(images_uint8: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 @needs_cuda
 def test_torch_predictor_cuda_matches_cpu(tmp_path):
-    from macs_audit.metrics import calibration_metrics
+    from macs_audit.metrics.accumulators import calibration_metrics
     from macs_audit.models.predictor import load_predictor
 
     path = torch_model_file(tmp_path)
@@ -189,8 +189,8 @@ def test_cli_evaluate_on_cuda_matches_cpu(tmp_path):
 @needs_cuda
 def test_sensitivity_autograd_on_cuda_in_float32(tmp_path):
     """Input gradients on the GPU run in float32 (autocast off) and agree with the CPU."""
+    from macs_audit.metrics.sensitivity import sensitivity
     from macs_audit.models.predictor import load_predictor
-    from macs_audit.sensitivity import sensitivity
 
     path = torch_model_file(tmp_path)
     source = cifar_subset(128)
@@ -213,7 +213,8 @@ def test_sensitivity_autograd_on_cuda_in_float32(tmp_path):
 # ---------------------------------------------------------------------------------------------
 @needs_cuda
 def test_perturbation_views_on_cuda():
-    from macs_audit import perturbations, robustness
+    from macs_audit.views import perturbations
+    from macs_audit.views.view import perturbation_view
 
     images, _ = tiny_images(40, seed=1)
     x_cpu = torch.from_numpy(unit_float(images))
@@ -226,7 +227,7 @@ def test_perturbation_views_on_cuda():
         again = perturbations.evaluation_view(name, x, torch.Generator(device="cuda").manual_seed(7))
         assert torch.equal(out, again), f"{name} is not deterministic on CUDA"
         # Through the audit's view function (uint8 NHWC numpy in, float NCHW numpy out).
-        view = robustness.perturbation_view(name, seed=0, device="cuda:0")
+        view = perturbation_view(name, seed=0, device="cuda:0")
         a, b = view(images, 40), view(images, 40)
         assert a.dtype == np.float32 and a.shape == (40, 3, 32, 32) and np.array_equal(a, b), name
     # The deterministic blur matches the CPU; the noise has the right strength.
@@ -247,7 +248,8 @@ CUDA_CORRUPTIONS = ("gaussian_noise", "impulse_noise", "glass_blur", "zoom_blur"
 
 @needs_cuda
 def test_tensor_jpeg_on_cuda_equals_cpu():
-    from macs_audit import corruptions, jpeg
+    from macs_audit.views import corruptions
+    from macs_audit.views.corruptions import jpeg
 
     images, _ = tiny_images(64, seed=4)
     x = torch.from_numpy(images)
@@ -269,7 +271,8 @@ def test_tensor_jpeg_on_cuda_equals_cpu():
 
 @needs_cuda
 def test_corruptions_on_cuda_deterministic():
-    from macs_audit import corruptions, robustness
+    from macs_audit.views import corruptions
+    from macs_audit.views.view import corruption_view
 
     images, _ = tiny_images(16, seed=2)
     x = torch.from_numpy(images).cuda()
@@ -280,7 +283,7 @@ def test_corruptions_on_cuda_deterministic():
         assert not torch.equal(out, x), name
     for name in ("gaussian_noise", "impulse_noise", "glass_blur", "fog", "elastic_transform"):  # random
         assert not torch.equal(corruptions.corrupt(x, name, 3, seed=11), corruptions.corrupt(x, name, 3, seed=12)), name
-    view = robustness.corruption_view("gaussian_noise", 3, seed=0, device="cuda:0", frost_textures=None)
+    view = corruption_view("gaussian_noise", 3, seed=0, device="cuda:0", frost_textures=None)
     a, b = view(images, 0), view(images, 0)
     assert a.dtype == np.float32 and a.shape == (16, 3, 32, 32) and np.array_equal(a, b)
 
@@ -292,8 +295,8 @@ def test_corruptions_on_cuda_deterministic():
 def test_macs_training_step_on_cuda_with_autocast():
     import timm
 
-    from macs_audit.finetune import FinetuneOptions
     from macs_audit.finetune.loop import Preprocess, training_step
+    from macs_audit.finetune.options import FinetuneOptions
     from macs_audit.models import architectures  # noqa: F401
 
     torch.manual_seed(0)

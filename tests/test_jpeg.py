@@ -1,4 +1,4 @@
-"""The tensor JPEG codec (macs_audit.jpeg) against Pillow's own encode and decode."""
+"""The tensor JPEG codec (macs_audit.views.corruptions.jpeg) against Pillow's own encode and decode."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
-from macs_audit import corruptions as C
-from macs_audit import jpeg
+from macs_audit.views import corruptions as C
+from macs_audit.views.corruptions import jpeg
 
 
 def _pillow_roundtrip(img: np.ndarray, quality: int) -> np.ndarray:

@@ -6,9 +6,14 @@ import torch
 from sklearn.metrics import brier_score_loss, log_loss
 from torchmetrics.functional.classification import multiclass_calibration_error
 
-from macs_audit import metrics
-from macs_audit.calibration import fit_temperature, stratified_split
-from macs_audit.metrics import CalibrationAccumulator, bin_index, calibration_metrics
+from macs_audit.calibrators.temperature import fit_temperature
+from macs_audit.data.splits import stratified_split
+from macs_audit.metrics import accumulators
+from macs_audit.metrics.accumulators import (
+    CalibrationAccumulator,
+    bin_index,
+    calibration_metrics,
+)
 
 
 def random_case(n, k, seed, scale=3.0):
@@ -19,7 +24,7 @@ def random_case(n, k, seed, scale=3.0):
 
 
 def probs64(logits):
-    return metrics.softmax64(logits)[0]
+    return accumulators.softmax64(logits)[0]
 
 
 @pytest.mark.parametrize("n,k,seed", [(500, 10, 0), (1000, 3, 1), (200, 100, 2), (7, 5, 3)])
@@ -112,12 +117,12 @@ def test_adaptive_ece_hand_computed():
     hit = np.array([True, False, True, True])
     # 15 bins but 4 samples: one sample per bin; sorted (0.55 T) (0.6 F) (0.9 T) (0.95 T)
     expected = (0.45 + 0.6 + 0.1 + 0.05) / 4
-    assert metrics.adaptive_ece(conf, hit) == pytest.approx(expected)
+    assert accumulators.adaptive_ece(conf, hit) == pytest.approx(expected)
     # 30 samples -> 15 groups of two, contiguous in sorted order
     conf = np.linspace(0.5, 0.99, 30)
     hit = np.arange(30) % 2 == 0
     groups = [(abs(hit[i:i + 2].sum() - conf[i:i + 2].sum())) for i in range(0, 30, 2)]
-    assert metrics.adaptive_ece(conf, hit) == pytest.approx(sum(groups) / 30)
+    assert accumulators.adaptive_ece(conf, hit) == pytest.approx(sum(groups) / 30)
 
 
 def test_logit_statistics():
@@ -168,9 +173,9 @@ def test_bootstrap_intervals_are_seeded_and_contain_the_estimate():
     acc = CalibrationAccumulator(10)
     acc.update(logits, labels)
     m = acc.compute()
-    a = metrics.bootstrap_intervals(acc, 300, seed=1)
-    assert a == metrics.bootstrap_intervals(acc, 300, seed=1)
-    assert a != metrics.bootstrap_intervals(acc, 300, seed=2)
+    a = accumulators.bootstrap_intervals(acc, 300, seed=1)
+    assert a == accumulators.bootstrap_intervals(acc, 300, seed=1)
+    assert a != accumulators.bootstrap_intervals(acc, 300, seed=2)
     for key in ("accuracy", "nll"):
         assert a[key][0] <= m[key] <= a[key][1]
     assert a["ece"][0] < a["ece"][1]

@@ -9,10 +9,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from macs_audit.compare import compare
 from macs_audit.gate import parse_config, run_gate
 from macs_audit.report import Report
 from macs_audit.reports import html, json_report, junit, markdown, plots, terminal
-from macs_audit.reports.compare import compare
 from macs_audit.reports.synthetic import synthetic_report
 
 EVIL = '<script>alert("x")</script>'

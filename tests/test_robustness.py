@@ -5,16 +5,22 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import linear_onnx, tiny_images
 from scipy.ndimage import gaussian_filter
 from typer.testing import CliRunner
 
-from macs_audit import perturbations, robustness
 from macs_audit.cli import app
 from macs_audit.cli import evaluate as _evaluate  # noqa: F401
+from macs_audit.cli.options import (
+    parse_corruptions,
+    parse_perturbations,
+    parse_severities,
+)
 from macs_audit.errors import UsageError
+from macs_audit.metrics.corruption_summary import summarize_corruptions
 from macs_audit.report import ViewResult
-
-from conftest import linear_onnx, tiny_images
+from macs_audit.views import perturbations
+from macs_audit.views.view import perturbation_view
 
 runner = CliRunner()
 
@@ -44,19 +50,19 @@ def test_views_are_seeded_bounded_and_shaped():
 
 def test_perturbation_view_does_not_depend_on_batch_split():
     images, _ = tiny_images(8)
-    view = robustness.perturbation_view("noise+blur", seed=0, device="cpu")
+    view = perturbation_view("noise+blur", seed=0, device="cpu")
     whole = view(images, 0)
     assert np.array_equal(whole, view(images, 0))
-    assert not np.array_equal(whole, robustness.perturbation_view("noise+blur", seed=1, device="cpu")(images, 0))
+    assert not np.array_equal(whole, perturbation_view("noise+blur", seed=1, device="cpu")(images, 0))
 
 
 def test_parsers():
-    assert robustness.parse_severities("1-5") == (1, 2, 3, 4, 5)
-    assert robustness.parse_severities("3, 1") == (1, 3)
-    assert len(robustness.parse_corruptions("cifar-c")) == 19 and len(robustness.parse_corruptions("benchmark")) == 15
-    assert robustness.parse_perturbations("none") == () and len(robustness.parse_perturbations("all")) == 3
-    for bad in (lambda: robustness.parse_severities("0-6"), lambda: robustness.parse_severities("x"),
-                lambda: robustness.parse_corruptions("rain"), lambda: robustness.parse_perturbations("fog")):
+    assert parse_severities("1-5") == (1, 2, 3, 4, 5)
+    assert parse_severities("3, 1") == (1, 3)
+    assert len(parse_corruptions("cifar-c")) == 19 and len(parse_corruptions("benchmark")) == 15
+    assert parse_perturbations("none") == () and len(parse_perturbations("all")) == 3
+    for bad in (lambda: parse_severities("0-6"), lambda: parse_severities("x"),
+                lambda: parse_corruptions("rain"), lambda: parse_perturbations("fog")):
         with pytest.raises(UsageError):
             bad()
 
@@ -65,10 +71,10 @@ def test_sensitivity_autograd_and_finite_difference_agree(tmp_path):
     """A torch model and its ONNX export: the two L^ estimates agree within the stated error."""
     import timm
 
+    from macs_audit.metrics.sensitivity import sensitivity
     from macs_audit.models import architectures  # noqa: F401
     from macs_audit.models.export import export_onnx, save_safetensors
     from macs_audit.models.predictor import load_predictor
-    from macs_audit.sensitivity import sensitivity
 
     torch.manual_seed(0)
     model = timm.create_model("macs_resnet9_c10", num_classes=10).eval()
@@ -89,18 +95,18 @@ def test_sensitivity_autograd_and_finite_difference_agree(tmp_path):
 
 
 def corruption_views(acc_by_key):
-    from macs_audit.corruptions import FAMILIES
+    from macs_audit.views.corruptions import FAMILIES
 
     return [ViewResult(name=f"{c}@{s}", kind="corruption", metrics={"accuracy": a, "ece": 0.1, "nll": 1.0, "brier": 0.5},
                        corruption=c, severity=s, family=FAMILIES[c]) for (c, s), a in acc_by_key.items()]
 
 
 def test_corruption_summary_means_and_mce():
-    from macs_audit.corruptions import BENCHMARK_CORRUPTIONS, CORRUPTIONS
     from macs_audit.report import Report
+    from macs_audit.views.corruptions import BENCHMARK_CORRUPTIONS, CORRUPTIONS
 
     acc = {(c, s): 0.9 - 0.1 * s + 0.01 * i for i, c in enumerate(CORRUPTIONS) for s in (1, 2, 3, 4, 5)}
-    summary = robustness.summarize_corruptions(corruption_views(acc), clean_accuracy=0.95)
+    summary = summarize_corruptions(corruption_views(acc), clean_accuracy=0.95)
     mean15 = np.mean([acc[c, s] for c in BENCHMARK_CORRUPTIONS for s in range(1, 6)])
     assert summary["mean_accuracy_15"] == pytest.approx(mean15)
     assert summary["mean_accuracy_19"] == pytest.approx(np.mean(list(acc.values())))
@@ -110,7 +116,7 @@ def test_corruption_summary_means_and_mce():
     base_acc = {k: 1 - 2 * (1 - a) for k, a in acc.items()}
     baseline = Report(model={}, data={}, runtime={}, conventions={}, seeds={},
                       clean=ViewResult("clean", "clean", {"accuracy": 0.9}), views=corruption_views(base_acc))
-    summary = robustness.summarize_corruptions(corruption_views(acc), 0.95, baseline)
+    summary = summarize_corruptions(corruption_views(acc), 0.95, baseline)
     assert summary["mce"] == pytest.approx(0.5)
     c = "gaussian_noise"
     rel = sum((1 - acc[c, s]) - 0.05 for s in range(1, 6)) / sum((1 - base_acc[c, s]) - 0.1 for s in range(1, 6))
@@ -118,7 +124,7 @@ def test_corruption_summary_means_and_mce():
 
 
 def test_partial_grid_has_no_benchmark_means():
-    summary = robustness.summarize_corruptions(corruption_views({("fog", 1): 0.5, ("fog", 2): 0.3}), 0.9)
+    summary = summarize_corruptions(corruption_views({("fog", 1): 0.5, ("fog", 2): 0.3}), 0.9)
     assert "mean_accuracy_15" not in summary and summary["mean_accuracy_selected"] == pytest.approx(0.4)
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from macs_audit.audit import AuditOptions, run_audit
-from macs_audit.data import load_source, stratified_subset
+from macs_audit.data.sources import load_source
+from macs_audit.data.splits import stratified_subset
 from macs_audit.models.predictor import load_predictor
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_models" / "resnet9_c10_ce"

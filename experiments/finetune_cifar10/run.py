@@ -35,14 +35,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from macs_audit import metrics, perturbations, robustness
 from macs_audit.atomic import write_text
-from macs_audit.calibration import fit_temperature
-from macs_audit.data import load_source, stratified_subset
-from macs_audit.finetune import FinetuneOptions
+from macs_audit.calibrators.temperature import fit_temperature
+from macs_audit.data.sources import load_source
+from macs_audit.data.splits import stratified_subset
 from macs_audit.finetune.loop import finetune, load_train_data, predict_logits
+from macs_audit.finetune.options import FinetuneOptions
+from macs_audit.metrics import accumulators
 from macs_audit.models.export import save_safetensors
 from macs_audit.models.predictor import load_predictor
+from macs_audit.views import perturbations
+from macs_audit.views.view import perturbation_view
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -101,7 +104,7 @@ def _validation_split(val_fraction: float, split_seed: int):
 
 
 def prepare() -> None:
-    from macs_audit import corruptions
+    from macs_audit.views import corruptions
 
     path = WORK / "cifar10c_subset.npz"
     if path.exists():
@@ -124,7 +127,7 @@ def prepare() -> None:
 def robust_logits(model, x, options, batch_size: int = 500) -> np.ndarray:
     """The audit's robust-accuracy view (blur 0.7 then noise 0.08, seed 0), with the audit's own view
     function and batching (500), so the noise is the bytes `evaluate` would draw for these images."""
-    view = robustness.perturbation_view(perturbations.ROBUST_VIEW, 0, "cpu")
+    view = perturbation_view(perturbations.ROBUST_VIEW, 0, "cpu")
     out = []
     for start in range(0, len(x), batch_size):
         images = torch.from_numpy(view(x[start:start + batch_size].permute(0, 2, 3, 1).numpy(), start))
@@ -133,12 +136,12 @@ def robust_logits(model, x, options, batch_size: int = 500) -> np.ndarray:
 
 
 def summary(logits, labels) -> dict:
-    m = metrics.calibration_metrics(logits, labels, 10)
+    m = accumulators.calibration_metrics(logits, labels, 10)
     return {k: m[k] for k in ("accuracy", "ece", "adaptive_ece", "nll", "brier", "mean_confidence", "mean_margin")}
 
 
 def corruption_accuracy(model, options) -> dict:
-    from macs_audit import corruptions
+    from macs_audit.views import corruptions
 
     data = np.load(WORK / "cifar10c_subset.npz")
     keep = stratified_subset(data["labels"], C_EVAL, seed=0)

@@ -24,17 +24,6 @@ stdout = Console()
 stderr = Console(stderr=True)
 state = {"debug": False}
 
-# Model options shared by evaluate, finetune, calibrate and export (one definition, one help text).
-ARCH_OPTION = typer.Option(None, "--arch", help="timm architecture of a state dict / safetensors checkpoint.")
-NUM_CLASSES_OPTION = typer.Option(None, "--num-classes", help="Number of classes of the checkpoint.")
-INPUT_SIZE_OPTION = typer.Option(None, "--input-size", help="Model input size H,W (or one number).")
-MEAN_OPTION = typer.Option(None, "--mean", help="Per-channel mean, e.g. 0.4914,0.4822,0.4465.")
-STD_OPTION = typer.Option(None, "--std", help="Per-channel std, e.g. 0.2470,0.2435,0.2616.")
-MODEL_OUTPUT_OPTION = typer.Option(None, "--model-output", help="What the model returns: auto, logits or probabilities.")
-TRUST_PICKLED_OPTION = typer.Option(False, "--trust-pickled-model-code",
-                                    help="Allow loading a fully pickled torch module. This RUNS CODE from the file: "
-                                         "only for files you trust.")
-
 
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
@@ -69,38 +58,17 @@ def handle_errors(func: Callable) -> Callable:
     return wrapper
 
 
-def parse_floats(text: str | None, name: str) -> list[float] | None:
-    if text is None:
-        return None
-    from macs_audit.errors import UsageError
-
-    try:
-        return [float(v) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        raise UsageError(f"{name} must be comma-separated numbers, got {text!r}") from None
-
-
-def parse_size(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    from macs_audit.errors import UsageError
-
-    try:
-        parts = [int(v) for v in text.lower().replace("x", ",").split(",") if v]
-    except ValueError:
-        raise UsageError(f"--input-size must be H,W or one number, got {text!r}") from None
-    if len(parts) == 1:
-        parts *= 2
-    if len(parts) != 2:
-        raise UsageError(f"--input-size must be H,W or one number, got {text!r}")
-    return parts
-
-
 class Progress:
     """A rich progress bar with images/s on stderr; a no-op when quiet or not a terminal."""
 
     def __init__(self, enabled: bool = True):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import Progress as RichProgress
 
         self.enabled = enabled
         self._tasks: dict[str, int] = {}

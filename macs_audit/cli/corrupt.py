@@ -30,16 +30,17 @@ def corrupt(
     import numpy as np
     import torch
 
-    from macs_audit import robustness
-    from macs_audit.cifar_c import write_cifar_c
     from macs_audit.cli.evaluate import load_data
-    from macs_audit.corruptions import batch_seed, corrupt as apply_corruption, frost_texture_info
+    from macs_audit.cli.options import parse_corruptions, parse_severities
+    from macs_audit.data.released import write_cifar_c
     from macs_audit.errors import UsageError
     from macs_audit.models.predictor import resolve_device
+    from macs_audit.views.corruptions import batch_seed, frost_texture_info
+    from macs_audit.views.corruptions import corrupt as apply_corruption
 
-    if robustness.parse_severities(severities) != (1, 2, 3, 4, 5):
+    if parse_severities(severities) != (1, 2, 3, 4, 5):
         raise UsageError("the released CIFAR-C layout holds all 5 severities: use --severities 1-5")
-    names = robustness.parse_corruptions(corruptions)
+    names = parse_corruptions(corruptions)
     if not names:
         raise UsageError("--corruptions selects nothing")
     device = resolve_device(device)

@@ -8,21 +8,23 @@ from typing import Optional
 import typer
 
 from macs_audit.cli.common import (
+    Progress,
+    app,
+    handle_errors,
+    show_progress,
+    stderr,
+    stdout,
+)
+from macs_audit.cli.options import (
     ARCH_OPTION,
     INPUT_SIZE_OPTION,
     MEAN_OPTION,
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
-    Progress,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
-    app,
-    handle_errors,
     parse_floats,
     parse_size,
-    show_progress,
-    stderr,
-    stdout,
 )
 
 MODEL_HELP = "Model file: .onnx, TorchScript (.pt), or a state dict (.pt/.pth/.safetensors) with --arch."
@@ -38,7 +40,8 @@ def model_flags(arch, num_classes, input_size, mean, std, output_kind) -> dict:
 
 def load_data(data, data_format, split, limit, seed, image_size):
     """Open the data source and apply --limit; return (source, data_info for the report)."""
-    from macs_audit.data import load_source, stratified_subset
+    from macs_audit.data.sources import load_source
+    from macs_audit.data.splits import stratified_subset
 
     source = load_source(data, data_format, split, image_size=image_size)
     info = {"split": split, "limit": limit}
@@ -97,11 +100,16 @@ def evaluate(
 ) -> None:
     """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
     intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid."""
-    from macs_audit import distributed, robustness
+    from macs_audit import distributed
     from macs_audit.audit import AuditOptions, run_audit
+    from macs_audit.cli.options import (
+        parse_corruptions,
+        parse_perturbations,
+        parse_severities,
+    )
     from macs_audit.errors import UsageError
-    from macs_audit.report import load_report
     from macs_audit.models.predictor import load_predictor
+    from macs_audit.report import load_report
     from macs_audit.reports import terminal
 
     if not 0 <= calibration_split < 1:
@@ -117,9 +125,9 @@ def evaluate(
     source, data_info = load_data(data, data_format, split, limit, seed, tuple(predictor.config.input_size))
     options = AuditOptions(
         batch_size=batch_size, calibration_split=calibration_split, bootstrap=bootstrap, seed=seed, workers=workers,
-        perturbations=robustness.parse_perturbations(perturbations), sensitivity_samples=sensitivity_samples,
-        sensitivity_directions=sensitivity_directions, corruptions=robustness.parse_corruptions(corruptions),
-        severities=robustness.parse_severities(severities), cifar_c_dir=str(cifar_c) if cifar_c else None,
+        perturbations=parse_perturbations(perturbations), sensitivity_samples=sensitivity_samples,
+        sensitivity_directions=sensitivity_directions, corruptions=parse_corruptions(corruptions),
+        severities=parse_severities(severities), cifar_c_dir=str(cifar_c) if cifar_c else None,
         frost_textures=str(frost_textures) if frost_textures else None,
         corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,
     )

@@ -14,23 +14,25 @@ from typing import Optional
 import typer
 
 from macs_audit.cli.common import (
-    ARCH_OPTION,
-    INPUT_SIZE_OPTION,
-    MEAN_OPTION,
-    MODEL_OUTPUT_OPTION,
-    NUM_CLASSES_OPTION,
     Progress,
-    STD_OPTION,
-    TRUST_PICKLED_OPTION,
     app,
     handle_errors,
-    parse_floats,
     show_progress,
     stderr,
     stdout,
 )
 from macs_audit.cli.evaluate import MODEL_HELP, load_data, model_flags
-from macs_audit.finetune import FinetuneOptions
+from macs_audit.cli.options import (
+    ARCH_OPTION,
+    INPUT_SIZE_OPTION,
+    MEAN_OPTION,
+    MODEL_OUTPUT_OPTION,
+    NUM_CLASSES_OPTION,
+    STD_OPTION,
+    TRUST_PICKLED_OPTION,
+    parse_floats,
+)
+from macs_audit.finetune.options import FinetuneOptions
 
 DEFAULTS = FinetuneOptions()
 EVAL_DATA_HELP = "Evaluation data for the before/after audit (same formats as --data). Default: built-in CIFAR-10 test set."
@@ -46,7 +48,13 @@ class TrainProgress(Progress):
     """cli.common.Progress plus the loss terms of the current step; one line per epoch in logs."""
 
     def __init__(self, enabled: bool = True, quiet: bool = False):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import Progress as RichProgress
 
         self.enabled, self.quiet = enabled, quiet
         self._tasks, self._start = {}, {}
@@ -158,16 +166,20 @@ def write_audits(out: Path, before, after, title: str) -> None:
 def audit_options(batch_size, calibration_split, bootstrap, seed, perturbations, sensitivity_samples, corruptions,
                   severities):
     """The same AuditOptions as `evaluate`, for the before and the after audit."""
-    from macs_audit import robustness
     from macs_audit.audit import AuditOptions
+    from macs_audit.cli.options import (
+        parse_corruptions,
+        parse_perturbations,
+        parse_severities,
+    )
     from macs_audit.errors import UsageError
 
     if not 0 <= calibration_split < 1:
         raise UsageError(f"--calibration-split must be in [0, 1), got {calibration_split}")
     return AuditOptions(batch_size=batch_size, calibration_split=calibration_split, bootstrap=bootstrap, seed=seed,
-                        perturbations=robustness.parse_perturbations(perturbations),
-                        sensitivity_samples=sensitivity_samples, corruptions=robustness.parse_corruptions(corruptions),
-                        severities=robustness.parse_severities(severities))
+                        perturbations=parse_perturbations(perturbations),
+                        sensitivity_samples=sensitivity_samples, corruptions=parse_corruptions(corruptions),
+                        severities=parse_severities(severities))
 
 
 # The before/after audit's options, declared once for finetune and calibrate.
@@ -247,12 +259,11 @@ def finetune(
     quiet: bool = QUIET_OPTION,
 ) -> None:
     """Fine-tune a PyTorch MODEL with MaCS (or a baseline), export it, and audit it before and after."""
+    from macs_audit import distributed
     from macs_audit.atomic import write_text
     from macs_audit.errors import InputError, UsageError
     from macs_audit.finetune.loop import finetune as run_finetune
     from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
-
-    from macs_audit import distributed
 
     ctx = distributed.init_from_env(device)  # torchrun: DistributedDataParallel, sharded audits
     device = distributed.rank_device(ctx, device)
@@ -365,7 +376,7 @@ def calibrate(
     """Fit temperature scaling on --data and write MODEL with the temperature folded in, audited before and after."""
     from macs_audit.atomic import write_text
     from macs_audit.audit import check_classes, evaluate_view
-    from macs_audit.calibration import fit_temperature, temperature_nll
+    from macs_audit.calibrators.temperature import fit_temperature, temperature_nll
     from macs_audit.models.predictor import load_predictor
 
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
@@ -399,7 +410,7 @@ def write_calibrated(model: Path, predictor, temperature: float, out: Path) -> P
     meta = predictor.config.as_metadata()
     calibration = {"temperature": temperature, "from": model.name, "from_sha256": predictor.info["sha256"]}
     if predictor.backend == "onnxruntime":
-        from macs_audit.calibration import fold_temperature_onnx
+        from macs_audit.models.temperature import fold_temperature_onnx
 
         path = out / f"{model.stem}.onnx"
         fold_temperature_onnx(model, path, temperature, meta, probabilities=predictor.output.kind == "probabilities")
@@ -407,8 +418,11 @@ def write_calibrated(model: Path, predictor, temperature: float, out: Path) -> P
     import torch
 
     from macs_audit.atomic import atomic_path
-    from macs_audit.calibration import fold_temperature_torch, temperature_wrapper
     from macs_audit.models.export import save_safetensors
+    from macs_audit.models.temperature import (
+        fold_temperature_torch,
+        temperature_wrapper,
+    )
 
     net = predictor.model.cpu().eval()
     fmt = predictor.info["format"]

@@ -198,9 +198,9 @@ def compare(
     step_summary: bool = typer.Option(True, "--step-summary/--no-step-summary", help=SUMMARY_HELP),
 ) -> None:
     """Compare two saved reports side by side; changes in the bad direction are highlighted. Exits 0."""
+    from macs_audit.compare import compare as compare_reports
     from macs_audit.report import load_report
     from macs_audit.reports import markdown
-    from macs_audit.reports.compare import compare as compare_reports
 
     targets = resolve_outputs(formats, outputs)
     comparison = compare_reports(load_report(a_path), load_report(b_path), a_path.name, b_path.name)

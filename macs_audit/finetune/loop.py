@@ -21,13 +21,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from macs_audit import distributed, metrics, perturbations
+from macs_audit import distributed
 from macs_audit.atomic import atomic_path
-from macs_audit.calibration import stratified_split
+from macs_audit.data.splits import stratified_split
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
-from macs_audit.finetune import FinetuneOptions, losses
+from macs_audit.finetune import losses
+from macs_audit.finetune.options import FinetuneOptions
+from macs_audit.metrics import accumulators
 from macs_audit.seeding import derive_seed
+from macs_audit.views import perturbations
 
 CHECKPOINT_FORMAT = "macs-audit-finetune-checkpoint/1"
 # Options that may change between a run and its resumption without changing the result on CPU.
@@ -188,7 +191,7 @@ def predict_logits(model: torch.nn.Module, images: torch.Tensor, options: Finetu
 
 
 def validate(model, data: TrainData, options: FinetuneOptions) -> dict:
-    m = metrics.calibration_metrics(predict_logits(model, data.x_val, options), data.y_val.numpy(), data.num_classes)
+    m = accumulators.calibration_metrics(predict_logits(model, data.x_val, options), data.y_val.numpy(), data.num_classes)
     return {k: m[k] for k in ("accuracy", "ece", "nll", "brier", "mean_margin")}
 
 

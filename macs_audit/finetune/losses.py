@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from macs_audit.finetune import KL_DIRECTIONS, STOP_GRADS
+from macs_audit.finetune.options import KL_DIRECTIONS, STOP_GRADS
 
 
 def _fp32(logits: torch.Tensor) -> torch.Tensor:

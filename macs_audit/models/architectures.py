@@ -6,8 +6,8 @@ before calling timm.create_model.
 """
 
 import torch
-from torch import nn
 from timm.models import register_model
+from torch import nn
 
 
 def _conv_bn(in_ch: int, out_ch: int) -> nn.Sequential:

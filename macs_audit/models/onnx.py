@@ -10,7 +10,11 @@ import numpy as np
 
 from macs_audit.errors import InputError
 from macs_audit.models import config as model_config
-from macs_audit.models.predictor import OutputAdapter, file_sha256, resize_and_normalize_numpy
+from macs_audit.models.predictor import (
+    OutputAdapter,
+    file_sha256,
+    resize_and_normalize_numpy,
+)
 
 
 def _providers_for(device: str) -> list:

@@ -15,8 +15,8 @@ from macs_audit.report import Report
 from macs_audit.reports import plots, tables
 
 if TYPE_CHECKING:
+    from macs_audit.compare import Comparison
     from macs_audit.gate import GateResult
-    from macs_audit.reports.compare import Comparison
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 

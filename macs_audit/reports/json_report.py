@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from macs_audit.report import Report
 
 if TYPE_CHECKING:
+    from macs_audit.compare import Comparison
     from macs_audit.gate import GateResult
-    from macs_audit.reports.compare import Comparison
 
 
 def render(report: Report, gate: GateResult | None = None) -> str:

@@ -17,8 +17,8 @@ from macs_audit.gate import format_value
 from macs_audit.report import Report
 
 if TYPE_CHECKING:
+    from macs_audit.compare import Comparison
     from macs_audit.gate import GateResult
-    from macs_audit.reports.compare import Comparison
 
 
 def _document(suite_name: str, cases: list[tuple[str, str, str | None, str]], properties: dict[str, str],

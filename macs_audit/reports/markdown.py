@@ -13,8 +13,8 @@ from macs_audit.report import Report
 from macs_audit.reports import tables
 
 if TYPE_CHECKING:
+    from macs_audit.compare import Comparison
     from macs_audit.gate import GateResult
-    from macs_audit.reports.compare import Comparison
 
 # HTML-significant characters become entities; Markdown-significant ones get a backslash.
 _ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": " ", "\n": " ", **{c: "\\" + c for c in "\\`*_[]|#!~"}}

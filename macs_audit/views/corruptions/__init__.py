@@ -2,7 +2,7 @@
 
 Every corruption takes a batch of uint8 images (N, H, W, 3) on any device and returns a uint8
 batch of the same shape on the same device. The work is tensor code over the whole batch (no
-Python loop over images or pixels); JPEG's codec is ``macs_audit.jpeg``.
+Python loop over images or pixels); JPEG's codec is ``macs_audit.views.corruptions.jpeg``.
 Separable linear filters are small border-aware matrices applied as matrix products (much faster
 on CPU than shifted adds or single-channel convolutions at 32x32).
 All parameters are the ones of the CIFAR generator ``make_cifar_c.py`` (Hendrycks & Dietterich,
@@ -55,7 +55,7 @@ Departures from the reference
   tests). The liquid layer saturates to 0..255 before its uint8 cast (the reference's cast of
   values above 1 is platform dependent) and an empty layer gives no spatter (NaN in the
   reference).
-- jpeg_compression: libjpeg-turbo's integer codec as Pillow runs it (``macs_audit.jpeg``),
+- jpeg_compression: libjpeg-turbo's integer codec as Pillow runs it (``macs_audit.views.corruptions.jpeg``),
   bit-identical to Pillow, for sides that are multiples of 16; other sizes go through Pillow
   one image at a time (on the CPU).
 - pixelate: Pillow's BOX resize reproduced exactly (point-sampled box, 22-bit fixed point,
@@ -1323,7 +1323,7 @@ def _pixelate_sources(lines: int, size: int, c: float) -> "np.ndarray":
 
 def _jpeg_compression(img, quality, gen):
     """Pillow JPEG encode at ``quality`` (other settings default) and decode: the batched
-    tensor codec of ``macs_audit.jpeg`` (bit-identical) when the sides are multiples of 16,
+    tensor codec of ``macs_audit.views.corruptions.jpeg`` (bit-identical) when the sides are multiples of 16,
     else Pillow itself, one image at a time."""
     import io
 
@@ -1331,7 +1331,7 @@ def _jpeg_compression(img, quality, gen):
     import torch
     from PIL import Image
 
-    from macs_audit import jpeg
+    from macs_audit.views.corruptions import jpeg
 
     if jpeg.supports(img.shape[1], img.shape[2]):
         return jpeg.roundtrip(img, quality)

@@ -3,7 +3,7 @@
 Formats: the built-in CIFAR-10 test set (package data), CIFAR-10/100 python-batches directories
 (`cifar-10-batches-py`, `cifar-100-python`), `.npz` files with `x` and `y` (and optionally
 `class_names`), and ImageFolder directories (one sub-directory of images per class).
-CIFAR-10-C / CIFAR-100-C directories are read by `macs_audit.cifar_c`.
+CIFAR-10-C / CIFAR-100-C directories are read by `macs_audit.data.released`.
 """
 
 from __future__ import annotations
@@ -256,20 +256,3 @@ def load_source(path: str | Path | None = None, fmt: str = "auto", split: str = 
     if fmt == "cifar":
         return load_cifar_dir(path, split)
     return load_imagefolder(path, image_size)
-
-
-def stratified_subset(labels: np.ndarray, limit: int, seed: int = 0) -> np.ndarray:
-    """Positions of a class-stratified subset of size `limit` (largest-remainder allocation), seeded."""
-    n = len(labels)
-    if limit <= 0:
-        raise UsageError(f"--limit must be positive, got {limit}")
-    if limit >= n:
-        return np.arange(n)
-    rng = np.random.default_rng(seed)
-    classes, counts = np.unique(labels, return_counts=True)
-    quota = counts * limit / n
-    take = np.floor(quota).astype(int)
-    remainder_order = np.argsort(-(quota - take), kind="stable")
-    take[remainder_order[: limit - take.sum()]] += 1
-    chosen = [rng.permutation(np.flatnonzero(labels == c))[:k] for c, k in zip(classes, take)]
-    return np.sort(np.concatenate(chosen))

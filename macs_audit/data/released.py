@@ -12,17 +12,17 @@ file in the target directory, renamed into place when complete (atomic per file)
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from macs_audit.corruptions import CORRUPTIONS, SEVERITIES
+import numpy as np
+
 from macs_audit.errors import InputError, UsageError
-
-if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
+from macs_audit.views.corruptions import CORRUPTIONS, SEVERITIES
 
 NUM_SEVERITIES = len(SEVERITIES)
 LABELS_FILE = "labels.npy"
@@ -38,7 +38,7 @@ class CifarCDirectory:
     the n per-severity labels); ``num_per_severity`` (n); ``image_shape`` ((H, W, 3)).
     """
 
-    def __init__(self, path: Path, corruptions: tuple[str, ...], labels: "np.ndarray",
+    def __init__(self, path: Path, corruptions: tuple[str, ...], labels: np.ndarray,
                  image_shape: tuple[int, int, int]):
         self.path = path
         self.corruptions = corruptions
@@ -51,7 +51,7 @@ class CifarCDirectory:
         return (f"CifarCDirectory({str(self.path)!r}, {len(self.corruptions)} corruptions, "
                 f"{self.num_per_severity} images per severity)")
 
-    def images(self, name: str, severity: int) -> "np.ndarray":
+    def images(self, name: str, severity: int) -> np.ndarray:
         """Read-only memory-mapped uint8 view (n, H, W, 3) of one corruption and severity."""
         if name not in CORRUPTIONS:
             raise UsageError(f"unknown corruption {name!r}; choose one of: {', '.join(CORRUPTIONS)}")
@@ -73,8 +73,6 @@ class CifarCDirectory:
 def read_cifar_c(directory: str | os.PathLike) -> CifarCDirectory:
     """Open and validate a CIFAR-10-C / CIFAR-100-C directory (headers only; no image data
     is read). Raises InputError with a one-line message when the layout is wrong."""
-    import numpy as np
-
     path = Path(directory)
     if not path.is_dir():
         raise InputError(f"CIFAR-C directory {path} does not exist or is not a directory")
@@ -132,8 +130,6 @@ def write_cifar_c(out_dir: str | os.PathLike, images_fn: ImagesFn, labels: Any,
     temporary file in ``out_dir`` and renamed into place only when complete. ``progress``
     is called as progress(description, images_done, images_total) after every batch.
     """
-    import numpy as np
-
     names = list(dict.fromkeys(corruptions))
     unknown = [c for c in names if c not in CORRUPTIONS]
     if unknown:
@@ -197,9 +193,7 @@ def write_cifar_c(out_dir: str | os.PathLike, images_fn: ImagesFn, labels: Any,
 
 
 # ---------------------------------------------------------------------------------------------
-def _open_memmap(file: Path) -> "np.ndarray":
-    import numpy as np
-
+def _open_memmap(file: Path) -> np.ndarray:
     try:
         array = np.load(file, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
@@ -211,10 +205,8 @@ def _open_memmap(file: Path) -> "np.ndarray":
     return array
 
 
-def _read_header(file: Path) -> tuple[tuple[int, ...], "np.dtype"]:
+def _read_header(file: Path) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and dtype from a .npy header, checking the file is as long as it claims."""
-    import numpy as np
-
     try:
         with open(file, "rb") as f:
             version = np.lib.format.read_magic(f)
@@ -234,9 +226,7 @@ def _read_header(file: Path) -> tuple[tuple[int, ...], "np.dtype"]:
     return tuple(shape), dtype
 
 
-def _as_uint8_batch(batch: Any, name: str, severity: int) -> "np.ndarray":
-    import numpy as np
-
+def _as_uint8_batch(batch: Any, name: str, severity: int) -> np.ndarray:
     if hasattr(batch, "detach"):  # a torch tensor, on any device
         batch = batch.detach().cpu().numpy()
     batch = np.asarray(batch)
@@ -246,9 +236,7 @@ def _as_uint8_batch(batch: Any, name: str, severity: int) -> "np.ndarray":
     return batch
 
 
-def _atomic_save(target: Path, array: "np.ndarray") -> Path:
-    import numpy as np
-
+def _atomic_save(target: Path, array: np.ndarray) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".npy.tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -269,3 +257,37 @@ def _fsync(file: str) -> None:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@functools.lru_cache(maxsize=4)
+def _open_cifar_c(directory: str):
+    """One CifarCDirectory per path, so each file is memory-mapped once for all its severities."""
+    from macs_audit.data.released import read_cifar_c
+
+    return read_cifar_c(directory)
+
+
+def cifar_c_source(directory, clean_source, name: str, severity: int):
+    """The released images of one corruption x severity, aligned with `clean_source` (same positions)."""
+    import dataclasses
+
+    cc = _open_cifar_c(str(directory))
+    if name not in cc.corruptions:
+        raise InputError(f"{directory} has no {name}.npy (found: {', '.join(cc.corruptions) or 'none'})")
+    # The directory holds either the whole clean set (subset positions index into it) or exactly
+    # the evaluated images (e.g. written by `corrupt --limit N`); its labels must agree either way.
+    n = len(clean_source)
+    candidates = []
+    if clean_source.indices is not None:
+        candidates.append(clean_source.indices)
+    candidates.append(np.arange(n))
+    rows = next((c for c in candidates if c.max() < cc.num_per_severity
+                 and np.array_equal(cc.labels[c], clean_source.labels)), None)
+    if rows is None:
+        raise InputError(f"{directory} ({cc.num_per_severity} images per severity) does not match the clean data "
+                         f"({n} images): pass the clean set it was made from with --data and the same --limit")
+
+    def fetch(idx: np.ndarray) -> np.ndarray:
+        return np.asarray(cc.images(name, severity)[idx])
+
+    return dataclasses.replace(clean_source, name=str(directory), format="cifar-c", indices=rows, fetch=fetch)

@@ -1,0 +1,1 @@
+"""Data sources, the released corrupted layouts, batching and splits."""

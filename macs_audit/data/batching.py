@@ -1,0 +1,102 @@
+"""Batches of a source for one view: device-resident splits, worker-decoded ImageFolder images,
+and the next batch prepared while the model runs on the current one."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+import numpy as np
+
+from macs_audit.data.sources import Source
+from macs_audit.distributed import Context
+from macs_audit.errors import InputError
+
+IN_MEMORY_FORMATS = ("builtin", "npz", "cifar", "cifar-c")
+
+
+def device_images(source: Source, device: str):
+    """The whole split as one uint8 tensor on a CUDA `device`, when the source is held in memory and
+    fits in a quarter of the free GPU memory; else None (batches are then read and copied one by one)."""
+    if not device.startswith("cuda") or source.format not in IN_MEMORY_FORMATS:
+        return None
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    if len(source) * source.images(np.arange(1)).nbytes > free // 4:
+        return None
+    return torch.from_numpy(np.ascontiguousarray(source.images(np.arange(len(source))))).to(device)
+
+
+class _BatchReader:
+    """Whole batches by index, for DataLoader worker processes (ImageFolder decoding)."""
+
+    def __init__(self, source: Source, starts: list[int], batch_size: int):
+        self.source, self.starts, self.batch_size = source, starts, batch_size
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int):
+        start = self.starts[i]
+        try:
+            return start, self.source.images(np.arange(start, min(start + self.batch_size, len(self.source))))
+        except InputError as exc:  # re-raised in the main process with its one-line message
+            return start, exc
+
+
+def _identity(item):
+    return item
+
+
+def _batch_images(source: Source, starts: list[int], batch_size: int, resident, workers: int):
+    """(start, uint8 images) of each batch: slices of the device-resident split, ImageFolder images
+    decoded in `workers` processes, or plain reads."""
+    if resident is not None:
+        for start in starts:
+            yield start, resident[start:start + batch_size]
+    elif source.format == "imagefolder" and workers > 0 and len(starts) > 1:
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(_BatchReader(source, starts, batch_size), batch_size=None, collate_fn=_identity,
+                            num_workers=min(workers, len(starts)), prefetch_factor=2)
+        for start, images in loader:
+            if isinstance(images, Exception):
+                raise images
+            yield start, images
+    else:
+        for start in starts:
+            yield start, source.images(np.arange(start, min(start + batch_size, len(source))))
+
+
+def prefetched(source: Source, batch_size: int, view, ctx: Context, resident=None, pin: bool = False,
+                workers: int = 0, overlap: bool = False) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Yield (start, view images, labels) for this rank's batches (all of them in one process).
+
+    With `overlap`, the next batch is prepared in a worker thread while the model runs on the
+    current one: right when the model runs on a GPU. On the CPU the model's own thread pool uses
+    every core, and a preparing thread beside it only preempts that pool, which slows it down more
+    than preparing inline costs. With `pin`, host batches are page-locked so that the predictor's
+    copy to the GPU is asynchronous."""
+    starts = [start for b, start in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)]
+    batches = _batch_images(source, starts, batch_size, resident, workers)
+
+    def prepare():
+        start, images = next(batches)
+        x = view(images, start)
+        if pin and isinstance(x, np.ndarray):
+            import torch
+
+            x = torch.from_numpy(x).pin_memory()
+        return start, x, source.labels[np.arange(start, min(start + batch_size, len(source)))]
+
+    if not overlap:
+        for _ in starts:
+            yield prepare()
+        return
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(prepare) if starts else None
+        for i in range(len(starts)):
+            batch = pending.result()
+            pending = pool.submit(prepare) if i + 1 < len(starts) else None
+            yield batch

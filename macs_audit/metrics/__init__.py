@@ -1,0 +1,1 @@
+"""Metrics: mergeable accumulators, the metric registry, margins, sensitivity, corruption summaries."""

@@ -1,0 +1,78 @@
+"""The corruption grid summarised: means per corruption, family and severity; CE and relative mCE."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from macs_audit.errors import InputError
+
+
+def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:
+    """Means per corruption (over severities), per family, per severity, over the 15 and 19; mCE."""
+    from macs_audit.views.corruptions import (
+        BENCHMARK_CORRUPTIONS,
+        CORRUPTIONS,
+        EXTRA_CORRUPTIONS,
+        FAMILIES,
+    )
+
+    keys = ("accuracy", "ece", "nll", "brier")
+    by_corruption: dict[str, list] = {}
+    for v in views:
+        by_corruption.setdefault(v.corruption, []).append(v)
+    corruptions = {}
+    for name, vs in by_corruption.items():
+        corruptions[name] = {"family": FAMILIES[name], "extra": name in EXTRA_CORRUPTIONS,
+                             "severities": [v.severity for v in vs],
+                             **{k: float(np.mean([v.metrics[k] for v in vs])) for k in keys}}
+    families = {}
+    for fam in dict.fromkeys(FAMILIES[n] for n in corruptions):
+        members = [c for n, c in corruptions.items() if c["family"] == fam]
+        families[fam] = {k: float(np.mean([c[k] for c in members])) for k in ("accuracy", "ece")}
+        families[fam]["corruptions"] = [n for n, c in corruptions.items() if c["family"] == fam]
+    severities = sorted({v.severity for v in views})
+    per_severity = {str(s): {k: float(np.mean([v.metrics[k] for v in views if v.severity == s])) for k in ("accuracy", "ece")}
+                    for s in severities}
+    summary = {"corruptions": corruptions, "families": families, "per_severity": per_severity,
+               "severities": severities, "clean_accuracy": clean_accuracy}
+    for label, names in (("15", BENCHMARK_CORRUPTIONS), ("19", CORRUPTIONS)):
+        if all(n in corruptions for n in names):
+            summary[f"mean_accuracy_{label}"] = float(np.mean([corruptions[n]["accuracy"] for n in names]))
+            summary[f"mean_ece_{label}"] = float(np.mean([corruptions[n]["ece"] for n in names]))
+    if "mean_accuracy_15" in summary:
+        summary["mce_unnormalized"] = 1.0 - summary["mean_accuracy_15"]
+    summary["mean_accuracy_selected"] = float(np.mean([c["accuracy"] for c in corruptions.values()]))
+    if baseline is not None:
+        summary.update(baseline_errors(views, clean_accuracy, baseline))
+    return summary
+
+
+def baseline_errors(views, clean_accuracy: float, baseline) -> dict:
+    """CE_c = sum_s E_sc / sum_s E^base_sc and relative CE_c = sum_s (E_sc - E_clean) / sum_s (E^base_sc - E^base_clean),
+    each averaged over the benchmark corruptions both reports hold (cifar-c-reference.md §7)."""
+    from macs_audit.views.corruptions import BENCHMARK_CORRUPTIONS
+
+    base = {(v.corruption, v.severity): 1 - v.metrics["accuracy"] for v in baseline.views if v.kind == "corruption"}
+    ours = {(v.corruption, v.severity): 1 - v.metrics["accuracy"] for v in views}
+    base_clean_err = 1 - baseline.clean.metrics["accuracy"]
+    ce, rel = {}, {}
+    for name in BENCHMARK_CORRUPTIONS:
+        sevs = [s for (c, s) in ours if c == name and (c, s) in base]
+        if not sevs:
+            continue
+        denom = sum(base[name, s] for s in sevs)
+        rel_denom = sum(base[name, s] - base_clean_err for s in sevs)
+        # A baseline with no error (or none above its clean error) leaves the ratio undefined: None.
+        ce[name] = sum(ours[name, s] for s in sevs) / denom if denom > 0 else None
+        rel[name] = sum(ours[name, s] - (1 - clean_accuracy) for s in sevs) / rel_denom if rel_denom > 0 else None
+    if not ce:
+        raise InputError("the baseline report holds none of the benchmark corruptions evaluated here")
+    defined_ce = [v for v in ce.values() if v is not None]
+    defined_rel = [v for v in rel.values() if v is not None]
+    return {
+        "baseline": {"model": baseline.model.get("path"), "sha256": baseline.model.get("sha256")},
+        "ce": ce, "relative_ce": rel,
+        "mce": float(np.mean(defined_ce)) if defined_ce else None,
+        "relative_mce": float(np.mean(defined_rel)) if defined_rel else None,
+        "baseline_corruptions": sorted(ce),
+    }

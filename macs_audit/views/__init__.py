@@ -1,0 +1,1 @@
+"""Views: what the model is scored on (clean images, a perturbation, a corruption at a severity)."""
