@@ -157,12 +157,12 @@ def time_pair(torch, corruptions, ic_corrupt, name, images, rounds):
     return rates, error
 
 
-def time_grid(torch, corruptions, images, batch):
+def time_grid(torch, corruptions, names, images, batch):
     """The full grid: (wall s, CPU s, {name: (wall s, CPU s)})."""
     x = torch.from_numpy(images)
     per = {}
     with Clock() as total:
-        for name in corruptions.CORRUPTIONS:
+        for name in names:
             with Clock() as clock:
                 for severity in range(1, 6):
                     for start in range(0, len(x), batch):
@@ -204,7 +204,8 @@ def main() -> None:
 
     import torch
 
-    from macs_audit.views import corruptions
+    from macs_audit.views.corruptions import apply as corruptions
+    from macs_audit.views.corruptions.table import CORRUPTIONS, FAMILIES
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -221,7 +222,7 @@ def main() -> None:
         time.sleep(2.0)  # worker threads started by the reference's imports spin for a while
     log(f"{len(images)} images x 5 severities; reference: {reference}")
     ours, ref_rates, ref_errors, ratios = {}, {}, {}, {}
-    names = args.only or corruptions.CORRUPTIONS
+    names = args.only or CORRUPTIONS
     for name in names:
         rates, error = time_pair(torch, corruptions, ic_corrupt, name, images, args.rounds)
         if error:
@@ -240,7 +241,7 @@ def main() -> None:
     if not args.skip_grid and not args.only:
         grid_images = np.ascontiguousarray(data[: args.grid_images])
         log(f"full grid: 19 x 5 x {len(grid_images)} images, batch {args.batch}")
-        grid_total, grid_cpu, grid_per = time_grid(torch, corruptions, grid_images, args.batch)
+        grid_total, grid_cpu, grid_per = time_grid(torch, corruptions, CORRUPTIONS, grid_images, args.batch)
     load_end = os.getloadavg()
 
     out = [
@@ -269,7 +270,7 @@ def main() -> None:
                      f" | {min(wall_ratios):.1f}x - {max(wall_ratios):.1f}x")
         else:
             ref_cell, ratio = ref_errors.get(name, "n/a"), "n/a | "
-        out.append(f"| {name} | {corruptions.FAMILIES[name]} | {ow:,.0f} ({oc:,.0f}) | {ref_cell} | {ratio} |")
+        out.append(f"| {name} | {FAMILIES[name]} | {ow:,.0f} ({oc:,.0f}) | {ref_cell} | {ratio} |")
     if ref_rates:
         count = len(ref_rates) * 5 * len(images)
         totals = [(sum(count / len(ref_rates) / ours[n][i] for n in ref_rates),

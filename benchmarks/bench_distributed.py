@@ -1,7 +1,7 @@
 """`macs-audit evaluate` under torchrun with 2 CPU processes against 1 process, same model and data.
 
     python benchmarks/bench_distributed.py [--model sample_models/resnet9_c10_ce.onnx] [--repeats 3]
-        [--evaluate-args "..." [--evaluate-args "..."]] [--results benchmarks/RESULTS_distributed.md]
+        [--evaluate-args "..." [--evaluate-args "..."]] [--results FILE]
 
 Three configurations, interleaved (A B C, A B C, ...) so machine noise hits them alike; medians reported:
 - 1 proc x 2 threads: `python -m macs_audit evaluate MODEL --device cpu` with 2 threads;
@@ -64,12 +64,27 @@ def entry(argv: list[str]) -> None:
 def run(config: str, model: Path, extra: list[str], out: Path, port: int) -> tuple[float, float]:
     """(wall seconds, CPU seconds of all processes of the run)."""
     threads = 2 if config == "1x2" else 1
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "BENCH_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "BENCH_THREADS": str(threads),
+        "PYTHONPATH": str(ROOT),
+    }
     cli = ["evaluate", str(model), "--device", "cpu", "--quiet", "-o", str(out), *extra]
     if config == "2x1":
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
-               str(HERE), "--entry", *cli]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(port),
+            str(HERE),
+            "--entry",
+            *cli,
+        ]
     else:
         cmd = [sys.executable, str(HERE), "--entry", *cli]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -87,7 +102,7 @@ def differences(a, b, path="") -> list[str]:
     if isinstance(a, dict):
         return [d for k in a for d in differences(a[k], b.get(k), f"{path}/{k}")]
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]")]
     if isinstance(a, float) and isinstance(b, float):
         return [] if abs(a - b) <= 1e-9 * max(1.0, abs(a)) else [path]
     return [] if a == b else [path]
@@ -97,10 +112,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=ROOT / "sample_models" / "resnet9_c10_ce.onnx")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--evaluate-args", action="append", help="Extra evaluate flags of one workload, e.g. "
-                        "\"--sensitivity-samples 0\"; repeat for several workloads (default: one, the defaults).")
+    parser.add_argument(
+        "--evaluate-args",
+        action="append",
+        help="Extra evaluate flags of one workload, e.g. "
+        '"--sensitivity-samples 0"; repeat for several workloads (default: one, the defaults).',
+    )
     parser.add_argument("--port", type=int, default=29541)
-    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "RESULTS_distributed.md")
+    parser.add_argument("--results", type=Path, help="also write the markdown report to this file")
     args = parser.parse_args()
     workloads = args.evaluate_args or [""]
     if not args.model.is_file():
@@ -121,8 +140,11 @@ def main() -> None:
                     t, u = run(c, args.model, extra, reports[c], args.port + 10 * w + r)
                     wall[c].append(t)
                     cpu[c].append(u)
-                    print(f"[{workload or 'defaults'}] repeat {r + 1} {labels[c]:<34} {t:7.1f} s wall {u:7.1f} s CPU",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"[{workload or 'defaults'}] repeat {r + 1} {labels[c]:<34} {t:7.1f} s wall {u:7.1f} s CPU",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             a, b = (json.loads(reports[c].read_text()) for c in ("1x2", "2x1"))
         diffs = [d for d in differences(a, b) if d not in ("/runtime/world_size", "/created")]
         views = ["clean"] + [v["name"] for v in a["views"]]
@@ -133,40 +155,58 @@ def main() -> None:
             f"## Workload: {('`' + workload + '`') if workload else 'default flags'}",
             "",
             f"`macs-audit evaluate` on {a['data']['n']} images, views {', '.join(views)}"
-            + (f", sensitivity on {sens['n']} images ({sens['method'].split(' (')[0]}, sharded across ranks)" if sens
-               else ", no sensitivity")
+            + (
+                f", sensitivity on {sens['n']} images ({sens['method'].split(' (')[0]}, sharded across ranks)"
+                if sens
+                else ", no sensitivity"
+            )
             + f", {a['conventions'].get('bootstrap_resamples', '?')} bootstrap resamples.",
             "",
-            "| configuration | wall runs (s) | median wall (s) | wall speed-up of 2 procs x 1 thread | median CPU (s) |",
+            "| configuration | wall runs (s) | median wall (s) "
+            "| wall speed-up of 2 procs x 1 thread | median CPU (s) |",
             "|---|---|---:|---:|---:|",
         ]
         for c in configs:
-            sec.append(f"| {labels[c]} | {', '.join(f'{t:.1f}' for t in wall[c])} | {med[c]:.1f} | "
-                       + ("—" if c == "2x1" else f"{med[c] / med['2x1']:.2f}x") + f" | {med_cpu[c]:.1f} |")
-        sec += ["", "Sharded report vs single-process report: "
-                + ("identical apart from world_size and timestamp (counts exact, floats within 1e-9)." if not diffs
-                   else f"{len(diffs)} fields differ: {', '.join(diffs[:8])}"), ""]
+            sec.append(
+                f"| {labels[c]} | {', '.join(f'{t:.1f}' for t in wall[c])} | {med[c]:.1f} | "
+                + ("—" if c == "2x1" else f"{med[c] / med['2x1']:.2f}x")
+                + f" | {med_cpu[c]:.1f} |"
+            )
+        sec += [
+            "",
+            "Sharded report vs single-process report: "
+            + (
+                "identical apart from world_size and timestamp (counts exact, floats within 1e-9)."
+                if not diffs
+                else f"{len(diffs)} fields differ: {', '.join(diffs[:8])}"
+            ),
+            "",
+        ]
         sections += sec
     load_after = os.getloadavg()[0]
     lines = [
         "# Distributed evaluate on CPU: torchrun 2 processes vs 1 process",
         "",
         f"`python benchmarks/bench_distributed.py --model {model_name} --repeats {args.repeats}"
-        + "".join(f" --evaluate-args {shlex.quote(wl)}" for wl in (args.evaluate_args or [])) + "`",
+        + "".join(f" --evaluate-args {shlex.quote(wl)}" for wl in (args.evaluate_args or []))
+        + "`",
         "",
-        f"- Machine: {os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), no GPU, shared with other "
-        f"jobs (1-minute load average {load_before:.1f} at the start, {load_after:.1f} at the end; runs niced).",
+        f"- Machine: {os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), "
+        f"shared with other jobs (1-minute load average {load_before:.1f} at the start, "
+        f"{load_after:.1f} at the end; runs niced).",
         f"- Model: {args.model.name} (sha256 {a['model']['sha256'][:16]}…), onnxruntime CPU provider.",
         "- Each run: the CLI end to end in fresh processes (start-up, imports, model load included). "
         "onnxruntime's intra-op pool pinned to the stated threads (it ignores OMP_NUM_THREADS).",
-        f"- {args.repeats} repeats, configurations interleaved; medians. CPU = user + system time of all the run's processes.",
+        f"- {args.repeats} repeats, configurations interleaved; medians. "
+        "CPU = user + system time of all the run's processes.",
         "",
         *sections,
     ]
     text = "\n".join(lines)
     print(text)
-    args.results.write_text(text)
-    print(f"written to {args.results}", file=sys.stderr)
+    if args.results:
+        args.results.write_text(text)
+        print(f"written to {args.results}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def bare_loop(model: Path, x: np.ndarray, batch_size: int) -> float:
     name = session.get_inputs()[0].name
     start = time.perf_counter()
     for i in range(0, len(x), batch_size):
-        session.run(None, {name: x[i:i + batch_size]})
+        session.run(None, {name: x[i : i + batch_size]})
     return time.perf_counter() - start
 
 
@@ -51,9 +51,26 @@ def audit_in_process(model: Path, batch_size: int, bootstrap: int = 1000) -> flo
 
 def cli(model: Path, batch_size: int) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "macs_audit", "evaluate", str(model), "--quiet", "--device", "cpu",
-                    "--batch-size", str(batch_size), "--perturbations", "none", "--sensitivity-samples", "0"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "macs_audit",
+            "evaluate",
+            str(model),
+            "--quiet",
+            "--device",
+            "cpu",
+            "--batch-size",
+            str(batch_size),
+            "--perturbations",
+            "none",
+            "--sensitivity-samples",
+            "0",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return time.perf_counter() - start
 
 
@@ -65,15 +82,12 @@ def main() -> None:
     args = parser.parse_args()
 
     from macs_audit.data.sources import load_source
-    from macs_audit.models.predictor import (
-        load_predictor,
-        resize_and_normalize_numpy,
-        to_unit_float,
-    )
+    from macs_audit.models.predictor import load_predictor
+    from macs_audit.models.preprocessing import resize_and_normalize, to_unit_float
 
     source = load_source(None)
     cfg = load_predictor(args.model, device="cpu").config
-    x = resize_and_normalize_numpy(to_unit_float(source.images(np.arange(len(source)))), cfg)
+    x = resize_and_normalize(to_unit_float(source.images(np.arange(len(source)))), cfg.input_size, cfg.mean, cfg.std)
     n = len(x)
     times = {"bare": [], "audit": [], "audit-noboot": [], "cli": []}
     for _ in range(args.repeats):

@@ -52,8 +52,14 @@ def main() -> None:
         torch.manual_seed(0)
         options = FinetuneOptions(objective=objective, input_size=(args.size, args.size), device=args.device)
         model = timm.create_model(args.arch, num_classes=10).to(device).train()
-        setups[objective] = (model, make_optimizer(model, options), options, Preprocess(options, device),
-                             torch.Generator().manual_seed(1), torch.Generator(device=device).manual_seed(2))
+        setups[objective] = (
+            model,
+            make_optimizer(model, options),
+            options,
+            Preprocess(options, device),
+            torch.Generator().manual_seed(1),
+            torch.Generator(device=device).manual_seed(2),
+        )
 
     def step(objective: str) -> float:
         model, optimizer, options, prep, data_gen, view_gen = setups[objective]
@@ -78,11 +84,19 @@ def main() -> None:
     ce, macs = statistics.median(times["ce"]), statistics.median(times["macs"])
     params = sum(p.numel() for p in setups["ce"][0].parameters())
     result = {
-        "arch": args.arch, "params": params, "batch_size": args.batch_size, "image_size": args.size,
-        "device": args.device, "threads": args.threads, "steps": args.steps, "torch": torch.__version__,
+        "arch": args.arch,
+        "params": params,
+        "batch_size": args.batch_size,
+        "image_size": args.size,
+        "device": args.device,
+        "threads": args.threads,
+        "steps": args.steps,
+        "torch": torch.__version__,
         "cpu": platform.processor() or platform.machine(),
-        "ce_step_ms_median": round(1000 * ce, 1), "macs_step_ms_median": round(1000 * macs, 1),
-        "ce_img_per_s": round(args.batch_size / ce), "macs_img_per_s": round(args.batch_size / macs),
+        "ce_step_ms_median": round(1000 * ce, 1),
+        "macs_step_ms_median": round(1000 * macs, 1),
+        "ce_img_per_s": round(args.batch_size / ce),
+        "macs_img_per_s": round(args.batch_size / macs),
         "macs_over_ce": round(macs / ce, 3),
         "ce_step_ms_iqr": [round(1000 * q, 1) for q in statistics.quantiles(times["ce"], n=4)[::2]],
         "macs_step_ms_iqr": [round(1000 * q, 1) for q in statistics.quantiles(times["macs"], n=4)[::2]],

@@ -70,12 +70,21 @@ def step_info(results: Path) -> None:
 
     import torch
 
-    emit(results, "python / torch", f"{platform.python_version()} / {torch.__version__}",
-         f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}")
+    emit(
+        results,
+        "python / torch",
+        f"{platform.python_version()} / {torch.__version__}",
+        f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}",
+    )
     if cuda():
         props = torch.cuda.get_device_properties(0)
-        emit(results, "GPU", f"{props.name}", f"{props.total_memory / 2**30:.0f} GiB, sm_{props.major}{props.minor}, "
-             f"{torch.cuda.device_count()} device(s), bf16 {'yes' if torch.cuda.is_bf16_supported() else 'no'}")
+        emit(
+            results,
+            "GPU",
+            f"{props.name}",
+            f"{props.total_memory / 2**30:.0f} GiB, sm_{props.major}{props.minor}, "
+            f"{torch.cuda.device_count()} device(s), bf16 {'yes' if torch.cuda.is_bf16_supported() else 'no'}",
+        )
     else:
         emit(results, "GPU", "none", "torch.cuda.is_available() is False: GPU rows are skipped")
     emit(results, "onnxruntime CUDA", ort_cuda_status()[1])
@@ -99,9 +108,17 @@ def step_prepare(results: Path, work: Path) -> None:
         torch.manual_seed(0)
         model = timm.create_model("macs_resnet9_c10", num_classes=10).eval()
         save_safetensors(model, work / "model.safetensors")
-        write_sidecar(work / "model.json", {"arch": "macs_resnet9_c10", "num_classes": 10, "input_size": [32, 32],
-                                            "output": "logits", "mean": [0.4914, 0.4822, 0.4465],
-                                            "std": [0.247, 0.2435, 0.2616]})
+        write_sidecar(
+            work / "model.json",
+            {
+                "arch": "macs_resnet9_c10",
+                "num_classes": 10,
+                "input_size": [32, 32],
+                "output": "logits",
+                "mean": [0.4914, 0.4822, 0.4465],
+                "std": [0.247, 0.2435, 0.2616],
+            },
+        )
         origin = "random-init macs_resnet9_c10 (no sample model in the tree)"
     emit(results, "model", "macs_resnet9_c10", origin)
     if SAMPLE.with_suffix(".onnx").is_file():
@@ -116,7 +133,11 @@ def step_prepare(results: Path, work: Path) -> None:
         from macs_audit.models.export import export_onnx
 
         meta = json.loads((work / "model.json").read_text())
-        export_onnx(model, work / "model.onnx", {k: meta[k] for k in ("arch", "num_classes", "input_size", "mean", "std", "output")})
+        export_onnx(
+            model,
+            work / "model.onnx",
+            {k: meta[k] for k in ("arch", "num_classes", "input_size", "mean", "std", "output")},
+        )
         emit(results, "onnx model", "exported here")
     except Exception as exc:  # onnx / onnxscript missing on a bare box: ONNX rows are skipped
         emit(results, "onnx model", "unavailable", f"export failed: {type(exc).__name__}: {str(exc)[:80]}")
@@ -125,8 +146,11 @@ def step_prepare(results: Path, work: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 def step_tests(results: Path) -> int:
     files = ["tests/test_gpu.py"]
-    others = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests").glob("test_*.py"))
-              if p.name != "test_gpu.py" and "cuda.is_available()" in p.read_text()]
+    others = [
+        str(p.relative_to(ROOT))
+        for p in sorted((ROOT / "tests").rglob("test_*.py"))
+        if p.name != "test_gpu.py" and "cuda.is_available()" in p.read_text()
+    ]
     try:
         import pytest  # noqa: F401
     except ImportError:
@@ -137,7 +161,20 @@ def step_tests(results: Path) -> int:
     rc = subprocess.call(cmd, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     lines = log.read_text().splitlines()
     if others:
-        cmd2 = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-rsf", "-p", "no:cacheprovider", *others, "-k", "cuda"]
+        cmd2 = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-o",
+            "addopts=",
+            "-q",
+            "-rsf",
+            "-p",
+            "no:cacheprovider",
+            *others,
+            "-k",
+            "cuda",
+        ]
         rc2 = subprocess.call(cmd2, cwd=ROOT, stdout=open(log.with_suffix(".2"), "w"), stderr=subprocess.STDOUT)
         lines2 = log.with_suffix(".2").read_text().splitlines()
         print("\n".join(lines2[-30:]))
@@ -146,9 +183,13 @@ def step_tests(results: Path) -> int:
     print("\n".join(lines[-60:]))
     skipped = sorted({ln.split(": ", 1)[-1] for ln in lines if ln.startswith("SKIPPED")})
     failed = [ln.split(" ")[1] for ln in lines if ln.startswith("FAILED")]
-    emit(results, "pytest tests/test_gpu.py", (lines or ["?"])[-1].strip("= "),
-         ("failed: " + ", ".join(f.split("::")[-1] for f in failed) + "; " if failed else "")
-         + ("skips: " + "; ".join(skipped) if skipped else ""))
+    emit(
+        results,
+        "pytest tests/test_gpu.py",
+        (lines or ["?"])[-1].strip("= "),
+        ("failed: " + ", ".join(f.split("::")[-1] for f in failed) + "; " if failed else "")
+        + ("skips: " + "; ".join(skipped) if skipped else ""),
+    )
     return rc
 
 
@@ -169,6 +210,7 @@ def _pytest_shim():
             def deco(fn):
                 fn.__dict__.setdefault("_skips", []).append((bool(condition), reason))
                 return fn
+
             return deco
 
     def skip(reason=""):
@@ -211,6 +253,19 @@ class _MonkeyPatch:
             setattr(target, name, old)
 
 
+def _call_with_fixtures(f, conftest, tmp: Path, mp: _MonkeyPatch):
+    """Call a test (or fixture) with its arguments: tmp_path, monkeypatch, or conftest's fixtures."""
+    kwargs = {}
+    for p in inspect.signature(f).parameters:
+        if p == "tmp_path":
+            kwargs[p] = tmp
+        elif p == "monkeypatch":
+            kwargs[p] = mp
+        else:
+            kwargs[p] = _call_with_fixtures(getattr(conftest, p), conftest, tmp, mp)
+    return f(**kwargs)
+
+
 def mini_runner(results: Path, path: Path) -> int:
     import importlib.util
 
@@ -232,15 +287,8 @@ def mini_runner(results: Path, path: Path) -> int:
             skips.add(reasons[0])
             continue
         tmp, mp = Path(tempfile.mkdtemp()), _MonkeyPatch()
-
-        def resolve(f):
-            kwargs = {}
-            for p in inspect.signature(f).parameters:
-                kwargs[p] = tmp if p == "tmp_path" else mp if p == "monkeypatch" else resolve(getattr(conftest, p))
-            return f(**kwargs)
-
         try:
-            resolve(fn)
+            _call_with_fixtures(fn, conftest, tmp, mp)
             counts["passed"] += 1
         except _Skipped as exc:
             counts["skipped"] += 1
@@ -252,21 +300,48 @@ def mini_runner(results: Path, path: Path) -> int:
         finally:
             mp.undo()
     summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
-    emit(results, "tests/test_gpu.py (built-in runner: no pytest)", summary,
-         ("failed: " + ", ".join(failed) + "; " if failed else "") + ("skips: " + "; ".join(sorted(skips)) if skips else ""))
+    emit(
+        results,
+        "tests/test_gpu.py (built-in runner: no pytest)",
+        summary,
+        ("failed: " + ", ".join(failed) + "; " if failed else "")
+        + ("skips: " + "; ".join(sorted(skips)) if skips else ""),
+    )
     return 1 if counts["failed"] else 0
 
 
 # ---------------------------------------------------------------------------------------------
-def _time(fn, repeat: int = 1) -> float:
+def _time(fn, *args, repeat: int = 1) -> float:
+    """Best wall time of fn(*args) over `repeat` calls, the device synchronised around each."""
     best = float("inf")
     for _ in range(repeat):
         sync()
         start = time.perf_counter()
-        fn()
+        fn(*args)
         sync()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def _forward_all(predictor, x, batch: int) -> None:
+    """The model alone over device-resident images: no host copies, no metrics."""
+    import torch
+
+    with torch.no_grad():
+        for i in range(0, len(x), batch):
+            predictor.forward(x[i : i + batch])
+
+
+def _corrupt_all(corrupt, images, name: str, batch: int) -> None:
+    for i in range(0, len(images), batch):
+        corrupt(images[i : i + batch], name, 3, seed=i)
+
+
+def _train_steps(steps: int, training_step, optimizer, model, x, y, options, prep, data_gen, view_gen, amp) -> None:
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        training_step(model, x, y, options, prep, data_gen, view_gen, amp)
+        optimizer.step()
 
 
 def step_throughput(results: Path, work: Path) -> None:
@@ -276,8 +351,9 @@ def step_throughput(results: Path, work: Path) -> None:
 
     from macs_audit.audit import evaluate_view
     from macs_audit.data.sources import load_source
-    from macs_audit.models.predictor import load_predictor, to_unit_float
-    from macs_audit.views.view import perturbation_view, view_device
+    from macs_audit.models.predictor import load_predictor
+    from macs_audit.models.preprocessing import to_unit_float
+    from macs_audit.views.view import perturbation, view_device
 
     full = load_source(None)
     rows = [("torch", "cuda", 10000, 1000)] if cuda() else []
@@ -296,25 +372,32 @@ def step_throughput(results: Path, work: Path) -> None:
             predictor = load_predictor(model, device=device)
             source = full.subset(np.arange(n))
             evaluate_view(predictor, full.subset(np.arange(batch)), 10, batch)  # warm-up: kernels, allocator
-            t = _time(lambda: evaluate_view(predictor, source, 10, batch))
-            view = perturbation_view("noise+blur", 0, view_device(predictor))
-            tr = _time(lambda: evaluate_view(predictor, source, 10, batch, view))
-            emit(results, f"evaluate {label}: clean view", f"{n / t:,.0f} img/s",
-                 f"{n} images, batch {batch}, provider {predictor.info['provider']}")
-            emit(results, f"evaluate {label}: noise+blur view", f"{n / tr:,.0f} img/s", "view on " + view_device(predictor))
+            t = _time(evaluate_view, predictor, source, 10, batch)
+            view = perturbation("noise+blur", 0, view_device(predictor.device))
+            tr = _time(evaluate_view, predictor, source, 10, batch, view)
+            emit(
+                results,
+                f"evaluate {label}: clean view",
+                f"{n / t:,.0f} img/s",
+                f"{n} images, batch {batch}, provider {predictor.info['provider']}",
+            )
+            emit(
+                results,
+                f"evaluate {label}: noise+blur view",
+                f"{n / tr:,.0f} img/s",
+                "view on " + view_device(predictor.device),
+            )
             if backend == "torch" and device == "cuda":
                 # The model alone on a device-resident, normalised split: the ceiling the pipeline could reach.
                 x = torch.from_numpy(to_unit_float(source.images(np.arange(n)))).to(predictor.device)
-
-                def model_only():
-                    with torch.no_grad():
-                        for i in range(0, n, batch):
-                            predictor.forward(x[i:i + batch])
-
-                model_only()
-                tm = _time(model_only, repeat=3)
-                emit(results, f"evaluate {label}: model only (bf16, data on GPU)", f"{n / tm:,.0f} img/s",
-                     "no host copies, no metrics")
+                _forward_all(predictor, x, batch)
+                tm = _time(_forward_all, predictor, x, batch, repeat=3)
+                emit(
+                    results,
+                    f"evaluate {label}: model only (bf16, data on GPU)",
+                    f"{n / tm:,.0f} img/s",
+                    "no host copies, no metrics",
+                )
         except Exception as exc:
             emit(results, f"evaluate {label}", "FAILED", f"{type(exc).__name__}: {str(exc)[:100]}")
             traceback.print_exc()
@@ -327,7 +410,8 @@ def step_corruptions(results: Path) -> None:
     import torch
 
     from macs_audit.data.sources import load_source
-    from macs_audit.views.corruptions import CORRUPTIONS, batch_seed, corrupt
+    from macs_audit.views.corruptions.apply import batch_seed, corrupt
+    from macs_audit.views.corruptions.table import CORRUPTIONS
 
     source = load_source(None)
     plans = ([("cuda", 5000, 1000)] if cuda() else []) + [("cpu", 500, 500)]
@@ -336,11 +420,16 @@ def step_corruptions(results: Path) -> None:
         per = {}
         for name in CORRUPTIONS:
             corrupt(images[:16], name, 3, seed=0)  # warm-up
-            per[name] = _time(lambda: [corrupt(images[i:i + batch], name, 3, seed=i) for i in range(0, n, batch)])
+            per[name] = _time(_corrupt_all, corrupt, images, name, batch)
         total = sum(per.values())
         slow = sorted(per, key=per.get, reverse=True)[:3]
-        emit(results, f"corruptions {device}: 19 at severity 3", f"{19 * n / total:,.0f} img/s",
-             f"{n} images each, batch {batch}, {total:.1f} s; slowest " + ", ".join(f"{s} {n / per[s]:,.0f}/s" for s in slow))
+        emit(
+            results,
+            f"corruptions {device}: 19 at severity 3",
+            f"{19 * n / total:,.0f} img/s",
+            f"{n} images each, batch {batch}, {total:.1f} s; slowest "
+            + ", ".join(f"{s} {n / per[s]:,.0f}/s" for s in slow),
+        )
         if device == "cuda":
             for name in CORRUPTIONS:
                 emit(results, f"  {name} cuda, severity 3", f"{n / per[name]:,.0f} img/s", "")
@@ -356,12 +445,16 @@ def step_corruptions(results: Path) -> None:
             for name in CORRUPTIONS:
                 for severity in range(1, 6):
                     for i in range(0, n, batch):
-                        out = corrupt(images[i:i + batch], name, severity, batch_seed(0, name, severity, i))
+                        out = corrupt(images[i : i + batch], name, severity, batch_seed(0, name, severity, i))
                         checksum.add_(out[:, 0, 0, 0].sum())  # keeps every batch live, costs nothing
 
         t = _time(grid)
-        emit(results, "corruption grid cuda: 19 x 5 x 10,000 images", f"{t:.1f} s",
-             f"{19 * 5 * n / t:,.0f} img/s, batch {batch}, generated and kept on the GPU (CPU target: < 600 s)")
+        emit(
+            results,
+            "corruption grid cuda: 19 x 5 x 10,000 images",
+            f"{t:.1f} s",
+            f"{19 * 5 * n / t:,.0f} img/s, batch {batch}, generated and kept on the GPU (CPU target: < 600 s)",
+        )
 
 
 def step_cifar_c(results: Path, work: Path) -> None:
@@ -371,15 +464,34 @@ def step_cifar_c(results: Path, work: Path) -> None:
     model = ROOT / "sample_models" / "resnet9_c10_ce.safetensors"
     report = work / "cifar_c.json"
     start = time.perf_counter()
-    subprocess.check_call([sys.executable, "-m", "macs_audit", "evaluate", str(model), "--device", "cuda",
-                           "--corruptions", "cifar-c", "--quiet", "-o", str(report)], cwd=ROOT)
+    subprocess.check_call(
+        [
+            sys.executable,
+            "-m",
+            "macs_audit",
+            "evaluate",
+            str(model),
+            "--device",
+            "cuda",
+            "--corruptions",
+            "cifar-c",
+            "--quiet",
+            "-o",
+            str(report),
+        ],
+        cwd=ROOT,
+    )
     wall = time.perf_counter() - start
     r = json.loads(report.read_text())
     summary = r["corruption_summary"]
-    emit(results, "evaluate sample model, CIFAR-10-C 19 x 5 (cuda, end to end)", f"{wall:.1f} s",
-         f"clean acc {r['clean']['metrics']['accuracy']:.4f}; mean acc 15x5 {summary['mean_accuracy_15']:.4f}, "
-         f"19x5 {summary['mean_accuracy_19']:.4f}, ECE 19x5 {summary['mean_ece_19']:.4f} "
-         "(CPU run in the README: 0.6937 / 0.7029 / 0.1306)")
+    emit(
+        results,
+        "evaluate sample model, CIFAR-10-C 19 x 5 (cuda, end to end)",
+        f"{wall:.1f} s",
+        f"clean acc {r['clean']['metrics']['accuracy']:.4f}; mean acc 15x5 {summary['mean_accuracy_15']:.4f}, "
+        f"19x5 {summary['mean_accuracy_19']:.4f}, ECE 19x5 {summary['mean_ece_19']:.4f} "
+        "(CPU run in the README: 0.6937 / 0.7029 / 0.1306)",
+    )
 
 
 def step_train(results: Path) -> None:
@@ -408,17 +520,15 @@ def step_train(results: Path) -> None:
         x = torch.from_numpy(source.images(np.arange(batch))).to(device).permute(0, 3, 1, 2).float().div_(255)
         y = torch.from_numpy(source.labels[:batch]).to(device)
 
-        def one():
-            optimizer.zero_grad(set_to_none=True)
-            loss, _ = training_step(model, x, y, options, prep, data_gen, view_gen, amp)
-            optimizer.step()
-            return loss
-
-        for _ in range(3 if device.type == "cuda" else 1):
-            one()
-        t = _time(lambda: [one() for _ in range(steps)])
-        emit(results, f"MaCS train step {device_name} {'bf16 autocast' if amp else 'fp32'}",
-             f"{steps / t:,.1f} steps/s", f"batch {batch} ({batch * steps / t:,.0f} img/s; 2 forward passes per image)")
+        step = (training_step, optimizer, model, x, y, options, prep, data_gen, view_gen, amp)
+        _train_steps(3 if device.type == "cuda" else 1, *step)
+        t = _time(_train_steps, steps, *step)
+        emit(
+            results,
+            f"MaCS train step {device_name} {'bf16 autocast' if amp else 'fp32'}",
+            f"{steps / t:,.1f} steps/s",
+            f"batch {batch} ({batch * steps / t:,.0f} img/s; 2 forward passes per image)",
+        )
 
 
 def step_table(results: Path) -> None:
@@ -434,11 +544,16 @@ def step_table(results: Path) -> None:
 def main() -> int:
     cmd, results = sys.argv[1], Path(sys.argv[2])
     work = Path(sys.argv[3]) if len(sys.argv) > 3 else None
-    steps = {"info": lambda: step_info(results), "prepare": lambda: step_prepare(results, work),
-             "tests": lambda: step_tests(results), "throughput": lambda: step_throughput(results, work),
-             "corruptions": lambda: step_corruptions(results), "train": lambda: step_train(results),
-             "cifar_c": lambda: step_cifar_c(results, work),
-             "table": lambda: step_table(results)}
+    steps = {
+        "info": lambda: step_info(results),
+        "prepare": lambda: step_prepare(results, work),
+        "tests": lambda: step_tests(results),
+        "throughput": lambda: step_throughput(results, work),
+        "corruptions": lambda: step_corruptions(results),
+        "train": lambda: step_train(results),
+        "cifar_c": lambda: step_cifar_c(results, work),
+        "table": lambda: step_table(results),
+    }
     return int(steps[cmd]() or 0)
 
 

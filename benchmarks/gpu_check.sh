@@ -17,9 +17,9 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${PYTHON:-python3}
 BUDGET=${GPU_CHECK_BUDGET:-570}
-WORK=$(mktemp -d /tmp/gpu_check_work.XXXXXX)   # models and reports; removed at the end
+WORK=$(mktemp -d -t gpu_check_work.XXXXXX)   # models and reports; removed at the end
 trap 'rm -rf "$WORK"' EXIT
-RESULTS_DIR=${GPU_CHECK_OUT:-${OUT:-$(mktemp -d /tmp/gpu_check.XXXXXX)}}
+RESULTS_DIR=${GPU_CHECK_OUT:-${OUT:-$(mktemp -d -t gpu_check.XXXXXX)}}
 mkdir -p "$RESULTS_DIR"
 RESULTS=$RESULTS_DIR/results.jsonl
 : > "$RESULTS"

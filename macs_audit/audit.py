@@ -22,13 +22,27 @@ from macs_audit.data.splits import stratified_split
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import accumulators
-from macs_audit.models.predictor import Predictor, to_unit_float
-from macs_audit.report import Report, ViewResult
-from macs_audit.views.view import clean_view
+from macs_audit.models.predictor import Predictor
+from macs_audit.models.preprocessing import to_unit_float
+from macs_audit.report import (
+    Conventions,
+    CorruptionSummary,
+    DataInfo,
+    MarginHistogram,
+    ModelInfo,
+    Reliability,
+    Report,
+    Robustness,
+    Runtime,
+    TemperatureScaling,
+    Tool,
+    ViewResult,
+)
+from macs_audit.views import view as views
+from macs_audit.views.corruptions.table import FAMILIES
+from macs_audit.views.view import View
 
 ProgressFn = Callable[[str, int, int], None]
-# A view maps a uint8 NHWC batch (and its position in the data set) to float [0,1] NCHW images.
-ViewFn = Callable[[np.ndarray, int], np.ndarray]
 
 
 @dataclasses.dataclass
@@ -63,8 +77,8 @@ def _workers(options: AuditOptions, ctx: Context) -> int:
 
 
 def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_size: int,
-                  view: ViewFn = clean_view, progress: ProgressFn | None = None,
-                  description: str = "clean", keep_logits: bool = False, ctx: Context = SINGLE, workers: int = 0):
+                  view: View = views.CLEAN, progress: ProgressFn | None = None,
+                  description: str | None = None, keep_logits: bool = False, ctx: Context = SINGLE, workers: int = 0):
     """Run one view over the whole source (this rank's shard under torch.distributed, then
     combined across ranks); return (accumulator, logits or None).
 
@@ -75,8 +89,9 @@ def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_
     done = 0
     total = len(source) if not ctx.active else sum(
         min(batch_size, len(source) - st) for b, st in enumerate(range(0, len(source), batch_size)) if ctx.owns(b))
-    device = str(predictor.info.get("device", "cpu"))
-    torch_gpu = device.startswith("cuda") and predictor.info.get("backend") == "torch"
+    description = description or view.name
+    device = predictor.device
+    torch_gpu = device.startswith("cuda") and predictor.backend == "torch"
     resident = device_images(source, device) if torch_gpu else None
     for start, images, labels in prefetched(source, batch_size, view, ctx, resident, torch_gpu and resident is None,
                                              workers, overlap=device.startswith("cuda")):
@@ -96,12 +111,14 @@ def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_
     return acc, (np.concatenate(kept) if keep_logits else None)
 
 
-def view_result(name: str, kind: str, acc: accumulators.CalibrationAccumulator, bootstrap: int, seed: int,
-                **where) -> ViewResult:
+def view_result(view: View, acc: accumulators.CalibrationAccumulator, bootstrap: int, seed: int) -> ViewResult:
+    where = {}
+    if view.kind == "corruption":
+        where = {"corruption": view.corruption, "severity": view.severity, "family": FAMILIES[view.corruption]}
     return ViewResult(
-        name=name, kind=kind, metrics=acc.compute(),
+        name=view.name, kind=view.kind, metrics=acc.compute(),
         intervals=accumulators.bootstrap_intervals(acc, bootstrap, seed) if bootstrap else {},
-        reliability=acc.reliability(), **where,
+        reliability=Reliability.from_dict(acc.reliability()), **where,
     )
 
 
@@ -140,59 +157,75 @@ def margin_histogram(acc: accumulators.CalibrationAccumulator, bins: int = 40) -
     return {"edges": edges.tolist(), "counts": counts.tolist()}
 
 
-def run_audit(predictor: Predictor, source: Source, options: AuditOptions = AuditOptions(),
+@dataclasses.dataclass
+class RobustnessResult:
+    """What the robustness half of the audit adds to the Report."""
+
+    views: list[ViewResult] = dataclasses.field(default_factory=list)
+    section: dict | None = None               # robust accuracy, sensitivity, robustness ratio
+    corruption_summary: dict | None = None
+    conventions: dict = dataclasses.field(default_factory=dict)
+    seeds: dict = dataclasses.field(default_factory=dict)
+
+
+def run_audit(predictor: Predictor, source: Source, options: AuditOptions | None = None,
               progress: ProgressFn | None = None, data_info: dict | None = None, ctx: Context = SINGLE) -> AuditResult:
     """Audit `predictor` on `source`. Under torch.distributed (ctx), every rank returns the same Report."""
+    options = options or AuditOptions()
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
     num_classes = check_classes(predictor, source)
     acc, logits = evaluate_view(predictor, source, num_classes, options.batch_size,
                                 progress=progress, keep_logits=True, ctx=ctx, workers=_workers(options, ctx))
-    clean = view_result("clean", "clean", acc, options.bootstrap, options.seed)
+    clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed)
+    robustness = RobustnessResult()
+    if options.perturbations or options.sensitivity_samples or options.corruptions:
+        robustness = audit_robustness(predictor, source, num_classes, clean, options, progress, ctx)
     report = Report(
-        model={**predictor.info, **predictor.config.as_metadata(), "output": predictor.output.describe(),
-               "config_sources": dict(predictor.config.sources)},
-        data={"source": source.name, "format": source.format, "n": len(source), "num_classes": num_classes,
-              "class_names": list(source.class_names), **(data_info or {})},
-        runtime={"device": predictor.info["device"], "provider": predictor.info["provider"],
-                 "batch_size": options.batch_size, "world_size": ctx.world_size, **_versions()},
-        conventions=dict(accumulators.CONVENTIONS),
-        seeds={"bootstrap": options.seed, "calibration_split": options.seed},
+        model=ModelInfo.from_dict({**predictor.info, **predictor.config.as_metadata(),
+                                   "output": predictor.output.describe(),
+                                   "config_sources": dict(predictor.config.sources)}),
+        data=DataInfo.from_dict({"source": source.name, "format": source.format, "n": len(source),
+                                 "num_classes": num_classes, "class_names": list(source.class_names),
+                                 **(data_info or {})}),
+        runtime=Runtime.from_dict({"device": predictor.info["device"], "provider": predictor.info["provider"],
+                                   "batch_size": options.batch_size, "world_size": ctx.world_size, **_versions()}),
+        conventions=Conventions.from_dict({**accumulators.CONVENTIONS, "bootstrap_resamples": options.bootstrap,
+                                           **robustness.conventions}),
+        seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds},
         clean=clean,
-        temperature_scaling=temperature_section(logits, source.labels, num_classes,
-                                                options.calibration_split, options.seed),
-        margin_histogram=margin_histogram(acc),
-        tool={"name": "macs-audit", "version": macs_audit.__version__},
+        temperature_scaling=TemperatureScaling.from_dict_or_none(
+            temperature_section(logits, source.labels, num_classes, options.calibration_split, options.seed)),
+        margin_histogram=MarginHistogram.from_dict(margin_histogram(acc)),
+        views=robustness.views,
+        robustness=Robustness.from_dict_or_none(robustness.section),
+        corruption_summary=CorruptionSummary.from_dict_or_none(robustness.corruption_summary),
+        tool=Tool.from_dict({"name": "macs-audit", "version": macs_audit.__version__}),
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
-    report.conventions["bootstrap_resamples"] = options.bootstrap
-    if options.perturbations or options.sensitivity_samples or options.corruptions:
-        add_robustness(report, predictor, source, num_classes, options, progress, ctx)
     return AuditResult(report=report, logits=logits, labels=source.labels.copy())
 
 
-def add_robustness(report: Report, predictor: Predictor, source: Source, num_classes: int,
-                   options: AuditOptions, progress: ProgressFn | None, ctx: Context = SINGLE) -> None:
-    """Perturbation views, sensitivity and the corruption grid, added to `report` in place."""
-    from macs_audit.data.released import cifar_c_source
+def audit_robustness(predictor: Predictor, source: Source, num_classes: int, clean: ViewResult,
+                     options: AuditOptions, progress: ProgressFn | None, ctx: Context = SINGLE) -> RobustnessResult:
+    """Perturbation views, sensitivity and the corruption grid."""
     from macs_audit.data.splits import stratified_subset
-    from macs_audit.metrics.corruption_summary import summarize_corruptions
-    from macs_audit.views.view import corruption_view, perturbation_view, view_device
 
-    device = view_device(predictor)
+    device = views.view_device(predictor.device)
+    result = RobustnessResult()
     section: dict = {}
     if options.perturbations:
-        from macs_audit.views import perturbations
+        from macs_audit.views.perturbation_params import ROBUST_VIEW, describe
 
-        report.conventions["perturbations"] = perturbations.describe()
-        report.seeds["perturbations"] = options.seed
+        result.conventions["perturbations"] = describe()
+        result.seeds["perturbations"] = options.seed
         for name in options.perturbations:
-            acc, _ = evaluate_view(predictor, source, num_classes, options.batch_size,
-                                   perturbation_view(name, options.seed, device), progress, name, ctx=ctx,
+            view = views.perturbation(name, options.seed, device)
+            acc, _ = evaluate_view(predictor, source, num_classes, options.batch_size, view, progress, name, ctx=ctx,
                                    workers=_workers(options, ctx))
-            report.views.append(view_result(name, "perturbation", acc, options.bootstrap, options.seed))
-            if name == perturbations.ROBUST_VIEW:
-                section["robust_accuracy"] = report.views[-1].metrics["accuracy"]
+            result.views.append(view_result(view, acc, options.bootstrap, options.seed))
+            if name == ROBUST_VIEW:
+                section["robust_accuracy"] = result.views[-1].metrics["accuracy"]
                 section["robust_view"] = name
     if options.sensitivity_samples:
         from macs_audit.metrics.sensitivity import sensitivity
@@ -206,45 +239,55 @@ def add_robustness(report: Report, predictor: Predictor, source: Source, num_cla
         if progress:
             progress("sensitivity", len(pos), len(pos))
         section["sensitivity"] = sens
-        section["robustness_ratio"] = report.clean.metrics["mean_margin"] / sens["lipschitz"] if sens["lipschitz"] > 0 else None
+        lipschitz = sens["lipschitz"]
+        section["robustness_ratio"] = clean.metrics["mean_margin"] / lipschitz if lipschitz > 0 else None
         section["median_flip_radius"] = sens["median_flip_radius"]
-        report.seeds["sensitivity"] = options.seed
+        result.seeds["sensitivity"] = options.seed
     if options.corruptions:
-        grid = [(c, s) for c in options.corruptions for s in options.severities]
-        for i, (name, severity) in enumerate(grid):
-            if options.cifar_c_dir:
-                view_source, view = cifar_c_source(options.cifar_c_dir, source, name, severity), clean_view
-            else:
-                view_source = source
-                view = corruption_view(name, severity, options.seed, device, options.frost_textures)
-
-            def grid_progress(desc, done, total, i=i):
-                if progress:
-                    progress(desc, done, total)
-                    progress("corruption grid", i * total + done, len(grid) * total)
-
-            acc, _ = evaluate_view(predictor, view_source, num_classes, options.batch_size, view, grid_progress,
-                                   f"{name} s{severity}", ctx=ctx, workers=_workers(options, ctx))
-            # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
-            report.views.append(view_result(f"{name}@{severity}", "corruption", acc, 0, options.seed,
-                                            corruption=name, severity=severity,
-                                            family=_family(name)))
-        from macs_audit.views.corruptions import frost_texture_info
-
-        summary = summarize_corruptions([v for v in report.views if v.kind == "corruption"],
-                                                   report.clean.metrics["accuracy"], options.corruption_baseline)
-        summary["source"] = f"read from {options.cifar_c_dir}" if options.cifar_c_dir else "generated by macs-audit"
-        if not options.cifar_c_dir and "frost" in options.corruptions:
-            summary["frost_textures"] = frost_texture_info(options.frost_textures)
-        report.corruption_summary = summary
-        report.seeds["corruptions"] = options.seed
-    report.robustness = section or None
+        result.views += corruption_grid(predictor, source, num_classes, options, progress, ctx, device)
+        result.corruption_summary = corruption_summary(result.views, clean, options)
+        result.seeds["corruptions"] = options.seed
+    result.section = section or None
+    return result
 
 
-def _family(name: str) -> str:
-    from macs_audit.views.corruptions import FAMILIES
+def corruption_grid(predictor: Predictor, source: Source, num_classes: int, options: AuditOptions,
+                    progress: ProgressFn | None, ctx: Context, device: str) -> list[ViewResult]:
+    """Every corruption x severity, generated on `device` or read from released files."""
+    from macs_audit.data.released import cifar_c_source
 
-    return FAMILIES[name]
+    grid = [(c, s) for c in options.corruptions for s in options.severities]
+    results = []
+    for i, (name, severity) in enumerate(grid):
+        if options.cifar_c_dir:
+            view_source = cifar_c_source(options.cifar_c_dir, source, name, severity)
+            view = views.read_corruption(name, severity)
+        else:
+            view_source = source
+            view = views.corruption(name, severity, options.seed, device, options.frost_textures)
+
+        def grid_progress(desc: str, done: int, total: int, i: int = i) -> None:
+            if progress:
+                progress(desc, done, total)
+                progress("corruption grid", i * total + done, len(grid) * total)
+
+        acc, _ = evaluate_view(predictor, view_source, num_classes, options.batch_size, view, grid_progress,
+                               f"{name} s{severity}", ctx=ctx, workers=_workers(options, ctx))
+        # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
+        results.append(view_result(view, acc, 0, options.seed))
+    return results
+
+
+def corruption_summary(view_results: list[ViewResult], clean: ViewResult, options: AuditOptions) -> dict:
+    from macs_audit.metrics.corruption_summary import summarize_corruptions
+    summary = summarize_corruptions([v for v in view_results if v.kind == "corruption"],
+                                    clean.metrics["accuracy"], options.corruption_baseline)
+    summary["source"] = f"read from {options.cifar_c_dir}" if options.cifar_c_dir else "generated by macs-audit"
+    if not options.cifar_c_dir and "frost" in options.corruptions:
+        from macs_audit.views.corruptions.weather import frost_texture_info  # imports torch
+
+        summary["frost_textures"] = frost_texture_info(options.frost_textures)
+    return summary
 
 
 def _versions() -> dict:

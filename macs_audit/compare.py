@@ -1,9 +1,9 @@
 """Compare two Reports: side-by-side values, deltas, and which changes are regressions.
 
-`compare(a, b)` returns a Comparison (B relative to A: delta = B - A). The formats render it:
-terminal.comparison_table, markdown.render_comparison, html.render_comparison,
-json_report.render_comparison, junit.render_comparison. Comparing is informational: a regression
-here is any change in the bad direction; thresholds on regressions belong to `gate --baseline`.
+`compare(a, b)` returns a Comparison (B relative to A: delta = B - A) with a row per metric of the
+registry that both or either report holds; every format renders it (`render_comparison`).
+Comparing is informational: a regression here is any change in the bad direction; thresholds on
+regressions belong to `gate --baseline`.
 """
 
 from __future__ import annotations
@@ -12,18 +12,13 @@ import dataclasses
 from typing import Any
 
 from macs_audit.errors import MacsAuditError
-from macs_audit.gate import CLEAN_METRICS, METRICS, SUMMARY_KEYS, observe
-from macs_audit.report import Report
+from macs_audit.gate import observe
+from macs_audit.metrics.registry import METRICS, Metric, Place, in_place
+from macs_audit.report import Report, ViewResult
 
-SECTIONS = ("clean", "temperature", "robustness", "perturbation", "corruption")
-# Rows beyond the gate metrics: (section, key, label, higher_is_better or None, percent, getter).
-_CLEAN_EXTRA = [
-    ("mean_confidence", "mean confidence", None, True),
-    ("mean_margin", "mean logit margin", True, False),
-    ("frac_margin_below_target", "margin < target", False, True),
-    ("mean_logit_norm", "mean ||z||_2", None, False),
-    ("mean_max_logit", "mean max logit", None, False),
-]
+SECTIONS = (Place.CLEAN.value, Place.TEMPERATURE.value, Place.ROBUSTNESS.value, "perturbation", Place.CORRUPTION.value)
+PER_VIEW = ("accuracy", "ece")  # compared for each perturbation view and each corruption
+AFTER_SCALING = ("ece", "nll")  # compared after temperature scaling
 
 
 @dataclasses.dataclass
@@ -42,7 +37,8 @@ class Delta:
 
     @property
     def relative(self) -> float | None:
-        return None if self.delta is None or self.a == 0 else self.delta / abs(self.a)
+        delta = self.delta
+        return None if delta is None or not self.a else delta / abs(self.a)
 
     @property
     def status(self) -> str:
@@ -75,78 +71,104 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         def who(report: Report, name: str) -> dict:
-            return {"name": name, "model": report.model.get("path"), "sha256": report.model.get("sha256"),
-                    "data": report.data.get("source"), "n": report.data.get("n"), "created": report.created}
+            return {
+                "name": name,
+                "model": report.model.path,
+                "sha256": report.model.sha256,
+                "data": report.data.source,
+                "n": report.data.n,
+                "created": report.created,
+            }
 
-        return {"kind": "comparison", "schema_version": self.a.schema_version, "a": who(self.a, self.a_name),
-                "b": who(self.b, self.b_name), "n_regressions": len(self.regressions), "notes": self.notes,
-                "rows": [r.to_dict() for r in self.rows]}
+        return {
+            "kind": "comparison",
+            "schema_version": self.a.schema_version,
+            "a": who(self.a, self.a_name),
+            "b": who(self.b, self.b_name),
+            "n_regressions": len(self.regressions),
+            "notes": self.notes,
+            "rows": [r.to_dict() for r in self.rows],
+        }
 
 
-def _gate_metric(report: Report, name: str) -> float | None:
+def _value(report: Report, name: str) -> float | None:
     try:
         return observe(report, name)[0]
     except MacsAuditError:  # absent from this report: shown as "-"
         return None
 
 
-def _view(report: Report, name: str):
-    return next((v for v in report.views if v.name == name), None)
+def _view_value(view: ViewResult | None, key: str) -> float | None:
+    return view.metrics.get(key) if view is not None else None
 
 
 def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Comparison:
     rows: list[Delta] = []
 
-    def add(section, key, label, va, vb, higher, percent):
+    def add(section: str, key: str, label: str, va: float | None, vb: float | None, metric: Metric) -> None:
         if va is not None or vb is not None:
-            rows.append(Delta(section, key, label, va, vb, higher, percent))
+            rows.append(Delta(section, key, label, va, vb, metric.higher_is_better, metric.percent))
 
-    for name, metric in METRICS.items():
-        section = "clean" if name in CLEAN_METRICS else "corruption" if name in SUMMARY_KEYS else "robustness"
-        add(section, name, metric.label, _gate_metric(a, name), _gate_metric(b, name), metric.higher_is_better,
-            metric.percent)
-    for key, label, higher, percent in _CLEAN_EXTRA:
-        add("clean", key, label, a.clean.metrics.get(key), b.clean.metrics.get(key), higher, percent)
+    def add_metrics(place: Place) -> None:
+        for metric in in_place(place):
+            if metric.compare:
+                add(place.value, metric.name, metric.title, _value(a, metric.name), _value(b, metric.name), metric)
 
-    ta, tb = a.temperature_scaling or {}, b.temperature_scaling or {}
-    add("temperature", "temperature", "temperature T", ta.get("temperature"), tb.get("temperature"), None, False)
-    for key, label, percent in (("ece", "ECE after scaling", True), ("nll", "NLL after scaling", False)):
-        add("temperature", f"scaled_{key}", label, ta.get("scaled", {}).get(key), tb.get("scaled", {}).get(key),
-            False, percent)
+    add_metrics(Place.CLEAN)
+    add_metrics(Place.TEMPERATURE)
+    ta, tb = a.temperature_scaling, b.temperature_scaling
+    for name in AFTER_SCALING:
+        metric = METRICS[name]
+        add(
+            Place.TEMPERATURE.value,
+            f"scaled_{name}",
+            f"{metric.label} after scaling",
+            ta.scaled.get(name) if ta is not None else None,
+            tb.scaled.get(name) if tb is not None else None,
+            metric,
+        )
+    add_metrics(Place.ROBUSTNESS)
 
-    ra, rb = a.robustness or {}, b.robustness or {}
-    add("robustness", "median_flip_radius", "median flip radius", ra.get("median_flip_radius"),
-        rb.get("median_flip_radius"), True, False)
-    add("robustness", "lipschitz", "sensitivity L^", (ra.get("sensitivity") or {}).get("lipschitz"),
-        (rb.get("sensitivity") or {}).get("lipschitz"), False, False)
+    for view_name in dict.fromkeys(v.name for v in [*a.views_of("perturbation"), *b.views_of("perturbation")]):
+        va, vb = a.view(view_name), b.view(view_name)
+        for key in PER_VIEW:
+            metric = METRICS[key]
+            add(
+                "perturbation",
+                f"{view_name}.{key}",
+                f"{view_name} {metric.label}",
+                _view_value(va, key),
+                _view_value(vb, key),
+                metric,
+            )
 
-    names = list(dict.fromkeys(v.name for v in [*a.views, *b.views] if v.kind == "perturbation"))
-    for name in names:
-        va, vb = _view(a, name), _view(b, name)
-        for key, label, higher, percent in (("accuracy", "accuracy", True, True), ("ece", "ECE", False, True)):
-            add("perturbation", f"{name}.{key}", f"{name} {label}", va.metrics.get(key) if va else None,
-                vb.metrics.get(key) if vb else None, higher, percent)
-
-    ca = (a.corruption_summary or {}).get("corruptions", {})
-    cb = (b.corruption_summary or {}).get("corruptions", {})
+    add_metrics(Place.CORRUPTION)
+    ca = a.corruption_summary.corruptions if a.corruption_summary is not None else {}
+    cb = b.corruption_summary.corruptions if b.corruption_summary is not None else {}
     for name in dict.fromkeys([*ca, *cb]):
-        for key, label, higher, percent in (("accuracy", "accuracy", True, True), ("ece", "ECE", False, True)):
-            add("corruption", f"{name}.{key}", f"{name} {label}", ca.get(name, {}).get(key),
-                cb.get(name, {}).get(key), higher, percent)
+        for key in PER_VIEW:
+            metric = METRICS[key]
+            add(
+                Place.CORRUPTION.value,
+                f"{name}.{key}",
+                f"{name} {metric.label}",
+                getattr(ca[name], key) if name in ca else None,
+                getattr(cb[name], key) if name in cb else None,
+                metric,
+            )
 
-    order = {name: i for i, name in enumerate(SECTIONS)}
-    rows.sort(key=lambda r: order[r.section])  # stable: keeps the order within a section
     return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b))
 
 
 def _notes(a: Report, b: Report) -> list[str]:
     notes = []
-    for section, key in (("data", "source"), ("data", "n"), ("data", "num_classes"), ("data", "split")):
-        va, vb = getattr(a, section).get(key), getattr(b, section).get(key)
+    for key in ("source", "n", "num_classes", "split"):
+        va, vb = getattr(a.data, key), getattr(b.data, key)
         if va != vb:
-            notes.append(f"different {section} {key}: {va} vs {vb}")
+            notes.append(f"different data {key}: {va} vs {vb}")
     # A convention only one report has (e.g. perturbations, when only one ran them) is no conflict.
-    for key in sorted(set(a.conventions) & set(b.conventions)):
-        if key != "bootstrap_resamples" and a.conventions[key] != b.conventions[key]:
-            notes.append(f"different convention {key!r}: {str(a.conventions[key])[:80]} vs {str(b.conventions[key])[:80]}")
+    ca, cb = a.conventions.to_dict(), b.conventions.to_dict()
+    for key in sorted(set(ca) & set(cb)):
+        if key != "bootstrap_resamples" and ca[key] != cb[key]:
+            notes.append(f"different convention {key!r}: {str(ca[key])[:80]} vs {str(cb[key])[:80]}")
     return notes

@@ -20,9 +20,3 @@ class InputError(MacsAuditError):
     """A model, data set or report cannot be read or used (exit 3)."""
 
     exit_code = 3
-
-
-class GateFailed(MacsAuditError):
-    """A calibration gate check failed (exit 1)."""
-
-    exit_code = 1

@@ -26,62 +26,23 @@ from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.report import Report
+from macs_audit.metrics.registry import GATE_METRICS, METRICS, VIEW_METRICS, Metric, Place
+from macs_audit.report import Report, ViewResult
+from macs_audit.views.corruptions.table import CORRUPTIONS
 
 # Values equal to a bound pass; this absorbs floating-point rounding in `baseline + allowance`.
 TOLERANCE = 1e-12
-
-
-@dataclasses.dataclass(frozen=True)
-class Metric:
-    """A gateable metric: where it lives in the report and which direction is good."""
-
-    name: str
-    label: str
-    higher_is_better: bool
-    percent: bool  # a fraction shown as percent in human-facing output
-
-
-METRICS: dict[str, Metric] = {m.name: m for m in [
-    Metric("accuracy", "clean accuracy", True, True),
-    Metric("ece", "clean ECE", False, True),
-    Metric("mce", "clean MCE", False, True),
-    Metric("adaptive_ece", "clean adaptive ECE", False, True),
-    Metric("classwise_ece", "clean classwise ECE", False, True),
-    Metric("nll", "clean NLL (nats)", False, False),
-    Metric("brier", "clean Brier", False, False),
-    Metric("robust_accuracy", "robust accuracy", True, True),
-    Metric("robust_ece", "robust-view ECE", False, True),
-    Metric("robustness_ratio", "robustness ratio", True, False),
-    Metric("corruption_accuracy", "mean corruption accuracy (15 x 5)", True, True),
-    Metric("corruption_accuracy_19", "mean corruption accuracy (19 x 5)", True, True),
-    Metric("corruption_ece", "mean corruption ECE (15 x 5)", False, True),
-    Metric("corruption_ece_19", "mean corruption ECE (19 x 5)", False, True),
-    Metric("corruption_mce", "mCE relative to the corruption baseline", False, True),
-    Metric("relative_mce", "relative mCE", False, False),
-]}
-UNBOUNDED = {"corruption_mce"}  # a ratio of errors shown as percent; may exceed 100%
-CLEAN_METRICS = ("accuracy", "ece", "mce", "adaptive_ece", "classwise_ece", "nll", "brier")
-SUMMARY_KEYS = {"corruption_accuracy": "mean_accuracy_15", "corruption_accuracy_19": "mean_accuracy_19",
-                "corruption_ece": "mean_ece_15", "corruption_ece_19": "mean_ece_19", "corruption_mce": "mce", "relative_mce": "relative_mce"}
-
-# Per-corruption metrics (means over severities in report.corruption_summary["corruptions"]).
-CORRUPTION_METRICS: dict[str, Metric] = {m.name: m for m in [
-    Metric("accuracy", "accuracy", True, True),
-    Metric("ece", "ECE", False, True),
-    Metric("nll", "NLL (nats)", False, False),
-    Metric("brier", "Brier", False, False),
-]}
 
 
 def _bound_key(m: Metric) -> str:
     return ("min_" if m.higher_is_better else "max_") + m.name
 
 
-ABSOLUTE_KEYS = {_bound_key(m): m.name for m in METRICS.values()}
-CORRUPTION_KEYS = {_bound_key(m): m.name for m in CORRUPTION_METRICS.values()}
+ABSOLUTE_KEYS = {_bound_key(m): m.name for m in GATE_METRICS.values()}
+# Per-corruption thresholds, on the means over severities in report.corruption_summary.corruptions.
+CORRUPTION_KEYS = {_bound_key(METRICS[name]): name for name in VIEW_METRICS}
 BASELINE_KEYS: dict[str, tuple[str, bool]] = {}  # key -> (metric, relative?)
-for _m in METRICS.values():
+for _m in GATE_METRICS.values():
     for _relative in (False, True):
         _key = f"max_{_m.name}_{'drop' if _m.higher_is_better else 'increase'}" + ("_relative" if _relative else "")
         BASELINE_KEYS[_key] = (_m.name, _relative)
@@ -94,10 +55,10 @@ BASELINE_OPTIONS = ("report",)
 class GateConfig:
     """Validated gate configuration (thresholds in config-file order)."""
 
-    thresholds: dict[str, float] = dataclasses.field(default_factory=dict)              # "max_ece" -> 0.05
-    corruption_defaults: dict[str, float] = dataclasses.field(default_factory=dict)     # "min_accuracy" -> 0.5
+    thresholds: dict[str, float] = dataclasses.field(default_factory=dict)  # "max_ece" -> 0.05
+    corruption_defaults: dict[str, float] = dataclasses.field(default_factory=dict)  # "min_accuracy" -> 0.5
     corruption_overrides: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "fog" -> {...}
-    baseline: dict[str, float] = dataclasses.field(default_factory=dict)                # "max_ece_increase" -> 0.01
+    baseline: dict[str, float] = dataclasses.field(default_factory=dict)  # "max_ece_increase" -> 0.01
     baseline_report: Path | None = None
     use_interval: bool = False
     source: str = "<config>"
@@ -105,13 +66,13 @@ class GateConfig:
 
 @dataclasses.dataclass
 class Check:
-    name: str          # the config key, e.g. "max_ece", "corruptions.fog.min_accuracy", "baseline.max_ece_increase"
-    metric: str        # what was measured, in words
-    op: str            # "<=" or ">=": observed op threshold must hold
-    threshold: float   # the bound actually compared (for baseline checks: baseline +- allowance)
-    observed: float    # the value compared (the pessimistic interval end when gating on intervals)
+    name: str  # the config key, e.g. "max_ece", "corruptions.fog.min_accuracy", "baseline.max_ece_increase"
+    metric: str  # what was measured, in words
+    op: str  # "<=" or ">=": observed op threshold must hold
+    threshold: float  # the bound actually compared (for baseline checks: baseline +- allowance)
+    observed: float  # the value compared (the pessimistic interval end when gating on intervals)
     passed: bool
-    detail: str        # how the values were obtained (point estimate / interval end, baseline value)
+    detail: str  # how the values were obtained (point estimate / interval end, baseline value)
     percent: bool = False  # show observed/threshold as percent
 
 
@@ -131,9 +92,15 @@ class GateResult:
         return [c for c in self.checks if not c.passed]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"passed": self.passed, "use_interval": self.use_interval, "config": self.config,
-                "baseline": self.baseline, "n_checks": len(self.checks), "n_failed": len(self.failures),
-                "checks": [dataclasses.asdict(c) for c in self.checks]}
+        return {
+            "passed": self.passed,
+            "use_interval": self.use_interval,
+            "config": self.config,
+            "baseline": self.baseline,
+            "n_checks": len(self.checks),
+            "n_failed": len(self.failures),
+            "checks": [dataclasses.asdict(c) for c in self.checks],
+        }
 
 
 def format_value(value: float, percent: bool) -> str:
@@ -143,6 +110,7 @@ def format_value(value: float, percent: bool) -> str:
 # --------------------------------------------------------------------------------------------
 # Loading and validating the configuration
 # --------------------------------------------------------------------------------------------
+
 
 def _toml_load(path: Path) -> dict:
     try:
@@ -203,9 +171,10 @@ def _number(value: Any, where: str, non_negative: bool = False) -> float:
 
 def _fraction(value: float, metric: Metric, where: str) -> float:
     """Percent-style metrics are fractions in [0, 1]: `max_ece = 5` almost surely meant 5%."""
-    if metric.percent and metric.name not in UNBOUNDED and not 0 <= value <= 1:
-        raise UsageError(f"{where} = {value:g} is outside [0, 1]: thresholds are fractions "
-                         f"({value / 100:g} for {value:g}%)")
+    if metric.unit.bounded and not 0 <= value <= 1:
+        raise UsageError(
+            f"{where} = {value:g} is outside [0, 1]: thresholds are fractions ({value / 100:g} for {value:g}%)"
+        )
     return value
 
 
@@ -239,23 +208,24 @@ def parse_config(table: dict, source: str = "<config>", base_dir: Path | None = 
 
 
 def _parse_corruptions(table: dict, cfg: GateConfig, where: str) -> None:
-    known_names = _known_corruptions()
+    known_names = CORRUPTIONS
     for key, value in table.items():
         if isinstance(value, dict):  # [gate.corruptions.<name>]: overrides for one corruption
-            if known_names and key not in known_names:
+            if key not in known_names:
                 raise _unknown_key(key, [*known_names, *CORRUPTION_KEYS], where)
             overrides = {}
             for sub, bound in value.items():
                 if sub not in CORRUPTION_KEYS:
                     raise _unknown_key(sub, CORRUPTION_KEYS, f"{where}.{key}")
                 sub_where = f"{where}.{key}: {sub}"
-                overrides[sub] = _fraction(_number(bound, sub_where), CORRUPTION_METRICS[CORRUPTION_KEYS[sub]], sub_where)
+                overrides[sub] = _fraction(_number(bound, sub_where), METRICS[CORRUPTION_KEYS[sub]], sub_where)
             if not overrides:
                 raise UsageError(f"{where}.{key} is empty; give at least one of {', '.join(CORRUPTION_KEYS)}")
             cfg.corruption_overrides[key] = overrides
         elif key in CORRUPTION_KEYS:
-            cfg.corruption_defaults[key] = _fraction(_number(value, f"{where}: {key}"),
-                                                     CORRUPTION_METRICS[CORRUPTION_KEYS[key]], f"{where}: {key}")
+            cfg.corruption_defaults[key] = _fraction(
+                _number(value, f"{where}: {key}"), METRICS[CORRUPTION_KEYS[key]], f"{where}: {key}"
+            )
         elif key in known_names:
             raise UsageError(f"{where}: {key} must be a table, e.g. [...gate.corruptions.{key}] min_accuracy = 0.5")
         else:
@@ -276,24 +246,15 @@ def _parse_baseline(table: dict, cfg: GateConfig, where: str, base_dir: Path | N
             raise _unknown_key(key, [*BASELINE_KEYS, *BASELINE_OPTIONS], where)
 
 
-def _known_corruptions() -> tuple[str, ...]:
-    """The CIFAR-C corruption names, so a misspelt name is a usage error (exit 2), not exit 3."""
-    try:
-        from macs_audit.views.corruptions import (
-            CORRUPTIONS,  # plain data; torch is imported only inside functions
-        )
-    except ImportError:
-        return ()
-    return CORRUPTIONS
-
-
 def load_config(path: Path | None = None, start: Path | None = None) -> GateConfig:
     """Read and validate the gate config at `path`, or find one from `start` (default: the cwd)."""
     if path is None:
         path = find_config(start)
         if path is None:
-            raise UsageError("no gate thresholds found: add [tool.macs-audit.gate] to pyproject.toml or pass "
-                             "--config macs-audit.toml (see docs/gate.md)")
+            raise UsageError(
+                "no gate thresholds found: add [tool.macs-audit.gate] to pyproject.toml or pass "
+                "--config macs-audit.toml (see docs/gate.md)"
+            )
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"gate config not found: {path}")
@@ -307,50 +268,71 @@ def load_config(path: Path | None = None, start: Path | None = None) -> GateConf
 # Reading metrics from a report
 # --------------------------------------------------------------------------------------------
 
-def _robust_view(report: Report):
-    name = (report.robustness or {}).get("robust_view", "noise+blur")
-    return next((v for v in report.views if v.name == name), None)
+_SECTIONS = {
+    Place.TEMPERATURE: "temperature_scaling",
+    Place.ROBUSTNESS: "robustness",
+    Place.CORRUPTION: "corruption_summary",
+}
+
+
+def _attribute(section: object, path: str) -> object:
+    """section.a.b for path "a.b"; None where any step is absent."""
+    for name in path.split("."):
+        section = getattr(section, name, None)
+    return section
+
+
+def locate(report: Report, metric: Metric) -> tuple[object, list[float] | None]:
+    """(value, 95% interval) of a registry metric as the report holds them; None where absent."""
+    if metric.place is Place.CLEAN:
+        return report.clean.metrics.get(metric.report_key), report.clean.intervals.get(metric.report_key)
+    robust: ViewResult | None = report.robust_view()
+    if metric.name == "robust_ece":
+        return (robust.metrics.get("ece"), robust.intervals.get("ece")) if robust is not None else (None, None)
+    section = {
+        Place.TEMPERATURE: report.temperature_scaling,
+        Place.ROBUSTNESS: report.robustness,
+        Place.CORRUPTION: report.corruption_summary,
+    }[metric.place]
+    interval = robust.intervals.get("accuracy") if metric.name == "robust_accuracy" and robust is not None else None
+    return _attribute(section, metric.report_key), interval
+
+
+def _missing(report: Report, metric: Metric) -> str:
+    """What the report lacks for `metric`, and how to produce it."""
+    if metric.place is Place.CLEAN:
+        return f"clean metric {metric.name!r}"
+    if metric.name == "robustness_ratio" and report.robustness is not None and report.robustness.sensitivity:
+        return "robustness ratio: it is undefined because the measured sensitivity L^ is 0"
+    where = (
+        f"{report.robust_view_name()} view"
+        if metric.name == "robust_ece"
+        else f"{_SECTIONS[metric.place]}.{metric.report_key}"
+    )
+    return f"{where} (run evaluate with {metric.made_by})"
 
 
 def observe(report: Report, name: str, who: str = "the report") -> tuple[float, list[float] | None]:
-    """(point estimate, 95% interval or None) of gate metric `name`; InputError if absent."""
-    value, interval, missing = None, None, ""
-    if name in CLEAN_METRICS:
-        value, interval = report.clean.metrics.get(name), report.clean.intervals.get(name)
-        missing = f"clean metric {name!r}"
-    elif name in ("robust_accuracy", "robustness_ratio"):
-        value = (report.robustness or {}).get(name)
-        view = _robust_view(report) if name == "robust_accuracy" else None
-        interval = view.intervals.get("accuracy") if view is not None else None
-        missing = ("robustness.robust_accuracy (run evaluate with --perturbations noise+blur)" if name == "robust_accuracy"
-                   else "robustness.robustness_ratio (run evaluate with --sensitivity-samples N, N > 0)")
-        if name == "robustness_ratio" and (report.robustness or {}).get("sensitivity"):
-            missing = "robustness ratio: it is undefined because the measured sensitivity L^ is 0"
-    elif name == "robust_ece":
-        view = _robust_view(report)
-        if view is not None:
-            value, interval = view.metrics.get("ece"), view.intervals.get("ece")
-        missing = "noise+blur view (run evaluate with --perturbations noise+blur)"
-    elif name in SUMMARY_KEYS:
-        value = (report.corruption_summary or {}).get(SUMMARY_KEYS[name])
-        missing = f"corruption_summary.{SUMMARY_KEYS[name]} (run evaluate with " + (
-            "--corruptions cifar-c)" if name.endswith("_19") else "--corruptions benchmark or cifar-c)")
-        if name in ("relative_mce", "corruption_mce"):
-            missing = f"corruption_summary.{SUMMARY_KEYS[name]} (run evaluate with --corruptions and --corruption-baseline)"
-    else:
+    """(point estimate, 95% interval or None) of registry metric `name`; InputError if absent."""
+    metric = METRICS.get(name)
+    if metric is None:
         raise UsageError(f"unknown gate metric {name!r}")
+    value, interval = locate(report, metric)
     if value is None:
-        raise InputError(f"the gate checks {METRICS[name].label} but {who} has no {missing}; "
-                         f"remove that threshold or produce a report that has it")
+        raise InputError(
+            f"the gate checks {metric.title} but {who} has no {_missing(report, metric)}; "
+            f"remove that threshold or produce a report that has it"
+        )
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"{who} has an invalid value for {METRICS[name].label}: {value!r}")
+        raise InputError(f"{who} has an invalid value for {metric.title}: {value!r}")
     if interval is not None and (len(interval) != 2 or any(v is None for v in interval)):
         interval = None
     return float(value), interval
 
 
-def _gated_value(value: float, interval: list[float] | None, higher_is_better: bool, use_interval: bool,
-                 percent: bool) -> tuple[float, str]:
+def _gated_value(
+    value: float, interval: list[float] | None, higher_is_better: bool | None, use_interval: bool, percent: bool
+) -> tuple[float, str]:
     """The value to compare and a phrase saying what it is."""
     if not use_interval:
         return value, "point estimate"
@@ -366,80 +348,116 @@ def _check(name: str, metric: Metric, label: str, observed: float, bound: float,
         op, passed = ">=", observed >= bound - TOLERANCE
     else:
         op, passed = "<=", observed <= bound + TOLERANCE
-    return Check(name=name, metric=label, op=op, threshold=bound, observed=observed, passed=passed,
-                 detail=detail, percent=metric.percent)
+    return Check(
+        name=name,
+        metric=label,
+        op=op,
+        threshold=bound,
+        observed=observed,
+        passed=passed,
+        detail=detail,
+        percent=metric.percent,
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # Running the gate
 # --------------------------------------------------------------------------------------------
 
-def run_gate(report: Report, config: GateConfig, baseline: Report | None = None,
-             use_interval: bool | None = None, baseline_name: str | None = None) -> GateResult:
+
+def run_gate(
+    report: Report,
+    config: GateConfig,
+    baseline: Report | None = None,
+    use_interval: bool | None = None,
+    baseline_name: str | None = None,
+) -> GateResult:
     """Evaluate every configured check on `report`; `use_interval` (if not None) overrides the config."""
     interval = config.use_interval if use_interval is None else use_interval
     if interval and not report.clean.intervals:
-        raise InputError("use_interval needs bootstrap intervals but the report has none "
-                         "(it was made with --bootstrap 0); rerun evaluate with --bootstrap N or gate on point estimates")
+        raise InputError(
+            "use_interval needs bootstrap intervals but the report has none (it was made with "
+            "--bootstrap 0); rerun evaluate with --bootstrap N or gate on point estimates"
+        )
     if config.baseline and baseline is None:
-        raise UsageError(f"{config.source} sets baseline allowances but no baseline report was given; "
-                         "pass --baseline BASE.json or set [gate.baseline] report = \"...\"")
+        raise UsageError(
+            f"{config.source} sets baseline allowances but no baseline report was given; "
+            'pass --baseline BASE.json or set [gate.baseline] report = "..."'
+        )
     if baseline is not None and not config.baseline:
-        raise UsageError(f"a baseline report was given but {config.source} has no [gate.baseline] allowances "
-                         "(e.g. max_ece_increase = 0.01)")
+        raise UsageError(
+            f"a baseline report was given but {config.source} has no [gate.baseline] allowances "
+            "(e.g. max_ece_increase = 0.01)"
+        )
 
     checks: list[Check] = []
     for key, bound in config.thresholds.items():
         metric = METRICS[ABSOLUTE_KEYS[key]]
         value, ci = observe(report, metric.name)
         observed, how = _gated_value(value, ci, metric.higher_is_better, interval, metric.percent)
-        checks.append(_check(key, metric, metric.label, observed, bound, how))
+        checks.append(_check(key, metric, metric.title, observed, bound, how))
 
     checks.extend(_corruption_checks(report, config, interval))
+    if baseline is not None:
+        checks.extend(_baseline_checks(report, baseline, config, interval))
+    return GateResult(
+        checks=checks,
+        use_interval=interval,
+        config=config.source,
+        baseline=baseline_name if baseline is not None else None,
+    )
 
+
+def _baseline_checks(report: Report, baseline: Report, config: GateConfig, use_interval: bool) -> list[Check]:
+    checks = []
     for key, allowance in config.baseline.items():
         name, relative = BASELINE_KEYS[key]
         metric = METRICS[name]
         base_value, _ = observe(baseline, name, who="the baseline report")
         value, ci = observe(report, name)
-        observed, how = _gated_value(value, ci, metric.higher_is_better, interval, metric.percent)
+        observed, how = _gated_value(value, ci, metric.higher_is_better, use_interval, metric.percent)
         allowed = allowance * abs(base_value) if relative else allowance
         bound = base_value + (-allowed if metric.higher_is_better else allowed)
         change = "drop" if metric.higher_is_better else "increase"
         amount = f"{100 * allowed:.2f} pp" if metric.percent else f"{allowed:.4g}"  # pp: percentage points
         rule = f"{100 * allowance:g}% of baseline = {amount}" if relative else amount
         detail = f"baseline {format_value(base_value, metric.percent)}, allowed {change} {rule}; {how}"
-        checks.append(_check(f"baseline.{key}", metric, f"{metric.label} vs baseline", observed, bound, detail))
-
-    return GateResult(checks=checks, use_interval=interval, config=config.source,
-                      baseline=baseline_name if baseline is not None else None)
+        checks.append(_check(f"baseline.{key}", metric, f"{metric.title} vs baseline", observed, bound, detail))
+    return checks
 
 
 def _corruption_checks(report: Report, config: GateConfig, use_interval: bool) -> list[Check]:
     if not (config.corruption_defaults or config.corruption_overrides):
         return []
-    per_corruption = (report.corruption_summary or {}).get("corruptions") or {}
+    per_corruption = report.corruption_summary.corruptions if report.corruption_summary is not None else {}
     if not per_corruption:
-        raise InputError("the gate has per-corruption thresholds but the report has no corruption_summary "
-                         "(run evaluate with --corruptions, or remove [gate.corruptions])")
+        raise InputError(
+            "the gate has per-corruption thresholds but the report has no corruption_summary "
+            "(run evaluate with --corruptions, or remove [gate.corruptions])"
+        )
     for name in config.corruption_overrides:
         if name not in per_corruption:
-            raise InputError(f"the gate has thresholds for corruption {name!r} but the report has no such "
-                             f"corruption (it has: {', '.join(per_corruption)})")
+            raise InputError(
+                f"the gate has thresholds for corruption {name!r} but the report has no such "
+                f"corruption (it has: {', '.join(per_corruption)})"
+            )
     checks = []
     # Defaults apply to every corruption in the report; a named table only to its corruption.
     for name, entry in per_corruption.items():
         bounds = {**config.corruption_defaults, **config.corruption_overrides.get(name, {})}
         for key, bound in bounds.items():
-            metric = CORRUPTION_METRICS[CORRUPTION_KEYS[key]]
-            value = entry.get(metric.name)
+            metric = METRICS[CORRUPTION_KEYS[key]]
+            value = getattr(entry, metric.name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise InputError(f"the gate checks {name} {metric.label} but the report's corruption_summary "
-                                 f"has no valid value for it ({value!r})")
+                raise InputError(
+                    f"the gate checks {name} {metric.with_unit} but the report's corruption_summary "
+                    f"has no valid value for it ({value!r})"
+                )
             source = "override" if key in config.corruption_overrides.get(name, {}) else "default"
             detail = f"mean over severities ({source} threshold)"
             if use_interval:
                 detail += "; point estimate: no bootstrap interval exists for this mean"
-            checks.append(_check(f"corruptions.{name}.{key}", metric, f"{name} {metric.label}", float(value),
-                                 bound, detail))
+            checks.append(
+                _check(f"corruptions.{name}.{key}", metric, f"{name} {metric.with_unit}", float(value), bound, detail)
+            )
     return checks

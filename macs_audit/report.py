@@ -1,85 +1,375 @@
-"""The Report: a plain dataclass tree with a versioned JSON form.
+"""The Report: typed sections with a versioned JSON form (docs/report-schema.md).
 
 Every output format, the gate and `compare` read a Report, never the model. Values are fractions
-(not percent). The schema is documented in docs/report-schema.md; bump SCHEMA_VERSION's minor
-number for additions and its major number for changes that break readers.
+(not percent). Bump SCHEMA_VERSION's minor number for additions and its major number for changes
+that break readers.
+
+Each section is a dataclass with a field per key the schema names. A section read from JSON keeps
+keys this version does not name (a newer minor version's additions) and its key order, so a report
+loaded and saved again is byte-identical. Optional keys left None are not written, except the
+ones marked `null_when_absent` (the schema writes those as null).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 from macs_audit.errors import InputError
 
 SCHEMA_VERSION = "1.0"
+DEFAULT_ROBUST_VIEW = "noise+blur"  # the view robustness.robust_accuracy is measured on
+
+S = TypeVar("S", bound="Section")
+
+
+def null_when_absent() -> Any:
+    """An optional field the JSON always carries, as null when it has no value."""
+    return dataclasses.field(default=None, metadata={"null": True})
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy: sections as objects, containers copied (tuples become lists)."""
+    if isinstance(value, Section):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 @dataclasses.dataclass
-class ViewResult:
+class Section:
+    """Base of the Report's sections; see the module docstring."""
+
+    extra_keys: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
+    _keys: list[str] = dataclasses.field(default_factory=list, kw_only=True, repr=False, compare=False)
+
+    # field -> section type, for fields holding a section or a {name: section} mapping
+    _sections: ClassVar[dict[str, type[Section]]] = {}
+    _section_maps: ClassVar[dict[str, type[Section]]] = {}
+
+    @classmethod
+    def _field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if f.name not in ("extra_keys", "_keys")]
+
+    @classmethod
+    def from_dict(cls: type[S], data: Mapping[str, Any]) -> S:
+        if not isinstance(data, Mapping):
+            raise InputError(f"malformed macs-audit report: {cls.__name__} is {type(data).__name__}, not an object")
+        names = set(cls._field_names())
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in names:
+                extra[key] = value
+            elif value is not None and key in cls._sections:
+                kwargs[key] = cls._sections[key].from_dict(value)
+            elif value is not None and key in cls._section_maps:
+                if not isinstance(value, Mapping):
+                    raise InputError(f"malformed macs-audit report: {cls.__name__}.{key} is not an object")
+                kwargs[key] = {name: cls._section_maps[key].from_dict(v) for name, v in value.items()}
+            else:
+                kwargs[key] = value
+        try:
+            section = cls(**kwargs, extra_keys=extra)
+        except TypeError as exc:
+            raise InputError(f"malformed macs-audit report: {cls.__name__}: {exc}") from None
+        section._keys = list(data)
+        return section
+
+    @classmethod
+    def from_dict_or_none(cls: type[S], data: Mapping[str, Any] | None) -> S | None:
+        return None if data is None else cls.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        fields = {f.name: f for f in dataclasses.fields(self) if f.name not in ("extra_keys", "_keys")}
+        out: dict[str, Any] = {}
+        for key in self._keys:  # the order it was read in
+            if key in fields:
+                out[key] = _plain(getattr(self, key))
+            elif key in self.extra_keys:
+                out[key] = _plain(self.extra_keys[key])
+        for name, field in fields.items():
+            value = getattr(self, name)
+            if name not in out and (value is not None or field.metadata.get("null")):
+                out[name] = _plain(value)
+        for key, value in self.extra_keys.items():
+            out.setdefault(key, _plain(value))
+        return out
+
+
+@dataclasses.dataclass
+class Reliability(Section):
+    """Per-bin data of a reliability diagram; `None` marks an empty bin."""
+
+    edges: list[float]
+    count: list[int]
+    mean_confidence: list[float | None]
+    accuracy: list[float | None]
+
+
+@dataclasses.dataclass
+class ViewResult(Section):
     """Metrics of the model on one view of the data (clean, a perturbation, a corruption at a severity)."""
 
     name: str
     kind: str  # "clean" | "perturbation" | "corruption"
-    metrics: dict[str, float]
-    intervals: dict[str, list[float]] = dataclasses.field(default_factory=dict)
-    reliability: dict[str, list] | None = None
-    corruption: str | None = None
-    severity: int | None = None
-    family: str | None = None
+    metrics: dict[str, float]  # metric name (macs_audit.metrics.registry) -> value
+    intervals: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # name -> 95% [low, high]
+    reliability: Reliability | None = null_when_absent()
+    corruption: str | None = null_when_absent()
+    severity: int | None = null_when_absent()
+    family: str | None = null_when_absent()
+
+    _sections = {"reliability": Reliability}
+
+
+@dataclasses.dataclass
+class ModelInfo(Section):
+    path: str | None = None
+    format: str | None = None
+    backend: str | None = None
+    device: str | None = None
+    provider: str | None = None
+    sha256: str | None = None
+    arch: str | None = None
+    num_classes: int | None = None
+    input_size: list[int] | None = None
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    output: str | None = None
+    class_names: list[str] | None = None
+    config_sources: dict[str, str] | None = None
+
+
+@dataclasses.dataclass
+class DataInfo(Section):
+    source: str | None = None
+    format: str | None = None
+    n: int | None = None
+    num_classes: int | None = None
+    class_names: list[str] | None = None
+    split: str | None = None
+    limit: int | None = None
+    limit_seed: int | None = None
+
+
+@dataclasses.dataclass
+class Runtime(Section):
+    device: str | None = None
+    provider: str | None = None
+    batch_size: int | None = None
+    world_size: int | None = None
+    python: str | None = None
+    numpy: str | None = None
+    onnxruntime: str | None = None
+    torch: str | None = None
+
+
+@dataclasses.dataclass
+class Conventions(Section):
+    """How every metric was computed: descriptions, plus the numbers the formats use."""
+
+    softmax: str | None = None
+    ece_bins: int | None = None
+    ece_bin_edges: str | None = None
+    adaptive_ece: str | None = None
+    classwise_ece: str | None = None
+    nll: str | None = None
+    brier: str | None = None
+    margin: str | None = None
+    margin_target: float | None = None
+    units: str | None = None
+    bootstrap: str | None = None
+    bootstrap_resamples: int | None = None
+    perturbations: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass
+class Tool(Section):
+    name: str | None = None
+    version: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class TemperatureScaling(Section):
+    """T fitted on a held-out part of the data; `raw` and `scaled` metrics on the rest."""
+
+    temperature: float
+    fit_fraction: float | None = None
+    n_fit: int | None = None
+    n_eval: int | None = None
+    split: str | None = None  # how the held-out part was drawn
+    seed: int | None = None
+    raw: dict[str, float]  # metric name (registry.TEMPERATURE_METRICS) -> value
+    scaled: dict[str, float]
+
+
+@dataclasses.dataclass
+class MarginHistogram(Section):
+    edges: list[float]
+    counts: list[int]
+
+
+@dataclasses.dataclass
+class Sensitivity(Section):
+    """The input sensitivity L^ of the logit margin, in [0,1] pixel space."""
+
+    lipschitz: float
+    lipschitz_error: float | None = None
+    method: str | None = None
+    n: int | None = None
+    mean_margin_subset: float | None = None
+    median_flip_radius: float | None = None
+    units: str | None = None
+
+
+@dataclasses.dataclass
+class Robustness(Section):
+    """Keys appear only if their part of the audit ran."""
+
+    robust_accuracy: float | None = None
+    robust_view: str | None = None
+    sensitivity: Sensitivity | None = None
+    robustness_ratio: float | None = None  # null when L^ is 0
+    median_flip_radius: float | None = None
+
+    _sections = {"sensitivity": Sensitivity}
+
+
+@dataclasses.dataclass
+class CorruptionMeans(Section):
+    """One corruption's metrics, each the mean over the severities that ran."""
+
+    family: str
+    extra: bool  # not one of the 15 benchmark corruptions
+    severities: list[int]
+    accuracy: float
+    ece: float
+    nll: float
+    brier: float
+
+
+@dataclasses.dataclass
+class FamilyMeans(Section):
+    accuracy: float
+    ece: float
+    corruptions: list[str]
+
+
+@dataclasses.dataclass
+class CorruptionSummary(Section):
+    """The corruption grid summarised (macs_audit.metrics.corruption_summary)."""
+
+    corruptions: dict[str, CorruptionMeans]
+    families: dict[str, FamilyMeans]
+    per_severity: dict[str, dict[str, float]]  # "1" -> {accuracy, ece}
+    severities: list[int]
+    clean_accuracy: float
+    mean_accuracy_15: float | None = None  # only when all 15 benchmark corruptions ran
+    mean_ece_15: float | None = None
+    mean_accuracy_19: float | None = None  # only when all 19 ran
+    mean_ece_19: float | None = None
+    mce_unnormalized: float | None = None
+    mean_accuracy_selected: float | None = None
+    # Only with a corruption baseline report:
+    baseline: dict[str, Any] | None = None
+    ce: dict[str, float | None] | None = None
+    relative_ce: dict[str, float | None] | None = None
+    mce: float | None = None
+    relative_mce: float | None = None
+    baseline_corruptions: list[str] | None = None
+    source: str | None = None
+    frost_textures: str | None = None
+
+    _section_maps = {"corruptions": CorruptionMeans, "families": FamilyMeans}
 
 
 @dataclasses.dataclass
 class Report:
-    model: dict[str, Any]
-    data: dict[str, Any]
-    runtime: dict[str, Any]
-    conventions: dict[str, Any]
-    seeds: dict[str, int]
+    model: ModelInfo
+    data: DataInfo
+    runtime: Runtime
+    conventions: Conventions
+    seeds: dict[str, int]  # purpose -> seed
     clean: ViewResult
-    temperature_scaling: dict[str, Any] | None = None
-    margin_histogram: dict[str, list] | None = None
+    temperature_scaling: TemperatureScaling | None = None
+    margin_histogram: MarginHistogram | None = None
     views: list[ViewResult] = dataclasses.field(default_factory=list)
-    robustness: dict[str, Any] | None = None
-    corruption_summary: dict[str, Any] | None = None
-    tool: dict[str, str] = dataclasses.field(default_factory=dict)
+    robustness: Robustness | None = None
+    corruption_summary: CorruptionSummary | None = None
+    tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""
     schema_version: str = SCHEMA_VERSION
 
+    def view(self, name: str) -> ViewResult | None:
+        return next((v for v in self.views if v.name == name), None)
+
+    def views_of(self, kind: str) -> list[ViewResult]:
+        return [v for v in self.views if v.kind == kind]
+
+    def robust_view_name(self) -> str:
+        if self.robustness is not None and self.robustness.robust_view:
+            return self.robustness.robust_view
+        return DEFAULT_ROBUST_VIEW
+
+    def robust_view(self) -> ViewResult | None:
+        """The perturbation view robust accuracy is measured on, if it ran."""
+        name = self.robust_view_name()
+        return next((v for v in self.views if v.name == name and v.kind == "perturbation"), None)
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # Optional sections are written as null, never left out.
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Report":
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """Read a report of this major schema version; top-level keys it does not name (a `gate`) are ignored."""
         if not isinstance(data, dict) or "schema_version" not in data:
             raise InputError("not a macs-audit report (no schema_version)")
         major = str(data["schema_version"]).split(".")[0]
         if major != SCHEMA_VERSION.split(".")[0]:
-            raise InputError(f"report schema {data['schema_version']} is not supported (this version reads {SCHEMA_VERSION})")
-        fields = {f.name for f in dataclasses.fields(cls)}
+            raise InputError(
+                f"report schema {data['schema_version']} is not supported (this version reads {SCHEMA_VERSION})"
+            )
         try:
-            kwargs = {k: v for k, v in data.items() if k in fields}
-            kwargs["clean"] = ViewResult(**data["clean"])
-            kwargs["views"] = [ViewResult(**v) for v in data.get("views", [])]
-            return cls(**kwargs)
+            return cls(
+                model=ModelInfo.from_dict(data["model"]),
+                data=DataInfo.from_dict(data["data"]),
+                runtime=Runtime.from_dict(data["runtime"]),
+                conventions=Conventions.from_dict(data["conventions"]),
+                seeds=dict(data["seeds"]),
+                clean=ViewResult.from_dict(data["clean"]),
+                temperature_scaling=TemperatureScaling.from_dict_or_none(data.get("temperature_scaling")),
+                margin_histogram=MarginHistogram.from_dict_or_none(data.get("margin_histogram")),
+                views=[ViewResult.from_dict(v) for v in data.get("views", [])],
+                robustness=Robustness.from_dict_or_none(data.get("robustness")),
+                corruption_summary=CorruptionSummary.from_dict_or_none(data.get("corruption_summary")),
+                tool=Tool.from_dict(data.get("tool", {})),
+                created=data.get("created", ""),
+                schema_version=data["schema_version"],
+            )
         except (KeyError, TypeError) as exc:
             raise InputError(f"malformed macs-audit report: {exc}") from None
 
     @classmethod
-    def from_json(cls, text: str) -> "Report":
+    def from_json(cls, text: str) -> Report:
         try:
-            return cls.from_dict(json.loads(text))
+            data = json.loads(text)
         except ValueError as exc:
             raise InputError(f"report is not valid JSON: {exc}") from None
+        return cls.from_dict(data)
 
 
-def load_report(path) -> Report:
-    from pathlib import Path
-
+def load_report(path: str | Path) -> Report:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"report not found: {path}")

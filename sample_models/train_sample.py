@@ -2,10 +2,12 @@
 
 Reproduce (two phases: 16 epochs with crop/flip, then 6 epochs without augmentation or weight
 decay, which makes the model overconfident as plain CE training does when run long):
-    python sample_models/train_sample.py --data ../shared/data/cifar10_train.npz --out runs/phase1
-    python sample_models/train_sample.py --data ../shared/data/cifar10_train.npz \
+    python sample_models/train_sample.py --data DATA/cifar10_train.npz --test DATA/cifar10_test.npz --out runs/phase1
+    python sample_models/train_sample.py --data DATA/cifar10_train.npz --test DATA/cifar10_test.npz \
         --init runs/phase1/resnet9_c10_ce.safetensors --epochs 6 --lr 0.05 --warmup-epochs 0 \
         --weight-decay 0 --augment 0
+--data and --test are npz files with arrays x (uint8, N x 32 x 32 x 3) and y (labels): the 50,000
+training and the 10,000 test images of the CIFAR-10 python batches.
 Writes sample_models/<name>.safetensors, .onnx and .json (the sidecar). Deterministic on CPU
 for a given seed and thread count. The model never sees a class-stratified 10% of the training
 data (5,000 images): the split `macs-audit finetune` holds out by default (--val-fraction 0.1,
@@ -36,12 +38,12 @@ HP = dict(
     arch="macs_resnet9_c10",
     epochs=16,
     batch_size=256,
-    lr=0.2,            # peak SGD learning rate (nesterov, momentum 0.9)
-    warmup_epochs=2,   # linear warm-up, then cosine decay to 0
+    lr=0.2,  # peak SGD learning rate (nesterov, momentum 0.9)
+    warmup_epochs=2,  # linear warm-up, then cosine decay to 0
     weight_decay=5e-4,
     seed=0,
-    augment=1,         # 1: crop + flip; 0: none (the over-training phase)
-    init="",           # start from these safetensors weights (phase 2 continues phase 1)
+    augment=1,  # 1: crop + flip; 0: none (the over-training phase)
+    init="",  # start from these safetensors weights (phase 2 continues phase 1)
     val_fraction=0.1,  # held out of --data, never trained on (finetune's default validation split)
     split_seed=0,
 )
@@ -71,8 +73,8 @@ def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", default="../shared/data/cifar10_train.npz")
-    parser.add_argument("--test", default="../shared/data/cifar10_test.npz")
+    parser.add_argument("--data", required=True, help="the CIFAR-10 training set as an npz (x, y)")
+    parser.add_argument("--test", required=True, help="the CIFAR-10 test set as an npz (x, y)")
     parser.add_argument("--out", default="sample_models")
     parser.add_argument("--name", default="resnet9_c10_ce")
     for key, value in HP.items():
@@ -97,11 +99,13 @@ def main() -> None:
 
         model.load_state_dict(load_file(args.init))
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
+    for p in model.parameters():
         (no_decay if p.ndim <= 1 else decay).append(p)
     opt = torch.optim.SGD(
         [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.lr, momentum=0.9, nesterov=True,
+        lr=args.lr,
+        momentum=0.9,
+        nesterov=True,
     )
     steps_per_epoch = len(x_train) // args.batch_size
     total = steps_per_epoch * args.epochs
@@ -112,7 +116,7 @@ def main() -> None:
         order = torch.randperm(len(x_train), generator=gen)
         loss_sum, correct = 0.0, 0
         for i in range(steps_per_epoch):
-            idx = order[i * args.batch_size:(i + 1) * args.batch_size]
+            idx = order[i * args.batch_size : (i + 1) * args.batch_size]
             xb = ((augment(x_train[idx], gen) if args.augment else x_train[idx]) - mean) / std
             yb = y_train[idx]
             for group in opt.param_groups:
@@ -125,26 +129,34 @@ def main() -> None:
             step += 1
             loss_sum += loss.item()
             correct += (logits.argmax(1) == yb).sum().item()
-        print(f"epoch {epoch + 1}/{args.epochs} loss {loss_sum / steps_per_epoch:.4f} "
-              f"train acc {correct / (steps_per_epoch * args.batch_size):.4f} "
-              f"elapsed {time.time() - start:.0f}s", flush=True)
+        print(
+            f"epoch {epoch + 1}/{args.epochs} loss {loss_sum / steps_per_epoch:.4f} "
+            f"train acc {correct / (steps_per_epoch * args.batch_size):.4f} "
+            f"elapsed {time.time() - start:.0f}s",
+            flush=True,
+        )
 
     model.eval()
     test = np.load(args.test)
     x_test = torch.from_numpy(test["x"]).permute(0, 3, 1, 2).float().div_(255)
     with torch.no_grad():
-        logits = torch.cat([model((x_test[i:i + 1000] - mean) / std) for i in range(0, len(x_test), 1000)])
+        logits = torch.cat([model((x_test[i : i + 1000] - mean) / std) for i in range(0, len(x_test), 1000)])
     acc = (logits.argmax(1).numpy() == test["y"]).mean()
     print(f"test accuracy {acc:.4f}; train time {time.time() - start:.0f}s", flush=True)
 
     out = Path(args.out)
     meta = dict(
-        arch=args.arch, num_classes=10, input_size=[32, 32], mean=list(CIFAR10_MEAN), std=list(CIFAR10_STD),
+        arch=args.arch,
+        num_classes=10,
+        input_size=[32, 32],
+        mean=list(CIFAR10_MEAN),
+        std=list(CIFAR10_STD),
         output="logits",
         class_names=["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"],
     )
     save_safetensors(model, out / f"{args.name}.safetensors")
-    write_sidecar(out / f"{args.name}.json", dict(meta, training=dict(HP=vars(args), seconds=round(time.time() - start))))
+    training = dict(HP=vars(args), seconds=round(time.time() - start))
+    write_sidecar(out / f"{args.name}.json", dict(meta, training=training))
     export_onnx(model, out / f"{args.name}.onnx", meta)
     print(json.dumps({"test_accuracy": float(acc)}))
 

@@ -22,8 +22,14 @@ SAMPLE_MODEL = ROOT / "sample_models" / "resnet9_c10_ce.onnx"
 # Enough robustness for every section of the report, small enough for a laptop CPU.
 EVALUATE_ARGS = ["--limit", "2000", "--corruptions", "benchmark", "--severities", "1-5", "--quiet"]
 # The gate shown in docs/report-screenshot.png: a plausible CI gate that the overconfident sample fails.
-DEMO_GATE = {"min_accuracy": 0.88, "max_ece": 0.03, "max_nll": 0.35, "min_robust_accuracy": 0.50,
-             "min_corruption_accuracy": 0.65, "max_corruption_ece": 0.10}
+DEMO_GATE = {
+    "min_accuracy": 0.88,
+    "max_ece": 0.03,
+    "max_nll": 0.35,
+    "min_robust_accuracy": 0.50,
+    "min_corruption_accuracy": 0.65,
+    "max_corruption_ece": 0.10,
+}
 
 
 def find_chromium() -> str | None:
@@ -34,18 +40,36 @@ def find_chromium() -> str | None:
     return None
 
 
-def screenshot(html_path: Path, png_path: Path, width: int = 1280, height: int = 3200,
-               chromium: str | None = None, timeout: float = 120) -> None:
+def screenshot(
+    html_path: Path,
+    png_path: Path,
+    width: int = 1280,
+    height: int = 3200,
+    chromium: str | None = None,
+    timeout: float = 120,
+) -> None:
     """Screenshot a local HTML file. Raises RuntimeError with Chromium's output on failure."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise RuntimeError("chromium not found (apt-get install -y chromium)")
     png_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="macs-chromium-") as profile:
-        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--hide-scrollbars", f"--user-data-dir={profile}", f"--screenshot={png_path}",
-               f"--window-size={width},{height}", html_path.resolve().as_uri()]
+        cmd = [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--screenshot={png_path}",
+            f"--window-size={width},{height}",
+            html_path.resolve().as_uri(),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0 or not png_path.is_file():
         raise RuntimeError(f"chromium failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
@@ -82,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     with tempfile.TemporaryDirectory(prefix="macs-screenshot-") as tmp:
         tmp = Path(tmp)
-        if args.synthetic:
-            from macs_audit.reports.synthetic import synthetic_report
+        if args.synthetic:  # the tests' fixture: a report with every section, made without a model
+            sys.path.insert(0, str(ROOT / "tests"))
+            from fixtures.synthetic_report import synthetic_report
 
             report = synthetic_report()
         elif args.report:
@@ -95,7 +120,13 @@ def main(argv: list[str] | None = None) -> int:
                 return 3
             audit_sample_model(model, tmp / "report.json")
             report = load_report(tmp / "report.json")
-        config = load_config(args.config) if args.config else parse_config(DEMO_GATE, "demo gate") if args.demo_gate else None
+        config = (
+            load_config(args.config)
+            if args.config
+            else parse_config(DEMO_GATE, "demo gate")
+            if args.demo_gate
+            else None
+        )
         gate = run_gate(report, config) if config else None
         html_path = args.html or tmp / "report.html"
         html_path.write_text(html.render(report, gate), encoding="utf-8")

@@ -8,6 +8,20 @@ import numpy as np
 import pytest
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` skip cleanly where no CUDA device is present (torch is imported only then)."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA device")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
 def free_port() -> int:
     """A TCP port free right now, for torchrun's rendezvous (a fixed port can collide with a
     concurrent test run or a lingering process)."""

@@ -9,12 +9,11 @@ import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
+from fixtures.synthetic_report import synthetic_report
 from typer.testing import CliRunner
 
-import macs_audit.cli.reports  # noqa: F401  (registers gate, report, compare)
 from macs_audit.cli import app
-from macs_audit.cli.reports import gate_report
-from macs_audit.reports.synthetic import synthetic_report
+from macs_audit.cli.output import gate_report
 
 runner = CliRunner()
 PASSING = "[gate]\nmin_accuracy = 0.9\nmax_ece = 0.05\n"
@@ -26,8 +25,13 @@ def files(tmp_path, monkeypatch):
     """Two reports and two configs in a directory with no pyproject.toml above it to find."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     (tmp_path / ".git").mkdir()  # stops the config search here
-    paths = {"a": tmp_path / "a.json", "b": tmp_path / "b.json", "pass": tmp_path / "pass.toml",
-             "fail": tmp_path / "fail.toml", "dir": tmp_path}
+    paths = {
+        "a": tmp_path / "a.json",
+        "b": tmp_path / "b.json",
+        "pass": tmp_path / "pass.toml",
+        "fail": tmp_path / "fail.toml",
+        "dir": tmp_path,
+    }
     paths["a"].write_text(synthetic_report(corruptions=["fog"]).to_json())
     paths["b"].write_text(synthetic_report(accuracy=0.91, ece=0.04, corruptions=["fog"]).to_json())
     paths["pass"].write_text(PASSING)
@@ -41,6 +45,7 @@ def run(*args):
 
 
 # ---------------------------------------------------------------------------------- exit codes
+
 
 def test_gate_exit_0_on_pass_and_1_on_fail(files):
     result = run("gate", files["a"], "--config", files["pass"])
@@ -56,13 +61,16 @@ def test_gate_finds_pyproject_in_the_working_directory(files):
     assert run("gate", files["a"]).exit_code == 1
 
 
-@pytest.mark.parametrize("config, code, message", [
-    ("[gate]\nmax_ecee = 0.1\n", 2, "unknown key 'max_ecee'"),
-    ("[gate]\nmax_ece = 'low'\n", 2, "max_ece must be a finite number, got str"),
-    ("[gate\n", 2, "not valid TOML"),
-    ("[gate]\nmin_corruption_accuracy = 0.5\n", 3, "mean_accuracy_15"),
-    ("[gate]\nmax_ece = 0.1\n[gate.corruptions.snow]\nmin_accuracy = 0.5\n", 3, "no such corruption"),
-])
+@pytest.mark.parametrize(
+    "config, code, message",
+    [
+        ("[gate]\nmax_ecee = 0.1\n", 2, "unknown key 'max_ecee'"),
+        ("[gate]\nmax_ece = 'low'\n", 2, "max_ece must be a finite number, got str"),
+        ("[gate\n", 2, "not valid TOML"),
+        ("[gate]\nmin_corruption_accuracy = 0.5\n", 3, "mean_accuracy_15"),
+        ("[gate]\nmax_ece = 0.1\n[gate.corruptions.snow]\nmin_accuracy = 0.5\n", 3, "no such corruption"),
+    ],
+)
 def test_bad_config_gives_one_line_and_exit_2_or_3(files, config, code, message):
     files["pass"].write_text(config)
     result = run("gate", files["a"], "--config", files["pass"])
@@ -71,18 +79,25 @@ def test_bad_config_gives_one_line_and_exit_2_or_3(files, config, code, message)
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["gate", "missing.json", "--config", "pass.toml"], 3, "report not found"),
-    (["gate", "a.json", "--config", "nope.toml"], 2, "gate config not found"),
-    (["gate", "a.json"], 2, "no gate thresholds found"),
-    (["gate", "a.json", "--config", "pass.toml", "--format", "pdf"], 2, "unknown --format 'pdf'"),
-    (["gate", "a.json", "--config", "pass.toml", "-f", "md", "-f", "html", "-o", "x.md"], 2, "2 --format but 1 --output"),
-    (["gate", "a.json", "--config", "pass.toml", "-o", "x.pdf"], 2, "cannot tell the format"),
-    (["gate", "a.json", "--config", "pass.toml", "--baseline", "b.json"], 2, "a baseline report was given but"),
-    (["report", "a.json", "-f", "junit"], 2, "JUnit output lists gate checks"),
-    (["report", "pass.toml"], 3, "not valid JSON"),
-    (["compare", "a.json", "missing.json"], 3, "report not found"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["gate", "missing.json", "--config", "pass.toml"], 3, "report not found"),
+        (["gate", "a.json", "--config", "nope.toml"], 2, "gate config not found"),
+        (["gate", "a.json"], 2, "no gate thresholds found"),
+        (["gate", "a.json", "--config", "pass.toml", "--format", "pdf"], 2, "unknown --format 'pdf'"),
+        (
+            ["gate", "a.json", "--config", "pass.toml", "-f", "md", "-f", "html", "-o", "x.md"],
+            2,
+            "2 --format but 1 --output",
+        ),
+        (["gate", "a.json", "--config", "pass.toml", "-o", "x.pdf"], 2, "cannot tell the format"),
+        (["gate", "a.json", "--config", "pass.toml", "--baseline", "b.json"], 2, "a baseline report was given but"),
+        (["report", "a.json", "-f", "junit"], 2, "JUnit output lists gate checks"),
+        (["report", "pass.toml"], 3, "not valid JSON"),
+        (["compare", "a.json", "missing.json"], 3, "report not found"),
+    ],
+)
 def test_usage_and_input_errors_keep_their_codes(files, args, code, message):
     result = run(*args)
     assert result.exit_code == code, result.output
@@ -121,12 +136,27 @@ def test_use_interval_flag_overrides_the_config(files):
 
 # ---------------------------------------------------------------------------------- outputs
 
+
 def test_gate_writes_every_format_and_the_step_summary(files, monkeypatch):
     summary = files["dir"] / "summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    result = run("gate", files["a"], "-c", files["fail"], "-o", "g.json", "-o", "g.md", "-o", "g.xml", "-o", "g.html",
-                 "-o", "g.txt")
+    result = run(
+        "gate",
+        files["a"],
+        "-c",
+        files["fail"],
+        "-o",
+        "g.json",
+        "-o",
+        "g.md",
+        "-o",
+        "g.xml",
+        "-o",
+        "g.html",
+        "-o",
+        "g.txt",
+    )
     assert result.exit_code == 1, result.output
     assert result.stdout == ""  # everything went to files
     assert json.loads((files["dir"] / "g.json").read_text())["gate"]["n_failed"] == 1
@@ -176,18 +206,22 @@ def test_gate_report_function_for_evaluate(files, capsys):
 
     report = synthetic_report()
     assert gate_report(report, files["pass"], step_summary=False) == 0
-    assert gate_report(report, load_config(files["fail"]), formats=["md"], outputs=[files["dir"] / "e.md"],
-                       step_summary=False) == 1
+    assert (
+        gate_report(
+            report, load_config(files["fail"]), formats=["md"], outputs=[files["dir"] / "e.md"], step_summary=False
+        )
+        == 1
+    )
     assert "gate FAILED" in (files["dir"] / "e.md").read_text()
 
 
 # ---------------------------------------------------------------------------------- lazy imports
 
+
 def test_gate_report_compare_do_not_import_torch_or_onnxruntime(files):
     """The real entry point (`macs-audit` = macs_audit.cli.main) runs each command in a fresh interpreter."""
     script = textwrap.dedent(f"""
         import sys
-        import macs_audit.cli.reports  # registers the commands even before cli.main imports them itself
         from macs_audit.cli import main
         a, b, cfg = {str(files["a"])!r}, {str(files["b"])!r}, {str(files["fail"])!r}
         codes = []

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from conftest import free_port, linear_onnx, tiny_images
 
 ARGS = ["--batch-size", "16", "--perturbations", "all", "--corruptions", "gaussian_noise,zoom_blur",
@@ -30,6 +31,7 @@ def compare(a, b, path=""):
     return diffs
 
 
+@pytest.mark.slow
 def test_sharded_evaluate_equals_single_process(tmp_path):
     model = linear_onnx(tmp_path / "m.onnx")
     x, y = tiny_images(100, seed=4)  # 7 batches of 16: ranks get 4 and 3 batches, the last one short

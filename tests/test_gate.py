@@ -5,20 +5,19 @@ from __future__ import annotations
 import copy
 
 import pytest
+from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.gate import (
     ABSOLUTE_KEYS,
     BASELINE_KEYS,
-    METRICS,
-    GateConfig,
     find_config,
     load_config,
     observe,
     parse_config,
     run_gate,
 )
-from macs_audit.reports.synthetic import synthetic_report
+from macs_audit.metrics.registry import GATE_METRICS, METRICS, Place
 
 EPS = 1e-6
 
@@ -27,8 +26,8 @@ EPS = 1e-6
 def full_report():
     """Every gate metric present, including the two that need a corruption baseline."""
     report = synthetic_report()
-    report.corruption_summary["mce"] = 0.8
-    report.corruption_summary["relative_mce"] = 0.9
+    report.corruption_summary.mce = 0.8
+    report.corruption_summary.relative_mce = 0.9
     return report
 
 
@@ -37,6 +36,7 @@ def gate(report, table, baseline=None, use_interval=None):
 
 
 # ---------------------------------------------------------------------------------- absolute checks
+
 
 @pytest.mark.parametrize("key", sorted(ABSOLUTE_KEYS))
 def test_each_absolute_check_passes_and_fails_either_side_of_its_threshold(full_report, key):
@@ -52,10 +52,17 @@ def test_each_absolute_check_passes_and_fails_either_side_of_its_threshold(full_
 
 
 def test_every_metric_has_exactly_one_absolute_key_in_its_good_direction():
-    assert sorted(ABSOLUTE_KEYS.values()) == sorted(METRICS)
+    assert sorted(ABSOLUTE_KEYS.values()) == sorted(GATE_METRICS)
     assert "min_ece" not in ABSOLUTE_KEYS and "max_accuracy" not in ABSOLUTE_KEYS
-    assert {"max_ece", "max_nll", "min_accuracy", "min_robust_accuracy", "min_corruption_accuracy",
-            "max_corruption_ece", "min_robustness_ratio"} <= set(ABSOLUTE_KEYS)
+    assert {
+        "max_ece",
+        "max_nll",
+        "min_accuracy",
+        "min_robust_accuracy",
+        "min_corruption_accuracy",
+        "max_corruption_ece",
+        "min_robustness_ratio",
+    } <= set(ABSOLUTE_KEYS)
 
 
 def test_failures_are_listed_and_result_serialises(full_report):
@@ -69,11 +76,12 @@ def test_failures_are_listed_and_result_serialises(full_report):
 
 # ---------------------------------------------------------------------------------- per corruption
 
+
 def test_corruption_defaults_apply_to_every_corruption_and_overrides_to_one():
     report = synthetic_report(corruptions=["fog", "contrast", "snow"])
-    per = report.corruption_summary["corruptions"]
+    per = report.corruption_summary.corruptions
     for name, accuracy in (("fog", 0.50), ("contrast", 0.70), ("snow", 0.80)):
-        per[name].update(accuracy=accuracy, ece=0.10)
+        per[name].accuracy, per[name].ece = accuracy, 0.10
     result = gate(report, {"corruptions": {"min_accuracy": 0.6}})
     assert [c.name for c in result.checks] == [f"corruptions.{n}.min_accuracy" for n in ("fog", "contrast", "snow")]
     assert [c.name for c in result.failures] == ["corruptions.fog.min_accuracy"]
@@ -87,6 +95,7 @@ def test_corruption_defaults_apply_to_every_corruption_and_overrides_to_one():
 
 
 # ---------------------------------------------------------------------------------- baseline checks
+
 
 def _with(report, **clean):
     out = copy.deepcopy(report)
@@ -102,8 +111,10 @@ def test_each_baseline_check_passes_and_fails_either_side(full_report, key):
     allowed = allowance * abs(base_value) if relative else allowance
     higher = METRICS[name].higher_is_better
     bound = base_value - allowed if higher else base_value + allowed
-    for candidate_value, expected in ((bound + (EPS if higher else -EPS), True),
-                                      (bound - (EPS if higher else -EPS), False)):
+    for candidate_value, expected in (
+        (bound + (EPS if higher else -EPS), True),
+        (bound - (EPS if higher else -EPS), False),
+    ):
         candidate = _set_metric(full_report, name, candidate_value)
         (check,) = gate(candidate, {"baseline": {key: allowance}}, baseline=full_report).checks
         assert check.passed is expected, (key, candidate_value, bound)
@@ -113,17 +124,16 @@ def test_each_baseline_check_passes_and_fails_either_side(full_report, key):
 
 def _set_metric(report, name, value):
     """A copy of `report` whose gate metric `name` reads `value`."""
-    from macs_audit.gate import CLEAN_METRICS, SUMMARY_KEYS
-
+    metric = METRICS[name]
     out = copy.deepcopy(report)
-    if name in CLEAN_METRICS:
+    if metric.place is Place.CLEAN:
         out.clean.metrics[name] = value
-    elif name in SUMMARY_KEYS:
-        out.corruption_summary[SUMMARY_KEYS[name]] = value
+    elif metric.place is Place.CORRUPTION:
+        setattr(out.corruption_summary, metric.report_key, value)
     elif name == "robust_ece":
-        next(v for v in out.views if v.name == "noise+blur").metrics["ece"] = value
+        out.view("noise+blur").metrics["ece"] = value
     else:
-        out.robustness[name] = value
+        setattr(out.robustness, name, value)
     assert observe(out, name)[0] == value
     return out
 
@@ -155,6 +165,7 @@ def test_baseline_missing_the_metric_is_an_input_error(full_report):
 
 
 # ---------------------------------------------------------------------------------- interval gating
+
 
 def test_use_interval_gates_on_the_pessimistic_end(full_report):
     lo_ece, hi_ece = full_report.clean.intervals["ece"]
@@ -198,43 +209,50 @@ def test_baseline_checks_use_the_candidates_pessimistic_end(full_report):
 
 # ---------------------------------------------------------------------------------- bad configuration
 
-@pytest.mark.parametrize("table, message", [
-    ({"max_ecee": 0.1}, "unknown key 'max_ecee'.*did you mean 'max_ece'"),
-    ({"min_ece": 0.1}, "unknown key 'min_ece'"),
-    ({"max_ece": "0.1"}, "max_ece must be a finite number, got str"),
-    ({"max_ece": True}, "max_ece must be a finite number, got bool"),
-    ({"max_ece": float("nan")}, "finite number"),
-    ({"max_ece": 5}, "max_ece = 5 is outside \\[0, 1\\]: thresholds are fractions \\(0.05 for 5%\\)"),
-    ({"min_accuracy": -0.1}, "outside \\[0, 1\\]"),
-    ({"corruptions": {"fog": {"min_accuracy": 50}}}, "outside \\[0, 1\\]"),
-    ({"baseline": {"max_accuracy_drop": 2}}, "outside \\[0, 1\\]"),
-    ({"use_interval": "yes", "max_ece": 0.1}, "use_interval must be true or false"),
-    ({"baseline": {"max_ece_increase": -0.01}}, "must be >= 0"),
-    ({"baseline": {"max_ece_drop": 0.01}}, "unknown key 'max_ece_drop'"),
-    ({"baseline": {"report": 3}}, "report must be a path string"),
-    ({"corruptions": {"fgo": {"min_accuracy": 0.5}}}, "unknown key 'fgo'.*'fog'"),
-    ({"corruptions": {"fog": {"min_acc": 0.5}}}, "unknown key 'min_acc'.*'min_accuracy'"),
-    ({"corruptions": {"fog": 0.5}}, "fog must be a table"),
-    ({"corruptions": {"min_accuracy": "high"}}, "must be a finite number"),
-    ({"corruptions": 3}, "corruptions must be a table"),
-    ({}, "sets no thresholds"),
-    ({"use_interval": True}, "sets no thresholds"),
-])
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ({"max_ecee": 0.1}, "unknown key 'max_ecee'.*did you mean 'max_ece'"),
+        ({"min_ece": 0.1}, "unknown key 'min_ece'"),
+        ({"max_ece": "0.1"}, "max_ece must be a finite number, got str"),
+        ({"max_ece": True}, "max_ece must be a finite number, got bool"),
+        ({"max_ece": float("nan")}, "finite number"),
+        ({"max_ece": 5}, "max_ece = 5 is outside \\[0, 1\\]: thresholds are fractions \\(0.05 for 5%\\)"),
+        ({"min_accuracy": -0.1}, "outside \\[0, 1\\]"),
+        ({"corruptions": {"fog": {"min_accuracy": 50}}}, "outside \\[0, 1\\]"),
+        ({"baseline": {"max_accuracy_drop": 2}}, "outside \\[0, 1\\]"),
+        ({"use_interval": "yes", "max_ece": 0.1}, "use_interval must be true or false"),
+        ({"baseline": {"max_ece_increase": -0.01}}, "must be >= 0"),
+        ({"baseline": {"max_ece_drop": 0.01}}, "unknown key 'max_ece_drop'"),
+        ({"baseline": {"report": 3}}, "report must be a path string"),
+        ({"corruptions": {"fgo": {"min_accuracy": 0.5}}}, "unknown key 'fgo'.*'fog'"),
+        ({"corruptions": {"fog": {"min_acc": 0.5}}}, "unknown key 'min_acc'.*'min_accuracy'"),
+        ({"corruptions": {"fog": 0.5}}, "fog must be a table"),
+        ({"corruptions": {"min_accuracy": "high"}}, "must be a finite number"),
+        ({"corruptions": 3}, "corruptions must be a table"),
+        ({}, "sets no thresholds"),
+        ({"use_interval": True}, "sets no thresholds"),
+    ],
+)
 def test_bad_config_is_a_one_line_usage_error(table, message):
     with pytest.raises(UsageError, match=message) as info:
         parse_config(table, "test")
     assert "\n" not in str(info.value) and info.value.exit_code == 2
 
 
-@pytest.mark.parametrize("table, message", [
-    ({"min_robust_accuracy": 0.5}, "robust accuracy.*--perturbations"),
-    ({"min_robustness_ratio": 0.5}, "robustness ratio.*--sensitivity-samples"),
-    ({"max_robust_ece": 0.5}, "noise\\+blur view"),
-    ({"min_corruption_accuracy": 0.5}, "mean_accuracy_15"),
-    ({"min_corruption_accuracy_19": 0.5}, "mean_accuracy_19"),
-    ({"max_relative_mce": 1.0}, "relative_mce.*--corruption-baseline"),
-    ({"corruptions": {"min_accuracy": 0.5}}, "no corruption_summary"),
-])
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ({"min_robust_accuracy": 0.5}, "robust accuracy.*--perturbations"),
+        ({"min_robustness_ratio": 0.5}, "robustness ratio.*--sensitivity-samples"),
+        ({"max_robust_ece": 0.5}, "noise\\+blur view"),
+        ({"min_corruption_accuracy": 0.5}, "mean_accuracy_15"),
+        ({"min_corruption_accuracy_19": 0.5}, "mean_accuracy_19"),
+        ({"max_relative_mce": 1.0}, "relative_mce.*--corruption-baseline"),
+        ({"corruptions": {"min_accuracy": 0.5}}, "no corruption_summary"),
+    ],
+)
 def test_threshold_on_a_metric_missing_from_the_report_is_an_input_error(table, message):
     bare = synthetic_report(robustness=False, corruptions=[])
     bare.views = []
@@ -253,11 +271,13 @@ def test_partial_corruption_grid_has_no_15_mean_and_no_unrun_corruption():
 
 # ---------------------------------------------------------------------------------- TOML files
 
+
 def test_load_from_pyproject_and_macs_audit_toml(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "x"\n\n[tool.macs-audit.gate]\nmax_ece = 0.05\nuse_interval = true\n'
-        '[tool.macs-audit.gate.corruptions.fog]\nmin_accuracy = 0.4\n'
-        '[tool.macs-audit.gate.baseline]\nmax_accuracy_drop = 0.005\nreport = "base/main.json"\n')
+        "[tool.macs-audit.gate.corruptions.fog]\nmin_accuracy = 0.4\n"
+        '[tool.macs-audit.gate.baseline]\nmax_accuracy_drop = 0.005\nreport = "base/main.json"\n'
+    )
     cfg = load_config(tmp_path / "pyproject.toml")
     assert cfg.thresholds == {"max_ece": 0.05} and cfg.use_interval is True
     assert cfg.corruption_overrides == {"fog": {"min_accuracy": 0.4}}
@@ -286,12 +306,15 @@ def test_no_config_found_is_a_usage_error(tmp_path):
         load_config(start=tmp_path)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[gate\nmax_ece = 0.1\n", "not valid TOML"),
-    ("[other]\nx = 1\n", "has no \\[tool.macs-audit.gate\\] table"),
-    ("[gate]\nmax_ece = 0.1\nmin_acuracy = 0.9\n", "unknown key 'min_acuracy'.*'min_accuracy'"),
-    ("[gate]\nmax_ece = [0.1]\n", "must be a finite number, got list"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[gate\nmax_ece = 0.1\n", "not valid TOML"),
+        ("[other]\nx = 1\n", "has no \\[tool.macs-audit.gate\\] table"),
+        ("[gate]\nmax_ece = 0.1\nmin_acuracy = 0.9\n", "unknown key 'min_acuracy'.*'min_accuracy'"),
+        ("[gate]\nmax_ece = [0.1]\n", "must be a finite number, got list"),
+    ],
+)
 def test_bad_toml_files(tmp_path, text, message):
     path = tmp_path / "macs-audit.toml"
     path.write_text(text)
@@ -303,7 +326,3 @@ def test_bad_toml_files(tmp_path, text, message):
 def test_missing_config_file_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="gate config not found"):
         load_config(tmp_path / "nope.toml")
-
-
-def test_gate_config_is_a_plain_dataclass():
-    assert GateConfig().thresholds == {} and GateConfig().use_interval is False

@@ -6,7 +6,8 @@ import json
 import pytest
 from goldens import make_goldens as goldens
 
-pytestmark = pytest.mark.skipif(not goldens.SAMPLE_ONNX.exists(), reason="sample model not built")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not goldens.SAMPLE_ONNX.exists(), reason="sample model not built")]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from conftest import free_port, linear_onnx, tiny_images
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_models" / "resnet9_c10_ce"
 CUDA = torch.cuda.is_available()
-needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device")
+needs_cuda = pytest.mark.gpu
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,7 +57,6 @@ def test_cli_device_cuda_without_gpu_exits_2(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     from macs_audit.cli import app
-    from macs_audit.cli import evaluate as _evaluate  # noqa: F401  (registers the command)
 
     _gpu(monkeypatch, False)
     model = tmp_path / "m.onnx"
@@ -125,7 +124,7 @@ def cifar_subset(n: int):
 
 
 def unit_float(images_uint8: np.ndarray) -> np.ndarray:
-    from macs_audit.models.predictor import to_unit_float
+    from macs_audit.models.preprocessing import to_unit_float
 
     return to_unit_float(images_uint8)
 
@@ -164,7 +163,6 @@ def test_cli_evaluate_on_cuda_matches_cpu(tmp_path):
     from typer.testing import CliRunner
 
     from macs_audit.cli import app
-    from macs_audit.cli import evaluate as _evaluate  # noqa: F401
 
     path = torch_model_file(tmp_path)
     reports = {}
@@ -213,13 +211,13 @@ def test_sensitivity_autograd_on_cuda_in_float32(tmp_path):
 # ---------------------------------------------------------------------------------------------
 @needs_cuda
 def test_perturbation_views_on_cuda():
-    from macs_audit.views import perturbations
-    from macs_audit.views.view import perturbation_view
+    from macs_audit.views import perturbation_params, perturbations
+    from macs_audit.views.view import perturbation
 
     images, _ = tiny_images(40, seed=1)
     x_cpu = torch.from_numpy(unit_float(images))
     x = x_cpu.cuda()
-    for name in perturbations.EVAL_VIEWS:
+    for name in perturbation_params.EVAL_VIEWS:
         gen = torch.Generator(device="cuda").manual_seed(7)
         out = perturbations.evaluation_view(name, x, gen)
         assert out.device == x.device and out.dtype == torch.float32 and out.shape == x.shape, name
@@ -227,15 +225,15 @@ def test_perturbation_views_on_cuda():
         again = perturbations.evaluation_view(name, x, torch.Generator(device="cuda").manual_seed(7))
         assert torch.equal(out, again), f"{name} is not deterministic on CUDA"
         # Through the audit's view function (uint8 NHWC numpy in, float NCHW numpy out).
-        view = perturbation_view(name, seed=0, device="cuda:0")
+        view = perturbation(name, seed=0, device="cuda:0")
         a, b = view(images, 40), view(images, 40)
         assert a.dtype == np.float32 and a.shape == (40, 3, 32, 32) and np.array_equal(a, b), name
     # The deterministic blur matches the CPU; the noise has the right strength.
-    blur = perturbations.gaussian_blur(x, perturbations.EVAL_BLUR_SIGMA).cpu()
-    assert torch.allclose(blur, perturbations.gaussian_blur(x_cpu, perturbations.EVAL_BLUR_SIGMA), atol=1e-5)
+    blur = perturbations.gaussian_blur(x, perturbation_params.EVAL_BLUR_SIGMA).cpu()
+    assert torch.allclose(blur, perturbations.gaussian_blur(x_cpu, perturbation_params.EVAL_BLUR_SIGMA), atol=1e-5)
     mid = torch.full((64, 3, 32, 32), 0.5, device="cuda")
-    noise = perturbations.gaussian_noise(mid, perturbations.EVAL_NOISE_SIGMA, torch.Generator(device="cuda").manual_seed(0)) - mid
-    assert abs(float(noise.std()) - perturbations.EVAL_NOISE_SIGMA) < 2e-3
+    noise = perturbations.gaussian_noise(mid, perturbation_params.EVAL_NOISE_SIGMA, torch.Generator(device="cuda").manual_seed(0)) - mid
+    assert abs(float(noise.std()) - perturbation_params.EVAL_NOISE_SIGMA) < 2e-3
     # The training view (per-sample strengths) too.
     t1 = perturbations.training_view(x, torch.Generator(device="cuda").manual_seed(3))
     t2 = perturbations.training_view(x, torch.Generator(device="cuda").manual_seed(3))
@@ -248,7 +246,7 @@ CUDA_CORRUPTIONS = ("gaussian_noise", "impulse_noise", "glass_blur", "zoom_blur"
 
 @needs_cuda
 def test_tensor_jpeg_on_cuda_equals_cpu():
-    from macs_audit.views import corruptions
+    from macs_audit.views.corruptions import apply as corruptions
     from macs_audit.views.corruptions import jpeg
 
     images, _ = tiny_images(64, seed=4)
@@ -271,8 +269,8 @@ def test_tensor_jpeg_on_cuda_equals_cpu():
 
 @needs_cuda
 def test_corruptions_on_cuda_deterministic():
-    from macs_audit.views import corruptions
-    from macs_audit.views.view import corruption_view
+    from macs_audit.views.corruptions import apply as corruptions
+    from macs_audit.views.view import corruption
 
     images, _ = tiny_images(16, seed=2)
     x = torch.from_numpy(images).cuda()
@@ -283,7 +281,7 @@ def test_corruptions_on_cuda_deterministic():
         assert not torch.equal(out, x), name
     for name in ("gaussian_noise", "impulse_noise", "glass_blur", "fog", "elastic_transform"):  # random
         assert not torch.equal(corruptions.corrupt(x, name, 3, seed=11), corruptions.corrupt(x, name, 3, seed=12)), name
-    view = corruption_view("gaussian_noise", 3, seed=0, device="cuda:0", frost_textures=None)
+    view = corruption("gaussian_noise", 3, seed=0, device="cuda:0", frost_textures=None)
     a, b = view(images, 0), view(images, 0)
     assert a.dtype == np.float32 and a.shape == (16, 3, 32, 32) and np.array_equal(a, b)
 
@@ -351,6 +349,7 @@ def test_onnx_cuda_provider_used_and_matches_cpu(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # torchrun on two GPUs (NCCL): sharded evaluate equals one process
 # ---------------------------------------------------------------------------------------------
+@needs_cuda
 @pytest.mark.skipif(not CUDA or torch.cuda.device_count() < 2, reason="needs 2 CUDA devices")
 def test_sharded_evaluate_on_two_gpus(tmp_path):
     path = torch_model_file(tmp_path)

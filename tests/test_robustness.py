@@ -10,7 +10,6 @@ from scipy.ndimage import gaussian_filter
 from typer.testing import CliRunner
 
 from macs_audit.cli import app
-from macs_audit.cli import evaluate as _evaluate  # noqa: F401
 from macs_audit.cli.options import (
     parse_corruptions,
     parse_perturbations,
@@ -19,8 +18,8 @@ from macs_audit.cli.options import (
 from macs_audit.errors import UsageError
 from macs_audit.metrics.corruption_summary import summarize_corruptions
 from macs_audit.report import ViewResult
-from macs_audit.views import perturbations
-from macs_audit.views.view import perturbation_view
+from macs_audit.views import perturbation_params, perturbations
+from macs_audit.views.view import perturbation
 
 runner = CliRunner()
 
@@ -36,7 +35,7 @@ def test_blur_matches_scipy_gaussian_filter_per_sample_sigma():
 
 def test_views_are_seeded_bounded_and_shaped():
     x = torch.rand(4, 3, 8, 8)
-    for name in perturbations.EVAL_VIEWS:
+    for name in perturbation_params.EVAL_VIEWS:
         a = perturbations.evaluation_view(name, x, torch.Generator().manual_seed(1))
         b = perturbations.evaluation_view(name, x, torch.Generator().manual_seed(1))
         assert a.shape == x.shape and torch.equal(a, b) and a.min() >= 0 and a.max() <= 1
@@ -50,10 +49,10 @@ def test_views_are_seeded_bounded_and_shaped():
 
 def test_perturbation_view_does_not_depend_on_batch_split():
     images, _ = tiny_images(8)
-    view = perturbation_view("noise+blur", seed=0, device="cpu")
+    view = perturbation("noise+blur", seed=0, device="cpu")
     whole = view(images, 0)
     assert np.array_equal(whole, view(images, 0))
-    assert not np.array_equal(whole, perturbation_view("noise+blur", seed=1, device="cpu")(images, 0))
+    assert not np.array_equal(whole, perturbation("noise+blur", seed=1, device="cpu")(images, 0))
 
 
 def test_parsers():
@@ -95,15 +94,15 @@ def test_sensitivity_autograd_and_finite_difference_agree(tmp_path):
 
 
 def corruption_views(acc_by_key):
-    from macs_audit.views.corruptions import FAMILIES
+    from macs_audit.views.corruptions.table import FAMILIES
 
     return [ViewResult(name=f"{c}@{s}", kind="corruption", metrics={"accuracy": a, "ece": 0.1, "nll": 1.0, "brier": 0.5},
                        corruption=c, severity=s, family=FAMILIES[c]) for (c, s), a in acc_by_key.items()]
 
 
 def test_corruption_summary_means_and_mce():
-    from macs_audit.report import Report
-    from macs_audit.views.corruptions import BENCHMARK_CORRUPTIONS, CORRUPTIONS
+    from macs_audit.report import Conventions, DataInfo, ModelInfo, Report, Runtime
+    from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, CORRUPTIONS
 
     acc = {(c, s): 0.9 - 0.1 * s + 0.01 * i for i, c in enumerate(CORRUPTIONS) for s in (1, 2, 3, 4, 5)}
     summary = summarize_corruptions(corruption_views(acc), clean_accuracy=0.95)
@@ -114,7 +113,7 @@ def test_corruption_summary_means_and_mce():
     assert summary["corruptions"]["speckle_noise"]["extra"] and summary["families"]["weather"]["corruptions"][0] == "snow"
     # A baseline with twice our error everywhere: CE = 0.5 for every corruption.
     base_acc = {k: 1 - 2 * (1 - a) for k, a in acc.items()}
-    baseline = Report(model={}, data={}, runtime={}, conventions={}, seeds={},
+    baseline = Report(model=ModelInfo(), data=DataInfo(), runtime=Runtime(), conventions=Conventions(), seeds={},
                       clean=ViewResult("clean", "clean", {"accuracy": 0.9}), views=corruption_views(base_acc))
     summary = summarize_corruptions(corruption_views(acc), 0.95, baseline)
     assert summary["mce"] == pytest.approx(0.5)

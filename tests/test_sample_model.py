@@ -23,7 +23,7 @@ def test_onnx_and_safetensors_agree():
         predictor = load_predictor(SAMPLE.with_suffix(suffix), device="cpu")  # no flags: the sidecar suffices
         results[suffix] = run_audit(predictor, source, options)
     onnx, torch_ = results[".onnx"], results[".safetensors"]
-    assert torch_.report.model["arch"] == "macs_resnet9_c10" and torch_.report.model["format"] == "safetensors"
+    assert torch_.report.model.arch == "macs_resnet9_c10" and torch_.report.model.format == "safetensors"
     for key in ("accuracy", "ece", "nll"):
         assert abs(onnx.report.clean.metrics[key] - torch_.report.clean.metrics[key]) <= 1e-4, key
     assert np.abs(onnx.logits - torch_.logits).max() < 1e-3

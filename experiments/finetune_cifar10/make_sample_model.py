@@ -33,12 +33,21 @@ def main() -> None:
     model = build_timm_model(meta["arch"], meta["num_classes"], load_file(str(WEIGHTS))).eval()
     save_safetensors(model, OUT.with_suffix(".safetensors"))
     options = RUN["options"]
-    write_sidecar(OUT.with_suffix(".json"), {**meta, "finetune": {
-        "objective": "macs", "from": START.name, "from_sha256": file_sha256(START),
-        "options": {k: v for k, v in options.items() if k not in ("device", "eval_batch_size")},
-        "steps": RUN["history"][-1]["step"], "experiment": "experiments/finetune_cifar10 (run macs_s0)",
-        "test": {k: RUN["clean"][k] for k in ("accuracy", "ece", "nll")},
-    }})
+    write_sidecar(
+        OUT.with_suffix(".json"),
+        {
+            **meta,
+            "finetune": {
+                "objective": "macs",
+                "from": START.name,
+                "from_sha256": file_sha256(START),
+                "options": {k: v for k, v in options.items() if k not in ("device", "eval_batch_size")},
+                "steps": RUN["history"][-1]["step"],
+                "experiment": "experiments/finetune_cifar10 (run macs_s0)",
+                "test": {k: RUN["clean"][k] for k in ("accuracy", "ece", "nll")},
+            },
+        },
+    )
     export_onnx(model, OUT.with_suffix(".onnx"), meta)
     print(f"wrote {OUT}.safetensors, .json, .onnx")
 

@@ -17,10 +17,13 @@ The validation split is the class-stratified 10% (5,000 images) of the training 
 it, so it ranks configurations honestly. Every choice (MaCS defaults, temperatures) is made on it;
 the test set is only reported on.
 
-    python experiments/finetune_cifar10/run.py all --final-epochs 1 --sweep-epochs 0.5 --threads 1
+    python experiments/finetune_cifar10/run.py all --data-dir DATA --final-epochs 1 --sweep-epochs 0.5 --threads 1
     # or the independent parts in two processes:
-    python experiments/finetune_cifar10/run.py final --runs ce_s0,focal_s0,label-smoothing_s0,mixup_s0,ce_s1,ce_s2
-    (experiments/finetune_cifar10/run_parallel.sh: the split used for the committed results)
+    python experiments/finetune_cifar10/run.py final --data-dir DATA --runs ce_s0,focal_s0,label-smoothing_s0,mixup_s0
+    (experiments/finetune_cifar10/run_parallel.sh DATA: the split used for the committed results)
+
+DATA is a folder holding cifar10_train.npz and cifar10_test.npz: arrays x (uint8, N x 32 x 32 x 3) and
+y (labels), the 50,000 training and 10,000 test images of the CIFAR-10 python batches.
 """
 
 from __future__ import annotations
@@ -44,24 +47,33 @@ from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.metrics import accumulators
 from macs_audit.models.export import save_safetensors
 from macs_audit.models.predictor import load_predictor
-from macs_audit.views import perturbations
-from macs_audit.views.view import perturbation_view
+from macs_audit.views.perturbation_params import ROBUST_VIEW
+from macs_audit.views.view import perturbation
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-WORK = ROOT / "runs" / "finetune_cifar10"      # checkpoints, weights, cached corrupted images (not committed)
+WORK = ROOT / "runs" / "finetune_cifar10"  # checkpoints, weights, cached corrupted images (not committed)
 START = ROOT / "sample_models" / "resnet9_c10_ce.safetensors"
-DATA = Path("/work/shared/data")
-C_SUBSET = 1000   # CIFAR-10-C images prepared; C_EVAL of them (stratified) are scored per model
+DATA = Path()  # the --data-dir folder (cifar10_train.npz, cifar10_test.npz), set once by main()
+C_SUBSET = 1000  # CIFAR-10-C images prepared; C_EVAL of them (stratified) are scored per model
 C_EVAL = 500
 
 # The same budget and optimiser for every objective; only the loss differs.
-BUDGET = dict(batch_size=128, optimizer="sgd", lr=0.02, weight_decay=5e-4, warmup=0.1, val_fraction=0.1,
-              split_seed=0)
+BUDGET = dict(batch_size=128, optimizer="sgd", lr=0.02, weight_decay=5e-4, warmup=0.1, val_fraction=0.1, split_seed=0)
 # (Delta, lambda_m, lambda_c); the first is the method reference's starting default.
-SWEEP = [(1.0, 0.1, 1.0), (1.0, 0.0, 1.0), (1.0, 0.1, 0.0), (0.5, 0.1, 1.0), (2.0, 0.1, 1.0),
-         (1.0, 0.3, 1.0), (1.0, 0.03, 1.0), (1.0, 0.1, 3.0), (1.0, 0.1, 10.0), (2.0, 0.3, 3.0)]
+SWEEP = [
+    (1.0, 0.1, 1.0),
+    (1.0, 0.0, 1.0),
+    (1.0, 0.1, 0.0),
+    (0.5, 0.1, 1.0),
+    (2.0, 0.1, 1.0),
+    (1.0, 0.3, 1.0),
+    (1.0, 0.03, 1.0),
+    (1.0, 0.1, 3.0),
+    (1.0, 0.1, 10.0),
+    (2.0, 0.3, 3.0),
+]
 FINAL = [(objective, seed) for seed in (0, 1, 2) for objective in ("macs", "ce", "focal", "label-smoothing", "mixup")]
 
 
@@ -79,8 +91,9 @@ def start_model():
 
 
 def base_options(cfg, **kw) -> FinetuneOptions:
-    return FinetuneOptions(**BUDGET, input_size=tuple(cfg.input_size), mean=tuple(cfg.mean), std=tuple(cfg.std),
-                           device="cpu", **kw)
+    return FinetuneOptions(
+        **BUDGET, input_size=tuple(cfg.input_size), mean=tuple(cfg.mean), std=tuple(cfg.std), device="cpu", **kw
+    )
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -98,13 +111,15 @@ def validation_data(options):
 
 @functools.lru_cache(maxsize=None)
 def _validation_split(val_fraction: float, split_seed: int):
-    data = load_train_data(load_source(DATA / "cifar10_train.npz"),
-                           FinetuneOptions(val_fraction=val_fraction, split_seed=split_seed))
+    data = load_train_data(
+        load_source(DATA / "cifar10_train.npz"), FinetuneOptions(val_fraction=val_fraction, split_seed=split_seed)
+    )
     return data.x_val, data.y_val.numpy()
 
 
 def prepare() -> None:
-    from macs_audit.views import corruptions
+    from macs_audit.views.corruptions.apply import batch_seed, corrupt
+    from macs_audit.views.corruptions.table import CORRUPTIONS
 
     path = WORK / "cifar10c_subset.npz"
     if path.exists():
@@ -112,14 +127,14 @@ def prepare() -> None:
     x, y = test_data()
     pick = stratified_subset(y, C_SUBSET, seed=0)
     clean = x[pick].permute(0, 2, 3, 1).contiguous()  # uint8 NHWC
-    images = np.empty((len(corruptions.CORRUPTIONS), 5, len(pick), 32, 32, 3), dtype=np.uint8)
-    for ci, name in enumerate(corruptions.CORRUPTIONS):
+    images = np.empty((len(CORRUPTIONS), 5, len(pick), 32, 32, 3), dtype=np.uint8)
+    for ci, name in enumerate(CORRUPTIONS):
         for severity in range(1, 6):
-            images[ci, severity - 1] = corruptions.corrupt(clean, name, severity, seed=corruptions.batch_seed(0, name, severity, 0)).numpy()
+            images[ci, severity - 1] = corrupt(clean, name, severity, seed=batch_seed(0, name, severity, 0)).numpy()
         log(f"prepared {name}")
     WORK.mkdir(parents=True, exist_ok=True)
     with open(WORK / "cifar10c_subset.tmp.npz", "wb") as fh:
-        np.savez(fh, images=images, labels=y[pick], positions=pick, names=np.array(corruptions.CORRUPTIONS))
+        np.savez(fh, images=images, labels=y[pick], positions=pick, names=np.array(CORRUPTIONS))
     (WORK / "cifar10c_subset.tmp.npz").rename(path)
 
 
@@ -127,10 +142,10 @@ def prepare() -> None:
 def robust_logits(model, x, options, batch_size: int = 500) -> np.ndarray:
     """The audit's robust-accuracy view (blur 0.7 then noise 0.08, seed 0), with the audit's own view
     function and batching (500), so the noise is the bytes `evaluate` would draw for these images."""
-    view = perturbation_view(perturbations.ROBUST_VIEW, 0, "cpu")
+    view = perturbation(ROBUST_VIEW, 0, "cpu")
     out = []
     for start in range(0, len(x), batch_size):
-        images = torch.from_numpy(view(x[start:start + batch_size].permute(0, 2, 3, 1).numpy(), start))
+        images = torch.from_numpy(view(x[start : start + batch_size].permute(0, 2, 3, 1).numpy(), start))
         out.append(predict_logits(model, images, options))
     return np.concatenate(out)
 
@@ -141,7 +156,7 @@ def summary(logits, labels) -> dict:
 
 
 def corruption_accuracy(model, options) -> dict:
-    from macs_audit.views import corruptions
+    from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS
 
     data = np.load(WORK / "cifar10c_subset.npz")
     keep = stratified_subset(data["labels"], C_EVAL, seed=0)
@@ -151,24 +166,32 @@ def corruption_accuracy(model, options) -> dict:
         for s in range(5):
             x = torch.from_numpy(images[ci, s]).permute(0, 3, 1, 2).contiguous()
             acc[ci, s] = (predict_logits(model, x, options).argmax(1) == labels).mean()
-    bench = [i for i, n in enumerate(names) if n in corruptions.BENCHMARK_CORRUPTIONS]
-    return {"mean_19x5": float(acc.mean()), "mean_15x5": float(acc[bench].mean()), "n_images": int(len(labels)),
-            "per_corruption": {n: float(acc[i].mean()) for i, n in enumerate(names)},
-            "per_severity": [float(v) for v in acc.mean(0)]}
+    bench = [i for i, n in enumerate(names) if n in BENCHMARK_CORRUPTIONS]
+    return {
+        "mean_19x5": float(acc.mean()),
+        "mean_15x5": float(acc[bench].mean()),
+        "n_images": int(len(labels)),
+        "per_corruption": {n: float(acc[i].mean()) for i, n in enumerate(names)},
+        "per_severity": [float(v) for v in acc.mean(0)],
+    }
 
 
 def test_metrics(model, options) -> dict:
     x, y = test_data()
-    return {"clean": summary(predict_logits(model, x, options), y),
-            "robust": summary(robust_logits(model, x, options), y),
-            "cifar10c": corruption_accuracy(model, options)}
+    return {
+        "clean": summary(predict_logits(model, x, options), y),
+        "robust": summary(robust_logits(model, x, options), y),
+        "cifar10c": corruption_accuracy(model, options),
+    }
 
 
 def selection_metrics(model, options) -> dict:
     """Clean and noise+blur metrics on the validation split: what the sweep ranks by."""
     x, y = validation_data(options)
-    return {"val": summary(predict_logits(model, x, options), y),
-            "val_robust": summary(robust_logits(model, x, options), y)}
+    return {
+        "val": summary(predict_logits(model, x, options), y),
+        "val_robust": summary(robust_logits(model, x, options), y),
+    }
 
 
 # ------------------------------------------------------------------------------------------ runs
@@ -202,11 +225,26 @@ def run_start() -> None:
     x_val, y_val = validation_data(options)
     t_val = fit_temperature(predict_logits(model, x_val, options), y_val)
     c10c = corruption_accuracy(model, options)  # temperature scaling leaves every argmax unchanged
-    save_json(path, {"name": "start (CE sample model)", "clean": summary(clean, y), "robust": summary(robust, y),
-                     "cifar10c": c10c, **selection_metrics(model, options)})
-    save_json(RESULTS / "runs" / "ts_val.json", {
-        "name": "temperature scaling (T fitted on the validation split)", "temperature": t_val,
-        "clean": summary(clean / t_val, y), "robust": summary(robust / t_val, y), "cifar10c": c10c})
+    save_json(
+        path,
+        {
+            "name": "start (CE sample model)",
+            "clean": summary(clean, y),
+            "robust": summary(robust, y),
+            "cifar10c": c10c,
+            **selection_metrics(model, options),
+        },
+    )
+    save_json(
+        RESULTS / "runs" / "ts_val.json",
+        {
+            "name": "temperature scaling (T fitted on the validation split)",
+            "temperature": t_val,
+            "clean": summary(clean / t_val, y),
+            "robust": summary(robust / t_val, y),
+            "cifar10c": c10c,
+        },
+    )
     log(f"start model done: T(val) = {t_val:.3f}")
 
 
@@ -227,11 +265,23 @@ def run_sweep(epochs: float, only: list[str] | None = None) -> None:
         log(f"sweep {name}: start")
         result, seconds = train_run(f"sweep_{name}", options, save_weights=False)
         sel = selection_metrics(result.model, options)
-        save_json(path, {"name": name, "objective": objective, "config": config, "options": options.to_dict(),
-                         **sel, "history": result.history, "seconds": seconds})
+        save_json(
+            path,
+            {
+                "name": name,
+                "objective": objective,
+                "config": config,
+                "options": options.to_dict(),
+                **sel,
+                "history": result.history,
+                "seconds": seconds,
+            },
+        )
         v = sel["val"]
-        log(f"sweep {name}: val acc {v['accuracy']:.4f} ece {v['ece']:.4f} nll {v['nll']:.4f} "
-            f"robust {sel['val_robust']['accuracy']:.4f} ({seconds:.0f}s)")
+        log(
+            f"sweep {name}: val acc {v['accuracy']:.4f} ece {v['ece']:.4f} nll {v['nll']:.4f} "
+            f"robust {sel['val_robust']['accuracy']:.4f} ({seconds:.0f}s)"
+        )
 
 
 def selection_score(run: dict) -> float:
@@ -263,11 +313,23 @@ def run_final(epochs: float, only: list[str] | None = None) -> None:
         log(f"final {name}: start")
         result, seconds = train_run(name, options, save_weights=True)
         evaluation = test_metrics(result.model, options)
-        save_json(path, {"name": name, "objective": objective, "seed": seed, "options": options.to_dict(),
-                         "history": result.history, "seconds": seconds, **evaluation})
-        log(f"final {name}: acc {evaluation['clean']['accuracy']:.4f} ece {evaluation['clean']['ece']:.4f} "
+        save_json(
+            path,
+            {
+                "name": name,
+                "objective": objective,
+                "seed": seed,
+                "options": options.to_dict(),
+                "history": result.history,
+                "seconds": seconds,
+                **evaluation,
+            },
+        )
+        log(
+            f"final {name}: acc {evaluation['clean']['accuracy']:.4f} ece {evaluation['clean']['ece']:.4f} "
             f"nll {evaluation['clean']['nll']:.4f} robust {evaluation['robust']['accuracy']:.4f} "
-            f"c10c {evaluation['cifar10c']['mean_19x5']:.4f} ({seconds:.0f}s)")
+            f"c10c {evaluation['cifar10c']['mean_19x5']:.4f} ({seconds:.0f}s)"
+        )
 
 
 # ---------------------------------------------------------------------------------------- tables
@@ -281,10 +343,17 @@ def mean_std(values, scale=100.0, digits=2) -> str:
 def tables() -> str:
     runs = {p.stem: json.loads(p.read_text()) for p in sorted((RESULTS / "runs").glob("*.json"))}
     t_val = runs["ts_val"]["temperature"] if "ts_val" in runs else float("nan")
-    groups = [("start (CE sample model, no fine-tuning)", ["start"]),
-              (f"temperature scaling of the start model (T = {t_val:.3f}, fit on the validation split)", ["ts_val"])]
-    labels = {"ce": "CE", "focal": "focal (gamma 3)", "label-smoothing": "label smoothing (0.1)",
-              "mixup": "mixup (alpha 0.2)", "macs": "MaCS"}
+    groups = [
+        ("start (CE sample model, no fine-tuning)", ["start"]),
+        (f"temperature scaling of the start model (T = {t_val:.3f}, fit on the validation split)", ["ts_val"]),
+    ]
+    labels = {
+        "ce": "CE",
+        "focal": "focal (gamma 3)",
+        "label-smoothing": "label smoothing (0.1)",
+        "mixup": "mixup (alpha 0.2)",
+        "macs": "MaCS",
+    }
     if "macs_s0" in runs:
         o = runs["macs_s0"]["options"]
         labels["macs"] = f"MaCS (Delta {o['delta']:g}, lambda_m {o['lambda_m']:g}, lambda_c {o['lambda_c']:g})"
@@ -292,23 +361,34 @@ def tables() -> str:
         names = sorted(n for n in runs if n.startswith(objective + "_s"))
         if names:
             groups.append((f"{label} fine-tuned", names))
-    lines = ["| method | seeds | accuracy % | ECE % | NLL | robust acc. % | robust ECE % | CIFAR-10-C acc. % (19x5) | (15x5) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| method | seeds | accuracy % | ECE % | NLL | robust acc. % | robust ECE % "
+        "| CIFAR-10-C acc. % (19x5) | (15x5) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for label, names in groups:
         rs = [runs[n] for n in names if n in runs]
         if not rs:
             continue
-        lines.append(f"| {label} | {len(rs)} | {mean_std([r['clean']['accuracy'] for r in rs])} | "
-                     f"{mean_std([r['clean']['ece'] for r in rs])} | {mean_std([r['clean']['nll'] for r in rs], 1, 4)} | "
-                     f"{mean_std([r['robust']['accuracy'] for r in rs])} | {mean_std([r['robust']['ece'] for r in rs])} | "
-                     f"{mean_std([r['cifar10c']['mean_19x5'] for r in rs])} | {mean_std([r['cifar10c']['mean_15x5'] for r in rs])} |")
+        lines.append(
+            f"| {label} | {len(rs)} | {mean_std([r['clean']['accuracy'] for r in rs])} | "
+            f"{mean_std([r['clean']['ece'] for r in rs])} | {mean_std([r['clean']['nll'] for r in rs], 1, 4)} | "
+            f"{mean_std([r['robust']['accuracy'] for r in rs])} | {mean_std([r['robust']['ece'] for r in rs])} | "
+            f"{mean_std([r['cifar10c']['mean_19x5'] for r in rs])} | "
+            f"{mean_std([r['cifar10c']['mean_15x5'] for r in rs])} |"
+        )
     final = "\n".join(lines) + "\n"
-    write_text(RESULTS / "final.md", "# Fine-tuning CIFAR-10: test results (10,000 test images; mean ± std over seeds)\n\n" + final)
+    write_text(
+        RESULTS / "final.md",
+        "# Fine-tuning CIFAR-10: test results (10,000 test images; mean ± std over seeds)\n\n" + final,
+    )
 
     sweep = [json.loads(p.read_text()) for p in sorted((RESULTS / "sweep").glob("*.json"))]
-    rows = ["| run | Delta | lambda_m | lambda_c | score | val acc. % | val ECE % | val NLL | val robust acc. % | "
-            "val robust ECE % | val robust NLL | seconds |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| run | Delta | lambda_m | lambda_c | score | val acc. % | val ECE % | val NLL | val robust acc. % | "
+        "val robust ECE % | val robust NLL | seconds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     chosen = chosen_config() if any(r["objective"] == "macs" for r in sweep) else None
     if "start" in runs and "val" in runs["start"]:
         sweep = sweep + [{**runs["start"], "name": "start model (no fine-tuning)", "config": None, "seconds": 0}]
@@ -316,20 +396,33 @@ def tables() -> str:
         c = r["config"] or ["-", "-", "-"]
         mark = " (chosen)" if r["config"] and tuple(r["config"]) == chosen else ""
         sel, rob = r["val"], r["val_robust"]
-        rows.append(f"| {r['name']}{mark} | {c[0]} | {c[1]} | {c[2]} | {selection_score(r):.4f} | "
-                    f"{100 * sel['accuracy']:.2f} | {100 * sel['ece']:.2f} | {sel['nll']:.4f} | {100 * rob['accuracy']:.2f} | "
-                    f"{100 * rob['ece']:.2f} | {rob['nll']:.4f} | {r['seconds']:.0f} |")
+        rows.append(
+            f"| {r['name']}{mark} | {c[0]} | {c[1]} | {c[2]} | {selection_score(r):.4f} | "
+            f"{100 * sel['accuracy']:.2f} | {100 * sel['ece']:.2f} | {sel['nll']:.4f} | {100 * rob['accuracy']:.2f} | "
+            f"{100 * rob['ece']:.2f} | {rob['nll']:.4f} | {r['seconds']:.0f} |"
+        )
     if chosen:
         clean_only = chosen_config(lambda r: r["val"]["nll"])
-        rows.append(f"\nChosen by the score (mean of clean and noise+blur NLL): {chosen}. "
-                    f"By clean NLL alone the choice would be {clean_only}.")
+        rows.append(
+            f"\nChosen by the score (mean of clean and noise+blur NLL): {chosen}. "
+            f"By clean NLL alone the choice would be {clean_only}."
+        )
     sweep_md = "\n".join(rows) + "\n"
-    write_text(RESULTS / "sweep.md", "# MaCS sweep on the validation split (5,000 training images the start model never saw), sorted by the selection score\n\n" + sweep_md)
+    write_text(
+        RESULTS / "sweep.md",
+        "# MaCS sweep on the validation split (5,000 training images the start model never saw), "
+        "sorted by the selection score\n\n" + sweep_md,
+    )
 
-    per_run = ["| run | seconds | accuracy % | ECE % | NLL | robust acc. % | CIFAR-10-C 19x5 % |", "|---|---:|---:|---:|---:|---:|---:|"]
+    per_run = [
+        "| run | seconds | accuracy % | ECE % | NLL | robust acc. % | CIFAR-10-C 19x5 % |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for n, r in runs.items():
-        per_run.append(f"| {n} | {r.get('seconds', '-')} | {100 * r['clean']['accuracy']:.2f} | {100 * r['clean']['ece']:.2f} | "
-                       f"{r['clean']['nll']:.4f} | {100 * r['robust']['accuracy']:.2f} | {100 * r['cifar10c']['mean_19x5']:.2f} |")
+        per_run.append(
+            f"| {n} | {r.get('seconds', '-')} | {100 * r['clean']['accuracy']:.2f} | {100 * r['clean']['ece']:.2f} | "
+            f"{r['clean']['nll']:.4f} | {100 * r['robust']['accuracy']:.2f} | {100 * r['cifar10c']['mean_19x5']:.2f} |"
+        )
     write_text(RESULTS / "runs.md", "# Every run\n\n" + "\n".join(per_run) + "\n")
     return final + "\n" + sweep_md
 
@@ -337,12 +430,24 @@ def tables() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("phase", choices=["prepare", "start", "sweep", "final", "table", "all"])
+    parser.add_argument(
+        "--data-dir", type=Path, help="folder with cifar10_train.npz and cifar10_test.npz (every phase but table)"
+    )
     parser.add_argument("--sweep-epochs", type=float, default=0.5)
     parser.add_argument("--final-epochs", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared, oversubscribed machine")
-    parser.add_argument("--runs", default="", help="sweep and final phases: a comma-separated subset of the runs, "
-                        "e.g. ce_s0,focal_s0 or macs_d1_m0.1_c1 (to split them over processes)")
+    parser.add_argument(
+        "--runs",
+        default="",
+        help="sweep and final phases: a comma-separated subset of the runs, "
+        "e.g. ce_s0,focal_s0 or macs_d1_m0.1_c1 (to split them over processes)",
+    )
     args = parser.parse_args()
+    if args.phase != "table":
+        if args.data_dir is None:
+            parser.error("--data-dir is required for this phase")
+        global DATA
+        DATA = args.data_dir
     torch.set_num_threads(args.threads)
     for sub in ("runs", "sweep"):
         (RESULTS / sub).mkdir(parents=True, exist_ok=True)

@@ -7,10 +7,9 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.common import Progress, app, handle_errors, show_progress, stderr
+from macs_audit.cli.console import Progress, handle_errors, show_progress, stderr
 
 
-@app.command()
 @handle_errors
 def corrupt(
     out: Path = typer.Option(..., "--out", help="Output directory (<corruption>.npy per corruption + labels.npy)."),
@@ -21,22 +20,26 @@ def corrupt(
     corruptions: str = typer.Option("cifar-c", "--corruptions", help="cifar-c (all 19), benchmark (the 15), or names."),
     severities: str = typer.Option("1-5", "--severities", help="Must be 1-5 for the released layout."),
     seed: int = typer.Option(0, "--seed"),
-    batch_size: int = typer.Option(500, "--batch-size", min=1, help="Images per corruption batch (part of the seed: use evaluate's batch size to reproduce its generated views)."),
+    batch_size: int = typer.Option(
+        500,
+        "--batch-size",
+        min=1,
+        help="Images per corruption batch (part of the seed: use evaluate's batch size to reproduce its "
+        "generated views).",
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    frost_textures: Optional[Path] = typer.Option(None, "--frost-textures", help="Directory of frost images (default: procedural)."),
+    frost_textures: Optional[Path] = typer.Option(
+        None, "--frost-textures", help="Directory of frost images (default: procedural)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
     """Generate CIFAR-C corruptions (19 x 5 severities, the CIFAR parameters) into OUT, written atomically."""
-    import numpy as np
-    import torch
-
-    from macs_audit.cli.evaluate import load_data
     from macs_audit.cli.options import parse_corruptions, parse_severities
-    from macs_audit.data.released import write_cifar_c
+    from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.errors import UsageError
     from macs_audit.models.predictor import resolve_device
-    from macs_audit.views.corruptions import batch_seed, frost_texture_info
-    from macs_audit.views.corruptions import corrupt as apply_corruption
+    from macs_audit.views.corruptions.weather import frost_texture_info
+    from macs_audit.data.grid import write_corruption_grid
 
     if parse_severities(severities) != (1, 2, 3, 4, 5):
         raise UsageError("the released CIFAR-C layout holds all 5 severities: use --severities 1-5")
@@ -44,16 +47,11 @@ def corrupt(
     if not names:
         raise UsageError("--corruptions selects nothing")
     device = resolve_device(device)
-    source, _ = load_data(data, data_format, split, limit, seed, None)
+    source, _ = load_data(DataSpec(data, data_format, split, limit, seed))
     frost = str(frost_textures) if frost_textures else None
-
-    def images_fn(name: str, severity: int):
-        for start in range(0, len(source), batch_size):
-            pos = np.arange(start, min(start + batch_size, len(source)))
-            batch = torch.from_numpy(source.images(pos)).to(device)
-            yield apply_corruption(batch, name, severity, seed=batch_seed(seed, name, severity, start), frost_textures=frost)
-
     with Progress(show_progress(quiet)) as progress:
-        written = write_cifar_c(out, images_fn, source.labels, names, progress=progress)
-    stderr.print(f"wrote {len(written)} files to {out} ({len(source):,} images x 5 severities per corruption; "
-                 f"seed {seed}; frost: {frost_texture_info(frost) if 'frost' in names else 'not generated'})")
+        written = write_corruption_grid(out, source, names, seed, batch_size, device, frost, progress=progress)
+    stderr.print(
+        f"wrote {len(written)} files to {out} ({len(source):,} images x 5 severities per corruption; "
+        f"seed {seed}; frost: {frost_texture_info(frost) if 'frost' in names else 'not generated'})"
+    )

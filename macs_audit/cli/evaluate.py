@@ -1,4 +1,4 @@
-"""`macs-audit evaluate MODEL`: audit a model's calibration on clean data."""
+"""`macs-audit evaluate MODEL`: audit a model's calibration and robustness, optionally gate the report."""
 
 from __future__ import annotations
 
@@ -7,48 +7,19 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.common import (
-    Progress,
-    app,
-    handle_errors,
-    show_progress,
-    stderr,
-    stdout,
-)
+from macs_audit.cli.console import Progress, handle_errors, show_progress, stderr, stdout
 from macs_audit.cli.options import (
     ARCH_OPTION,
     INPUT_SIZE_OPTION,
     MEAN_OPTION,
+    MODEL_HELP,
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
-    parse_floats,
-    parse_size,
+    audit_options,
+    model_flags,
 )
-
-MODEL_HELP = "Model file: .onnx, TorchScript (.pt), or a state dict (.pt/.pth/.safetensors) with --arch."
-
-
-def model_flags(arch, num_classes, input_size, mean, std, output_kind) -> dict:
-    """ModelConfig overrides from the command line (None = not given)."""
-    return {
-        "arch": arch, "num_classes": num_classes, "input_size": parse_size(input_size),
-        "mean": parse_floats(mean, "--mean"), "std": parse_floats(std, "--std"), "output": output_kind,
-    }
-
-
-def load_data(data, data_format, split, limit, seed, image_size):
-    """Open the data source and apply --limit; return (source, data_info for the report)."""
-    from macs_audit.data.sources import load_source
-    from macs_audit.data.splits import stratified_subset
-
-    source = load_source(data, data_format, split, image_size=image_size)
-    info = {"split": split, "limit": limit}
-    if limit is not None:
-        source = source.subset(stratified_subset(source.labels, limit, seed))
-        info["limit_seed"] = seed
-    return source, info
 
 
 def save_predictions(path: Path, logits, labels) -> None:
@@ -61,11 +32,14 @@ def save_predictions(path: Path, logits, labels) -> None:
             np.savez(fh, logits=logits, labels=labels)
 
 
-@app.command()
 @handle_errors
 def evaluate(
     model: Path = typer.Argument(..., help=MODEL_HELP),
-    data: Optional[Path] = typer.Option(None, "--data", help="Data: .npz (x, y), CIFAR python-batches dir, or ImageFolder dir. Default: built-in CIFAR-10 test set."),
+    data: Optional[Path] = typer.Option(
+        None,
+        "--data",
+        help="Data: .npz (x, y), CIFAR python-batches dir, or ImageFolder dir. Default: built-in CIFAR-10 test set.",
+    ),
     data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar or imagefolder."),
     split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory: test or train."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate a class-stratified subset of N images."),
@@ -77,36 +51,71 @@ def evaluate(
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
     trust_pickled: bool = TRUST_PICKLED_OPTION,
     batch_size: int = typer.Option(500, "--batch-size", min=1),
-    workers: Optional[int] = typer.Option(None, "--workers", min=0, help="Processes decoding ImageFolder images (default: min(8, cores per process); 0: in the main process)."),
+    workers: Optional[int] = typer.Option(
+        None,
+        "--workers",
+        min=0,
+        help="Processes decoding ImageFolder images (default: min(8, cores per process); 0: in the main process).",
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    calibration_split: float = typer.Option(0.2, "--calibration-split", help="Fraction of the data held out to fit the temperature (0 disables)."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap resamples for 95% intervals (0 disables)."),
+    calibration_split: float = typer.Option(
+        0.2, "--calibration-split", help="Fraction of the data held out to fit the temperature (0 disables)."
+    ),
+    bootstrap: int = typer.Option(
+        1000, "--bootstrap", min=0, help="Bootstrap resamples for 95% intervals (0 disables)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for subsets, splits and bootstrap."),
-    perturbations: str = typer.Option("noise+blur", "--perturbations", help="Perturbation views: noise, blur, noise+blur (comma-separated), all, or none. noise+blur gives the robust accuracy."),
-    sensitivity_samples: int = typer.Option(500, "--sensitivity-samples", min=0, help="Images (class-stratified) for the input sensitivity L^ (0 disables)."),
-    sensitivity_directions: int = typer.Option(8, "--sensitivity-directions", min=1, help="Random directions of the finite-difference estimate (ONNX models)."),
-    corruptions: Optional[str] = typer.Option(None, "--corruptions", help="CIFAR-C grid: cifar-c (all 19), benchmark (the 15), or names, comma-separated."),
+    perturbations: str = typer.Option(
+        "noise+blur",
+        "--perturbations",
+        help="Perturbation views: noise, blur, noise+blur (comma-separated), all, or none. noise+blur gives the "
+        "robust accuracy.",
+    ),
+    sensitivity_samples: int = typer.Option(
+        500, "--sensitivity-samples", min=0, help="Images (class-stratified) for the input sensitivity L^ (0 disables)."
+    ),
+    sensitivity_directions: int = typer.Option(
+        8, "--sensitivity-directions", min=1, help="Random directions of the finite-difference estimate (ONNX models)."
+    ),
+    corruptions: Optional[str] = typer.Option(
+        None, "--corruptions", help="CIFAR-C grid: cifar-c (all 19), benchmark (the 15), or names, comma-separated."
+    ),
     severities: str = typer.Option("1-5", "--severities", help="Corruption severities, e.g. 1-5 or 3 or 1,3,5."),
-    cifar_c: Optional[Path] = typer.Option(None, "--cifar-c", help="Read the released CIFAR-10-C/100-C directory instead of generating the corruptions."),
-    frost_textures: Optional[Path] = typer.Option(None, "--frost-textures", help="Directory of frost images (default: built-in procedural textures)."),
-    corruption_baseline: Optional[Path] = typer.Option(None, "--corruption-baseline", help="A baseline report with the same corruptions, for CE and relative mCE."),
+    cifar_c: Optional[Path] = typer.Option(
+        None, "--cifar-c", help="Read the released CIFAR-10-C/100-C directory instead of generating the corruptions."
+    ),
+    frost_textures: Optional[Path] = typer.Option(
+        None, "--frost-textures", help="Directory of frost images (default: built-in procedural textures)."
+    ),
+    corruption_baseline: Optional[Path] = typer.Option(
+        None, "--corruption-baseline", help="A baseline report with the same corruptions, for CE and relative mCE."
+    ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the JSON report here."),
     predictions: Optional[Path] = typer.Option(None, "--save-predictions", help="Write logits and labels (.npz) here."),
-    gate: bool = typer.Option(False, "--gate", help="Gate the report on thresholds after the audit (exit 1 if a check fails)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Gate thresholds: a macs-audit.toml (default: [tool.macs-audit.gate] in ./pyproject.toml)."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="A baseline report for the gate's regression checks."),
-    use_interval: Optional[bool] = typer.Option(None, "--use-interval/--point-estimate", help="Gate on the pessimistic end of the 95% interval instead of the point estimate (default: the config's use_interval)."),
+    gate: bool = typer.Option(
+        False, "--gate", help="Gate the report on thresholds after the audit (exit 1 if a check fails)."
+    ),
+    config: Optional[Path] = typer.Option(
+        None,
+        "--config",
+        help="Gate thresholds: a macs-audit.toml (default: [tool.macs-audit.gate] in ./pyproject.toml).",
+    ),
+    baseline: Optional[Path] = typer.Option(
+        None, "--baseline", help="A baseline report for the gate's regression checks."
+    ),
+    use_interval: Optional[bool] = typer.Option(
+        None,
+        "--use-interval/--point-estimate",
+        help="Gate on the pessimistic end of the 95% interval instead of the point estimate (default: the "
+        "config's use_interval).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
     intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid."""
     from macs_audit import distributed
-    from macs_audit.audit import AuditOptions, run_audit
-    from macs_audit.cli.options import (
-        parse_corruptions,
-        parse_perturbations,
-        parse_severities,
-    )
+    from macs_audit.audit import run_audit
+    from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.errors import UsageError
     from macs_audit.models.predictor import load_predictor
     from macs_audit.report import load_report
@@ -121,13 +130,22 @@ def evaluate(
         gate_config = load_config(config)  # a bad config fails now, not after the audit
     ctx = distributed.init_from_env(device)  # torchrun: one shard of every view per process
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
-    predictor = load_predictor(model, flags, device=distributed.rank_device(ctx, device), allow_unsafe_pickle=trust_pickled)
-    source, data_info = load_data(data, data_format, split, limit, seed, tuple(predictor.config.input_size))
-    options = AuditOptions(
-        batch_size=batch_size, calibration_split=calibration_split, bootstrap=bootstrap, seed=seed, workers=workers,
-        perturbations=parse_perturbations(perturbations), sensitivity_samples=sensitivity_samples,
-        sensitivity_directions=sensitivity_directions, corruptions=parse_corruptions(corruptions),
-        severities=parse_severities(severities), cifar_c_dir=str(cifar_c) if cifar_c else None,
+    predictor = load_predictor(
+        model, flags, device=distributed.rank_device(ctx, device), allow_unsafe_pickle=trust_pickled
+    )
+    source, data_info = load_data(DataSpec(data, data_format, split, limit, seed), predictor.config.input_size)
+    options = audit_options(
+        batch_size,
+        calibration_split,
+        bootstrap,
+        seed,
+        perturbations,
+        sensitivity_samples,
+        corruptions,
+        severities,
+        workers=workers,
+        sensitivity_directions=sensitivity_directions,
+        cifar_c_dir=str(cifar_c) if cifar_c else None,
         frost_textures=str(frost_textures) if frost_textures else None,
         corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,
     )
@@ -145,8 +163,8 @@ def evaluate(
 
         write_text(output, result.report.to_json())
         stderr.print(f"report written to {output}")
-    stdout.print(terminal.render(result.report))
+    stdout.print(terminal.renderable(result.report))
     if gate_config is not None:
-        from macs_audit.cli.reports import gate_report
+        from macs_audit.cli.output import gate_report
 
         raise typer.Exit(gate_report(result.report, gate_config, baseline, use_interval))

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import typer
 
 from macs_audit.errors import UsageError
+
+if TYPE_CHECKING:
+    from macs_audit.audit import AuditOptions
+
+MODEL_HELP = "Model file: .onnx, TorchScript (.pt), or a state dict (.pt/.pth/.safetensors) with --arch."
 
 # Model options shared by evaluate, finetune, calibrate and export (one definition, one help text).
 ARCH_OPTION = typer.Option(None, "--arch", help="timm architecture of a state dict / safetensors checkpoint.")
@@ -12,17 +19,92 @@ NUM_CLASSES_OPTION = typer.Option(None, "--num-classes", help="Number of classes
 INPUT_SIZE_OPTION = typer.Option(None, "--input-size", help="Model input size H,W (or one number).")
 MEAN_OPTION = typer.Option(None, "--mean", help="Per-channel mean, e.g. 0.4914,0.4822,0.4465.")
 STD_OPTION = typer.Option(None, "--std", help="Per-channel std, e.g. 0.2470,0.2435,0.2616.")
-MODEL_OUTPUT_OPTION = typer.Option(None, "--model-output", help="What the model returns: auto, logits or probabilities.")
-TRUST_PICKLED_OPTION = typer.Option(False, "--trust-pickled-model-code",
-                                    help="Allow loading a fully pickled torch module. This RUNS CODE from the file: "
-                                         "only for files you trust.")
+MODEL_OUTPUT_OPTION = typer.Option(
+    None, "--model-output", help="What the model returns: auto, logits or probabilities."
+)
+TRUST_PICKLED_OPTION = typer.Option(
+    False,
+    "--trust-pickled-model-code",
+    help="Allow loading a fully pickled torch module. This RUNS CODE from the file: only for files you trust.",
+)
+
+# The before/after audit of finetune and calibrate, declared once for both.
+EVAL_DATA_OPTION = typer.Option(
+    None,
+    "--eval-data",
+    help="Evaluation data for the before/after audit (same formats as --data). Default: built-in CIFAR-10 test set.",
+)
+EVAL_LIMIT_OPTION = typer.Option(None, "--eval-limit", help="Audit a class-stratified subset of N images.")
+BOOTSTRAP_OPTION = typer.Option(200, "--bootstrap", min=0, help="Bootstrap resamples of the audits (0 disables).")
+CALIBRATION_SPLIT_OPTION = typer.Option(
+    0.2, "--calibration-split", help="Audit: fraction held out to fit a temperature (0 disables)."
+)
+PERTURBATIONS_OPTION = typer.Option(
+    "noise+blur",
+    "--perturbations",
+    help="Audit perturbation views (noise, blur, noise+blur, all or none); noise+blur gives the robust accuracy.",
+)
+SENSITIVITY_SAMPLES_OPTION = typer.Option(
+    500, "--sensitivity-samples", min=0, help="Audit: images for the input sensitivity L^ (0 disables)."
+)
+CORRUPTIONS_OPTION = typer.Option(
+    None, "--corruptions", help="Audit CIFAR-C grid: cifar-c (all 19), benchmark (the 15), or names (default: none)."
+)
+SEVERITIES_OPTION = typer.Option("1-5", "--severities", help="Audit: corruption severities, e.g. 1-5 or 3.")
+QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+
+
+def model_flags(
+    arch: str | None,
+    num_classes: int | None,
+    input_size: str | None,
+    mean: str | None,
+    std: str | None,
+    output_kind: str | None,
+) -> dict:
+    """ModelConfig overrides from the command line (None = not given)."""
+    return {
+        "arch": arch,
+        "num_classes": num_classes,
+        "input_size": parse_size(input_size),
+        "mean": parse_floats(mean, "--mean"),
+        "std": parse_floats(std, "--std"),
+        "output": output_kind,
+    }
+
+
+def audit_options(
+    batch_size: int,
+    calibration_split: float,
+    bootstrap: int,
+    seed: int,
+    perturbations: str | None,
+    sensitivity_samples: int,
+    corruptions: str | None,
+    severities: str | None,
+    **more: Any,
+) -> AuditOptions:
+    """The AuditOptions of the flags shared by evaluate and the before/after audits; `more` sets the others."""
+    from macs_audit.audit import AuditOptions
+
+    if not 0 <= calibration_split < 1:
+        raise UsageError(f"--calibration-split must be in [0, 1), got {calibration_split}")
+    return AuditOptions(
+        batch_size=batch_size,
+        calibration_split=calibration_split,
+        bootstrap=bootstrap,
+        seed=seed,
+        perturbations=parse_perturbations(perturbations),
+        sensitivity_samples=sensitivity_samples,
+        corruptions=parse_corruptions(corruptions),
+        severities=parse_severities(severities),
+        **more,
+    )
 
 
 def parse_floats(text: str | None, name: str) -> list[float] | None:
     if text is None:
         return None
-    from macs_audit.errors import UsageError
-
     try:
         return [float(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
@@ -32,8 +114,6 @@ def parse_floats(text: str | None, name: str) -> list[float] | None:
 def parse_size(text: str | None) -> list[int] | None:
     if text is None:
         return None
-    from macs_audit.errors import UsageError
-
     try:
         parts = [int(v) for v in text.lower().replace("x", ",").split(",") if v]
     except ValueError:
@@ -45,11 +125,21 @@ def parse_size(text: str | None) -> list[int] | None:
     return parts
 
 
+def parse_range(text: str | None, name: str, default: tuple[float, float]) -> tuple[float, float]:
+    """'LO,HI' -> (LO, HI); None -> `default`."""
+    values = parse_floats(text, name)
+    if values is None:
+        return default
+    if len(values) != 2:
+        raise UsageError(f"{name} must be LO,HI, got {text!r}")
+    return values[0], values[1]
+
+
 ALL = "all"
 
 
 def parse_perturbations(text: str | None) -> tuple[str, ...]:
-    from macs_audit.views.perturbations import EVAL_VIEWS
+    from macs_audit.views.perturbation_params import EVAL_VIEWS
 
     if text is None or text.strip() in ("", "none"):
         return ()
@@ -62,7 +152,7 @@ def parse_perturbations(text: str | None) -> tuple[str, ...]:
 
 def parse_corruptions(text: str | None) -> tuple[str, ...]:
     """'cifar-c' or 'all' -> the 19; 'benchmark' -> the 15; else a comma-separated list of names."""
-    from macs_audit.views.corruptions import BENCHMARK_CORRUPTIONS, CORRUPTIONS
+    from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, CORRUPTIONS
 
     if text is None or text.strip() in ("", "none"):
         return ()
@@ -74,7 +164,9 @@ def parse_corruptions(text: str | None) -> tuple[str, ...]:
     names = tuple(t.strip() for t in text.split(",") if t.strip())
     unknown = [n for n in names if n not in CORRUPTIONS]
     if unknown:
-        raise UsageError(f"unknown corruption {unknown[0]!r}; use cifar-c, benchmark, or names from: {', '.join(CORRUPTIONS)}")
+        raise UsageError(
+            f"unknown corruption {unknown[0]!r}; use cifar-c, benchmark, or names from: {', '.join(CORRUPTIONS)}"
+        )
     return tuple(dict.fromkeys(names))
 
 

@@ -4,7 +4,7 @@ and the next batch prepared while the model runs on the current one."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -58,8 +58,9 @@ def _batch_images(source: Source, starts: list[int], batch_size: int, resident, 
     elif source.format == "imagefolder" and workers > 0 and len(starts) > 1:
         from torch.utils.data import DataLoader
 
-        loader = DataLoader(_BatchReader(source, starts, batch_size), batch_size=None, collate_fn=_identity,
-                            num_workers=min(workers, len(starts)), prefetch_factor=2)
+        reader: Any = _BatchReader(source, starts, batch_size)  # a map-style dataset by protocol
+        loader: DataLoader = DataLoader(reader, batch_size=None, collate_fn=_identity,
+                                        num_workers=min(workers, len(starts)), prefetch_factor=2)
         for start, images in loader:
             if isinstance(images, Exception):
                 raise images
@@ -90,13 +91,14 @@ def prefetched(source: Source, batch_size: int, view, ctx: Context, resident=Non
             x = torch.from_numpy(x).pin_memory()
         return start, x, source.labels[np.arange(start, min(start + batch_size, len(source)))]
 
-    if not overlap:
+    if not overlap or not starts:
         for _ in starts:
             yield prepare()
         return
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(prepare) if starts else None
+        pending = pool.submit(prepare)
         for i in range(len(starts)):
             batch = pending.result()
-            pending = pool.submit(prepare) if i + 1 < len(starts) else None
+            if i + 1 < len(starts):
+                pending = pool.submit(prepare)
             yield batch

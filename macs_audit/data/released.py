@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from macs_audit.atomic import atomic_path
 from macs_audit.errors import InputError, UsageError
-from macs_audit.views.corruptions import CORRUPTIONS, SEVERITIES
+from macs_audit.views.corruptions.table import CORRUPTIONS, SEVERITIES
 
 NUM_SEVERITIES = len(SEVERITIES)
 LABELS_FILE = "labels.npy"
@@ -39,7 +39,7 @@ class CifarCDirectory:
     """
 
     def __init__(self, path: Path, corruptions: tuple[str, ...], labels: np.ndarray,
-                 image_shape: tuple[int, int, int]):
+                 image_shape: tuple[int, ...]):
         self.path = path
         self.corruptions = corruptions
         self.labels = labels
@@ -114,6 +114,7 @@ def read_cifar_c(directory: str | os.PathLike) -> CifarCDirectory:
     if not present:
         raise InputError(f"{path} holds no corruption files (<name>.npy for the 19 CIFAR-C "
                          "corruptions, e.g. fog.npy)")
+    assert image_shape is not None  # set by the first file present
     return CifarCDirectory(path, tuple(present), labels, image_shape)
 
 
@@ -146,15 +147,13 @@ def write_cifar_c(out_dir: str | os.PathLike, images_fn: ImagesFn, labels: Any,
     out.mkdir(parents=True, exist_ok=True)
 
     label_dtype = np.uint8 if labels.max() < 256 else np.int64
-    written = [_atomic_save(out / LABELS_FILE, np.tile(labels.astype(label_dtype), NUM_SEVERITIES))]
+    written = [_save_array(out / LABELS_FILE, np.tile(labels.astype(label_dtype), NUM_SEVERITIES))]
     total = len(names) * NUM_SEVERITIES * n
     done = 0
     for name in names:
         target = out / f"{name}.npy"
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".npy.tmp", dir=out)
-        os.close(fd)
-        array = None
-        try:
+        with atomic_path(target) as tmp:
+            array = None
             for severity in SEVERITIES:
                 row = 0
                 for batch in images_fn(name, severity):
@@ -179,15 +178,9 @@ def write_cifar_c(out_dir: str | os.PathLike, images_fn: ImagesFn, labels: Any,
                 if row != n:
                     raise InputError(f"{name} severity {severity}: got {row} images, expected "
                                      f"{n} (one per label)")
-            array.flush()
-            del array
-            array = None
-            _fsync(tmp)
-            os.replace(tmp, target)
-        except BaseException:
-            del array
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            if array is not None:
+                array.flush()
+                del array  # unmap before the rename
         written.append(target)
     return written
 
@@ -236,23 +229,13 @@ def _as_uint8_batch(batch: Any, name: str, severity: int) -> np.ndarray:
     return batch
 
 
-def _atomic_save(target: Path, array: np.ndarray) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".npy.tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+
+def _save_array(target: Path, array: np.ndarray) -> Path:
+    with atomic_path(target) as tmp:
+        with open(tmp, "wb") as fh:
+            np.save(fh, array, allow_pickle=False)
     return target
-
-
-def _fsync(file: str) -> None:
-    with open(file, "rb+") as f:
-        os.fsync(f.fileno())
 
 
 def _one_line(exc: BaseException) -> str:
@@ -260,10 +243,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _open_cifar_c(directory: str):
+def _open_cifar_c(directory: str) -> CifarCDirectory:
     """One CifarCDirectory per path, so each file is memory-mapped once for all its severities."""
-    from macs_audit.data.released import read_cifar_c
-
     return read_cifar_c(directory)
 
 

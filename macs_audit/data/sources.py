@@ -12,7 +12,7 @@ import dataclasses
 import pickle
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 
@@ -51,11 +51,6 @@ class Source:
         underlying = positions if self.indices is None else self.indices[positions]
         return dataclasses.replace(self, labels=self.labels[positions], indices=underlying)
 
-    def batches(self, batch_size: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        """Yield (start, images, labels) in order."""
-        for start in range(0, len(self), batch_size):
-            pos = np.arange(start, min(start + batch_size, len(self)))
-            yield start, self.images(pos), self.labels[pos]
 
 
 def array_source(name: str, fmt: str, x: np.ndarray, y: np.ndarray, class_names: list[str]) -> Source:
@@ -221,7 +216,7 @@ class _ImageFolderFetch:
         for row, i in enumerate(idx):
             im = _read_image(self.files[i])
             if im.size != (self.w, self.h):
-                im = im.resize((self.w, self.h), Image.BILINEAR)
+                im = im.resize((self.w, self.h), Image.Resampling.BILINEAR)
             out[row] = np.asarray(im)
         return out
 

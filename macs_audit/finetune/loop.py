@@ -28,6 +28,7 @@ from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
 from macs_audit.finetune import losses
 from macs_audit.finetune.options import FinetuneOptions
+from macs_audit.models.preprocessing import resize_and_normalize, unit_float_nchw
 from macs_audit.metrics import accumulators
 from macs_audit.seeding import derive_seed
 from macs_audit.views import perturbations
@@ -107,9 +108,7 @@ class Preprocess:
         self.channels_last = device.type == "cuda"
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if tuple(x.shape[2:]) != self.size:
-            x = F.interpolate(x, size=self.size, mode="bilinear", antialias=True, align_corners=False)
-        x = (x - self.mean) / self.std
+        x = resize_and_normalize(x, self.size, self.mean, self.std)
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
 
 
@@ -181,7 +180,7 @@ def predict_logits(model: torch.nn.Module, images: torch.Tensor, options: Finetu
     out = []
     for start in range(0, len(images), options.eval_batch_size):
         x = images[start:start + options.eval_batch_size].to(device)
-        x = x.float().div_(255) if x.dtype == torch.uint8 else x.float()
+        x = unit_float_nchw(x)
         if view is not None:
             x = view(x)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=options.amp and device.type == "cuda"):
@@ -285,7 +284,7 @@ def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, pro
         description = f"epoch {epoch + 1}/{n_epochs}"
         for i in range(steps_now):
             idx = order[i * options.batch_size:(i + 1) * options.batch_size][ctx.rank::ctx.world_size]
-            images = data.x_train[idx].to(device, non_blocking=True).float().div_(255)
+            images = unit_float_nchw(data.x_train[idx].to(device, non_blocking=True))
             labels = data.y_train[idx].to(device, non_blocking=True)
             if options.augment:
                 images = augment(images, data_gen)

@@ -7,13 +7,13 @@ computes the same loss as float32 training (softmax in bf16 saturates).
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from macs_audit.finetune.options import KL_DIRECTIONS, STOP_GRADS
+from macs_audit.metrics.margins import logit_margin
 
 
 def _fp32(logits: torch.Tensor) -> torch.Tensor:
@@ -62,12 +62,6 @@ def mixup_loss(logits: torch.Tensor, labels_a: torch.Tensor, labels_b: torch.Ten
     """lam * CE(z, y_a) + (1 - lam) * CE(z, y_b), the mixup objective."""
     return lam * cross_entropy(logits, labels_a) + (1 - lam) * cross_entropy(logits, labels_b)
 
-
-def logit_margin(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """gamma_i = z_i[y_i] - max_{j != y_i} z_i[j] on raw logits (the metric's definition)."""
-    true = logits.gather(1, labels[:, None]).squeeze(1)
-    others = logits.masked_fill(F.one_hot(labels, logits.shape[1]).bool(), -math.inf)
-    return true - others.max(dim=1).values
 
 
 @dataclasses.dataclass

@@ -1,7 +1,6 @@
-"""Fine-tuning: the MaCS objective and baselines (losses.py) and a plain training loop (loop.py).
+"""Every hyperparameter of a fine-tuning run, and the checks on them.
 
-`FinetuneOptions` lives here, free of torch, so the CLI can show its defaults in `--help` without
-importing torch (design.md, house rule 8). Use `from macs_audit.finetune.loop import finetune`.
+Free of torch, so that the CLI shows the defaults in `--help` without importing torch.
 """
 
 from __future__ import annotations
@@ -18,26 +17,26 @@ STOP_GRADS = ("clean", "pert", "none")
 class FinetuneOptions:
     """Every hyperparameter of a fine-tuning run, in one place. Saved with each checkpoint."""
 
-    objective: str = "macs"          # macs | ce | focal | label-smoothing | mixup
-    epochs: float = 2.0              # passes over the training split; a fraction stops mid-epoch
+    objective: str = "macs"  # macs | ce | focal | label-smoothing | mixup
+    epochs: float = 2.0  # passes over the training split; a fraction stops mid-epoch
     batch_size: int = 128
-    optimizer: str = "sgd"           # sgd (Nesterov, momentum 0.9) or adamw
-    lr: float = 0.02                 # peak learning rate: low, the model is already trained
+    optimizer: str = "sgd"  # sgd (Nesterov, momentum 0.9) or adamw
+    lr: float = 0.02  # peak learning rate: low, the model is already trained
     momentum: float = 0.9
-    weight_decay: float = 5e-4       # not applied to biases and norm parameters
-    warmup: float = 0.1              # fraction of the steps with a linear warm-up, then cosine to 0
-    val_fraction: float = 0.1        # class-stratified split held out of the training data
-    split_seed: int = 0              # seed of that split, apart from `seed` so seeds share one split
-    augment: bool = True             # random crop (4 px reflect padding) + horizontal flip
-    seed: int = 0                    # data order, augmentation, perturbations, mixup
+    weight_decay: float = 5e-4  # not applied to biases and norm parameters
+    warmup: float = 0.1  # fraction of the steps with a linear warm-up, then cosine to 0
+    val_fraction: float = 0.1  # class-stratified split held out of the training data
+    split_seed: int = 0  # seed of that split, apart from `seed` so seeds share one split
+    augment: bool = True  # random crop (4 px reflect padding) + horizontal flip
+    seed: int = 0  # data order, augmentation, perturbations, mixup
     # MaCS (method-reference.md §1). Defaults chosen by the sweep in docs/finetune-experiment.md
     # (8 configurations on held-out data; the starting point was Delta 1, lambda_m 0.1, lambda_c 1).
-    delta: float = 1.0               # target logit margin Delta of the hinge-squared term
-    lambda_m: float = 0.1            # weight of the margin term
-    lambda_c: float = 3.0            # weight of the consistency (KL) term
+    delta: float = 1.0  # target logit margin Delta of the hinge-squared term
+    lambda_m: float = 0.1  # weight of the margin term
+    lambda_c: float = 3.0  # weight of the consistency (KL) term
     kl_direction: str = "clean||pert"  # KL(p_clean || p_pert), the paper's form; or "pert||clean"
-    stop_grad: str = "clean"         # view detached inside the KL: clean (target) | pert | none
-    blur_range: tuple[float, float] = (0.3, 0.8)     # per-sample Gaussian blur sigma of T(x), pixels
+    stop_grad: str = "clean"  # view detached inside the KL: clean (target) | pert | none
+    blur_range: tuple[float, float] = (0.3, 0.8)  # per-sample Gaussian blur sigma of T(x), pixels
     noise_range: tuple[float, float] = (0.01, 0.05)  # per-sample Gaussian noise sigma of T(x), [0,1] units
     # Baselines.
     focal_gamma: float = 3.0
@@ -72,7 +71,10 @@ class FinetuneOptions:
         from macs_audit.errors import UsageError
 
         checks = [
-            (self.objective in OBJECTIVES, f"--objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"),
+            (
+                self.objective in OBJECTIVES,
+                f"--objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}",
+            ),
             (self.optimizer in OPTIMIZERS, f"--optimizer must be sgd or adamw, got {self.optimizer!r}"),
             (self.kl_direction in KL_DIRECTIONS, f"--kl-direction must be one of {', '.join(KL_DIRECTIONS)}"),
             (self.stop_grad in STOP_GRADS, f"--stop-grad must be one of {', '.join(STOP_GRADS)}"),
@@ -81,12 +83,18 @@ class FinetuneOptions:
             (self.lr > 0, f"--lr must be positive, got {self.lr}"),
             (0 <= self.warmup < 1, f"--warmup must be a fraction in [0, 1), got {self.warmup}"),
             (0 < self.val_fraction < 1, f"--val-fraction must be in (0, 1), got {self.val_fraction}"),
-            (self.delta >= 0 and self.lambda_m >= 0 and self.lambda_c >= 0,
-             "--delta, --lambda-m and --lambda-c must be non-negative"),
-            (len(self.blur_range) == 2 and 0 <= self.blur_range[0] <= self.blur_range[1],
-             f"--blur-range must be LO,HI with 0 <= LO <= HI, got {list(self.blur_range)}"),
-            (len(self.noise_range) == 2 and 0 <= self.noise_range[0] <= self.noise_range[1],
-             f"--noise-range must be LO,HI with 0 <= LO <= HI, got {list(self.noise_range)}"),
+            (
+                self.delta >= 0 and self.lambda_m >= 0 and self.lambda_c >= 0,
+                "--delta, --lambda-m and --lambda-c must be non-negative",
+            ),
+            (
+                len(self.blur_range) == 2 and 0 <= self.blur_range[0] <= self.blur_range[1],
+                f"--blur-range must be LO,HI with 0 <= LO <= HI, got {list(self.blur_range)}",
+            ),
+            (
+                len(self.noise_range) == 2 and 0 <= self.noise_range[0] <= self.noise_range[1],
+                f"--noise-range must be LO,HI with 0 <= LO <= HI, got {list(self.noise_range)}",
+            ),
             (self.focal_gamma >= 0, "--focal-gamma must be non-negative"),
             (0 <= self.smoothing < 1, "--smoothing must be in [0, 1)"),
             (self.mixup_alpha > 0, "--mixup-alpha must be positive"),

@@ -17,6 +17,7 @@ import dataclasses
 import numpy as np
 
 from macs_audit.errors import InputError
+from macs_audit.metrics.margins import logit_margin
 
 N_BINS = 15
 MARGIN_TARGET = 1.0  # "fraction of samples with margin below a target": the MaCS Delta default
@@ -115,10 +116,7 @@ class CalibrationAccumulator:
         onehot = np.zeros_like(p)
         onehot[rows, labels] = 1.0
         z = logits.astype(np.float64)
-        z_true = z[rows, labels]
-        z_other = z.copy()
-        z_other[rows, labels] = -np.inf
-        margin = z_true - z_other.max(axis=1)
+        margin = logit_margin(z, labels)
 
         self.count += n
         self.correct += int(hit.sum())
@@ -228,7 +226,7 @@ def bootstrap_intervals(acc: CalibrationAccumulator, n_resamples: int = 1000, se
     per_bin_gap = np.zeros((n, acc.n_bins))
     per_bin_gap[np.arange(n), bins] = gap
     values = np.column_stack([s["correct"].astype(np.float64), s["nll"]])
-    stats = {"accuracy": [], "ece": [], "nll": []}
+    stats: dict[str, list[np.ndarray]] = {"accuracy": [], "ece": [], "nll": []}
     chunk = max(1, 4_000_000 // n)  # bound memory: resample in chunks
     for start in range(0, n_resamples, chunk):
         m = min(chunk, n_resamples - start)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from macs_audit.errors import InputError
@@ -9,7 +11,7 @@ from macs_audit.errors import InputError
 
 def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:
     """Means per corruption (over severities), per family, per severity, over the 15 and 19; mCE."""
-    from macs_audit.views.corruptions import (
+    from macs_audit.views.corruptions.table import (
         BENCHMARK_CORRUPTIONS,
         CORRUPTIONS,
         EXTRA_CORRUPTIONS,
@@ -25,7 +27,7 @@ def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:
         corruptions[name] = {"family": FAMILIES[name], "extra": name in EXTRA_CORRUPTIONS,
                              "severities": [v.severity for v in vs],
                              **{k: float(np.mean([v.metrics[k] for v in vs])) for k in keys}}
-    families = {}
+    families: dict[str, dict[str, Any]] = {}
     for fam in dict.fromkeys(FAMILIES[n] for n in corruptions):
         members = [c for n, c in corruptions.items() if c["family"] == fam]
         families[fam] = {k: float(np.mean([c[k] for c in members])) for k in ("accuracy", "ece")}
@@ -33,7 +35,7 @@ def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:
     severities = sorted({v.severity for v in views})
     per_severity = {str(s): {k: float(np.mean([v.metrics[k] for v in views if v.severity == s])) for k in ("accuracy", "ece")}
                     for s in severities}
-    summary = {"corruptions": corruptions, "families": families, "per_severity": per_severity,
+    summary: dict[str, Any] = {"corruptions": corruptions, "families": families, "per_severity": per_severity,
                "severities": severities, "clean_accuracy": clean_accuracy}
     for label, names in (("15", BENCHMARK_CORRUPTIONS), ("19", CORRUPTIONS)):
         if all(n in corruptions for n in names):
@@ -50,7 +52,7 @@ def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:
 def baseline_errors(views, clean_accuracy: float, baseline) -> dict:
     """CE_c = sum_s E_sc / sum_s E^base_sc and relative CE_c = sum_s (E_sc - E_clean) / sum_s (E^base_sc - E^base_clean),
     each averaged over the benchmark corruptions both reports hold (cifar-c-reference.md §7)."""
-    from macs_audit.views.corruptions import BENCHMARK_CORRUPTIONS
+    from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS
 
     base = {(v.corruption, v.severity): 1 - v.metrics["accuracy"] for v in baseline.views if v.kind == "corruption"}
     ours = {(v.corruption, v.severity): 1 - v.metrics["accuracy"] for v in views}
@@ -70,7 +72,7 @@ def baseline_errors(views, clean_accuracy: float, baseline) -> dict:
     defined_ce = [v for v in ce.values() if v is not None]
     defined_rel = [v for v in rel.values() if v is not None]
     return {
-        "baseline": {"model": baseline.model.get("path"), "sha256": baseline.model.get("sha256")},
+        "baseline": {"model": baseline.model.path, "sha256": baseline.model.sha256},
         "ce": ce, "relative_ce": rel,
         "mce": float(np.mean(defined_ce)) if defined_ce else None,
         "relative_mce": float(np.mean(defined_rel)) if defined_rel else None,

@@ -18,24 +18,7 @@ import math
 import numpy as np
 
 from macs_audit.errors import InputError
-
-
-def margins(logits, labels):
-    """gamma = z[y] - max_{j != y} z[j], for numpy or torch inputs."""
-    try:
-        import torch
-
-        if torch.is_tensor(logits):
-            true = logits.gather(1, labels[:, None])[:, 0]
-            other = logits.scatter(1, labels[:, None], float("-inf")).max(dim=1).values
-            return true - other
-    except ImportError:
-        pass
-    z = np.asarray(logits, dtype=np.float64)
-    rows = np.arange(len(labels))
-    other = z.copy()
-    other[rows, labels] = -np.inf
-    return z[rows, labels] - other.max(axis=1)
+from macs_audit.metrics.margins import logit_margin
 
 
 def chi_mean_factor(m: int) -> float:
@@ -49,7 +32,7 @@ def autograd_gradient_norms(predictor, images: np.ndarray, labels: np.ndarray):
 
     x = torch.from_numpy(images).to(predictor.device).requires_grad_(True)
     y = torch.from_numpy(labels).to(predictor.device)
-    gamma = margins(predictor.forward(x, amp=False), y)  # gradients in float32, also on CUDA
+    gamma = logit_margin(predictor.forward(x, amp=False), y)  # gradients in float32, also on CUDA
     # Samples are independent in eval mode, so the gradient of the sum gives every per-sample gradient.
     (grad,) = torch.autograd.grad(gamma.sum(), x)
     return gamma.detach().cpu().numpy().astype(np.float64), grad.flatten(1).norm(dim=1).cpu().numpy().astype(np.float64)
@@ -60,14 +43,14 @@ def finite_difference_gradient_norms(predictor, images: np.ndarray, labels: np.n
     """Per-sample (margin, estimated ||grad margin||_2) of one batch from 2 * `directions` extra forward passes."""
     n = len(images)
     d = int(np.prod(images.shape[1:]))
-    gamma = margins(predictor.predict(images), labels)
+    gamma = logit_margin(predictor.predict(images), labels)
     sq = np.zeros(n)
     for _ in range(directions):
         u = rng.standard_normal(images.shape).astype(np.float32)
         u /= np.linalg.norm(u.reshape(n, -1), axis=1).reshape(n, 1, 1, 1)
         # No clamping to [0,1]: the gradient is a property of the function at x, not of valid images.
-        plus = margins(predictor.predict(images + step * u), labels)
-        minus = margins(predictor.predict(images - step * u), labels)
+        plus = logit_margin(predictor.predict(images + step * u), labels)
+        minus = logit_margin(predictor.predict(images - step * u), labels)
         sq += ((plus - minus) / (2 * step)) ** 2
     return gamma, np.sqrt(d * sq / directions) / chi_mean_factor(directions)
 
@@ -85,7 +68,7 @@ def sensitivity(predictor, images: np.ndarray, labels: np.ndarray, directions: i
     ctx = ctx or distributed.SINGLE
     if len(images) == 0:
         raise InputError("sensitivity needs at least one image")
-    exact = hasattr(predictor, "forward")
+    exact = predictor.backend == "torch"  # autograd through its differentiable forward
     starts, parts = [], []
     for b, start in enumerate(range(0, len(images), batch_size)):
         if not ctx.owns(b):

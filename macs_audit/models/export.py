@@ -70,6 +70,8 @@ def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = 18) 
         )
     except Exception as exc:  # torch.export raises many types; give one line
         raise InputError(f"ONNX export failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    if program is None:  # only with dynamo=False, which is never used here
+        raise InputError("ONNX export returned no program")
     proto = program.model_proto
     strip_build_metadata(proto)
     del proto.metadata_props[:]

@@ -13,8 +13,8 @@ from macs_audit.models import config as model_config
 from macs_audit.models.predictor import (
     OutputAdapter,
     file_sha256,
-    resize_and_normalize_numpy,
 )
+from macs_audit.models.preprocessing import resize_and_normalize
 
 
 def _providers_for(device: str) -> list:
@@ -70,6 +70,7 @@ class OnnxPredictor:
         if isinstance(out_shape[-1], int) and self.config.num_classes not in (None, out_shape[-1]):
             raise InputError(f"{path}: the model has {out_shape[-1]} outputs but --num-classes is {self.config.num_classes}")
         self.output = OutputAdapter(self.config.output, self.config.num_classes)
+        self.device = device
         self.info = {
             "path": str(path), "format": "onnx", "backend": self.backend, "device": device,
             "provider": provider, "sha256": file_sha256(path),
@@ -80,7 +81,8 @@ class OnnxPredictor:
         return self.config.num_classes
 
     def predict(self, images: np.ndarray) -> np.ndarray:
-        x = resize_and_normalize_numpy(np.asarray(images, dtype=np.float32), self.config)
+        x = resize_and_normalize(np.asarray(images, dtype=np.float32), self.config.input_size, self.config.mean,
+                                 self.config.std)
         try:
             out = self.session.run(None, {self.input_name: x})[0]
         except Exception as exc:

@@ -23,20 +23,17 @@ TORCH_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".torchscript"
 
 
 class Predictor(Protocol):
+    backend: str          # "onnxruntime" | "torch" (torch predictors also have a differentiable `forward`)
+    device: str           # "cpu" | "cuda:N": where the model runs, and so where the views run
     config: ModelConfig
-    info: dict[str, Any]  # path, format, backend, device, provider, sha256, output handling
+    output: OutputAdapter
+    info: dict[str, Any]  # path, format, backend, device, provider, sha256: what the report records
 
     @property
     def num_classes(self) -> int | None: ...
 
     def predict(self, images: np.ndarray) -> np.ndarray: ...
 
-
-def to_unit_float(images_uint8_nhwc: np.ndarray) -> np.ndarray:
-    """uint8 (N, H, W, C) -> float32 (N, C, H, W) in [0, 1]."""
-    x = np.ascontiguousarray(images_uint8_nhwc.transpose(0, 3, 1, 2), dtype=np.float32)
-    x *= np.float32(1 / 255)  # in place: this runs on every batch
-    return x
 
 
 def file_sha256(path: Path) -> str:
@@ -112,22 +109,6 @@ class OutputAdapter:
             return "unknown (nothing evaluated)"
         return f"{self.kind} ({'detected' if self.detected else 'declared'})"
 
-
-def resize_and_normalize_numpy(x: np.ndarray, cfg: ModelConfig) -> np.ndarray:
-    """Resize (bilinear, only when the size differs) and normalise a float32 NCHW batch."""
-    if x.shape[2:] != tuple(cfg.input_size):
-        import torch
-        import torch.nn.functional as F
-
-        x = F.interpolate(torch.from_numpy(x), size=cfg.input_size, mode="bilinear", antialias=True,
-                          align_corners=False).numpy()
-    if x.shape[1] != len(cfg.mean):
-        raise InputError(f"images have {x.shape[1]} channels but the model's mean/std have {len(cfg.mean)}")
-    mean = np.asarray(cfg.mean, dtype=np.float32).reshape(1, -1, 1, 1)
-    inv_std = (1 / np.asarray(cfg.std, dtype=np.float32)).reshape(1, -1, 1, 1)
-    out = np.subtract(x, mean, dtype=np.float32)  # one new array (x may be the caller's), then in place
-    out *= inv_std
-    return out
 
 
 def load_predictor(path: str | Path, flags: dict[str, Any] | None = None, device: str = "auto",

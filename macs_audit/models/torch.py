@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models import config as model_config
 from macs_audit.models.predictor import OutputAdapter, file_sha256
+from macs_audit.models.preprocessing import resize_and_normalize
 
 UNSAFE_FLAG = "--trust-pickled-model-code"
 
@@ -90,7 +90,9 @@ def infer_num_classes(arch: str, state_dict: dict) -> int | None:
     from macs_audit.models import architectures  # noqa: F401
 
     try:
-        classifier = timm.create_model(arch, pretrained=False).pretrained_cfg.get("classifier", "fc")
+        model: Any = timm.create_model(arch, pretrained=False)
+        pretrained_cfg = model.pretrained_cfg
+        classifier = pretrained_cfg.get("classifier", "fc")
     except Exception:
         classifier = "fc"
     weight = state_dict.get(f"{classifier}.weight")
@@ -102,7 +104,8 @@ class TorchPredictor:
 
     def __init__(self, path: Path, flags: dict[str, Any], sidecar: dict[str, Any], device: str,
                  allow_unsafe_pickle: bool = False):
-        self.device = torch.device(device)
+        self.torch_device = torch.device(device)
+        self.device = str(self.torch_device)
         cfg = model_config.resolve(flags, sidecar, {})
         if is_torchscript(path):
             fmt = "torchscript"
@@ -125,16 +128,16 @@ class TorchPredictor:
                     raise UsageError(f"cannot tell the class count of {path}: pass --num-classes")
                 model = build_timm_model(cfg.arch, cfg.num_classes, state)
         self.config = cfg
-        self.model = model.to(self.device).eval()
+        self.model = model.to(self.torch_device).eval()
         self.output = OutputAdapter(cfg.output, cfg.num_classes)
-        self.mean = torch.tensor(cfg.mean, device=self.device).view(1, -1, 1, 1)
-        self.std = torch.tensor(cfg.std, device=self.device).view(1, -1, 1, 1)
-        self.autocast = self.device.type == "cuda"
+        self.mean = torch.tensor(cfg.mean, device=self.torch_device).view(1, -1, 1, 1)
+        self.std = torch.tensor(cfg.std, device=self.torch_device).view(1, -1, 1, 1)
+        self.autocast = self.torch_device.type == "cuda"
         # bf16 where the GPU has it (Ampere and later), else fp16; the logits are upcast either way.
         self.amp_dtype = torch.bfloat16 if not self.autocast or torch.cuda.is_bf16_supported() else torch.float16
         self.info = {
-            "path": str(path), "format": fmt, "backend": self.backend, "device": str(self.device),
-            "provider": f"torch {torch.__version__} ({'CUDA' if self.device.type == 'cuda' else 'CPU'})",
+            "path": str(path), "format": fmt, "backend": self.backend, "device": self.device,
+            "provider": f"torch {torch.__version__} ({'CUDA' if self.torch_device.type == 'cuda' else 'CPU'})",
             "sha256": file_sha256(path),
         }
 
@@ -145,13 +148,8 @@ class TorchPredictor:
     def forward(self, images: torch.Tensor, amp: bool | None = None) -> torch.Tensor:
         """Differentiable logits of float images in [0,1] (N, C, H, W) on the model's device.
         bf16 autocast on CUDA unless `amp=False` (an outer autocast(enabled=False) does not reach in)."""
-        if tuple(images.shape[2:]) != tuple(self.config.input_size):
-            images = F.interpolate(images, size=self.config.input_size, mode="bilinear", antialias=True,
-                                   align_corners=False)
-        if images.shape[1] != self.mean.shape[1]:
-            raise InputError(f"images have {images.shape[1]} channels but the model's mean/std have {self.mean.shape[1]}")
-        x = (images - self.mean) / self.std
-        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.autocast if amp is None else amp):
+        x = resize_and_normalize(images, self.config.input_size, self.mean, self.std)
+        with torch.autocast(self.torch_device.type, dtype=self.amp_dtype, enabled=self.autocast if amp is None else amp):
             out = self.model(x)
         return out.float()  # upcast before any metric
 
@@ -160,7 +158,7 @@ class TorchPredictor:
         """Logits of float [0,1] NCHW images: a numpy array, or a tensor (pinned host memory or already
         on the model's device, as the audit's CUDA paths hand it over)."""
         x = images if torch.is_tensor(images) else torch.from_numpy(np.asarray(images, dtype=np.float32))
-        x = x.to(self.device, dtype=torch.float32, non_blocking=True)  # asynchronous from pinned memory
+        x = x.to(self.torch_device, dtype=torch.float32, non_blocking=True)  # asynchronous from pinned memory
         try:
             out = self.forward(x)
         except InputError:

@@ -1,1 +1,46 @@
-"""Output formats: each a function from a Report to text or a rich renderable."""
+"""Output formats, one module each, every one with
+
+    render(report, gate=None) -> str         a Report, with gate results if given
+    render_comparison(comparison) -> str     a `compare` Comparison
+
+FORMATS names them; a module is imported on first use (html pulls in matplotlib). Formats read the
+Report and the metric registry only: never a model, torch or onnxruntime. The terminal module also
+has rich renderables for the console (`renderable`, `comparison_table`, `gate_table`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from macs_audit.errors import UsageError
+
+if TYPE_CHECKING:
+    from macs_audit.compare import Comparison
+    from macs_audit.gate import GateResult
+    from macs_audit.report import Report
+
+FORMATS: dict[str, str] = {
+    "terminal": "macs_audit.reports.terminal",
+    "json": "macs_audit.reports.json_report",
+    "md": "macs_audit.reports.markdown",
+    "junit": "macs_audit.reports.junit",
+    "html": "macs_audit.reports.html",
+}
+
+
+def format_module(name: str) -> ModuleType:
+    if name not in FORMATS:
+        raise UsageError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")
+    return importlib.import_module(FORMATS[name])
+
+
+def render(name: str, report: Report, gate: GateResult | None = None) -> str:
+    text: str = format_module(name).render(report, gate)
+    return text
+
+
+def render_comparison(name: str, comparison: Comparison) -> str:
+    text: str = format_module(name).render_comparison(comparison)
+    return text

@@ -11,6 +11,7 @@ import base64
 import html as _html
 from typing import TYPE_CHECKING
 
+from macs_audit.metrics.registry import METRICS, Metric
 from macs_audit.report import Report
 from macs_audit.reports import plots, tables
 
@@ -44,7 +45,7 @@ figure img { display: block; max-width: 100%; height: auto; }
 figcaption { font-size: .8rem; color: #5b6570; padding: 4px 2px 0; }
 .note { font-size: .85rem; color: #5b6570; } code { overflow-wrap: anywhere; }
 footer { margin-top: 40px; font-size: .8rem; color: #5b6570; }
-"""
+"""  # noqa: E501
 
 
 def esc(value: object) -> str:
@@ -59,52 +60,78 @@ def _image(png: bytes | None, alt: str, caption: str = "") -> str:
     return f'<figure><img src="data:image/png;base64,{data}" alt="{esc(alt)}">{cap}</figure>'
 
 
-def _table(header: list[str], rows, numeric: tuple[int, ...] | None = None,
-           row_classes: list[str] | None = None) -> str:
+def _table(
+    header: list[str], rows, numeric: tuple[int, ...] | None = None, row_classes: list[str] | None = None
+) -> str:
     """numeric: indices of right-aligned number columns (default: all but the first)."""
     numeric = tuple(range(1, len(header))) if numeric is None else numeric
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     body = []
     for i, row in enumerate(rows):
         cls = f' class="{esc(row_classes[i])}"' if row_classes and row_classes[i] else ""
-        cells = "".join(f'<td class="num">{esc(c)}</td>' if j in numeric else f"<td>{esc(c)}</td>"
-                        for j, c in enumerate(row))
+        cells = "".join(
+            f'<td class="num">{esc(c)}</td>' if j in numeric else f"<td>{esc(c)}</td>" for j, c in enumerate(row)
+        )
         body.append(f"<tr{cls}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _page(title: str, body: list[str]) -> str:
-    return "\n".join([
-        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{esc(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body><main>",
-        *body, "</main></body>", "</html>", ""])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en">',
+            "<head>",
+            '<meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{esc(title)}</title>",
+            f"<style>{STYLE}</style>",
+            "</head>",
+            "<body><main>",
+            *body,
+            "</main></body>",
+            "</html>",
+            "",
+        ]
+    )
 
 
 def _cards(report: Report) -> str:
-    m = report.clean.metrics
-    items = [("accuracy", m.get("accuracy"), True), ("ECE", m.get("ece"), True), ("NLL", m.get("nll"), False)]
+    """The headline numbers: clean accuracy, ECE and NLL, ECE after scaling, robust and corruption accuracy."""
+    items: list[tuple[str, float | None, Metric]] = [
+        (METRICS[name].short_label, report.clean.metrics.get(name), METRICS[name])
+        for name in ("accuracy", "ece", "nll")
+    ]
+    ece, robust, corruption = METRICS["ece"], METRICS["robust_accuracy"], METRICS["corruption_accuracy"]
     if report.temperature_scaling:
-        items.append(("ECE after T-scaling", report.temperature_scaling["scaled"].get("ece"), True))
-    if report.robustness and report.robustness.get("robust_accuracy") is not None:
-        items.append(("robust accuracy", report.robustness["robust_accuracy"], True))
-    if report.corruption_summary and report.corruption_summary.get("mean_accuracy_15") is not None:
-        items.append(("corruption accuracy (15x5)", report.corruption_summary["mean_accuracy_15"], True))
-    cards = "".join(f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(tables.fmt(v, p))}</div></div>'
-                    for k, v, p in items if v is not None)
+        items.append((f"{ece.short_label} after T-scaling", report.temperature_scaling.scaled.get("ece"), ece))
+    if report.robustness:
+        items.append((robust.short_label, report.robustness.robust_accuracy, robust))
+    if report.corruption_summary:
+        items.append((corruption.short_label, report.corruption_summary.mean_accuracy_15, corruption))
+    cards = "".join(
+        f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(tables.fmt(v, m.percent))}</div></div>'
+        for k, v, m in items
+        if v is not None
+    )
     return f'<div class="cards">{cards}</div>'
 
 
 def _gate_section(gate: GateResult) -> list[str]:
-    basis = ("the pessimistic end of the 95% bootstrap interval where one exists" if gate.use_interval
-             else "point estimates")
+    basis = (
+        "the pessimistic end of the 95% bootstrap interval where one exists" if gate.use_interval else "point estimates"
+    )
     rows = tables.gate_rows(gate)
     classes = ["failed" if r[0] == "FAIL" else "passed" for r in rows]
     source = f"Config: {gate.config or '-'}" + (f"; baseline: {gate.baseline}" if gate.baseline else "")
-    return ['<h2 id="gate">Gate</h2>', f'<p class="note">Values compared: {esc(basis)}. {esc(source)}</p>',
-            _table(["result", "check", "metric", "observed", "threshold", "detail"],
-                   rows, numeric=(3, 4), row_classes=classes)]
+    return [
+        '<h2 id="gate">Gate</h2>',
+        f'<p class="note">Values compared: {esc(basis)}. {esc(source)}</p>',
+        _table(
+            ["result", "check", "metric", "observed", "threshold", "detail"], rows, numeric=(3, 4), row_classes=classes
+        ),
+    ]
 
 
 def render(report: Report, gate: GateResult | None = None) -> str:
@@ -116,22 +143,34 @@ def render(report: Report, gate: GateResult | None = None) -> str:
     if gate is not None:
         body += _gate_section(gate)
 
-    body += ['<h2 id="clean">Clean calibration</h2>', '<div class="row"><div>',
-             _table(["metric", "value", "95% CI"], tables.clean_rows(report)), "</div>",
-             _image(plots.reliability(report.clean, "clean"), "reliability diagram and confidence histogram",
-                    "Bars: accuracy per confidence bin; hatched: gap to the diagonal. Below: share of samples per bin."),
-             "</div>"]
+    body += [
+        '<h2 id="clean">Clean calibration</h2>',
+        '<div class="row"><div>',
+        _table(["metric", "value", "95% CI"], tables.clean_rows(report)),
+        "</div>",
+        _image(
+            plots.reliability(report.clean, "clean"),
+            "reliability diagram and confidence histogram",
+            "Bars: accuracy per confidence bin; hatched: gap to the diagonal. Below: share of samples per bin.",
+        ),
+        "</div>",
+    ]
 
     ts = tables.temperature_rows(report)
     if ts:
         caption, rows = ts
-        body += ['<h2 id="temperature">Temperature scaling</h2>', f'<p class="note">{esc(caption)}</p>',
-                 _table(["metric", "raw", "scaled"], rows)]
+        body += [
+            '<h2 id="temperature">Temperature scaling</h2>',
+            f'<p class="note">{esc(caption)}</p>',
+            _table(["metric", "raw", "scaled"], rows),
+        ]
 
     margin = plots.margin_histogram(report)
     if margin:
-        body += ['<h2 id="margins">Logit margins</h2>',
-                 _image(margin, "logit margin histogram", "Margin z[y] - max other logit; red bars are misclassified.")]
+        body += [
+            '<h2 id="margins">Logit margins</h2>',
+            _image(margin, "logit margin histogram", "Margin z[y] - max other logit; red bars are misclassified."),
+        ]
 
     rb, views = tables.robustness_rows(report), tables.view_rows(report, "perturbation")
     if rb or views:
@@ -139,53 +178,75 @@ def render(report: Report, gate: GateResult | None = None) -> str:
         if rb:
             body.append(_table(["metric", "value"], rb))
         if views:
-            body.append(_table(["view", "accuracy", "ECE", "NLL", "Brier"], views))
-        robust = next((v for v in report.views if v.name == (report.robustness or {}).get("robust_view", "noise+blur")
-                       and v.kind == "perturbation"), None)
+            body.append(_table(tables.view_header(), views))
+        robust = report.robust_view()
         if robust is not None:  # calibration under shift: the same diagram on the robust view
-            body.append(_image(plots.reliability(robust), f"reliability diagram on the {robust.name} view",
-                               f"Reliability on the {robust.name} view."))
+            body.append(
+                _image(
+                    plots.reliability(robust),
+                    f"reliability diagram on the {robust.name} view",
+                    f"Reliability on the {robust.name} view.",
+                )
+            )
 
     grid = tables.corruption_rows(report)
     if grid:
-        header, rows = grid
-        body += ['<h2 id="corruptions">Corruptions</h2>',
-                 _image(plots.corruption_heatmap(report), "accuracy heat map by corruption and severity"),
-                 _table(header, rows, numeric=tuple(range(2, len(header))))]
-        if any(row[0].endswith(" *") for row in rows):
+        header, grid_rows = grid
+        body += [
+            '<h2 id="corruptions">Corruptions</h2>',
+            _image(plots.corruption_heatmap(report), "accuracy heat map by corruption and severity"),
+            _table(header, grid_rows, numeric=tuple(range(2, len(header)))),
+        ]
+        if any(row[0].endswith(" *") for row in grid_rows):
             body.append('<p class="note">* not one of the 15 benchmark corruptions.</p>')
         summary = tables.corruption_summary_rows(report)
         if summary:
             body.append(_table(["summary", "value"], summary))
 
-    body += ['<h2 id="model">Model, data and runtime</h2>', _table(["field", "value"], tables.header_rows(report), numeric=())]
-    classes = report.data.get("class_names") or []
+    body += [
+        '<h2 id="model">Model, data and runtime</h2>',
+        _table(["field", "value"], tables.header_rows(report), numeric=()),
+    ]
+    classes = report.data.class_names or []
     if classes:
         body.append(f'<p class="note">Classes: {esc(", ".join(str(c) for c in classes))}</p>')
-    runtime = [(k, v) for k, v in report.runtime.items()] + [(f"seed {k}", v) for k, v in report.seeds.items()]
+    runtime = [*report.runtime.to_dict().items(), *((f"seed {k}", v) for k, v in report.seeds.items())]
     body.append(_table(["runtime", "value"], runtime, numeric=()))
-    body += ['<h2 id="conventions">Conventions</h2>',
-             _table(["convention", "value"], tables.convention_rows(report), numeric=())]
-    body.append(f"<footer>Generated by macs-audit {esc(report.tool.get('version', '?'))}; "
-                f"report schema {esc(report.schema_version)}. Values are fractions shown as percent where marked.</footer>")
+    body += [
+        '<h2 id="conventions">Conventions</h2>',
+        _table(["convention", "value"], tables.convention_rows(report), numeric=()),
+    ]
+    body.append(
+        f"<footer>Generated by macs-audit {esc(tables.shown(report.tool.version))}; "
+        f"report schema {esc(report.schema_version)}. Values are fractions shown as percent where marked.</footer>"
+    )
     return _page(f"macs-audit: {tables.title(report)}", body)
 
 
 def render_comparison(comparison: Comparison) -> str:
     regressions = comparison.regressions
-    body = ["<h1>macs-audit comparison</h1>",
-            f'<p class="sub">A ({esc(comparison.a_name)}): {esc(tables.title(comparison.a))}<br>'
-            f'B ({esc(comparison.b_name)}): {esc(tables.title(comparison.b))}</p>',
-            f'<div class="banner {"fail" if regressions else "pass"}">{len(regressions)} regression'
-            f'{"s" * (len(regressions) != 1)} (B worse than A)</div>']
+    body = [
+        "<h1>macs-audit comparison</h1>",
+        f'<p class="sub">A ({esc(comparison.a_name)}): {esc(tables.title(comparison.a))}<br>'
+        f"B ({esc(comparison.b_name)}): {esc(tables.title(comparison.b))}</p>",
+        f'<div class="banner {"fail" if regressions else "pass"}">{len(regressions)} regression'
+        f"{'s' * (len(regressions) != 1)} (B worse than A)</div>",
+    ]
     body += [f'<p class="note">Note: {esc(note)}</p>' for note in comparison.notes]
     rows = tables.comparison_rows(comparison)
-    body += ["<h2>Metrics</h2>",
-             _table(["section", "metric", "A", "B", "B - A", "status"], rows, numeric=(2, 3, 4),
-                    row_classes=[r[5] for r in rows]),
-             '<p class="note">pp: percentage points. A regression is any change in the bad direction; '
-             "<code>macs-audit gate --baseline</code> applies thresholds to them.</p>"]
-    png = plots.reliability(comparison.a.clean, f"A: {comparison.a_name}", comparison.b.clean, f"B: {comparison.b_name}")
+    body += [
+        "<h2>Metrics</h2>",
+        _table(
+            ["section", "metric", "A", "B", "B - A", "status"],
+            rows,
+            numeric=(2, 3, 4),
+            row_classes=[r[5] for r in rows],
+        ),
+        '<p class="note">pp: percentage points. A regression is any change in the bad direction; '
+        "<code>macs-audit gate --baseline</code> applies thresholds to them.</p>",
+    ]
+    png = plots.reliability(
+        comparison.a.clean, f"A: {comparison.a_name}", comparison.b.clean, f"B: {comparison.b_name}"
+    )
     body += ["<h2>Reliability (clean)</h2>", _image(png, "reliability diagrams of A and B")]
     return _page("macs-audit comparison", body)
-

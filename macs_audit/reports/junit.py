@@ -13,16 +13,23 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from macs_audit.errors import UsageError
 from macs_audit.gate import format_value
 from macs_audit.report import Report
+from macs_audit.reports.tables import comparison_rows, shown
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
     from macs_audit.gate import GateResult
 
 
-def _document(suite_name: str, cases: list[tuple[str, str, str | None, str]], properties: dict[str, str],
-              timestamp: str, failure_type: str) -> str:
+def _document(
+    suite_name: str,
+    cases: list[tuple[str, str, str | None, str]],
+    properties: dict[str, str],
+    timestamp: str,
+    failure_type: str,
+) -> str:
     """cases: (classname, name, failure message or None, text)."""
     failures = sum(1 for _, _, message, _ in cases if message is not None)
     counts = {"tests": str(len(cases)), "failures": str(failures), "errors": "0", "skipped": "0", "time": "0"}
@@ -41,16 +48,28 @@ def _document(suite_name: str, cases: list[tuple[str, str, str | None, str]], pr
         ET.SubElement(case, "system-out").text = text
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=False).join(
-        ['<?xml version="1.0" encoding="UTF-8"?>\n', "\n"])
+        ['<?xml version="1.0" encoding="UTF-8"?>\n', "\n"]
+    )
 
 
 def _properties(report: Report) -> dict[str, str]:
-    return {"model": report.model.get("path", "?"), "sha256": report.model.get("sha256", "-"),
-            "data": report.data.get("source", "?"), "n": report.data.get("n", "?"),
-            "report_created": report.created or "-", "macs_audit_version": report.tool.get("version", "?")}
+    return {
+        "model": shown(report.model.path),
+        "sha256": shown(report.model.sha256, "-"),
+        "data": shown(report.data.source),
+        "n": shown(report.data.n),
+        "report_created": report.created or "-",
+        "macs_audit_version": shown(report.tool.version),
+    }
 
 
-def render(report: Report, gate: GateResult) -> str:
+def render(report: Report, gate: GateResult | None = None) -> str:
+    """One test case per gate check: without gate results there is nothing to list."""
+    if gate is None:
+        raise UsageError(
+            "JUnit output lists gate checks: use `macs-audit gate REPORT --format junit`, "
+            "or `report --gate` / `--config`"
+        )
     cases = []
     for check in gate.checks:
         observed, bound = format_value(check.observed, check.percent), format_value(check.threshold, check.percent)
@@ -58,20 +77,26 @@ def render(report: Report, gate: GateResult) -> str:
         message = None if check.passed else f"{check.metric} {observed} is not {check.op} {bound}"
         section = check.name.split(".")[0] if "." in check.name else "absolute"
         cases.append((f"macs-audit.gate.{section}", check.name, message, text))
-    properties = {**_properties(report), "use_interval": str(gate.use_interval).lower(),
-                  "config": gate.config or "-", "baseline": gate.baseline or "-"}
+    properties = {
+        **_properties(report),
+        "use_interval": str(gate.use_interval).lower(),
+        "config": gate.config or "-",
+        "baseline": gate.baseline or "-",
+    }
     return _document("macs-audit gate", cases, properties, report.created or "", "threshold")
 
 
 def render_comparison(comparison: Comparison) -> str:
     """One test case per compared value; a change in the bad direction is a failure."""
-    from macs_audit.reports.tables import comparison_rows
-
     cases = []
-    for row, (section, label, va, vb, delta, status) in zip(comparison.rows, comparison_rows(comparison)):
+    for row, (section, label, va, vb, delta, status) in zip(comparison.rows, comparison_rows(comparison), strict=True):
         text = f"{label}: {va} -> {vb} ({delta}, {status})"
         message = f"{label} regressed: {va} -> {vb} ({delta})" if status == "worse" else None
         cases.append((f"macs-audit.compare.{section}", row.key, message, text))
-    properties = {"a": comparison.a.model.get("path", "?"), "b": comparison.b.model.get("path", "?"),
-                  "a_name": comparison.a_name, "b_name": comparison.b_name}
+    properties = {
+        "a": shown(comparison.a.model.path),
+        "b": shown(comparison.b.model.path),
+        "a_name": comparison.a_name,
+        "b_name": comparison.b_name,
+    }
     return _document("macs-audit compare", cases, properties, comparison.b.created or "", "regression")

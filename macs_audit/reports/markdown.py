@@ -28,17 +28,24 @@ def esc(text: object) -> str:
 def table(header: list[str], rows: list[list[str]] | list[tuple], align: str | None = None) -> list[str]:
     """A pipe table; `align` is one letter per column, l or r (default: first left, others right)."""
     align = align or "l" + "r" * (len(header) - 1)
-    lines = ["| " + " | ".join(esc(h) for h in header) + " |",
-             "|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|"]
+    lines = [
+        "| " + " | ".join(esc(h) for h in header) + " |",
+        "|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|",
+    ]
     lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
     return lines
 
 
 def _gate_lines(gate: GateResult) -> list[str]:
     rows = tables.gate_rows(gate)
-    lines = ["### Gate", "",
-             f"Values compared: {'pessimistic end of the 95% bootstrap interval where one exists' if gate.use_interval else 'point estimates'}. "
-             f"Config: {esc(gate.config or '-')}" + (f"; baseline: {esc(gate.baseline)}" if gate.baseline else "") + ".", ""]
+    basis = "pessimistic end of the 95% bootstrap interval where one exists" if gate.use_interval else "point estimates"
+    lines = [
+        "### Gate",
+        "",
+        f"Values compared: {basis}. "
+        f"Config: {esc(gate.config or '-')}" + (f"; baseline: {esc(gate.baseline)}" if gate.baseline else "") + ".",
+        "",
+    ]
     header = ["", "check", "metric", "observed", "threshold", "detail"]
     lines += ["| " + " | ".join(header) + " |", "|:---:|:---|:---|---:|---:|:---|"]
     for status, name, metric, observed, bound, detail in rows:
@@ -75,14 +82,14 @@ def render(report: Report, gate: GateResult | None = None) -> str:
         lines += ["### Robustness", ""] + table(["metric", "value"], rb) + [""]
     views = tables.view_rows(report, "perturbation")
     if views:
-        lines += ["### Perturbations", ""] + table(["view", "accuracy", "ECE", "NLL", "Brier"], views) + [""]
+        lines += ["### Perturbations", ""] + table(tables.view_header(), views) + [""]
 
     grid = tables.corruption_rows(report)
     if grid:
-        header, rows = grid
+        header, grid_rows = grid
         lines += ["### Corruptions (accuracy by severity)", ""]
-        lines += table(header, rows, "ll" + "r" * (len(header) - 2)) + [""]
-        if any(row[0].endswith(" *") for row in rows):
+        lines += table(header, grid_rows, "ll" + "r" * (len(header) - 2)) + [""]
+        if any(row[0].endswith(" *") for row in grid_rows):
             lines += ["\\* not one of the 15 benchmark corruptions", ""]
         summary = tables.corruption_summary_rows(report)
         if summary:
@@ -96,9 +103,13 @@ def render(report: Report, gate: GateResult | None = None) -> str:
 def render_comparison(comparison: Comparison) -> str:
     regressions = comparison.regressions
     icon = "⚠️" if regressions else "✅"
-    lines = [f"## {icon} macs-audit compare: {len(regressions)} regression{'s' * (len(regressions) != 1)}", "",
-             f"**A** ({esc(comparison.a_name)}): {esc(tables.title(comparison.a))}  ",
-             f"**B** ({esc(comparison.b_name)}): {esc(tables.title(comparison.b))}", ""]
+    lines = [
+        f"## {icon} macs-audit compare: {len(regressions)} regression{'s' * (len(regressions) != 1)}",
+        "",
+        f"**A** ({esc(comparison.a_name)}): {esc(tables.title(comparison.a))}  ",
+        f"**B** ({esc(comparison.b_name)}): {esc(tables.title(comparison.b))}",
+        "",
+    ]
     for note in comparison.notes:
         lines.append(f"> ⚠️ {esc(note)}")
     if comparison.notes:
@@ -110,6 +121,10 @@ def render_comparison(comparison: Comparison) -> str:
         if status == "worse":
             cells[1], cells[4] = f"**{cells[1]}**", f"**{cells[4]}**"
         lines.append("| " + " | ".join(cells) + f" | {marks[status]} |")
-    lines += ["", "pp: percentage points. A regression is any change in the bad direction; "
-              "`macs-audit gate --baseline` applies thresholds to them.", ""]
+    lines += [
+        "",
+        "pp: percentage points. A regression is any change in the bad direction; "
+        "`macs-audit gate --baseline` applies thresholds to them.",
+        "",
+    ]
     return "\n".join(lines)

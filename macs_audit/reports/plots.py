@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import io
 
+from macs_audit.metrics.registry import METRICS
 from macs_audit.report import Report, ViewResult
 
 DPI = 100
+_ACCURACY, _ECE, _CONFIDENCE = METRICS["accuracy"], METRICS["ece"], METRICS["mean_confidence"]
 
 
 def _figure(width: float, height: float, **kwargs):
@@ -33,65 +35,98 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def reliability(view: ViewResult, label: str | None = None, other: ViewResult | None = None,
-                other_label: str | None = None) -> bytes | None:
+def reliability(
+    view: ViewResult, label: str | None = None, other: ViewResult | None = None, other_label: str | None = None
+) -> bytes | None:
     """Reliability diagram (accuracy vs confidence per bin) above the confidence histogram.
 
     With `other`, both views are drawn (for `compare`).
     """
     rel = view.reliability
-    if not rel or not rel.get("count"):
+    if rel is None or not rel.count:
         return None
     fig = _figure(6.0, 5.6)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
-    edges = rel["edges"]
-    width = edges[1] - edges[0]
-    series = [(view, _text(label or view.name), "#3366cc")]
+    width = rel.edges[1] - rel.edges[0]
+    series = [(view, rel, _text(label or view.name), "#3366cc")]
     if other is not None and other.reliability:
-        series.append((other, _text(other_label or other.name), "#dd7722"))
+        series.append((other, other.reliability, _text(other_label or other.name), "#dd7722"))
     offset = width / len(series)
     top.plot([0, 1], [0, 1], color="#888888", linestyle="--", linewidth=1, label="perfect calibration")
-    for i, (v, name, color) in enumerate(series):
-        r = v.reliability
-        left = [e + i * offset for e in r["edges"][:-1]]
-        acc = [a if a is not None else 0.0 for a in r["accuracy"]]
-        conf = r["mean_confidence"]
-        top.bar(left, acc, width=offset, align="edge", color=color, alpha=0.75, edgecolor="white",
-                label=f"{name}: accuracy (ECE {100 * v.metrics.get('ece', float('nan')):.2f}%)")
+    for i, (v, r, name, color) in enumerate(series):
+        left = [e + i * offset for e in r.edges[:-1]]
+        acc = [a if a is not None else 0.0 for a in r.accuracy]
+        conf = r.mean_confidence
+        top.bar(
+            left,
+            acc,
+            width=offset,
+            align="edge",
+            color=color,
+            alpha=0.75,
+            edgecolor="white",
+            label=f"{name}: {_ACCURACY.label} ({_ECE.label} {100 * v.metrics.get('ece', float('nan')):.2f}%)",
+        )
         if len(series) == 1:  # the gap to the diagonal, at each bin's mean confidence
-            for x, a, c in zip(left, r["accuracy"], conf):
+            for x, a, c in zip(left, r.accuracy, conf, strict=True):
                 if a is not None and c is not None:
-                    top.bar(x, c - a, bottom=a, width=offset, align="edge", color="#cc3333", alpha=0.25,
-                            edgecolor="#cc3333", hatch="//", linewidth=0.5)
-        total = max(sum(r["count"]), 1)
-        bottom.bar(left, [c / total for c in r["count"]], width=offset, align="edge", color=color, alpha=0.75,
-                   edgecolor="white", label=name)
+                    top.bar(
+                        x,
+                        c - a,
+                        bottom=a,
+                        width=offset,
+                        align="edge",
+                        color="#cc3333",
+                        alpha=0.25,
+                        edgecolor="#cc3333",
+                        hatch="//",
+                        linewidth=0.5,
+                    )
+        total = max(sum(r.count), 1)
+        bottom.bar(
+            left,
+            [c / total for c in r.count],
+            width=offset,
+            align="edge",
+            color=color,
+            alpha=0.75,
+            edgecolor="white",
+            label=name,
+        )
     if len(series) == 1:
         acc_all, conf_all = view.metrics.get("accuracy"), view.metrics.get("mean_confidence")
         if acc_all is not None:
-            bottom.axvline(acc_all, color="#222222", linestyle="-", linewidth=1.2, label=f"accuracy {100 * acc_all:.1f}%")
+            bottom.axvline(
+                acc_all, color="#222222", linestyle="-", linewidth=1.2, label=f"{_ACCURACY.label} {100 * acc_all:.1f}%"
+            )
         if conf_all is not None:
-            bottom.axvline(conf_all, color="#cc3333", linestyle="--", linewidth=1.2,
-                           label=f"mean confidence {100 * conf_all:.1f}%")
+            bottom.axvline(
+                conf_all,
+                color="#cc3333",
+                linestyle="--",
+                linewidth=1.2,
+                label=f"{_CONFIDENCE.label} {100 * conf_all:.1f}%",
+            )
     top.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy in bin", title="Reliability diagram (15 equal-width bins)")
     top.legend(loc="upper left", fontsize=8)
-    bottom.set(xlabel="confidence (max softmax probability)", ylabel="fraction of samples",
-               title="Confidence histogram")
+    bottom.set(
+        xlabel="confidence (max softmax probability)", ylabel="fraction of samples", title="Confidence histogram"
+    )
     bottom.legend(loc="upper left", fontsize=8)
     return _png(fig)
 
 
 def margin_histogram(report: Report) -> bytes | None:
     hist = report.margin_histogram
-    if not hist or not hist.get("counts"):
+    if hist is None or not hist.counts:
         return None
-    edges, counts = hist["edges"], hist["counts"]
+    edges, counts = hist.edges, hist.counts
     fig = _figure(6.0, 3.2)
     ax = fig.subplots()
-    widths = [b - a for a, b in zip(edges[:-1], edges[1:])]
+    widths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
     colors = ["#cc3333" if right <= 0 else "#3366cc" for right in edges[1:]]
     ax.bar(edges[:-1], counts, width=widths, align="edge", color=colors, alpha=0.8, edgecolor="white")
-    target = report.conventions.get("margin_target")
+    target = report.conventions.margin_target
     ax.axvline(0, color="#222222", linewidth=1, label="0 (misclassified to the left)")
     if isinstance(target, (int, float)):
         ax.axvline(target, color="#dd7722", linestyle="--", linewidth=1, label=f"margin target {target:g}")
@@ -121,8 +156,15 @@ def corruption_heatmap(report: Report) -> bytes | None:
     for i in range(len(names)):
         for j in range(len(severities)):
             if not np.isnan(grid[i, j]):
-                ax.text(j, i, f"{100 * grid[i, j]:.1f}", ha="center", va="center", fontsize=7,
-                        color="white" if grid[i, j] < 0.6 else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{100 * grid[i, j]:.1f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if grid[i, j] < 0.6 else "black",
+                )
     ax.set_xticks(range(len(severities)), [str(s) for s in severities])
     ax.set_yticks(range(len(names)), [_text(n) for n in names], fontsize=8)
     ax.set(xlabel="severity", title="Accuracy (%) by corruption and severity")

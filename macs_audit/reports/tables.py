@@ -1,61 +1,97 @@
 """The Report's sections as plain rows of strings, shared by the Markdown, HTML and terminal formats.
 
 Each function returns None (or []) when its section is absent, so every format skips it the same
-way. Values are formatted here once: fractions as percent, other values with 4 decimals.
+way. Values are formatted here once: fractions as percent, other values with 4 decimals. Labels,
+units and directions come from the metric registry.
 """
 
 from __future__ import annotations
 
-from macs_audit.gate import GateResult, format_value
-from macs_audit.report import Report, ViewResult
-from macs_audit.reports.terminal import CLEAN_ROWS, fmt
+from typing import TYPE_CHECKING, Any
 
-VIEW_COLUMNS = [("accuracy", "accuracy", True), ("ece", "ECE", True), ("nll", "NLL", False), ("brier", "Brier", False)]
+from macs_audit.gate import GateResult, format_value
+from macs_audit.metrics.registry import METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Place, in_place
+from macs_audit.report import Report, ViewResult
+
+if TYPE_CHECKING:
+    from macs_audit.compare import Comparison
+
+# Raw against scaled: every temperature metric but accuracy, which dividing logits by T leaves alone.
+TEMPERATURE_ROWS = tuple(name for name in TEMPERATURE_METRICS if name != "accuracy")
+
+
+def fmt(value: float | None, percent: bool) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:.2f}%" if percent else f"{value:.4f}"
+
+
+def shown(value: Any, default: Any = "?") -> Any:
+    """A report value for display, or `default` where the report does not have it."""
+    return default if value is None else value
 
 
 def title(report: Report) -> str:
-    return f"{report.model.get('path', '?')} on {report.data.get('source', '?')} (n={report.clean.metrics.get('n', 0):,})"
+    return f"{shown(report.model.path)} on {shown(report.data.source)} (n={report.clean.metrics.get('n', 0):,})"
 
 
 def header_rows(report: Report) -> list[tuple[str, str]]:
     """Who/what/when: model, data, runtime, tool."""
     m, d, r = report.model, report.data, report.runtime
     rows = [
-        ("model", str(m.get("path", "?"))),
-        ("format", f"{m.get('format', '?')} via {r.get('provider', '?')} on {r.get('device', '?')}"),
-        ("sha256", str(m.get("sha256", "-"))),
-        ("data", f"{d.get('source', '?')}, n={d.get('n', '?')}, {d.get('num_classes', '?')} classes"),
-        ("created", f"{report.created or '-'} by macs-audit {report.tool.get('version', '?')} "
-                    f"(report schema {report.schema_version})"),
+        ("model", str(shown(m.path))),
+        ("format", f"{shown(m.format)} via {shown(r.provider)} on {shown(r.device)}"),
+        ("sha256", str(shown(m.sha256, "-"))),
+        ("data", f"{shown(d.source)}, n={shown(d.n)}, {shown(d.num_classes)} classes"),
+        (
+            "created",
+            f"{report.created or '-'} by macs-audit {shown(report.tool.version)} "
+            f"(report schema {report.schema_version})",
+        ),
     ]
-    if m.get("arch"):
-        rows.insert(1, ("architecture", str(m["arch"])))
+    if m.arch:
+        rows.insert(1, ("architecture", str(m.arch)))
     return rows
+
+
+def _interval(ci: list[float] | None, percent: bool) -> str:
+    return f"[{fmt(ci[0], percent)}, {fmt(ci[1], percent)}]" if ci else ""
 
 
 def clean_rows(report: Report) -> list[tuple[str, str, str]]:
     """(label, value, 95% CI) for the clean metrics present."""
     m, ci = report.clean.metrics, report.clean.intervals
-    rows = []
-    for key, label, percent in CLEAN_ROWS:
-        if key not in m:
-            continue
-        interval = ci.get(key)
-        ci_text = f"[{fmt(interval[0], percent)}, {fmt(interval[1], percent)}]" if interval else ""
-        rows.append((label, fmt(m[key], percent), ci_text))
-    return rows
+    return [
+        (metric.table_label, fmt(m[metric.name], metric.percent), _interval(ci.get(metric.name), metric.percent))
+        for metric in in_place(Place.CLEAN)
+        if metric.name in m
+    ]
+
+
+def temperature_caption(report: Report) -> str | None:
+    ts = report.temperature_scaling
+    if ts is None:
+        return None
+    return (
+        f"T = {ts.temperature:.3f}, fitted on {shown(ts.n_fit, 0):,} held-out images, "
+        f"scored on the other {shown(ts.n_eval, 0):,}"
+    )
 
 
 def temperature_rows(report: Report) -> tuple[str, list[tuple[str, str, str]]] | None:
-    ts = report.temperature_scaling
-    if not ts:
+    """(caption, [(label, raw, scaled)])."""
+    ts, caption = report.temperature_scaling, temperature_caption(report)
+    if ts is None or caption is None:
         return None
-    caption = (f"T = {ts['temperature']:.3f}, fitted on {ts.get('n_fit', 0):,} held-out images, "
-               f"scored on the other {ts.get('n_eval', 0):,}")
-    rows = [(label, fmt(ts["raw"].get(key), pct), fmt(ts["scaled"].get(key), pct))
-            for key, label, pct in (("ece", "ECE", True), ("adaptive_ece", "adaptive ECE", True),
-                                    ("nll", "NLL", False), ("brier", "Brier", False))
-            if key in ts["raw"]]
+    rows = [
+        (
+            METRICS[name].label,
+            fmt(ts.raw.get(name), METRICS[name].percent),
+            fmt(ts.scaled.get(name), METRICS[name].percent),
+        )
+        for name in TEMPERATURE_ROWS
+        if name in ts.raw
+    ]
     return caption, rows
 
 
@@ -64,30 +100,44 @@ def robustness_rows(report: Report) -> list[tuple[str, str]]:
     if not rb:
         return []
     rows = []
-    if rb.get("robust_accuracy") is not None:
-        rows.append((f"robust accuracy ({rb.get('robust_view', 'noise+blur')})", fmt(rb["robust_accuracy"], True)))
-    sens = rb.get("sensitivity") or {}
-    if sens.get("lipschitz") is not None:
-        method = str(sens.get("method", "?")).split(" (")[0]  # the long form is in the JSON
-        rows.append((f"sensitivity L^ ({method}, n={sens.get('n', '?')})", fmt(sens["lipschitz"], False)))
-    if rb.get("robustness_ratio") is not None:
-        rows.append(("robustness ratio (mean margin / L^)", fmt(rb["robustness_ratio"], False)))
-    if rb.get("median_flip_radius") is not None:
-        rows.append(("median flip radius (pixel L2)", fmt(rb["median_flip_radius"], False)))
+    robust_accuracy, lipschitz = METRICS["robust_accuracy"], METRICS["lipschitz"]
+    if rb.robust_accuracy is not None:
+        rows.append(
+            (f"{robust_accuracy.label} ({report.robust_view_name()})", fmt(rb.robust_accuracy, robust_accuracy.percent))
+        )
+    sens = rb.sensitivity
+    if sens is not None and sens.lipschitz is not None:
+        method = str(shown(sens.method)).split(" (")[0]  # the long form is in the JSON
+        rows.append((f"{lipschitz.label} ({method}, n={shown(sens.n)})", fmt(sens.lipschitz, lipschitz.percent)))
+    for name in ("robustness_ratio", "median_flip_radius"):
+        metric, value = METRICS[name], getattr(rb, name)
+        if value is not None:
+            rows.append((metric.table_label, fmt(value, metric.percent)))
     return rows
 
 
+def view_header(first: str = "view") -> list[str]:
+    return [first, *(METRICS[name].label for name in VIEW_METRICS)]
+
+
+def view_row(view: ViewResult) -> list[str]:
+    """[name, accuracy, ECE, NLL, Brier] of one view."""
+    return [view.name, *(fmt(view.metrics.get(name), METRICS[name].percent) for name in VIEW_METRICS)]
+
+
 def view_rows(report: Report, kind: str = "perturbation") -> list[list[str]]:
-    """[name, accuracy, ECE, NLL, Brier] per view of `kind`, after the clean view for reference."""
-    views = [v for v in report.views if v.kind == kind]
-    return [[v.name, *(fmt(v.metrics.get(k), p) for k, _, p in VIEW_COLUMNS)]
-            for v in ([report.clean] + views if views else [])]
+    """A row per view of `kind`, after the clean view for reference; [] when there are none."""
+    views = report.views_of(kind)
+    return [view_row(v) for v in ([report.clean] + views if views else [])]
 
 
 def corruption_grid(report: Report) -> tuple[list[str], list[int], dict[tuple[str, int], ViewResult]]:
     """(corruption names in report order, severities, (name, severity) -> view)."""
-    cells = {(v.corruption, v.severity): v for v in report.views
-             if v.kind == "corruption" and v.corruption and v.severity is not None}
+    cells = {
+        (v.corruption, v.severity): v
+        for v in report.views
+        if v.kind == "corruption" and v.corruption and v.severity is not None
+    }
     names = list(dict.fromkeys(name for name, _ in cells))
     severities = sorted({s for _, s in cells})
     return names, severities, cells
@@ -96,18 +146,32 @@ def corruption_grid(report: Report) -> tuple[list[str], list[int], dict[tuple[st
 def corruption_rows(report: Report) -> tuple[list[str], list[list[str]]] | None:
     """Header and rows of the corruption x severity accuracy table with per-corruption means."""
     names, severities, cells = corruption_grid(report)
-    per = (report.corruption_summary or {}).get("corruptions", {})
+    per = report.corruption_summary.corruptions if report.corruption_summary is not None else {}
     names = names or list(per)
     if not names:
         return None
-    header = ["corruption", "family", *(f"sev {s}" for s in severities), "mean acc", "mean ECE"]
+    accuracy, ece = METRICS["accuracy"], METRICS["ece"]
+    header = ["corruption", "family", *(f"sev {s}" for s in severities), "mean acc", f"mean {ece.label}"]
     rows = []
     for name in names:
-        entry = per.get(name, {})
-        family = entry.get("family") or next((v.family for (n, _), v in cells.items() if n == name and v.family), "")
-        label = name + (" *" if entry.get("extra") else "")
-        accs = [fmt(cells[(name, s)].metrics.get("accuracy"), True) if (name, s) in cells else "-" for s in severities]
-        rows.append([label, family or "-", *accs, fmt(entry.get("accuracy"), True), fmt(entry.get("ece"), True)])
+        entry = per.get(name)
+        family = (entry.family if entry else None) or next(
+            (v.family for (n, _), v in cells.items() if n == name and v.family), ""
+        )
+        label = name + (" *" if entry and entry.extra else "")
+        accs = [
+            fmt(cells[(name, s)].metrics.get("accuracy"), accuracy.percent) if (name, s) in cells else "-"
+            for s in severities
+        ]
+        rows.append(
+            [
+                label,
+                family or "-",
+                *accs,
+                fmt(entry.accuracy if entry else None, accuracy.percent),
+                fmt(entry.ece if entry else None, ece.percent),
+            ]
+        )
     return header, rows
 
 
@@ -115,28 +179,35 @@ def corruption_summary_rows(report: Report) -> list[tuple[str, str]]:
     cs = report.corruption_summary
     if not cs:
         return []
-    rows = []
-    for key, label, percent in (
-        ("mean_accuracy_15", "mean accuracy, 15 benchmark corruptions x 5", True),
-        ("mean_accuracy_19", "mean accuracy, all 19 corruptions x 5", True),
-        ("mean_ece_15", "mean ECE, 15 x 5", True),
-        ("mean_ece_19", "mean ECE, 19 x 5", True),
-        ("mce_unnormalized", "unnormalised mCE (1 - mean accuracy 15 x 5)", True),
-        ("mce", "mCE relative to the corruption baseline", True),
-        ("relative_mce", "relative mCE", False),
-    ):
-        if cs.get(key) is not None:
-            rows.append((label, fmt(cs[key], percent)))
-    for family, values in (cs.get("families") or {}).items():
-        rows.append((f"family {family}: accuracy / ECE",
-                     f"{fmt(values.get('accuracy'), True)} / {fmt(values.get('ece'), True)}"))
+    rows = [
+        (metric.table_label, fmt(getattr(cs, metric.report_key), metric.percent))
+        for metric in in_place(Place.CORRUPTION)
+        if getattr(cs, metric.report_key) is not None
+    ]
+    accuracy, ece = METRICS["accuracy"], METRICS["ece"]
+    for family, values in cs.families.items():
+        rows.append(
+            (
+                f"family {family}: {accuracy.label} / {ece.label}",
+                f"{fmt(values.accuracy, accuracy.percent)} / {fmt(values.ece, ece.percent)}",
+            )
+        )
     return rows
 
 
 def gate_rows(gate: GateResult) -> list[list[str]]:
     """[PASS/FAIL, check, metric, observed, op threshold, detail] per check."""
-    return [["PASS" if c.passed else "FAIL", c.name, c.metric, format_value(c.observed, c.percent),
-             f"{c.op} {format_value(c.threshold, c.percent)}", c.detail] for c in gate.checks]
+    return [
+        [
+            "PASS" if c.passed else "FAIL",
+            c.name,
+            c.metric,
+            format_value(c.observed, c.percent),
+            f"{c.op} {format_value(c.threshold, c.percent)}",
+            c.detail,
+        ]
+        for c in gate.checks
+    ]
 
 
 def gate_verdict(gate: GateResult) -> str:
@@ -147,7 +218,7 @@ def gate_verdict(gate: GateResult) -> str:
 
 
 def convention_rows(report: Report) -> list[tuple[str, str]]:
-    return [(str(k), str(v)) for k, v in report.conventions.items()]
+    return [(str(k), str(v)) for k, v in report.conventions.to_dict().items()]
 
 
 def format_delta(delta: float | None, percent: bool) -> str:
@@ -157,7 +228,9 @@ def format_delta(delta: float | None, percent: bool) -> str:
     return f"{100 * delta:+.2f} pp" if percent else f"{delta:+.4f}"
 
 
-def comparison_rows(comparison) -> list[list[str]]:
+def comparison_rows(comparison: Comparison) -> list[list[str]]:
     """[section, metric, A, B, delta, status] per compared value."""
-    return [[r.section, r.label, fmt(r.a, r.percent), fmt(r.b, r.percent), format_delta(r.delta, r.percent), r.status]
-            for r in comparison.rows]
+    return [
+        [r.section, r.label, fmt(r.a, r.percent), fmt(r.b, r.percent), format_delta(r.delta, r.percent), r.status]
+        for r in comparison.rows
+    ]

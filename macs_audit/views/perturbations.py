@@ -10,14 +10,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-# The fixed evaluation views (method-reference.md §2: CIFAR-C severity-3 strengths, seed 0).
-EVAL_BLUR_SIGMA = 0.7
-EVAL_NOISE_SIGMA = 0.08
-EVAL_VIEWS = ("noise", "blur", "noise+blur")
-ROBUST_VIEW = "noise+blur"
-# MaCS training view defaults [ours]: per-sample blur sigma ~ U[0.3, 0.8], then noise sigma ~ U[0.01, 0.05].
-TRAIN_BLUR_RANGE = (0.3, 0.8)
-TRAIN_NOISE_RANGE = (0.01, 0.05)
+from macs_audit.errors import UsageError
+from macs_audit.views.perturbation_params import (
+    EVAL_BLUR_SIGMA,
+    EVAL_NOISE_SIGMA,
+    EVAL_VIEWS,
+    TRAIN_BLUR_RANGE,
+    TRAIN_NOISE_RANGE,
+)
 
 
 def _per_sample(value, n: int, like: torch.Tensor) -> torch.Tensor:
@@ -69,8 +69,6 @@ def evaluation_view(name: str, images: torch.Tensor, generator: torch.Generator)
         return gaussian_blur(images, EVAL_BLUR_SIGMA).clamp(0, 1)
     if name == "noise+blur":
         return noise_and_blur(images, EVAL_BLUR_SIGMA, EVAL_NOISE_SIGMA, generator)
-    from macs_audit.errors import UsageError
-
     raise UsageError(f"unknown perturbation {name!r}; choose from {', '.join(EVAL_VIEWS)}")
 
 
@@ -82,13 +80,3 @@ def training_view(images: torch.Tensor, generator: torch.Generator, blur_range=T
     blur = blur_range[0] + (blur_range[1] - blur_range[0]) * u[0]
     noise = noise_range[0] + (noise_range[1] - noise_range[0]) * u[1]
     return noise_and_blur(images, blur, noise, generator)
-
-
-def describe() -> dict:
-    """What the report records about the perturbation views."""
-    return {
-        "noise": f"Gaussian noise sigma {EVAL_NOISE_SIGMA} in [0,1] pixel space, clamped",
-        "blur": f"Gaussian blur sigma {EVAL_BLUR_SIGMA} (radius int(4 sigma + 0.5), edges replicated)",
-        "noise+blur": f"blur sigma {EVAL_BLUR_SIGMA} then noise sigma {EVAL_NOISE_SIGMA}",
-        "robust_accuracy_view": ROBUST_VIEW,
-    }

@@ -1,60 +1,78 @@
-"""The robustness half of the audit: perturbation and corruption views, and their summaries.
+"""The View: what the model is scored on (clean images, a perturbation, a corruption at a severity).
 
-A view turns a uint8 batch (N, H, W, C) at data-set position `start` into float [0,1] NCHW images.
-Random views draw from a generator seeded by (seed, view, severity, start), so a batch gets the
+A view turns a uint8 batch (N, H, W, C) at data-set position `start` into float32 [0, 1] (N, C, H, W)
+images: numpy in, numpy out; a torch tensor (the device-resident split on a GPU) stays a tensor on its
+device. Random views draw from a generator seeded by (seed, view, severity, start), so a batch gets the
 same bytes however the data set is split across batches of the same size or across processes.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
+from collections.abc import Callable
+from typing import Any
 
-from macs_audit.models.predictor import to_unit_float
+from macs_audit.models.preprocessing import to_unit_float
 from macs_audit.seeding import derive_seed
 
-
-def clean_view(images, start: int):
-    if isinstance(images, np.ndarray):
-        return to_unit_float(images)
-    return images.permute(0, 3, 1, 2).float().mul_(float(np.float32(1 / 255)))  # the device-resident split
+Transform = Callable[[Any, int], Any]
 
 
-def view_device(predictor) -> str:
-    """Views run where the model runs: CUDA for a model on the GPU, else the CPU."""
-    device = str(predictor.info.get("device", "cpu"))
+@dataclasses.dataclass(frozen=True)
+class View:
+    name: str
+    kind: str  # "clean" | "perturbation" | "corruption"
+    transform: Transform
+    corruption: str | None = None
+    severity: int | None = None
+
+    def __call__(self, images: Any, start: int) -> Any:
+        return self.transform(images, start)
+
+
+def _unit_float(images: Any, start: int) -> Any:
+    return to_unit_float(images)
+
+
+CLEAN = View("clean", "clean", _unit_float)
+
+
+def view_device(device: str) -> str:
+    """Views run where the model runs: on its CUDA device for a model on the GPU, else on the CPU."""
     return device if device.startswith("cuda") else "cpu"
 
 
-def perturbation_view(name: str, seed: int, device: str):
-    import torch
+def perturbation(name: str, seed: int, device: str) -> View:
+    """One of the fixed-strength perturbation views (views.perturbation_params.EVAL_VIEWS)."""
 
-    from macs_audit.views.perturbations import evaluation_view
+    def transform(images: Any, start: int) -> Any:
+        import torch
 
-    def view(images, start: int):
-        # A uint8 tensor (the device-resident split) stays on the device; numpy goes back to numpy.
+        from macs_audit.views.perturbations import evaluation_view
+
         on_device = torch.is_tensor(images)
-        x = (images if on_device else torch.from_numpy(images)).to(device).permute(0, 3, 1, 2).float().div_(255)
+        x = to_unit_float((images if on_device else torch.from_numpy(images)).to(device))
         gen = torch.Generator(device=device).manual_seed(derive_seed("perturbation", seed, name, start))
         out = evaluation_view(name, x, gen)
         return out if on_device else out.cpu().numpy()
 
-    return view
+    return View(name, "perturbation", transform)
 
 
-def corruption_view(name: str, severity: int, seed: int, device: str, frost_textures: str | None):
-    import torch
+def corruption(name: str, severity: int, seed: int, device: str, frost_textures: str | None) -> View:
+    """A corruption at a severity, generated batch by batch (seeded by the batch's position)."""
 
-    from macs_audit.models.predictor import to_unit_float
-    from macs_audit.views.corruptions import batch_seed, corrupt
+    def transform(images: Any, start: int) -> Any:
+        import torch
 
-    def view(images, start: int):
-        on_device = torch.is_tensor(images)
-        x = (images if on_device else torch.from_numpy(images)).to(device)
-        out = corrupt(x, name, severity, seed=batch_seed(seed, name, severity, start), frost_textures=frost_textures)
-        if on_device:
-            return out.permute(0, 3, 1, 2).float().mul_(float(np.float32(1 / 255)))
-        return to_unit_float(out.cpu().numpy())
+        from macs_audit.views.corruptions.apply import corrupt_batch
 
-    return view
+        out = corrupt_batch(images, start, name, severity, seed, device, frost_textures)
+        return to_unit_float(out if torch.is_tensor(images) else out.cpu().numpy())
+
+    return View(f"{name}@{severity}", "corruption", transform, corruption=name, severity=severity)
 
 
+def read_corruption(name: str, severity: int) -> View:
+    """A corruption read from released files: the source already holds the corrupted images."""
+    return dataclasses.replace(CLEAN, name=f"{name}@{severity}", kind="corruption", corruption=name, severity=severity)

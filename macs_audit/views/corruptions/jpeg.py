@@ -1,4 +1,5 @@
-"""Pillow's JPEG round trip (save at a quality, load back) as batched tensor code.
+"""The jpeg_compression corruption: Pillow's JPEG round trip (save at a quality, load back) as
+batched tensor code.
 
 Pillow runs libjpeg-turbo with its defaults: 4:2:0 chroma subsampling, the "islow" integer DCT
 both ways, libjpeg-turbo's reciprocal quantisation, h2v2 downsampling and "fancy" upsampling, and
@@ -20,11 +21,11 @@ pass 1 along the row frequency (left), inverse pass 2 along the column frequency
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+import io
 
-if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-    import torch
+import numpy as np
+import torch
+from PIL import Image
 
 # IJG jfdctint.c / jidctint.c constants: CONST_BITS = 13, PASS1_BITS = 2.
 _CONST_BITS, _PASS1_BITS = 13, 2
@@ -84,10 +85,8 @@ def _inverse_1d(c: list[int]) -> list[int]:
     return [t10 + t3, t11 + t2, t12 + t1, t13 + t0, t13 - t0, t12 - t1, t11 - t2, t10 - t3]
 
 
-def _matrix(transform) -> "np.ndarray":
+def _matrix(transform) -> np.ndarray:
     """A linear integer 1-D transform as its (out, in) integer matrix."""
-    import numpy as np
-
     return np.array([transform([int(i == k) for i in range(8)]) for k in range(8)], dtype=np.int64).T
 
 
@@ -100,9 +99,7 @@ _CHROMINANCE = ((17, 18, 24, 47) + (99,) * 4 + (18, 21, 26, 66) + (99,) * 4
                 + (24, 26, 56) + (99,) * 5 + (47, 66) + (99,) * 6 + (99,) * 32)
 
 
-def _quant_table(base: tuple[int, ...], quality: int) -> "np.ndarray":
-    import numpy as np
-
+def _quant_table(base: tuple[int, ...], quality: int) -> np.ndarray:
     scale = 5000 // quality if quality < 50 else 200 - 2 * quality
     return np.array([min(max((b * scale + 50) // 100, 1), 255) for b in base]).reshape(8, 8)
 
@@ -110,7 +107,7 @@ def _quant_table(base: tuple[int, ...], quality: int) -> "np.ndarray":
 # libjpeg-turbo quantises with a reciprocal multiply (compute_reciprocal: factor, correction and
 # shift for the divisor 8 q), which for every 16-bit coefficient and every q in 1..255 equals
 # integer division rounding half away from zero: q(t) = sign(t) floor((|t| + 4 q) / (8 q))
-# (checked exhaustively in tests/test_jpeg.py). Here that is round(t (1 + 2^-30) / (8 q)): the
+# (checked exhaustively in the tests). Here that is round(t (1 + 2^-30) / (8 q)): the
 # nudge turns exact halves (which torch.round would send to even) away from zero and moves no
 # other value across a rounding boundary (those sit at least 1 / (8 q) >= 2^-11 from one).
 _QUANT_NUDGE = 1.0 + 2.0 ** -30
@@ -126,8 +123,6 @@ def float32_products_are_exact(device: str) -> bool:
     (TF32 may be on) and on a CPU whose products a user switched to bf16
     (``torch.set_float32_matmul_precision("medium")`` on CPUs with AMX or AVX512-BF16); the
     exact stages then run in float64 instead."""
-    import torch
-
     if device != "cpu":
         return False
     try:
@@ -140,10 +135,7 @@ def float32_products_are_exact(device: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _constants(quality: int, device: str, height: int, width: int, exact32: bool) -> dict[str, "torch.Tensor"]:
-    import numpy as np
-    import torch
-
+def _constants(quality: int, device: str, height: int, width: int, exact32: bool) -> dict[str, torch.Tensor]:
     single = torch.float32 if exact32 else torch.float64
 
     def f32(a):
@@ -195,8 +187,6 @@ def _constants(quality: int, device: str, height: int, width: int, exact32: bool
 
 def _codec_planes(planes, table: str, k):
     """(n, H, W) float samples 0..255 -> the same samples encoded and decoded (same dtype)."""
-    import torch
-
     n, h, w = planes.shape
     blocks = n * (h // 8)
     row_len = w  # (block columns, v) after the row passes
@@ -217,8 +207,6 @@ def _codec_planes(planes, table: str, k):
 def _downsample(planes):
     """jcsample.c h2v2_downsample: (sum of the 2x2 block + bias) >> 2, bias 1, 2, 1, 2, ...
     along each output row."""
-    import torch
-
     n, h, w = planes.shape
     pairs = planes.view(n, h // 2, 2, w)
     rows = pairs[:, :, 0] + pairs[:, :, 1]
@@ -228,11 +216,9 @@ def _downsample(planes):
     return out.mul_(0.25).floor_()
 
 
-def _fancy_upsample_matrix(size: int) -> "np.ndarray":
+def _fancy_upsample_matrix(size: int) -> np.ndarray:
     """jdsample.c's triangular filter along one axis, as a (2 size, size) integer matrix:
     output 2i is 3 c[i] + c[i-1], output 2i+1 is 3 c[i] + c[i+1], edges replicated."""
-    import numpy as np
-
     m = np.zeros((2 * size, size))
     for i in range(size):
         m[2 * i, i] += 3
@@ -246,8 +232,6 @@ def _upsample(planes, k):
     """jdsample.c h2v2_fancy_upsample: the vertical then horizontal 3:1 filters in integers,
     then (sum + 8 or 7, alternating along the row) >> 4: one rounding, so two exact products.
     Returns the samples minus 128 (the centred chroma the colour conversion uses)."""
-    import torch
-
     n, h, w = planes.shape
     across = torch.mm(planes.view(-1, w), k["up_cols"]).view(n, h, 2 * w)
     out = torch.baddbmm(k["up_bias"], k["up_rows"].expand(n, 2 * h, h), across)
@@ -260,11 +244,9 @@ _CHUNK_PIXELS = 128 * 32 * 32
 _GPU_CHUNK_PIXELS = 1 << 24
 
 
-def roundtrip(images: "torch.Tensor", quality: int) -> "torch.Tensor":
+def roundtrip(images: torch.Tensor, quality: int) -> torch.Tensor:
     """``images`` (N, H, W, 3) uint8 with H and W multiples of 16 -> the uint8 images Pillow
     gives for ``Image.fromarray(x).save(buf, "JPEG", quality=quality)`` and loading them back."""
-    import torch
-
     n, h, w, _ = images.shape
     if not supports(h, w):
         raise ValueError(f"tensor JPEG needs sides that are multiples of 16, got {h}x{w}")
@@ -284,8 +266,6 @@ def roundtrip(images: "torch.Tensor", quality: int) -> "torch.Tensor":
 
 
 def _roundtrip_chunk(images, k):
-    import torch
-
     n, h, w, _ = images.shape
     dtype = k["to_ycc"].dtype
     # converted in the (pixels, 3) layout and read transposed by the product (BLAS takes the
@@ -306,3 +286,20 @@ def _roundtrip_chunk(images, k):
     rgb = torch.empty(n, h, w, 3, dtype=dtype, device=images.device)
     torch.mm(k["identity"], planar, out=rgb.view(-1, 3).t())
     return rgb
+
+
+def jpeg_compression(img: torch.Tensor, quality: int, gen: torch.Generator) -> torch.Tensor:
+    """The jpeg_compression corruption: Pillow JPEG encode at ``quality`` (other settings
+    default) and decode, through ``roundtrip`` (bit-identical) when the sides are multiples of
+    16, else through Pillow itself, one image at a time on the CPU."""
+    if supports(img.shape[1], img.shape[2]):
+        return roundtrip(img, quality)
+    arr = img.cpu().numpy()
+    out = np.empty_like(arr)
+    for i in range(arr.shape[0]):
+        buf = io.BytesIO()
+        Image.fromarray(arr[i]).save(buf, format="JPEG", quality=quality)
+        buf.seek(0)
+        with Image.open(buf) as decoded:
+            out[i] = np.asarray(decoded if decoded.mode == "RGB" else decoded.convert("RGB"))
+    return torch.from_numpy(out).to(img.device)

@@ -1,0 +1,48 @@
+"""`macs-audit export CHECKPOINT`: one ONNX file with the metadata `evaluate` reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from macs_audit.cli.console import handle_errors, stderr
+from macs_audit.cli.options import (
+    ARCH_OPTION,
+    INPUT_SIZE_OPTION,
+    MEAN_OPTION,
+    MODEL_OUTPUT_OPTION,
+    NUM_CLASSES_OPTION,
+    STD_OPTION,
+    TRUST_PICKLED_OPTION,
+    model_flags,
+)
+
+
+@handle_errors
+def export(
+    checkpoint: Path = typer.Argument(
+        ..., help="PyTorch checkpoint: .safetensors/.pt state dict (with --arch or a sidecar JSON) or TorchScript."
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="ONNX file to write. Default: CHECKPOINT with .onnx."),
+    arch: Optional[str] = ARCH_OPTION,
+    num_classes: Optional[int] = NUM_CLASSES_OPTION,
+    input_size: Optional[str] = INPUT_SIZE_OPTION,
+    mean: Optional[str] = MEAN_OPTION,
+    std: Optional[str] = STD_OPTION,
+    output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
+    opset: int = typer.Option(18, "--opset", help="ONNX opset version."),
+    trust_pickled: bool = TRUST_PICKLED_OPTION,
+) -> None:
+    """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads."""
+    from macs_audit.finetune.run import export_checkpoint
+
+    path = export_checkpoint(
+        checkpoint,
+        model_flags(arch, num_classes, input_size, mean, std, output_kind),
+        out,
+        opset=opset,
+        trust_pickled=trust_pickled,
+    )
+    stderr.print(f"ONNX model written to {path}")

@@ -1,0 +1,172 @@
+"""Where a command's rendered formats go (files, written atomically, or stdout) and the gate's verdict:
+shared by `evaluate --gate` and the report commands.
+
+Output: `--format` (repeatable) picks terminal, json, md, junit or html; without `--output` every
+format goes to stdout; with `--output` (repeatable) the i-th output file gets the i-th format, or
+the format its extension names (.json .md .xml .html .txt) when no --format is given.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import typer
+
+from macs_audit.cli.console import stderr, stdout
+from macs_audit.errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    from macs_audit.gate import GateConfig, GateResult
+    from macs_audit.report import Report
+
+FORMATS = ("terminal", "json", "md", "junit", "html")
+ALIASES = {"markdown": "md", "xml": "junit", "txt": "terminal", "text": "terminal"}
+EXTENSIONS = {
+    ".json": "json",
+    ".md": "md",
+    ".markdown": "md",
+    ".xml": "junit",
+    ".html": "html",
+    ".htm": "html",
+    ".txt": "terminal",
+}
+
+
+def resolve_outputs(
+    formats: list[str] | None, outputs: list[Path] | None, default: str = "terminal"
+) -> list[tuple[str, Path | None]]:
+    """[(format, path or None for stdout)], validated before any work is done."""
+    names = []
+    for name in formats or []:
+        name = ALIASES.get(name.lower(), name.lower())
+        if name not in FORMATS:
+            raise UsageError(f"unknown --format {name!r}; choose from {', '.join(FORMATS)}")
+        names.append(name)
+    outputs = list(outputs or [])
+    if not outputs:
+        return [(name, None) for name in (names or [default])]
+    if not names:
+        for path in outputs:
+            if path.suffix.lower() not in EXTENSIONS:
+                raise UsageError(f"cannot tell the format of --output {path} from its extension; add --format")
+        return [(EXTENSIONS[path.suffix.lower()], path) for path in outputs]
+    if len(names) != len(outputs):
+        raise UsageError(
+            f"{len(names)} --format but {len(outputs)} --output; give one --output per --format "
+            "(or only --output, with extensions naming the formats)"
+        )
+    return list(zip(names, outputs, strict=True))
+
+
+def emit(targets: list[tuple[str, Path | None]], render: Callable[[str], Any]) -> None:
+    """Render each format once and send it to its file or to stdout."""
+    from macs_audit.atomic import write_text
+    from macs_audit.reports import terminal
+
+    for name, path in targets:
+        content = render(name)
+        if path is None:
+            if name == "terminal":
+                stdout.print(content)
+            else:
+                typer.echo(content, nl=not str(content).endswith("\n"))
+        else:
+            write_text(path, terminal.to_text(content) if name == "terminal" else str(content))
+            stderr.print(f"{name} written to {path}", markup=False, highlight=False)
+
+
+def append_step_summary(markdown_text: str) -> None:
+    """GitHub Actions shows $GITHUB_STEP_SUMMARY on the run page; several steps may append to it."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(markdown_text.rstrip("\n") + "\n\n")
+    except OSError as exc:
+        raise InputError(f"cannot append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror}") from None
+
+
+def render_report(name: str, report: Report, gate: GateResult | None, terminal_gate_only: bool = False):
+    """One format of a report (with gate results if given)."""
+    from macs_audit.reports import terminal
+
+    if name == "terminal":
+        if terminal_gate_only and gate is not None:
+            return terminal.gate_table(gate)
+        return terminal.renderable(report, gate)
+    if name == "json":
+        from macs_audit.reports import json_report
+
+        return json_report.render(report, gate)
+    if name == "md":
+        from macs_audit.reports import markdown
+
+        return markdown.render(report, gate)
+    if name == "html":
+        from macs_audit.reports import html
+
+        return html.render(report, gate)
+    if gate is None:  # junit
+        raise UsageError(
+            "JUnit output lists gate checks: use `macs-audit gate REPORT --format junit`, "
+            "or `report --gate` / `--config`"
+        )
+    from macs_audit.reports import junit
+
+    return junit.render(report, gate)
+
+
+def gate_report(
+    report: Report,
+    config: Path | GateConfig | None = None,
+    baseline: Path | None = None,
+    use_interval: bool | None = None,
+    formats: list[str] | None = None,
+    outputs: list[Path] | None = None,
+    step_summary: bool = True,
+) -> int:
+    """Gate `report`, write the requested formats, print the verdict; return the exit code (0 or 1).
+
+    `config`: a path, an already loaded GateConfig (so `evaluate --gate` can validate it before
+    the audit runs), or None to search from the current directory. Raises MacsAuditError
+    (exit 2 or 3) for bad configuration or inputs. The terminal format shows the gate table only.
+    """
+    from macs_audit import gate as gate_core
+    from macs_audit.report import load_report
+    from macs_audit.reports import markdown, tables
+
+    cfg = config if isinstance(config, gate_core.GateConfig) else gate_core.load_config(config)
+    targets = resolve_outputs(formats, outputs)
+    baseline_path = baseline if baseline is not None else cfg.baseline_report
+    base = load_report(baseline_path) if baseline_path is not None else None
+    result = gate_core.run_gate(
+        report,
+        cfg,
+        base,
+        use_interval=use_interval,
+        baseline_name=str(baseline_path) if baseline_path is not None else None,
+    )
+    emit(targets, lambda name: render_report(name, report, result, terminal_gate_only=True))
+    if step_summary:
+        append_step_summary(markdown.render(report, result))
+    stderr.print(
+        tables.gate_verdict(result),
+        style="bold green" if result.passed else "bold red",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    return 0 if result.passed else 1
+
+
+def print_before_after(title: str, comparison) -> None:
+    """The before/after audit of finetune and calibrate: its title, then the compare command's terminal table."""
+    from rich.text import Text
+
+    from macs_audit.reports import terminal
+
+    stdout.print(Text(title, style="bold"))
+    stdout.print(terminal.comparison_table(comparison))

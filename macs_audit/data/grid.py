@@ -1,0 +1,50 @@
+"""The corruption grid of a source generated batch by batch and written in the released layout.
+
+Batches are cut where `evaluate` cuts them (data.batching.prefetched) and corrupted by
+views.corruptions.apply.corrupt_batch, the one home of the per-batch seeding rule, so the files that
+`corrupt` writes hold the bytes that `evaluate`'s corruption views score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+from macs_audit.data.batching import prefetched
+from macs_audit.data.released import write_cifar_c
+from macs_audit.data.sources import Source
+from macs_audit.distributed import SINGLE
+from macs_audit.views.corruptions.apply import corrupt_batch
+
+
+def corrupted_batches(
+    source: Source, name: str, severity: int, seed: int, batch_size: int, device: str, frost_textures: str | None = None
+) -> Iterator[tuple[int, Any]]:
+    """(start, corrupted uint8 batch) for every batch of `source` in order: the batches, cut where
+    `evaluate` cuts them, that its corruption view scores."""
+
+    def view(images: Any, start: int) -> Any:
+        return corrupt_batch(images, start, name, severity, seed, device, frost_textures)
+
+    for start, images, _ in prefetched(source, batch_size, view, SINGLE):
+        yield start, images
+
+
+def write_corruption_grid(
+    out: str | Path,
+    source: Source,
+    names: tuple[str, ...],
+    seed: int,
+    batch_size: int,
+    device: str,
+    frost_textures: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[Path]:
+    """Generate `names` at severities 1-5 of `source` and write them to `out` in the released CIFAR-C
+    layout (each file atomically); return the paths written."""
+    def images_fn(name: str, severity: int) -> Iterator[Any]:
+        for _, batch in corrupted_batches(source, name, severity, seed, batch_size, device, frost_textures):
+            yield batch
+
+    return write_cifar_c(out, images_fn, source.labels, names, progress=progress)

@@ -1,0 +1,29 @@
+"""What a command reads: a data source opened by format and split, optionally cut to a class-stratified,
+seeded subset (`--limit`), with the facts about that choice that the report records."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from macs_audit.data.sources import Source, load_source
+from macs_audit.data.splits import stratified_subset
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSpec:
+    path: Path | None = None  # None: the built-in CIFAR-10 test set
+    format: str = "auto"  # auto, builtin, npz, cifar or imagefolder
+    split: str = "test"  # of a CIFAR python-batches directory
+    limit: int | None = None  # a class-stratified subset of this many images
+    seed: int = 0  # of that subset
+
+
+def load_data(spec: DataSpec, image_size: tuple[int, int] | None = None) -> tuple[Source, dict]:
+    """The source `spec` names (ImageFolder images resized to `image_size`) and its data facts for the report."""
+    source = load_source(spec.path, spec.format, spec.split, image_size=image_size)
+    info: dict = {"split": spec.split, "limit": spec.limit}
+    if spec.limit is not None:
+        source = source.subset(stratified_subset(source.labels, spec.limit, spec.seed))
+        info["limit_seed"] = spec.seed
+    return source, info

@@ -1,0 +1,197 @@
+"""A fine-tuning run from files to files: open the model, audit it, train it, write it, audit what was written;
+and the export of a PyTorch checkpoint to ONNX.
+
+OUT receives NAME.safetensors (or NAME.pt for TorchScript and pickled modules, kept in their format),
+NAME.json (the sidecar), NAME.onnx, checkpoint.pt, finetune_config.json and the before/after audit
+(finetune.audits). Every file is written atomically. Under torchrun (`ctx`) every rank trains and
+audits its shard; rank 0 alone writes. Nothing here prints: progress goes to the callback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from macs_audit import distributed
+from macs_audit.atomic import atomic_path, write_text
+from macs_audit.audit import AuditOptions
+from macs_audit.compare import Comparison
+from macs_audit.data.loading import DataSpec, load_data
+from macs_audit.distributed import SINGLE, Context
+from macs_audit.errors import InputError, UsageError
+from macs_audit.finetune.audits import AFTER, BEFORE, ProgressFn, audit_model, write_before_after
+from macs_audit.finetune.options import FinetuneOptions
+from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
+from macs_audit.models.predictor import ONNX_SUFFIXES, load_predictor
+from macs_audit.report import Report
+
+
+@dataclasses.dataclass
+class FinetuneRun:
+    weights: Path  # the fine-tuned weights in OUT
+    onnx: Path | None  # its ONNX export; None when the model could not be exported
+    onnx_skipped: str | None  # why not (a TorchScript model cannot be traced for export)
+    before: Report
+    after: Report
+    comparison: Comparison | None  # after against before; None on ranks other than 0, which write nothing
+    title: str
+
+
+def open_torch_model(model: Path, flags: dict, device: str, trust_pickled: bool):
+    """Load a PyTorch model with the evaluate loaders; an ONNX file gets an error naming the checkpoint route."""
+    if model.suffix.lower() in ONNX_SUFFIXES:
+        raise UsageError(
+            f"{model} is an ONNX model, which cannot be fine-tuned: fine-tune the PyTorch checkpoint it was "
+            "exported from (.safetensors/.pt with --arch or a sidecar JSON), or fix it with "
+            "`macs-audit calibrate`"
+        )
+    return load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled)
+
+
+def export_checkpoint(
+    checkpoint: Path, flags: dict, out: Path | None = None, opset: int = 18, trust_pickled: bool = False
+) -> Path:
+    """Export a PyTorch checkpoint to one ONNX file (`out`, default: CHECKPOINT with .onnx) with its metadata."""
+    if checkpoint.suffix.lower() in ONNX_SUFFIXES:
+        raise UsageError(f"{checkpoint} is already an ONNX model")
+    predictor = open_torch_model(checkpoint, flags, "cpu", trust_pickled)
+    path = out or checkpoint.with_suffix(".onnx")
+    meta = predictor.config.as_metadata()
+    if meta.get("output") == "auto":
+        meta.pop("output")
+    export_onnx(predictor.model.cpu().eval(), path, meta, opset=opset)
+    return path
+
+
+def run_finetune(
+    model: Path,
+    flags: dict,
+    train: DataSpec,
+    eval_data: DataSpec,
+    out: Path,
+    options: FinetuneOptions,
+    audit: AuditOptions,
+    *,
+    name: str = "model",
+    device: str = "cpu",
+    trust_pickled: bool = False,
+    resume: bool = False,
+    progress: ProgressFn | None = None,
+    ctx: Context = SINGLE,
+) -> FinetuneRun:
+    """Fine-tune the PyTorch `model` on `train` with `options` (its preprocessing and device are taken from
+    the model), write it to `out` as NAME.*, and audit it before and after on `eval_data`.
+
+    `device` is this rank's device. Raises UsageError for an ONNX model, a checkpoint in `out` without
+    `resume`, or a class count that does not match the training data.
+    """
+    from macs_audit.finetune.loop import finetune  # torch
+
+    predictor = open_torch_model(model, flags, device, trust_pickled)
+    cfg = predictor.config
+    options = dataclasses.replace(
+        options,
+        input_size=tuple(cfg.input_size),
+        mean=tuple(cfg.mean),
+        std=tuple(cfg.std),
+        device=predictor.info["device"],
+    ).validate()
+    checkpoint = out / "checkpoint.pt"
+    if checkpoint.exists() and not resume:
+        raise UsageError(
+            f"{out} already holds a fine-tuning checkpoint; pass --resume to continue it or choose another --out"
+        )
+    image_size = cfg.input_size
+    train_source, train_info = load_data(train, image_size)
+    if cfg.num_classes is not None and cfg.num_classes != train_source.num_classes:
+        raise UsageError(f"the model has {cfg.num_classes} classes but {train.path} has {train_source.num_classes}")
+    eval_source, eval_info = load_data(eval_data, image_size)
+    title = f"{options.objective} fine-tuning of {model.name}: before / after on {eval_source.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    distributed.barrier(ctx)  # every rank has checked for an old checkpoint before rank 0 writes one
+    started = time.time()
+
+    def audit_file(path: Path, path_flags: dict, label: str) -> Report:
+        return audit_model(path, path_flags, device, eval_source, eval_info, audit, progress, trust_pickled, label, ctx)
+
+    before = audit_file(model, flags, BEFORE)
+    result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
+    trained = result.model.cpu().eval()
+    fmt = predictor.info["format"]
+    weights = out / (f"{name}.safetensors" if fmt in ("safetensors", "state-dict") else f"{name}.pt")
+    if not ctx.is_main:  # rank 0 writes the outputs; the others join the sharded audit of them
+        distributed.barrier(ctx)
+        after = audit_file(weights, {}, AFTER)
+        return FinetuneRun(weights, None, None, before, after, None, title)
+    meta = cfg.as_metadata()
+    meta["output"] = "logits"
+    write_weights(trained, weights, fmt)
+    sha256 = predictor.info["sha256"]
+    summary = {
+        "objective": options.objective,
+        "from": model.name,
+        "from_sha256": sha256,
+        "steps": result.steps,
+        "final_val": result.history[-1]["val"] if result.history else None,
+    }
+    write_sidecar(out / f"{name}.json", {**meta, "finetune": summary})
+    onnx_skipped = export_if_possible(trained, out / f"{name}.onnx", meta, fmt)
+    onnx_path = None if onnx_skipped else out / f"{name}.onnx"
+    write_text(
+        out / "finetune_config.json",
+        json.dumps(
+            {
+                "options": options.to_dict(),
+                "model": {**meta, "from": str(model), "from_sha256": sha256, "format": fmt},
+                "data": {"source": train_source.name, "n": len(train_source), **train_info},
+                "split": result.split,
+                "eval_data": {"source": eval_source.name, "n": len(eval_source), **eval_info},
+                "audit": {
+                    "batch_size": audit.batch_size,
+                    "bootstrap": audit.bootstrap,
+                    "calibration_split": audit.calibration_split,
+                    "seed": audit.seed,
+                    "perturbations": list(audit.perturbations),
+                    "sensitivity_samples": audit.sensitivity_samples,
+                    "corruptions": list(audit.corruptions),
+                    "severities": list(audit.severities),
+                },
+                "steps": result.steps,
+                "resumed_from_epoch": result.resumed_from_epoch,
+                "history": result.history,
+                "seconds_this_run": round(time.time() - started, 1),
+            },
+            indent=2,
+        )
+        + "\n",
+    )
+    distributed.barrier(ctx)  # the weights are written before the other ranks read them
+    after = audit_file(weights, {}, AFTER)
+    comparison = write_before_after(out, before, after, title)
+    return FinetuneRun(weights, onnx_path, onnx_skipped, before, after, comparison, title)
+
+
+def write_weights(model: Any, path: Path, fmt: str) -> None:
+    """Weights as safetensors; a TorchScript or pickled module stays in its own format."""
+    if fmt in ("safetensors", "state-dict"):
+        save_safetensors(model, path)
+        return
+    import torch
+
+    with atomic_path(path) as tmp:
+        (torch.jit.save if fmt == "torchscript" else torch.save)(model, str(tmp))
+
+
+def export_if_possible(model: Any, path: Path, meta: dict, fmt: str) -> str | None:
+    """Export `model` to ONNX at `path`; None when written, else why not (TorchScript only: others raise)."""
+    try:
+        export_onnx(model, path, meta)
+    except InputError as exc:
+        if fmt != "torchscript":
+            raise
+        # torch.export cannot trace TorchScript; the fine-tuned TorchScript file is the deliverable.
+        return f"no ONNX export for a TorchScript model ({str(exc)[:120]}...)"
+    return None

@@ -1,0 +1,212 @@
+"""The metric registry: every metric a Report holds, once, with its label, unit, direction and place.
+
+The gate, `compare` and every output format read these rows; none of them writes a metric's label,
+unit or direction itself. A new metric is one row here (plus the accumulator or audit section that
+computes it). Plain Python, no numpy: reading a saved report loads nothing heavy for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class Unit(enum.Enum):
+    """What a value measures, and so how it is shown and which thresholds make sense."""
+
+    FRACTION = "fraction"  # in [0, 1], shown as percent
+    ERROR_RATIO = "error ratio"  # errors relative to a baseline model's, shown as percent; may exceed 100%
+    RATIO = "ratio"
+    NATS = "nats"
+    NUMBER = "number"  # logits, pixel L2 distances, a temperature, a Brier score
+
+    @property
+    def percent(self) -> bool:
+        """Shown as percent in human-facing output (the report itself holds fractions)."""
+        return self in (Unit.FRACTION, Unit.ERROR_RATIO)
+
+    @property
+    def bounded(self) -> bool:
+        """Values lie in [0, 1]: a threshold outside it is a mistake (`max_ece = 5` meant 5%)."""
+        return self is Unit.FRACTION
+
+
+class Place(enum.Enum):
+    """Where in the Report a metric's value sits; also the section `compare` lists it under."""
+
+    CLEAN = "clean"  # report.clean.metrics (every view's metrics hold the same keys)
+    TEMPERATURE = "temperature"  # report.temperature_scaling
+    ROBUSTNESS = "robustness"  # report.robustness, or the robust view
+    CORRUPTION = "corruption"  # report.corruption_summary: means over the corruption grid
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    name: str  # the gate's key stem (`max_<name>`) and compare's row key
+    label: str  # as the section's tables name it
+    unit: Unit
+    higher_is_better: bool | None  # None: no better direction (e.g. mean confidence)
+    place: Place
+    gate: bool = False  # has a `min_`/`max_` threshold and baseline allowances
+    compare: bool = True  # has a row in `compare` (False where it restates another metric)
+    key: str = ""  # its key in the report where that differs from `name`
+    note: str = ""  # a parenthesis the section's table adds to the label
+    named: str = ""  # the metric named on its own, where that differs from the default
+    short: str = ""  # where space is short (summary cards), where that differs from `label`
+    made_by: str = ""  # the `evaluate` options that produce it; "" when every audit does
+
+    @property
+    def report_key(self) -> str:
+        return self.key or self.name
+
+    @property
+    def percent(self) -> bool:
+        return self.unit.percent
+
+    @property
+    def with_unit(self) -> str:
+        """The label with its unit where the unit has a name: 'NLL (nats)'."""
+        return f"{self.label} (nats)" if self.unit is Unit.NATS else self.label
+
+    @property
+    def table_label(self) -> str:
+        """As the row of its section's table: 'ECE (15 bins)', 'NLL (nats)'."""
+        return f"{self.label} ({self.note})" if self.note else self.with_unit
+
+    @property
+    def title(self) -> str:
+        """The metric named on its own, in gate checks and comparisons: 'clean ECE'."""
+        if self.named:
+            return self.named
+        if self.gate and self.place is Place.CLEAN:
+            return f"clean {self.with_unit}"
+        return self.label
+
+    @property
+    def short_label(self) -> str:
+        return self.short or self.label
+
+
+_F, _ER, _R, _NATS, _N = Unit.FRACTION, Unit.ERROR_RATIO, Unit.RATIO, Unit.NATS, Unit.NUMBER
+_CLEAN, _T, _ROB, _CORR = Place.CLEAN, Place.TEMPERATURE, Place.ROBUSTNESS, Place.CORRUPTION
+_ROBUST_VIEW, _SENSITIVITY = "--perturbations noise+blur", "--sensitivity-samples N, N > 0"
+_GRID_15, _GRID_19 = "--corruptions benchmark or cifar-c", "--corruptions cifar-c"
+_BASELINE = "--corruptions and --corruption-baseline"
+
+# In the order tables and `compare` list them.
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in [
+        # Every view's metrics (report.clean.metrics and each entry of report.views).
+        Metric("accuracy", "accuracy", _F, True, _CLEAN, gate=True),
+        Metric("ece", "ECE", _F, False, _CLEAN, gate=True, note="15 bins"),
+        Metric("mce", "MCE", _F, False, _CLEAN, gate=True),
+        Metric("adaptive_ece", "adaptive ECE", _F, False, _CLEAN, gate=True),
+        Metric("classwise_ece", "classwise ECE", _F, False, _CLEAN, gate=True),
+        Metric("nll", "NLL", _NATS, False, _CLEAN, gate=True),
+        Metric("brier", "Brier", _N, False, _CLEAN, gate=True),
+        Metric("mean_confidence", "mean confidence", _F, None, _CLEAN),
+        Metric("mean_margin", "mean logit margin", _N, True, _CLEAN),
+        Metric("frac_margin_below_target", "margin < target", _F, False, _CLEAN),
+        Metric("mean_logit_norm", "mean ||z||_2", _N, None, _CLEAN),
+        Metric("mean_max_logit", "mean max logit", _N, None, _CLEAN),
+        # report.temperature_scaling (its raw and scaled metrics are the clean ones above).
+        Metric("temperature", "temperature T", _N, None, _T, made_by="--calibration-split F, F > 0"),
+        # report.robustness; robust_ece is the robust view's ECE.
+        Metric("robust_accuracy", "robust accuracy", _F, True, _ROB, gate=True, made_by=_ROBUST_VIEW),
+        Metric("robust_ece", "robust-view ECE", _F, False, _ROB, gate=True, made_by=_ROBUST_VIEW),
+        Metric(
+            "robustness_ratio",
+            "robustness ratio",
+            _R,
+            True,
+            _ROB,
+            gate=True,
+            note="mean margin / L^",
+            made_by=_SENSITIVITY,
+        ),
+        Metric("median_flip_radius", "median flip radius", _N, True, _ROB, note="pixel L2", made_by=_SENSITIVITY),
+        Metric("lipschitz", "sensitivity L^", _N, False, _ROB, key="sensitivity.lipschitz", made_by=_SENSITIVITY),
+        # report.corruption_summary.
+        Metric(
+            "corruption_accuracy",
+            "mean accuracy, 15 benchmark corruptions x 5",
+            _F,
+            True,
+            _CORR,
+            gate=True,
+            key="mean_accuracy_15",
+            named="mean corruption accuracy (15 x 5)",
+            short="corruption accuracy (15x5)",
+            made_by=_GRID_15,
+        ),
+        Metric(
+            "corruption_accuracy_19",
+            "mean accuracy, all 19 corruptions x 5",
+            _F,
+            True,
+            _CORR,
+            gate=True,
+            key="mean_accuracy_19",
+            named="mean corruption accuracy (19 x 5)",
+            made_by=_GRID_19,
+        ),
+        Metric(
+            "corruption_ece",
+            "mean ECE, 15 x 5",
+            _F,
+            False,
+            _CORR,
+            gate=True,
+            key="mean_ece_15",
+            named="mean corruption ECE (15 x 5)",
+            made_by=_GRID_15,
+        ),
+        Metric(
+            "corruption_ece_19",
+            "mean ECE, 19 x 5",
+            _F,
+            False,
+            _CORR,
+            gate=True,
+            key="mean_ece_19",
+            named="mean corruption ECE (19 x 5)",
+            made_by=_GRID_19,
+        ),
+        # 1 - corruption_accuracy: shown in the summary table, not compared or gated twice.
+        Metric(
+            "mce_unnormalized",
+            "unnormalised mCE",
+            _F,
+            False,
+            _CORR,
+            compare=False,
+            note="1 - mean accuracy 15 x 5",
+            made_by=_GRID_15,
+        ),
+        Metric(
+            "corruption_mce",
+            "mCE relative to the corruption baseline",
+            _ER,
+            False,
+            _CORR,
+            gate=True,
+            key="mce",
+            made_by=_BASELINE,
+        ),
+        Metric("relative_mce", "relative mCE", _R, False, _CORR, gate=True, made_by=_BASELINE),
+    ]
+}
+
+GATE_METRICS: dict[str, Metric] = {name: m for name, m in METRICS.items() if m.gate}
+
+# The clean metrics each view is summarised by: its row in the view tables, and the means over
+# severities each corruption holds in report.corruption_summary.corruptions (gated per corruption).
+VIEW_METRICS: tuple[str, ...] = ("accuracy", "ece", "nll", "brier")
+# What temperature_scaling.raw and .scaled hold.
+TEMPERATURE_METRICS: tuple[str, ...] = ("accuracy", "ece", "adaptive_ece", "nll", "brier")
+
+
+def in_place(place: Place) -> list[Metric]:
+    """The metrics of one place, in registry order."""
+    return [m for m in METRICS.values() if m.place is place]

@@ -1,0 +1,123 @@
+"""``corrupt``: one corruption at one severity on a batch, and ``batch_seed``, the seed of each
+batch of a data set. Both are the package's entry points; docs/corruptions.md describes them."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from macs_audit.errors import InputError, UsageError
+from macs_audit.views.corruptions import blur, digital, noise, spatter, weather
+from macs_audit.views.corruptions.jpeg import jpeg_compression
+from macs_audit.views.corruptions.table import CIFAR, CORRUPTIONS
+
+# name -> op(images, severity's parameters, generator); frost also takes its textures.
+OPS: dict[str, Callable[..., torch.Tensor]] = {
+    "gaussian_noise": noise.gaussian_noise,
+    "shot_noise": noise.shot_noise,
+    "impulse_noise": noise.impulse_noise,
+    "defocus_blur": blur.defocus_blur,
+    "glass_blur": blur.glass_blur,
+    "motion_blur": blur.motion_blur,
+    "zoom_blur": blur.zoom_blur,
+    "snow": weather.snow,
+    "frost": weather.frost,
+    "fog": weather.fog,
+    "brightness": digital.brightness,
+    "contrast": digital.contrast,
+    "elastic_transform": digital.elastic_transform,
+    "pixelate": digital.pixelate,
+    "jpeg_compression": jpeg_compression,
+    "speckle_noise": noise.speckle_noise,
+    "gaussian_blur": blur.gaussian_blur,
+    "spatter": spatter.spatter,
+    "saturate": digital.saturate,
+}
+
+
+def corrupt(images: torch.Tensor, name: str, severity: int, seed: int,
+            frost_textures: str | None = None) -> torch.Tensor:
+    """Apply corruption ``name`` at ``severity`` (1-5) to uint8 images (N, H, W, 3).
+
+    Returns a new uint8 tensor of the same shape on the same device. ``seed`` seeds a
+    ``torch.Generator`` on the images' device; deterministic corruptions ignore it.
+    ``frost_textures`` (frost only) is a directory of frost images; None uses the built-in
+    procedural textures. The parameters are the CIFAR set of the table.
+    """
+    if name not in OPS:
+        raise UsageError(f"unknown corruption {name!r}; choose one of: {', '.join(CORRUPTIONS)}")
+    if isinstance(severity, bool) or not isinstance(severity, int) or not 1 <= severity <= 5:
+        raise UsageError(f"corruption severity must be an integer 1-5, got {severity!r}")
+    if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim != 4 \
+            or images.shape[-1] != 3:
+        got = (f"{images.dtype} tensor of shape {tuple(images.shape)}"
+               if isinstance(images, torch.Tensor) else type(images).__name__)
+        raise InputError(f"corruptions need a uint8 tensor of shape (N, H, W, 3), got {got}")
+    if images.shape[1] < 4 or images.shape[2] < 4:
+        raise InputError(f"corruptions need images of at least 4x4 pixels, got "
+                         f"{images.shape[1]}x{images.shape[2]}")
+    if images.shape[0] == 0:
+        return images.clone()
+    gen = torch.Generator(device=images.device)
+    gen.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    param = CIFAR.parameters[name][severity - 1]
+    with ieee_float32_products():
+        if name == "frost":
+            out = weather.frost(images, param, gen, frost_textures)
+        else:
+            out = OPS[name](images, param, gen)
+    return out.contiguous()
+
+
+def batch_seed(seed: int, name: str, severity: int, start: int) -> int:
+    """Stable 63-bit seed for the batch of (corruption, severity) that starts at image ``start``."""
+    key = f"macs-audit/corruptions/{int(seed)}/{name}/{int(severity)}/{int(start)}".encode()
+    digest = hashlib.blake2b(key, digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def corrupt_batch(
+    images: Any, start: int, name: str, severity: int, seed: int, device: str, frost_textures: str | None = None
+) -> Any:
+    """uint8 (N, H, W, C) images (numpy, or a tensor on any device) at data-set position `start`
+    -> the corrupted uint8 (N, H, W, C) tensor on `device`. The one home of the seeding rule: the batch
+    at `start` gets batch_seed(seed, name, severity, start), so the bytes depend on the batch size and
+    the seed only, not on how batches are spread over processes or whether they are read from files."""
+    x = (images if torch.is_tensor(images) else torch.from_numpy(images)).to(device)
+    return corrupt(x, name, severity, seed=batch_seed(seed, name, severity, start), frost_textures=frost_textures)
+
+
+@contextlib.contextmanager
+def ieee_float32_products():
+    """IEEE float32 matrix products for the duration of a corruption, whatever a user set for
+    their model (TF32 on GPUs, bf16 on CPUs with AMX): the filters would otherwise change the
+    output (thresholded layers such as snow's by whole grey levels) and the same seed would not
+    give the same bytes. The setting is restored through the API it was made with."""
+    try:
+        legacy = torch.get_float32_matmul_precision()
+    except RuntimeError:  # set through the per-backend API: use that one
+        legacy = None
+    if legacy == "highest":
+        yield
+        return
+    if legacy is not None:
+        torch.set_float32_matmul_precision("highest")
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(legacy)
+        return
+    backends = [getattr(getattr(torch.backends, name, None), "matmul", None) for name in ("mkldnn", "cuda")]
+    saved = [(b, b.fp32_precision) for b in backends
+             if getattr(b, "fp32_precision", None) not in (None, "none", "ieee")]
+    for backend, _ in saved:
+        backend.fp32_precision = "ieee"
+    try:
+        yield
+    finally:
+        for backend, value in saved:
+            backend.fp32_precision = value

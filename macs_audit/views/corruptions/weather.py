@@ -1,0 +1,231 @@
+"""Weather corruptions: snow, frost (with its textures, procedural or a user's) and fog."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from macs_audit.errors import InputError
+from macs_audit.views.corruptions.ops import (
+    clipped_zoom,
+    gaussian,
+    imagemagick_motion_blur,
+    to_float,
+    to_uint8,
+    to_uint8_same_layout,
+    zero_below,
+)
+from macs_audit.views.corruptions.randomness import uniform
+from macs_audit.views.corruptions.table import CIFAR
+
+FROST_SEED = 20190108  # fixed seed of the procedural frost textures
+_FROST_REFERENCE_NAMES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+def snow(img: torch.Tensor, param, gen: torch.Generator) -> torch.Tensor:
+    loc, scale, zoom, threshold, radius, sigma, blend = param
+    x = to_float(img)
+    n, _, h, w = x.shape
+    layer = torch.randn((n, 1, h, w), generator=gen, device=x.device).mul_(scale).add_(loc)
+    layer = clipped_zoom(layer, zoom)
+    layer = zero_below(layer, threshold)
+    layer = layer.clamp_(0, 1).mul_(255).floor_()  # uint8 'L' image
+    angles = uniform((n,), -135.0, -45.0, gen, x.device)
+    flakes = imagemagick_motion_blur(layer.view(n, h, w, 1), radius, sigma, angles).view(n, 1, h, w) / 255.0
+    r, g, b = x[:, 0:1], x[:, 1:2], x[:, 2:3]
+    grey = 0.299 * r + 0.587 * g + 0.114 * b  # cv2 RGB2GRAY
+    # blend x + (1 - blend) max(x, 1.5 grey + 0.5), then + snow + its 180-degree rotation, in
+    # place (the same operations in the same order; fewer fresh 12 MB buffers)
+    lifted = torch.maximum(x, grey.mul_(1.5).add_(0.5)).mul_(1 - blend)
+    x = x.mul_(blend).add_(lifted)
+    return to_uint8(x.add_(flakes).add_(flakes.flip(-1, -2)))
+
+
+def frost(img: torch.Tensor, param, gen: torch.Generator, frost_textures: str | None) -> torch.Tensor:
+    """clip(w_img x + w_frost crop) with a random crop of a random texture per image."""
+    w_img, w_frost = param
+    n, h, w, _ = img.shape
+    textures, sizes = _frost_stack(frost_textures, h, w, img.device)
+    k = len(sizes)
+    dev = img.device
+    idx = torch.randint(0, k, (n,), generator=gen, device=dev)
+    th = sizes[idx, 0]
+    tw = sizes[idx, 1]
+    # randint(0, H - h) and randint(0, W - w): exclusive upper bounds
+    r0 = (torch.rand(n, generator=gen, device=dev) * (th - h)).long().clamp_(max=th - h - 1)
+    c0 = (torch.rand(n, generator=gen, device=dev) * (tw - w)).long().clamp_(max=tw - w - 1)
+    rows = r0[:, None, None] + torch.arange(h, device=dev)[None, :, None]
+    cols = c0[:, None, None] + torch.arange(w, device=dev)[None, None, :]
+    crop = textures[idx[:, None, None], rows, cols]  # (N, h, w, 3) float 0..255
+    out = img.float().mul_(w_img).add_(crop.mul_(w_frost))  # in place: fewer fresh buffers
+    return to_uint8_same_layout(out.clamp_(0, 255))
+
+
+def _plasma(n: int, size: int, decay: float, gen: torch.Generator, device) -> torch.Tensor:
+    """Batched diamond-square plasma fractal on a torus, min-max normalised to [0, 1]."""
+    m = torch.zeros((n, size, size), device=device)
+    step, wibble = size, 100.0
+
+    def wibbled(total, shape):
+        noise = uniform(shape, -wibble, wibble, gen, device)
+        return total / 4 + wibble * noise
+
+    while step >= 2:
+        half = step // 2
+        corners = m[:, ::step, ::step]
+        g = corners.shape[1]
+        square = corners + corners.roll(-1, 1)
+        square = square + square.roll(-1, 2)
+        m[:, half::step, half::step] = wibbled(square, (n, g, g))
+        centres = m[:, half::step, half::step]
+        # points between horizontal corner pairs: left/right corners + centres above/below
+        row_pts = corners + corners.roll(-1, 2) + centres + centres.roll(1, 1)
+        m[:, ::step, half::step] = wibbled(row_pts, (n, g, g))
+        # points between vertical corner pairs: upper/lower corners + centres left/right
+        col_pts = corners + corners.roll(-1, 1) + centres + centres.roll(1, 2)
+        m[:, half::step, ::step] = wibbled(col_pts, (n, g, g))
+        step //= 2
+        wibble /= decay
+    m = m - m.amin(dim=(1, 2), keepdim=True)
+    return m / m.amax(dim=(1, 2), keepdim=True)
+
+
+def fog(img: torch.Tensor, param, gen: torch.Generator) -> torch.Tensor:
+    strength, decay = param
+    x = to_float(img)
+    n, _, h, w = x.shape
+    size = max(32, 1 << (max(h, w) - 1).bit_length())
+    max_val = x.amax(dim=(1, 2, 3), keepdim=True)
+    layer = _plasma(n, size, decay, gen, x.device)[:, None, :h, :w]
+    x = x.add_(strength * layer)  # in place: no fresh 12 MB buffers (page faults on CPU)
+    return to_uint8(x.mul_(max_val).div_(max_val + strength))
+
+
+# --------------------------------------------------------------------------------------------
+# Frost textures
+# --------------------------------------------------------------------------------------------
+def frost_texture_info(frost_textures: str | None) -> str:
+    """What the report should record about the frost textures used."""
+    if frost_textures is None:
+        sizes = ", ".join(f"{w}x{h}" for h, w in CIFAR.frost_sizes)
+        return (f"procedural (seed {FROST_SEED}; {len(CIFAR.frost_sizes)} textures, "
+                f"W x H {sizes})")
+    path = os.path.abspath(os.fspath(frost_textures))
+    return f"{path}: {', '.join(_frost_files(path))}"
+
+
+def _frost_files(directory: str) -> list[str]:
+    """The frost image files of a user directory, in the order they are indexed."""
+    if not os.path.isdir(directory):
+        raise InputError(f"frost texture directory {directory} does not exist or is not a "
+                         "directory; pass a directory of frost images")
+    names = sorted(f for f in os.listdir(directory)
+                   if f.lower().endswith(_IMAGE_SUFFIXES) and not f.startswith("."))
+    if all(ref in names for ref in _FROST_REFERENCE_NAMES):
+        return list(_FROST_REFERENCE_NAMES)  # the reference picks frost1..5 (never frost6)
+    if not names:
+        raise InputError(f"frost texture directory {directory} holds no image files "
+                         f"({', '.join(_IMAGE_SUFFIXES)})")
+    return names
+
+
+@functools.lru_cache(maxsize=8)
+def load_user_frost(directory: str) -> tuple[np.ndarray, ...]:
+    """User frost images as RGB uint8 arrays, resized as the reference resizes its photographs
+    (bilinear, half-pixel centres like cv2.INTER_LINEAR without its fixed-point rounding)."""
+    textures = []
+    for name in _frost_files(directory):
+        path = os.path.join(directory, name)
+        try:
+            with Image.open(path) as im:
+                rgb = np.asarray(im.convert("RGB"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read frost texture {path}: {exc}") from None
+        h, w = rgb.shape[:2]
+        size = (max(1, int(round(h * CIFAR.frost_scale))), max(1, int(round(w * CIFAR.frost_scale))))
+        t = torch.from_numpy(rgb.copy()).permute(2, 0, 1)[None].float()
+        t = F.interpolate(t, size=size, mode="bilinear", align_corners=False, antialias=False)
+        textures.append(t[0].permute(1, 2, 0).add_(0.5).floor_().clamp_(0, 255)
+                        .to(torch.uint8).numpy())
+    return tuple(textures)
+
+
+def _smooth_noise(gen: torch.Generator, h: int, w: int, cells: tuple[int, ...], falloff: float) -> torch.Tensor:
+    """Sum of bicubically upsampled uniform grids (value noise), min-max normalised."""
+    out = torch.zeros(1, 1, h, w, dtype=torch.float64)
+    for octave, n in enumerate(cells):
+        grid = torch.rand(1, 1, n + 1, n * w // h + 2, generator=gen, dtype=torch.float64)
+        out += F.interpolate(grid, size=(h, w), mode="bicubic", align_corners=False) * falloff ** octave
+    return (out - out.min()) / (out.max() - out.min())
+
+
+def _line_kernel(angle: float, length: int) -> np.ndarray:
+    """Anti-aliased line segment through the centre of a square kernel, fading to its ends."""
+    r = length // 2
+    yy, xx = np.mgrid[-r:r + 1, -r:r + 1].astype(np.float64)
+    across = np.abs(-np.sin(angle) * xx + np.cos(angle) * yy)
+    along = np.abs(np.cos(angle) * xx + np.sin(angle) * yy)
+    return np.clip(1.0 - across, 0, 1) * np.clip(1.0 - along / (r + 1), 0, 1)
+
+
+@functools.lru_cache(maxsize=16)
+def procedural_frost(index: int, h: int, w: int) -> np.ndarray:
+    """A frost-like RGB uint8 texture (h, w, 3), deterministic for (index, h, w).
+
+    Ice on a window pane: a cloudy density field (where the frost is thick), feathery crystals
+    (needles seeded by the density, aligned with a smooth orientation field, with fainter side
+    branches at +-60 degrees) and a milky glow around them, tinted blue-white. Generated on the
+    CPU from a fixed seed, so every device and run sees the same texture.
+    """
+    gen = torch.Generator().manual_seed(FROST_SEED + index)
+    density = _smooth_noise(gen, h, w, (2, 4, 8, 16), 0.55)
+    orientation = _smooth_noise(gen, h, w, (2, 3), 0.5) * (2 * math.pi)
+    seeds = torch.rand(1, 1, h, w, generator=gen, dtype=torch.float64)
+    bins = 8  # orientation bins; each bin's seeds grow a needle and two side branches
+    which = torch.floor(torch.remainder(orientation, math.pi) / (math.pi / bins)).long()
+    pts = torch.cat([((seeds < 0.06 * density) & (which == b)).double() for b in range(bins)], 1)
+    kernels = []
+    for b in range(bins):
+        angle = (b + 0.5) * math.pi / bins
+        for offset, strength, length in ((0.0, 1.0, 9), (math.pi / 3, 0.45, 5), (-math.pi / 3, 0.45, 5)):
+            k = np.pad(_line_kernel(angle + offset, length), (9 - length) // 2) * strength
+            kernels.append(torch.as_tensor(k))
+    weight = torch.stack(kernels)[:, None].float()  # (3 bins, 1, 9, 9); float32 is fast here
+    crystals = F.conv2d(pts.repeat_interleave(3, dim=1).float(), weight, padding=4, groups=3 * bins)
+    crystals = crystals.amax(dim=1, keepdim=True).clamp(0, 1).double()
+    glow = gaussian(crystals, 1.5)
+    grain = torch.rand(1, 1, h, w, generator=gen, dtype=torch.float64)
+    v = 0.30 + 0.30 * density + 0.55 * glow * (0.5 + density) + 0.45 * crystals + 0.05 * grain
+    v = v.clamp(0, 1)[0, 0]
+    tint = torch.tensor([0.85, 0.93, 1.0], dtype=torch.float64)
+    return (v[..., None] * tint * 255.0).floor().to(torch.uint8).numpy()
+
+
+def _frost_stack(frost_textures: str | None, h: int, w: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """All textures as one zero-padded float tensor (K, Hmax, Wmax, 3) plus their (K, 2) sizes."""
+    if frost_textures is None:
+        sizes = [(max(th, h + 1), max(tw, w + 1)) for th, tw in CIFAR.frost_sizes]
+        textures = [procedural_frost(i, th, tw) for i, (th, tw) in enumerate(sizes)]
+    else:
+        directory = os.path.abspath(os.fspath(frost_textures))
+        textures = list(load_user_frost(directory))
+        names = _frost_files(directory)
+        for name, t in zip(names, textures, strict=True):
+            if t.shape[0] < h + 1 or t.shape[1] < w + 1:
+                raise InputError(
+                    f"frost texture {name} is {t.shape[1]}x{t.shape[0]} after the {CIFAR.frost_scale} resize, "
+                    f"smaller than the {w + 1}x{h + 1} needed for {w}x{h} images; use larger images")
+    hmax = max(t.shape[0] for t in textures)
+    wmax = max(t.shape[1] for t in textures)
+    stack = torch.zeros((len(textures), hmax, wmax, 3), dtype=torch.float32)
+    for i, t in enumerate(textures):
+        stack[i, : t.shape[0], : t.shape[1]] = torch.from_numpy(t).float()
+    sizes_t = torch.tensor([t.shape[:2] for t in textures], dtype=torch.long)
+    return stack.to(device), sizes_t.to(device)

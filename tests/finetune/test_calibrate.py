@@ -1,0 +1,186 @@
+"""Temperature folding (ONNX and torch) and `macs-audit calibrate` on a model with planted overconfidence."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+import timm
+import torch
+from conftest import linear_onnx, tiny_images
+from typer.testing import CliRunner
+
+from macs_audit.calibrators.temperature import temperature_nll
+from macs_audit.cli import app
+from macs_audit.errors import InputError
+from macs_audit.metrics.accumulators import calibration_metrics
+from macs_audit.models import architectures  # noqa: F401
+from macs_audit.models.export import save_safetensors, write_sidecar
+from macs_audit.models.predictor import load_predictor
+from macs_audit.models.temperature import fold_temperature_onnx, fold_temperature_torch
+
+runner = CliRunner()
+
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def overconfident_onnx(path, scale=60.0):
+    """A linear ONNX classifier that learned the colour -> label rule, with its logits blown up by `scale`."""
+    from onnx import numpy_helper
+
+    x, y = tiny_images(400, seed=5)
+    feats = np.c_[x.mean(axis=(1, 2)) / 255.0, np.ones(len(x))]
+    # Least squares on one-hot targets: a weak but real classifier, then planted overconfidence.
+    w, *_ = np.linalg.lstsq(feats, np.eye(10)[y], rcond=None)
+    linear_onnx(path)
+    model = onnx.load(str(path))
+    for init in model.graph.initializer:
+        if init.name == "w":
+            init.CopyFrom(numpy_helper.from_array((w[:3] * scale).astype(np.float32), "w"))
+        if init.name == "b":
+            init.CopyFrom(numpy_helper.from_array((w[3] * scale).astype(np.float32), "b"))
+    model.metadata_props.add(key="macs_audit.mean", value="[0, 0, 0]")
+    model.metadata_props.add(key="macs_audit.std", value="[1, 1, 1]")
+    onnx.save(model, str(path))
+    return path
+
+
+def test_fold_temperature_onnx_divides_logits_and_keeps_metadata(tmp_path):
+    src = overconfident_onnx(tmp_path / "m.onnx")
+    fold_temperature_onnx(src, tmp_path / "t.onnx", 4.0, {"class_names": list("abcdefghij")})
+    x = np.random.default_rng(0).random((5, 3, 32, 32), dtype=np.float32)
+    before, after = load_predictor(src, device="cpu"), load_predictor(tmp_path / "t.onnx", device="cpu")
+    np.testing.assert_allclose(after.predict(x), before.predict(x) / 4.0, rtol=1e-5, atol=1e-6)
+    props = {p.key: p.value for p in onnx.load(str(tmp_path / "t.onnx")).metadata_props}
+    assert props["macs_audit.mean"] == "[0, 0, 0]" and json.loads(props["macs_audit.class_names"])[0] == "a"
+    assert float(props["macs_audit.temperature"]) == 4.0
+
+
+def test_fold_temperature_onnx_of_a_softmax_model_outputs_tempered_logits(tmp_path):
+    src = linear_onnx(tmp_path / "p.onnx", softmax=True)
+    fold_temperature_onnx(src, tmp_path / "t.onnx", 2.0, {"output": "probabilities"}, probabilities=True)
+    x = np.random.default_rng(1).random((4, 3, 32, 32), dtype=np.float32)
+    log_p = load_predictor(src, device="cpu").predict(x)  # log-probabilities
+    tempered = load_predictor(tmp_path / "t.onnx", device="cpu")
+    np.testing.assert_allclose(tempered.predict(x), log_p / 2.0, rtol=1e-4, atol=1e-5)
+    assert tempered.config.output == "logits"
+
+
+def test_fold_temperature_torch_scales_the_classifier():
+    model = timm.create_model("macs_resnet9_c10", num_classes=10).eval()
+    x = torch.randn(3, 3, 16, 16)
+    scaled, where = fold_temperature_torch(model, 3.0, x)
+    with torch.no_grad():
+        torch.testing.assert_close(scaled(x), model(x) / 3.0, rtol=1e-5, atol=1e-6)
+    assert "classifier" in where and set(scaled.state_dict()) == set(model.state_dict())
+
+    class SoftmaxHead(torch.nn.Module):  # not linear in its head weights: folding must refuse
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def get_classifier(self):
+            return self.fc
+
+        def forward(self, x):
+            return torch.softmax(self.fc(x), 1)
+
+    with pytest.raises(InputError, match="ONNX"):
+        fold_temperature_torch(SoftmaxHead(), 2.0, torch.randn(2, 4))
+
+
+def heldout_nll(model_path, x, y):
+    logits = load_predictor(model_path, device="cpu").predict(x.transpose(0, 3, 1, 2).astype(np.float32) / 255)
+    return calibration_metrics(logits, y, 10)["nll"]
+
+
+def test_calibrate_cli_lowers_heldout_nll_onnx(tmp_path):
+    model = overconfident_onnx(tmp_path / "model.onnx")
+    for name, seed in (("val", 1), ("test", 2)):
+        x, y = tiny_images(200, seed=seed)
+        np.savez(tmp_path / f"{name}.npz", x=x, y=y)
+    out = tmp_path / "cal"
+    result = runner.invoke(
+        app,
+        [
+            "calibrate",
+            str(model),
+            "--data",
+            str(tmp_path / "val.npz"),
+            "--eval-data",
+            str(tmp_path / "test.npz"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--bootstrap",
+            "0",
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    t = json.loads((out / "temperature.json").read_text())
+    assert t["temperature"] > 2 and t["fit_nll_after"] < t["fit_nll_before"]
+    x, y = tiny_images(200, seed=3)  # data neither the fit nor the audit saw
+    assert heldout_nll(out / "model.onnx", x, y) < heldout_nll(model, x, y)
+    before = json.loads((out / "audit_before.json").read_text())["clean"]["metrics"]
+    after = json.loads((out / "audit_after.json").read_text())["clean"]["metrics"]
+    assert after["nll"] < before["nll"] and after["accuracy"] == before["accuracy"]
+    assert f"temperature scaling of model.onnx (T = {t['temperature']:.4f})" in result.output
+    assert "A = before, B = after" in result.output and "| clean |" in (out / "audit_comparison.md").read_text()
+
+
+def test_calibrate_cli_torch_checkpoint(tmp_path):
+    torch.manual_seed(0)
+    net = timm.create_model("macs_resnet9_c10", num_classes=10)
+    with torch.no_grad():
+        net.fc.weight.mul_(200.0)  # planted overconfidence
+    save_safetensors(net, tmp_path / "net.safetensors")
+    write_sidecar(tmp_path / "net.json", {"arch": "macs_resnet9_c10", "num_classes": 10, "input_size": [16, 16]})
+    for name, seed in (("val", 1), ("test", 2)):
+        x, y = tiny_images(100, seed=seed, size=16)
+        np.savez(tmp_path / f"{name}.npz", x=x, y=y)
+    out = tmp_path / "cal"
+    result = runner.invoke(
+        app,
+        [
+            "calibrate",
+            str(tmp_path / "net.safetensors"),
+            "--data",
+            str(tmp_path / "val.npz"),
+            "--eval-data",
+            str(tmp_path / "test.npz"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--bootstrap",
+            "0",
+            "--calibration-split",
+            "0",
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    sidecar = json.loads((out / "net.json").read_text())
+    t = sidecar["calibration"]["temperature"]
+    assert t > 1 and sidecar["arch"] == "macs_resnet9_c10"
+    x, y = tiny_images(100, seed=3, size=16)
+    assert heldout_nll(out / "net.safetensors", x, y) < heldout_nll(tmp_path / "net.safetensors", x, y)
+    # The saved weights are the original ones with the head divided by T: nothing else changed.
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(tmp_path / "net.safetensors")), load_file(str(out / "net.safetensors"))
+    torch.testing.assert_close(b["fc.weight"], a["fc.weight"] / t)
+    assert all(torch.equal(a[k], b[k]) for k in a if k != "fc.weight")
+
+
+def test_temperature_nll_is_minimised_at_the_fit():
+    from macs_audit.calibrators.temperature import fit_temperature
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(300, 5)) * 6
+    labels = np.where(rng.random(300) < 0.6, logits.argmax(1), rng.integers(0, 5, 300))
+    t = fit_temperature(logits, labels)
+    assert temperature_nll(logits, labels, t) <= min(temperature_nll(logits, labels, t * f) for f in (0.9, 1.1))

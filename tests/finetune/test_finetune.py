@@ -1,0 +1,252 @@
+"""The fine-tuning loop and `macs-audit finetune`: a 2-epoch CLI run, exact resume, NaN stop, clear refusals."""
+
+import json
+
+import numpy as np
+import pytest
+import timm
+import torch
+from conftest import tiny_images
+from typer.testing import CliRunner
+
+from macs_audit.cli import app
+from macs_audit.data.sources import array_source
+from macs_audit.errors import InputError, UsageError
+from macs_audit.finetune.loop import augment, finetune, load_checkpoint, lr_at
+from macs_audit.finetune.options import FinetuneOptions
+from macs_audit.models import architectures  # noqa: F401
+from macs_audit.models.export import save_safetensors, write_sidecar
+from macs_audit.models.predictor import load_predictor
+
+runner = CliRunner()
+SIZE = 16  # 16x16 images keep the ResNet-9 cheap
+
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def tiny_model(seed=0):
+    torch.manual_seed(seed)
+    return timm.create_model("macs_resnet9_c10", num_classes=10)
+
+
+def tiny_source(n=160, seed=0):
+    x, y = tiny_images(n, seed=seed, size=SIZE)
+    return array_source("tiny", "npz", x, y, [str(i) for i in range(10)])
+
+
+def options(**kw):
+    base = dict(epochs=2, batch_size=32, input_size=(SIZE, SIZE), lr=0.05, val_fraction=0.2, eval_batch_size=64)
+    return FinetuneOptions(**{**base, **kw})
+
+
+@pytest.fixture
+def start_model(tmp_path):
+    path = tmp_path / "start.safetensors"
+    save_safetensors(tiny_model(), path)
+    write_sidecar(tmp_path / "start.json", {"arch": "macs_resnet9_c10", "num_classes": 10, "input_size": [SIZE, SIZE]})
+    for name, seed, n in (("train", 0, 200), ("test", 1, 100)):
+        x, y = tiny_images(n, seed=seed, size=SIZE)
+        np.savez(tmp_path / f"{name}.npz", x=x, y=y)
+    return path
+
+
+def test_finetune_cli_two_epochs(start_model, tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app,
+        [
+            "finetune",
+            str(start_model),
+            "--data",
+            str(tmp_path / "train.npz"),
+            "--eval-data",
+            str(tmp_path / "test.npz"),
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--batch-size",
+            "32",
+            "--device",
+            "cpu",
+            "--bootstrap",
+            "0",
+            "--lambda-c",
+            "0.5",
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    for name in (
+        "model.safetensors",
+        "model.onnx",
+        "model.json",
+        "finetune_config.json",
+        "checkpoint.pt",
+        "audit_before.json",
+        "audit_after.json",
+        "audit_comparison.md",
+    ):
+        assert (out / name).is_file(), name
+    config = json.loads((out / "finetune_config.json").read_text())
+    assert config["options"]["objective"] == "macs" and config["options"]["lambda_c"] == 0.5
+    assert len(config["history"]) == 2 and config["split"]["n_val"] == 20
+    # The before/after is the compare command's table and Markdown, headed by what was done.
+    assert "macs fine-tuning of start.safetensors" in result.output and "A = before, B = after" in result.output
+    comparison = (out / "audit_comparison.md").read_text()
+    assert comparison.startswith("# macs fine-tuning of start.safetensors: before / after on ")
+    assert "**A** (before)" in comparison and "| clean |" in comparison
+    # The ONNX export carries the preprocessing and gives the same logits as the weights.
+    x = np.random.default_rng(0).random((3, 3, SIZE, SIZE), dtype=np.float32)
+    onnx_pred = load_predictor(out / "model.onnx", device="cpu")
+    torch_pred = load_predictor(out / "model.safetensors", device="cpu")
+    import onnx
+
+    meta = {p.key: json.loads(p.value) for p in onnx.load(str(out / "model.onnx")).metadata_props}
+    assert meta["macs_audit.input_size"] == [SIZE, SIZE] and meta["macs_audit.arch"] == "macs_resnet9_c10"
+    np.testing.assert_allclose(onnx_pred.predict(x), torch_pred.predict(x), rtol=1e-4, atol=1e-4)
+    before = json.loads((out / "audit_before.json").read_text())
+    assert before["data"]["n"] == 100
+    # A second run into the same directory without --resume is refused.
+    again = runner.invoke(
+        app,
+        [
+            "finetune",
+            str(start_model),
+            "--data",
+            str(tmp_path / "train.npz"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--quiet",
+        ],
+    )
+    assert again.exit_code == 2 and "--resume" in again.output
+
+
+@pytest.mark.parametrize("objective", ["macs", "mixup"])
+def test_resume_after_kill_is_bit_identical(tmp_path, objective):
+    source = tiny_source()
+    full = finetune(tiny_model(), source, options(objective=objective), checkpoint=tmp_path / "a.pt")
+
+    class Killed(Exception):
+        pass
+
+    def kill_in_epoch_two(description, done, total, terms=None):
+        if description.startswith("epoch 2") and done == 2:
+            raise Killed  # a crash mid-epoch: the epoch-1 checkpoint is what survives
+
+    with pytest.raises(Killed):
+        finetune(
+            tiny_model(), source, options(objective=objective), progress=kill_in_epoch_two, checkpoint=tmp_path / "b.pt"
+        )
+    assert load_checkpoint(tmp_path / "b.pt")["epoch"] == 1
+    resumed = finetune(
+        tiny_model(seed=1), source, options(objective=objective), checkpoint=tmp_path / "b.pt", resume=True
+    )
+    assert resumed.resumed_from_epoch == 1 and resumed.steps == full.steps
+    a, b = full.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_refuses_other_settings(tmp_path):
+    source = tiny_source()
+    finetune(tiny_model(), source, options(epochs=1), checkpoint=tmp_path / "c.pt")
+    with pytest.raises(UsageError, match="lr"):
+        finetune(tiny_model(), source, options(epochs=1, lr=0.1), checkpoint=tmp_path / "c.pt", resume=True)
+    with pytest.raises(UsageError, match="no checkpoint"):
+        finetune(tiny_model(), source, options(epochs=1), checkpoint=tmp_path / "none.pt", resume=True)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+    model = tiny_model()
+
+    def poison_after_epoch_one(description, done, total, terms=None):
+        if description == "validate" and terms:
+            with torch.no_grad():
+                model.fc.weight.fill_(float("nan"))
+
+    with pytest.raises(InputError, match="loss became nan.*epoch 2.*kept"):
+        finetune(
+            model, tiny_source(), options(objective="ce"), progress=poison_after_epoch_one, checkpoint=tmp_path / "d.pt"
+        )
+    state = load_checkpoint(tmp_path / "d.pt")
+    assert state["epoch"] == 1 and all(
+        torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point()
+    )
+
+
+def test_onnx_model_is_refused_with_the_checkpoint_route(tmp_path):
+    from conftest import linear_onnx
+
+    model = linear_onnx(tmp_path / "m.onnx")
+    x, y = tiny_images(40)
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    result = runner.invoke(
+        app, ["finetune", str(model), "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2
+    assert "ONNX" in result.output and "checkpoint" in result.output and "Traceback" not in result.output
+
+
+def test_bad_options_are_usage_errors(start_model, tmp_path):
+    result = runner.invoke(
+        app,
+        [
+            "finetune",
+            str(start_model),
+            "--data",
+            str(tmp_path / "train.npz"),
+            "--out",
+            str(tmp_path / "o"),
+            "--objective",
+            "hinge",
+            "--device",
+            "cpu",
+        ],
+    )
+    assert result.exit_code == 2 and "--objective" in result.output
+
+
+def test_schedule_and_augmentation():
+    assert lr_at(0, 100, 10, 1.0) == pytest.approx(0.1)
+    assert lr_at(9, 100, 10, 1.0) == pytest.approx(1.0)
+    assert lr_at(10, 100, 10, 1.0) == pytest.approx(1.0)
+    assert lr_at(100, 100, 10, 1.0) == pytest.approx(0.0, abs=1e-12)
+    x = torch.rand(6, 3, 8, 8)
+    out = augment(x, torch.Generator().manual_seed(0), pad=0)  # no room to crop: identity or flip
+    assert all(torch.equal(o, i) or torch.equal(o, i.flip(2)) for o, i in zip(out, x, strict=True))
+    shifted = augment(x, torch.Generator().manual_seed(1))
+    assert shifted.shape == x.shape and torch.equal(shifted, augment(x, torch.Generator().manual_seed(1)))
+
+
+@pytest.mark.parametrize("stop_grad", ["clean", "pert", "none"])
+def test_training_step_gradient_is_the_macs_loss_gradient(stop_grad):
+    """The step splits the backward pass to save memory; the gradient must be that of the one loss."""
+    from macs_audit.finetune import losses
+    from macs_audit.finetune.loop import Preprocess, training_step
+    from macs_audit.views import perturbations
+
+    opts = options(objective="macs", stop_grad=stop_grad, lambda_m=0.5, lambda_c=2.0)
+    x = torch.rand(8, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(8) % 10
+    prep = Preprocess(opts, torch.device("cpu"))
+    grads = []
+    for split in (True, False):
+        model = tiny_model()
+        view_gen = torch.Generator().manual_seed(3)
+        if split:
+            loss, _ = training_step(model, x, y, opts, prep, torch.Generator(), view_gen)
+        else:
+            pert = perturbations.training_view(x, view_gen, opts.blur_range, opts.noise_range)
+            clean_logits, pert_logits = model(prep(x)), model(prep(pert))
+            loss = losses.macs_loss(
+                clean_logits, pert_logits, y, opts.delta, opts.lambda_m, opts.lambda_c, opts.kl_direction, stop_grad
+            ).total
+            loss.backward()
+        grads.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
+    assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-6)
+    for a, b in zip(grads[0][1], grads[1][1], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

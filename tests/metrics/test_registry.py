@@ -1,0 +1,67 @@
+"""The metric registry: complete against what the audit writes, unambiguous, and light to import."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from macs_audit.metrics.registry import GATE_METRICS, METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Place, Unit, in_place
+from macs_audit.report import CorruptionMeans, CorruptionSummary, Robustness, TemperatureScaling, load_report
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_models" / "resnet9_c10_ce.audit.json"
+
+
+def _field_names(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+@pytest.mark.skipif(not SAMPLE.exists(), reason="sample report not committed")
+def test_every_clean_metric_the_audit_writes_has_one_row():
+    written = set(load_report(SAMPLE).clean.metrics) - {"n"}  # n is a count, not a metric
+    assert written == {m.name for m in in_place(Place.CLEAN)}
+
+
+def test_every_metric_names_a_key_its_section_has():
+    sections = {
+        Place.TEMPERATURE: TemperatureScaling,
+        Place.ROBUSTNESS: Robustness,
+        Place.CORRUPTION: CorruptionSummary,
+    }
+    for metric in METRICS.values():
+        if metric.place is Place.CLEAN or metric.name == "robust_ece":  # a view's metrics; the robust view's ECE
+            continue
+        first = metric.report_key.split(".")[0]
+        assert first in _field_names(sections[metric.place]), metric.name
+    assert set(VIEW_METRICS) <= _field_names(CorruptionMeans)
+    assert set(VIEW_METRICS) | set(TEMPERATURE_METRICS) <= {m.name for m in in_place(Place.CLEAN)}
+
+
+def test_labels_are_unambiguous_where_they_are_shown_together():
+    for place in Place:
+        labels = [m.table_label for m in in_place(place)]
+        assert len(labels) == len(set(labels)), place
+    titles = [m.title for m in METRICS.values()]
+    assert len(titles) == len(set(titles))
+
+
+def test_gate_metrics_have_a_direction_and_say_how_they_are_made():
+    for metric in GATE_METRICS.values():
+        assert metric.higher_is_better is not None, metric.name
+        assert metric.place is Place.CLEAN or metric.made_by, metric.name
+
+
+def test_units_decide_percent_and_bounds():
+    assert [u for u in Unit if u.percent] == [Unit.FRACTION, Unit.ERROR_RATIO]
+    assert [u for u in Unit if u.bounded] == [Unit.FRACTION]
+    assert METRICS["corruption_mce"].percent and not METRICS["corruption_mce"].unit.bounded
+    assert METRICS["ece"].table_label == "ECE (15 bins)" and METRICS["ece"].title == "clean ECE"
+    assert METRICS["nll"].table_label == "NLL (nats)" and METRICS["nll"].title == "clean NLL (nats)"
+
+
+def test_the_registry_imports_no_numpy():
+    code = "import sys, macs_audit.metrics.registry; sys.exit('numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
