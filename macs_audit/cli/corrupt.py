@@ -35,11 +35,11 @@ def corrupt(
 ) -> None:
     """Generate CIFAR-C corruptions (19 x 5 severities, the CIFAR parameters) into OUT, written atomically."""
     from macs_audit.cli.options import parse_corruptions, parse_severities
+    from macs_audit.data.grid import write_corruption_grid
     from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.errors import UsageError
     from macs_audit.models.predictor import resolve_device
     from macs_audit.views.corruptions.weather import frost_texture_info
-    from macs_audit.data.grid import write_corruption_grid
 
     if parse_severities(severities) != (1, 2, 3, 4, 5):
         raise UsageError("the released CIFAR-C layout holds all 5 severities: use --severities 1-5")

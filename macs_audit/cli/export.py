@@ -36,7 +36,7 @@ def export(
     trust_pickled: bool = TRUST_PICKLED_OPTION,
 ) -> None:
     """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads."""
-    from macs_audit.finetune.run import export_checkpoint
+    from macs_audit.models.export import export_checkpoint
 
     path = export_checkpoint(
         checkpoint,

@@ -11,15 +11,14 @@ import dataclasses
 import json
 from pathlib import Path
 
-from macs_audit.atomic import atomic_path, write_text
+from macs_audit.atomic import write_text
 from macs_audit.audit import AuditOptions, check_classes, evaluate_view
 from macs_audit.calibrators.temperature import fit_temperature, temperature_nll
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_data
 from macs_audit.finetune.audits import AFTER, BEFORE, ProgressFn, audit_model, write_before_after
-from macs_audit.models.export import save_safetensors, write_sidecar
 from macs_audit.models.predictor import load_predictor
-from macs_audit.models.temperature import fold_temperature_onnx, fold_temperature_torch, temperature_wrapper
+from macs_audit.models.temperature import write_calibrated
 from macs_audit.report import Report
 
 
@@ -78,35 +77,3 @@ def run_calibrate(
     title = f"temperature scaling of {model.name} (T = {t:.4f}): before / after on {eval_source.name}"
     comparison = write_before_after(out, before, after, title)
     return CalibrateRun(t, calibrated, before, after, comparison, title)
-
-
-def write_calibrated(model: Path, predictor, temperature: float, out: Path) -> Path:
-    """The calibrated model file in OUT, in the input's format family (ONNX stays ONNX), with its sidecar."""
-    meta = predictor.config.as_metadata()
-    calibration = {"temperature": temperature, "from": model.name, "from_sha256": predictor.info["sha256"]}
-    if predictor.backend == "onnxruntime":
-        path = out / f"{model.stem}.onnx"
-        fold_temperature_onnx(model, path, temperature, meta, probabilities=predictor.output.kind == "probabilities")
-        return path
-    import torch
-
-    net = predictor.model.cpu().eval()
-    fmt = predictor.info["format"]
-    if fmt == "torchscript":  # no Python head to edit: script a wrapper that divides
-        path = out / f"{model.stem}.pt"
-        with atomic_path(path) as tmp:
-            torch.jit.save(torch.jit.script(temperature_wrapper(net, temperature)), str(tmp))
-        calibration["folded_into"] = "TorchScript wrapper (logits / T)"
-    else:
-        example = torch.randn(4, len(meta["mean"]), *meta["input_size"], generator=torch.Generator().manual_seed(0))
-        scaled, where = fold_temperature_torch(net, temperature, example)
-        calibration["folded_into"] = where
-        if fmt == "pickled-module":
-            path = out / f"{model.stem}.pt"
-            with atomic_path(path) as tmp:
-                torch.save(scaled, str(tmp))
-        else:
-            path = out / f"{model.stem}.safetensors"
-            save_safetensors(scaled, path)
-    write_sidecar(path.with_suffix(".json"), {**meta, "calibration": calibration})
-    return path

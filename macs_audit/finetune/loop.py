@@ -28,8 +28,8 @@ from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
 from macs_audit.finetune import losses
 from macs_audit.finetune.options import FinetuneOptions
-from macs_audit.models.preprocessing import resize_and_normalize, unit_float_nchw
 from macs_audit.metrics import accumulators
+from macs_audit.models.preprocessing import resize_and_normalize, unit_float_nchw
 from macs_audit.seeding import derive_seed
 from macs_audit.views import perturbations
 

@@ -1,5 +1,4 @@
-"""A fine-tuning run from files to files: open the model, audit it, train it, write it, audit what was written;
-and the export of a PyTorch checkpoint to ONNX.
+"""A fine-tuning run from files to files: open the model, audit it, train it, write it, audit what was written.
 
 OUT receives NAME.safetensors (or NAME.pt for TorchScript and pickled modules, kept in their format),
 NAME.json (the sidecar), NAME.onnx, checkpoint.pt, finetune_config.json and the before/after audit
@@ -13,19 +12,18 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from macs_audit import distributed
-from macs_audit.atomic import atomic_path, write_text
+from macs_audit.atomic import write_text
 from macs_audit.audit import AuditOptions
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_data
 from macs_audit.distributed import SINGLE, Context
-from macs_audit.errors import InputError, UsageError
+from macs_audit.errors import UsageError
 from macs_audit.finetune.audits import AFTER, BEFORE, ProgressFn, audit_model, write_before_after
 from macs_audit.finetune.options import FinetuneOptions
-from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
-from macs_audit.models.predictor import ONNX_SUFFIXES, load_predictor
+from macs_audit.models.export import export_if_possible, write_sidecar, write_weights
+from macs_audit.models.predictor import load_torch_predictor
 from macs_audit.report import Report
 
 
@@ -38,32 +36,6 @@ class FinetuneRun:
     after: Report
     comparison: Comparison | None  # after against before; None on ranks other than 0, which write nothing
     title: str
-
-
-def open_torch_model(model: Path, flags: dict, device: str, trust_pickled: bool):
-    """Load a PyTorch model with the evaluate loaders; an ONNX file gets an error naming the checkpoint route."""
-    if model.suffix.lower() in ONNX_SUFFIXES:
-        raise UsageError(
-            f"{model} is an ONNX model, which cannot be fine-tuned: fine-tune the PyTorch checkpoint it was "
-            "exported from (.safetensors/.pt with --arch or a sidecar JSON), or fix it with "
-            "`macs-audit calibrate`"
-        )
-    return load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled)
-
-
-def export_checkpoint(
-    checkpoint: Path, flags: dict, out: Path | None = None, opset: int = 18, trust_pickled: bool = False
-) -> Path:
-    """Export a PyTorch checkpoint to one ONNX file (`out`, default: CHECKPOINT with .onnx) with its metadata."""
-    if checkpoint.suffix.lower() in ONNX_SUFFIXES:
-        raise UsageError(f"{checkpoint} is already an ONNX model")
-    predictor = open_torch_model(checkpoint, flags, "cpu", trust_pickled)
-    path = out or checkpoint.with_suffix(".onnx")
-    meta = predictor.config.as_metadata()
-    if meta.get("output") == "auto":
-        meta.pop("output")
-    export_onnx(predictor.model.cpu().eval(), path, meta, opset=opset)
-    return path
 
 
 def run_finetune(
@@ -90,7 +62,7 @@ def run_finetune(
     """
     from macs_audit.finetune.loop import finetune  # torch
 
-    predictor = open_torch_model(model, flags, device, trust_pickled)
+    predictor = load_torch_predictor(model, flags, device, trust_pickled)
     cfg = predictor.config
     options = dataclasses.replace(
         options,
@@ -172,26 +144,3 @@ def run_finetune(
     after = audit_file(weights, {}, AFTER)
     comparison = write_before_after(out, before, after, title)
     return FinetuneRun(weights, onnx_path, onnx_skipped, before, after, comparison, title)
-
-
-def write_weights(model: Any, path: Path, fmt: str) -> None:
-    """Weights as safetensors; a TorchScript or pickled module stays in its own format."""
-    if fmt in ("safetensors", "state-dict"):
-        save_safetensors(model, path)
-        return
-    import torch
-
-    with atomic_path(path) as tmp:
-        (torch.jit.save if fmt == "torchscript" else torch.save)(model, str(tmp))
-
-
-def export_if_possible(model: Any, path: Path, meta: dict, fmt: str) -> str | None:
-    """Export `model` to ONNX at `path`; None when written, else why not (TorchScript only: others raise)."""
-    try:
-        export_onnx(model, path, meta)
-    except InputError as exc:
-        if fmt != "torchscript":
-            raise
-        # torch.export cannot trace TorchScript; the fine-tuned TorchScript file is the deliverable.
-        return f"no ONNX export for a TorchScript model ({str(exc)[:120]}...)"
-    return None

@@ -1,12 +1,13 @@
-"""Write models: safetensors weights, sidecar JSON, and single-file ONNX with our metadata."""
+"""Write models: safetensors weights, sidecar JSON, single-file ONNX with our metadata, and checkpoint export."""
 
 import json
 from pathlib import Path
 from typing import Any
 
 from macs_audit.atomic import atomic_path, write_text
-from macs_audit.errors import InputError
+from macs_audit.errors import InputError, UsageError
 from macs_audit.models.config import encode_metadata
+from macs_audit.models.predictor import ONNX_SUFFIXES, load_torch_predictor
 
 # Node metadata keys the dynamo exporter fills with stack traces, source paths and module names
 # of the machine that built the model; an exported file must not carry them.
@@ -81,3 +82,41 @@ def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = 18) 
     with atomic_path(path) as tmp:
         onnx.save_model(proto, str(tmp), save_as_external_data=False)
     onnx.checker.check_model(str(path))
+
+
+def export_checkpoint(
+    checkpoint: Path, flags: dict, out: Path | None = None, opset: int = 18, trust_pickled: bool = False
+) -> Path:
+    """Export a PyTorch checkpoint to one ONNX file (`out`, default: CHECKPOINT with .onnx) with its metadata."""
+    if checkpoint.suffix.lower() in ONNX_SUFFIXES:
+        raise UsageError(f"{checkpoint} is already an ONNX model")
+    predictor = load_torch_predictor(checkpoint, flags, "cpu", trust_pickled)
+    path = out or checkpoint.with_suffix(".onnx")
+    meta = predictor.config.as_metadata()
+    if meta.get("output") == "auto":
+        meta.pop("output")
+    export_onnx(predictor.model.cpu().eval(), path, meta, opset=opset)
+    return path
+
+
+def write_weights(model: Any, path: Path, fmt: str) -> None:
+    """Weights as safetensors; a TorchScript or pickled module stays in its own format."""
+    if fmt in ("safetensors", "state-dict"):
+        save_safetensors(model, path)
+        return
+    import torch
+
+    with atomic_path(path) as tmp:
+        (torch.jit.save if fmt == "torchscript" else torch.save)(model, str(tmp))
+
+
+def export_if_possible(model: Any, path: Path, meta: dict, fmt: str) -> str | None:
+    """Export `model` to ONNX at `path`; None when written, else why not (TorchScript only: others raise)."""
+    try:
+        export_onnx(model, path, meta)
+    except InputError as exc:
+        if fmt != "torchscript":
+            raise
+        # torch.export cannot trace TorchScript; the fine-tuned TorchScript file is the deliverable.
+        return f"no ONNX export for a TorchScript model ({str(exc)[:120]}...)"
+    return None

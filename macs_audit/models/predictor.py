@@ -130,3 +130,14 @@ def load_predictor(path: str | Path, flags: dict[str, Any] | None = None, device
 
         return TorchPredictor(path, flags, sidecar, device, allow_unsafe_pickle)
     raise UsageError(f"unknown model type {path.suffix!r}; expected .onnx, .safetensors, .pt or .pth")
+
+
+def load_torch_predictor(model: Path, flags: dict, device: str, trust_pickled: bool) -> Any:
+    """A PyTorch model to train or export (a TorchPredictor); an ONNX file gets an error naming the checkpoint route."""
+    if model.suffix.lower() in ONNX_SUFFIXES:
+        raise UsageError(
+            f"{model} is an ONNX model, which cannot be fine-tuned: fine-tune the PyTorch checkpoint it was "
+            "exported from (.safetensors/.pt with --arch or a sidecar JSON), or fix it with "
+            "`macs-audit calibrate`"
+        )
+    return load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled)

@@ -1,10 +1,14 @@
-"""Folding a fitted temperature into a model, so the calibrated model is an ordinary model file."""
+"""Folding a fitted temperature into a model and writing it, so the calibrated model is an ordinary model file."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
+from macs_audit.atomic import atomic_path
 from macs_audit.errors import InputError
+from macs_audit.models.export import save_safetensors, write_sidecar
 
 TEMPERATURE_METADATA_KEY = "macs_audit.temperature"  # informational; loaders ignore unknown keys
 
@@ -127,3 +131,35 @@ def temperature_wrapper(model, temperature: float):
             return self.inner(x) / self.temperature
 
     return TemperatureScaled(model, temperature)
+
+
+def write_calibrated(model: Path, predictor, temperature: float, out: Path) -> Path:
+    """The calibrated model file in OUT, in the input's format family (ONNX stays ONNX), with its sidecar."""
+    meta = predictor.config.as_metadata()
+    calibration = {"temperature": temperature, "from": model.name, "from_sha256": predictor.info["sha256"]}
+    if predictor.backend == "onnxruntime":
+        path = out / f"{model.stem}.onnx"
+        fold_temperature_onnx(model, path, temperature, meta, probabilities=predictor.output.kind == "probabilities")
+        return path
+    import torch
+
+    net = predictor.model.cpu().eval()
+    fmt = predictor.info["format"]
+    if fmt == "torchscript":  # no Python head to edit: script a wrapper that divides
+        path = out / f"{model.stem}.pt"
+        with atomic_path(path) as tmp:
+            torch.jit.save(torch.jit.script(temperature_wrapper(net, temperature)), str(tmp))
+        calibration["folded_into"] = "TorchScript wrapper (logits / T)"
+    else:
+        example = torch.randn(4, len(meta["mean"]), *meta["input_size"], generator=torch.Generator().manual_seed(0))
+        scaled, where = fold_temperature_torch(net, temperature, example)
+        calibration["folded_into"] = where
+        if fmt == "pickled-module":
+            path = out / f"{model.stem}.pt"
+            with atomic_path(path) as tmp:
+                torch.save(scaled, str(tmp))
+        else:
+            path = out / f"{model.stem}.safetensors"
+            save_safetensors(scaled, path)
+    write_sidecar(path.with_suffix(".json"), {**meta, "calibration": calibration})
+    return path

@@ -53,3 +53,32 @@ def test_cli_modules_import_only_the_shared_cli_modules():
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("macs_audit.cli")
         }
         assert imported <= shared, (path.name, imported - shared)
+
+
+def test_the_clean_onnx_audit_imports_no_torch(tmp_path):
+    """The ONNX path never needs torch: a clean audit (no perturbation, sensitivity or corruption views)
+    runs in a fresh interpreter without importing it, and also gates and writes its report."""
+    from conftest import linear_onnx, tiny_images
+
+    import numpy as np
+
+    model = linear_onnx(tmp_path / "m.onnx")
+    x, y = tiny_images(60)
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    args = [str(model), "--data", str(tmp_path / "d.npz"), "--perturbations", "none", "--sensitivity-samples", "0",
+            "--bootstrap", "0", "--calibration-split", "0", "-o", str(tmp_path / "r.json"), "--quiet"]
+    script = textwrap.dedent(f"""
+        import sys
+        from macs_audit.cli import main
+        sys.argv = ["macs-audit", "evaluate", *{args!r}]
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code or 0
+        heavy = [m for m in ("torch", "torchvision", "timm") if m in sys.modules]
+        print("RESULT", code, heavy, file=sys.stderr)
+        sys.exit(0 if code == 0 and not heavy else 1)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "r.json").is_file()

@@ -48,14 +48,8 @@ def stable_report(report: dict) -> dict:
 def run_cli(args: list[str]) -> None:
     from typer.testing import CliRunner
 
-    from macs_audit.cli import app, main  # noqa: F401
+    from macs_audit.cli import app
 
-    try:  # register the commands the way `main` does, whichever layout the CLI has
-        from macs_audit.cli import register_commands  # type: ignore[attr-defined]
-
-        register_commands()
-    except ImportError:
-        from macs_audit.cli import corrupt, evaluate, finetune, reports  # type: ignore[attr-defined]  # noqa: F401
     result = CliRunner().invoke(app, args)
     if result.exit_code != 0:
         raise SystemExit(f"{' '.join(args[:2])} failed ({result.exit_code}): {result.output}")
