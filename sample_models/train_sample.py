@@ -155,7 +155,9 @@ def main() -> None:
         class_names=["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"],
     )
     save_safetensors(model, out / f"{args.name}.safetensors")
-    training = dict(HP=vars(args), seconds=round(time.time() - start))
+    # Data files by name only: the sidecar must not record a folder of the machine that trained it.
+    hp = {k: Path(v).name if k in ("data", "test") else v for k, v in vars(args).items()}
+    training = dict(HP=hp, seconds=round(time.time() - start))
     write_sidecar(out / f"{args.name}.json", dict(meta, training=training))
     export_onnx(model, out / f"{args.name}.onnx", meta)
     print(json.dumps({"test_accuracy": float(acc)}))

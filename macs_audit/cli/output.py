@@ -16,12 +16,12 @@ import typer
 
 from macs_audit.cli.console import stderr, stdout
 from macs_audit.errors import InputError, UsageError
+from macs_audit.reports import FORMATS
 
 if TYPE_CHECKING:
     from macs_audit.gate import GateConfig, GateResult
     from macs_audit.report import Report
 
-FORMATS = ("terminal", "json", "md", "junit", "html")
 ALIASES = {"markdown": "md", "xml": "junit", "txt": "terminal", "text": "terminal"}
 EXTENSIONS = {
     ".json": "json",
@@ -89,34 +89,14 @@ def append_step_summary(markdown_text: str) -> None:
         raise InputError(f"cannot append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror}") from None
 
 
-def render_report(name: str, report: Report, gate: GateResult | None, terminal_gate_only: bool = False):
-    """One format of a report (with gate results if given)."""
+def render_report(name: str, report: Report, gate: GateResult | None, terminal_gate_only: bool = False) -> Any:
+    """One format of a report (with gate results if given): rich renderables for the terminal, else text."""
+    from macs_audit import reports
     from macs_audit.reports import terminal
 
     if name == "terminal":
-        if terminal_gate_only and gate is not None:
-            return terminal.gate_table(gate)
-        return terminal.renderable(report, gate)
-    if name == "json":
-        from macs_audit.reports import json_report
-
-        return json_report.render(report, gate)
-    if name == "md":
-        from macs_audit.reports import markdown
-
-        return markdown.render(report, gate)
-    if name == "html":
-        from macs_audit.reports import html
-
-        return html.render(report, gate)
-    if gate is None:  # junit
-        raise UsageError(
-            "JUnit output lists gate checks: use `macs-audit gate REPORT --format junit`, "
-            "or `report --gate` / `--config`"
-        )
-    from macs_audit.reports import junit
-
-    return junit.render(report, gate)
+        return terminal.gate_table(gate) if terminal_gate_only and gate is not None else terminal.renderable(report, gate)
+    return reports.render(name, report, gate)
 
 
 def gate_report(

@@ -156,15 +156,7 @@ def training_step(model, images: torch.Tensor, labels: torch.Tensor, options: Fi
             t = losses.macs_loss(forward(images), forward(perturbed), *args)
         t.total.backward()
         return t.total.detach(), {"ce": t.ce, "margin": t.margin, "kl": t.consistency}
-    if options.objective == "mixup":
-        mixed, y_a, y_b, lam = losses.mixup_batch(images, labels, options.mixup_alpha, data_gen)
-        loss = losses.mixup_loss(forward(mixed), y_a, y_b, lam)
-    elif options.objective == "focal":
-        loss = losses.focal_loss(forward(images), labels, options.focal_gamma)
-    elif options.objective == "label-smoothing":
-        loss = losses.label_smoothing_loss(forward(images), labels, options.smoothing)
-    else:
-        loss = losses.cross_entropy(forward(images), labels)
+    loss = losses.OBJECTIVE_LOSSES[options.objective](forward, images, labels, options, data_gen)
     loss.backward()
     return loss.detach(), {}
 

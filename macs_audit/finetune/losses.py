@@ -1,4 +1,8 @@
-"""Training objectives: MaCS (method-reference.md §1) and the baselines CE, focal, label smoothing, mixup.
+"""Training objectives: MaCS (arXiv 2603.05812; conventions in docs/method.md) and the baselines CE, focal,
+label smoothing and mixup.
+
+A new single-pass objective is one function and one row of OBJECTIVE_LOSSES (plus its name in
+options.OBJECTIVES, which --help reads without torch); the loop calls it through the table.
 
 Every loss upcasts the logits to float32 and runs with autocast off, so mixed-precision training
 computes the same loss as float32 training (softmax in bf16 saturates).
@@ -7,6 +11,8 @@ computes the same loss as float32 training (softmax in bf16 saturates).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,7 +69,6 @@ def mixup_loss(logits: torch.Tensor, labels_a: torch.Tensor, labels_b: torch.Ten
     return lam * cross_entropy(logits, labels_a) + (1 - lam) * cross_entropy(logits, labels_b)
 
 
-
 @dataclasses.dataclass
 class MacsTerms:
     total: torch.Tensor        # L = L_CE + lambda_m L_m + lambda_c L_c (differentiable)
@@ -75,7 +80,7 @@ class MacsTerms:
 def macs_loss(clean_logits: torch.Tensor, pert_logits: torch.Tensor, labels: torch.Tensor, delta: float = 1.0,
               lambda_m: float = 0.1, lambda_c: float = 1.0, kl_direction: str = "clean||pert",
               stop_grad: str = "clean") -> MacsTerms:
-    """The MaCS objective (method-reference.md §1) on clean logits z = f(x) and perturbed z~ = f(T(x)).
+    """The MaCS objective on clean logits z = f(x) and perturbed z~ = f(T(x)).
 
     L_CE = CE(z, y) on the clean view only; L_m = mean max(0, Delta - gamma)^2 with gamma the clean
     margin; L_c = mean KL(p || p~) ("clean||pert", the paper's form) or KL(p~ || p) ("pert||clean").
@@ -98,3 +103,22 @@ def macs_loss(clean_logits: torch.Tensor, pert_logits: torch.Tensor, labels: tor
         consistency = (log_p.exp() * (log_p - log_q)).sum(dim=1).mean()
         total = ce + lambda_m * margin + lambda_c * consistency
     return MacsTerms(total=total, ce=ce.detach(), margin=margin.detach(), consistency=consistency.detach())
+
+
+Forward = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _mixup_objective(forward: Forward, images: torch.Tensor, labels: torch.Tensor, options: Any,
+                     generator: torch.Generator) -> torch.Tensor:
+    mixed, y_a, y_b, lam = mixup_batch(images, labels, options.mixup_alpha, generator)
+    return mixup_loss(forward(mixed), y_a, y_b, lam)
+
+
+# The objectives of one forward pass: name -> loss(forward, augmented images, labels, options, data
+# generator). MaCS, with its two views and split backward, is the loop's own (finetune.loop.training_step).
+OBJECTIVE_LOSSES: dict[str, Callable[[Forward, torch.Tensor, torch.Tensor, Any, torch.Generator], torch.Tensor]] = {
+    "ce": lambda forward, x, y, options, gen: cross_entropy(forward(x), y),
+    "focal": lambda forward, x, y, options, gen: focal_loss(forward(x), y, options.focal_gamma),
+    "label-smoothing": lambda forward, x, y, options, gen: label_smoothing_loss(forward(x), y, options.smoothing),
+    "mixup": _mixup_objective,
+}

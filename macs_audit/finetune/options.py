@@ -29,7 +29,7 @@ class FinetuneOptions:
     split_seed: int = 0  # seed of that split, apart from `seed` so seeds share one split
     augment: bool = True  # random crop (4 px reflect padding) + horizontal flip
     seed: int = 0  # data order, augmentation, perturbations, mixup
-    # MaCS (method-reference.md §1). Defaults chosen by the sweep in docs/finetune-experiment.md
+    # MaCS (docs/method.md §1). Defaults chosen by the sweep in docs/finetune-experiment.md
     # (8 configurations on held-out data; the starting point was Delta 1, lambda_m 0.1, lambda_c 1).
     delta: float = 1.0  # target logit margin Delta of the hinge-squared term
     lambda_m: float = 0.1  # weight of the margin term

@@ -1,6 +1,6 @@
 """Calibration metrics as mergeable accumulators (one definition per metric).
 
-Conventions (method-reference.md §2): softmax in float64 from the logits; 15 equal-width bins,
+Conventions (docs/method.md §2): softmax in float64 from the logits; 15 equal-width bins,
 bin b holds confidences in (b/15, (b+1)/15], with 0 in the first bin and 1 in the last; Brier
 summed over classes; NLL in nats; margins on raw logits against the true label.
 

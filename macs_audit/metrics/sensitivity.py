@@ -1,7 +1,7 @@
 """Input sensitivity of the margin: L^ = mean_i ||grad_x gamma(x_i)||_2 in [0,1] pixel space.
 
 Torch models: exact per-sample gradients by autograd. ONNX models: a finite-difference estimate
-of the same norm along random unit directions u (method-reference.md §2):
+of the same norm along random unit directions u (docs/method.md §2):
 
     ||g||^2 = d * E_u[(u . g)^2]  ~  (d / m) * sum_j ((gamma(x + h u_j) - gamma(x - h u_j)) / 2h)^2
 

@@ -10,10 +10,7 @@ import numpy as np
 
 from macs_audit.errors import InputError
 from macs_audit.models import config as model_config
-from macs_audit.models.predictor import (
-    OutputAdapter,
-    file_sha256,
-)
+from macs_audit.models.backend import OutputAdapter, file_sha256
 from macs_audit.models.preprocessing import resize_and_normalize
 
 

@@ -16,7 +16,7 @@ import torch
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models import config as model_config
-from macs_audit.models.predictor import OutputAdapter, file_sha256
+from macs_audit.models.backend import OutputAdapter, file_sha256
 from macs_audit.models.preprocessing import resize_and_normalize
 
 UNSAFE_FLAG = "--trust-pickled-model-code"

@@ -1,6 +1,6 @@
 """The perturbation views' names and strengths (torch-free: parsers, the report and the gate read them)."""
 
-# The fixed evaluation views (method-reference.md §2: CIFAR-C severity-3 strengths, seed 0).
+# The fixed evaluation views (docs/method.md §2: CIFAR-C severity-3 strengths, seed 0).
 EVAL_BLUR_SIGMA = 0.7
 EVAL_NOISE_SIGMA = 0.08
 EVAL_VIEWS = ("noise", "blur", "noise+blur")
