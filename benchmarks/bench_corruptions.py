@@ -71,6 +71,7 @@ def install_imagecorruptions_shims() -> None:
 
     original = skimage.filters.gaussian
     if "multichannel" not in inspect.signature(original).parameters:
+
         def gaussian(image, *args, multichannel=None, **kwargs):
             if multichannel:
                 kwargs.setdefault("channel_axis", -1)
@@ -90,6 +91,7 @@ def load_reference():
     version = getattr(imagecorruptions, "__version__", None)
     if version is None:
         from importlib.metadata import version as dist_version
+
         version = dist_version("imagecorruptions")
     return ic_corrupt, version
 
@@ -167,7 +169,7 @@ def time_grid(torch, corruptions, names, images, batch):
                 for severity in range(1, 6):
                     for start in range(0, len(x), batch):
                         seed = corruptions.batch_seed(0, name, severity, start)
-                        corruptions.corrupt(x[start:start + batch], name, severity, seed=seed)
+                        corruptions.corrupt(x[start : start + batch], name, severity, seed=seed)
             per[name] = (clock.wall, clock.cpu)
             log(f"  grid {name:18s} wall {clock.wall:7.1f} s  cpu {clock.cpu:7.1f} s")
     return total.wall, total.cpu, per
@@ -189,14 +191,22 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--grid-images", type=int, default=10000)
     ap.add_argument("--batch", type=int, default=1000)
-    ap.add_argument("--threads", type=int, default=None,
-                    help="threads for both sides: torch's intra-op pool, and the reference's OpenCV, "
-                         "BLAS and OpenMP pools (whose idle workers otherwise spin on the other cores)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads for both sides: torch's intra-op pool, and the reference's OpenCV, "
+        "BLAS and OpenMP pools (whose idle workers otherwise spin on the other cores)",
+    )
     ap.add_argument("--skip-reference", action="store_true")
     ap.add_argument("--skip-grid", action="store_true")
     ap.add_argument("--only", nargs="*", help="time only these corruptions (not the grid)")
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="interleaved rounds per corruption (the reference splits its images over them)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="interleaved rounds per corruption (the reference splits its images over them)",
+    )
     args = ap.parse_args()
     if not 1 <= args.rounds <= args.images:
         ap.error(f"--rounds must be between 1 and --images ({args.images}), got {args.rounds}")
@@ -231,9 +241,12 @@ def main() -> None:
         line = f"  {name:18s} ours {ours[name][0]:9.0f} img/s (cpu {ours[name][1]:9.0f})"
         if rates["reference"]:
             ref_rates[name] = tuple(float(np.median([r[i] for r in rates["reference"]])) for i in (0, 1))
-            ratios[name] = [tuple(o[i] / f[i] for i in (0, 1)) for o, f in zip(rates["ours"], rates["reference"])]
-            line += (f"  imagecorruptions {ref_rates[name][0]:9.1f} img/s (cpu {ref_rates[name][1]:9.1f})"
-                     f"  ratios {' '.join(f'{q[0]:.1f}' for q in ratios[name])}")
+            pairs = zip(rates["ours"], rates["reference"], strict=True)
+            ratios[name] = [tuple(o[i] / f[i] for i in (0, 1)) for o, f in pairs]
+            line += (
+                f"  imagecorruptions {ref_rates[name][0]:9.1f} img/s (cpu {ref_rates[name][1]:9.1f})"
+                f"  ratios {' '.join(f'{q[0]:.1f}' for q in ratios[name])}"
+            )
         elif name in ref_errors:
             line += f"  imagecorruptions FAILED {ref_errors[name]}"
         log(line)
@@ -258,7 +271,8 @@ def main() -> None:
         "guide on a shared machine). The speed-up is the median of the rounds' ratios, with the "
         "lowest and highest round's wall-clock ratio.",
         "",
-        "| corruption | family | macs-audit img/s | imagecorruptions img/s | speed-up wall (CPU) | rounds, wall: min - max |",
+        "| corruption | family | macs-audit img/s | imagecorruptions img/s | speed-up wall (CPU) "
+        "| rounds, wall: min - max |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for name in names:
@@ -266,24 +280,38 @@ def main() -> None:
         if ref:
             ref_cell = f"{ref[0]:,.0f} ({ref[1]:,.0f})"
             wall_ratios = [q[0] for q in ratios[name]]
-            ratio = (f"{np.median(wall_ratios):.1f}x ({np.median([q[1] for q in ratios[name]]):.1f}x)"
-                     f" | {min(wall_ratios):.1f}x - {max(wall_ratios):.1f}x")
+            ratio = (
+                f"{np.median(wall_ratios):.1f}x ({np.median([q[1] for q in ratios[name]]):.1f}x)"
+                f" | {min(wall_ratios):.1f}x - {max(wall_ratios):.1f}x"
+            )
         else:
             ref_cell, ratio = ref_errors.get(name, "n/a"), "n/a | "
         out.append(f"| {name} | {FAMILIES[name]} | {ow:,.0f} ({oc:,.0f}) | {ref_cell} | {ratio} |")
     if ref_rates:
         count = len(ref_rates) * 5 * len(images)
-        totals = [(sum(count / len(ref_rates) / ours[n][i] for n in ref_rates),
-                   sum(count / len(ref_rates) / ref_rates[n][i] for n in ref_rates)) for i in (0, 1)]
-        out.append(f"| **all, time-weighted** | | {count / totals[0][0]:,.0f} ({count / totals[1][0]:,.0f}) "
-                   f"| {count / totals[0][1]:,.0f} ({count / totals[1][1]:,.0f}) "
-                   f"| {totals[0][1] / totals[0][0]:.1f}x ({totals[1][1] / totals[1][0]:.1f}x) | |")
+        totals = [
+            (
+                sum(count / len(ref_rates) / ours[n][i] for n in ref_rates),
+                sum(count / len(ref_rates) / ref_rates[n][i] for n in ref_rates),
+            )
+            for i in (0, 1)
+        ]
+        out.append(
+            f"| **all, time-weighted** | | {count / totals[0][0]:,.0f} ({count / totals[1][0]:,.0f}) "
+            f"| {count / totals[0][1]:,.0f} ({count / totals[1][1]:,.0f}) "
+            f"| {totals[0][1] / totals[0][0]:.1f}x ({totals[1][1] / totals[1][0]:.1f}x) | |"
+        )
     if grid_total is not None:
         n_grid = 19 * 5 * args.grid_images
-        out += ["", f"Full grid, 19 corruptions x 5 severities x {args.grid_images:,} images "
-                f"(batch {args.batch}): **{grid_total:.1f} s wall** ({n_grid / grid_total:,.0f} img/s), "
-                f"{grid_cpu:.1f} s CPU ({n_grid / grid_cpu:,.0f} img/s per CPU-second)", "",
-                "| corruption | grid wall s | grid CPU s |", "|---|---:|---:|"]
+        out += [
+            "",
+            f"Full grid, 19 corruptions x 5 severities x {args.grid_images:,} images "
+            f"(batch {args.batch}): **{grid_total:.1f} s wall** ({n_grid / grid_total:,.0f} img/s), "
+            f"{grid_cpu:.1f} s CPU ({n_grid / grid_cpu:,.0f} img/s per CPU-second)",
+            "",
+            "| corruption | grid wall s | grid CPU s |",
+            "|---|---:|---:|",
+        ]
         out += [f"| {n} | {w:.1f} | {c:.1f} |" for n, (w, c) in grid_per.items()]
     print("\n".join(out))
 

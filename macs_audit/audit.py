@@ -49,18 +49,18 @@ ProgressFn = Callable[[str, int, int], None]
 class AuditOptions:
     batch_size: int = 500
     calibration_split: float = 0.2  # fraction of the evaluation data held out to fit T; 0 disables
-    bootstrap: int = 1000           # bootstrap resamples for the intervals; 0 disables
+    bootstrap: int = 1000  # bootstrap resamples for the intervals; 0 disables
     seed: int = 0
     # Robustness (all off by default in the library; the CLI turns on the robust view and sensitivity).
-    perturbations: tuple[str, ...] = ()      # of perturbations.EVAL_VIEWS
-    sensitivity_samples: int = 0             # images (class-stratified) for L^; 0 disables
-    sensitivity_directions: int = 8          # finite-difference directions (ONNX models)
-    corruptions: tuple[str, ...] = ()        # of corruptions.CORRUPTIONS
+    perturbations: tuple[str, ...] = ()  # of perturbations.EVAL_VIEWS
+    sensitivity_samples: int = 0  # images (class-stratified) for L^; 0 disables
+    sensitivity_directions: int = 8  # finite-difference directions (ONNX models)
+    corruptions: tuple[str, ...] = ()  # of corruptions.CORRUPTIONS
     severities: tuple[int, ...] = (1, 2, 3, 4, 5)
-    cifar_c_dir: str | None = None           # read released CIFAR-C files instead of generating
+    cifar_c_dir: str | None = None  # read released CIFAR-C files instead of generating
     frost_textures: str | None = None
     corruption_baseline: Report | None = None  # for CE / relative mCE
-    workers: int | None = None               # ImageFolder decoding processes; None: min(8, cores / processes)
+    workers: int | None = None  # ImageFolder decoding processes; None: min(8, cores / processes)
 
 
 @dataclasses.dataclass
@@ -76,9 +76,18 @@ def _workers(options: AuditOptions, ctx: Context) -> int:
     return min(8, max(1, (os.cpu_count() or 1) // ctx.world_size))
 
 
-def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_size: int,
-                  view: View = views.CLEAN, progress: ProgressFn | None = None,
-                  description: str | None = None, keep_logits: bool = False, ctx: Context = SINGLE, workers: int = 0):
+def evaluate_view(
+    predictor: Predictor,
+    source: Source,
+    num_classes: int,
+    batch_size: int,
+    view: View = views.CLEAN,
+    progress: ProgressFn | None = None,
+    description: str | None = None,
+    keep_logits: bool = False,
+    ctx: Context = SINGLE,
+    workers: int = 0,
+):
     """Run one view over the whole source (this rank's shard under torch.distributed, then
     combined across ranks); return (accumulator, logits or None).
 
@@ -87,14 +96,27 @@ def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_
     acc = accumulators.CalibrationAccumulator(num_classes)
     kept, starts = [], []
     done = 0
-    total = len(source) if not ctx.active else sum(
-        min(batch_size, len(source) - st) for b, st in enumerate(range(0, len(source), batch_size)) if ctx.owns(b))
+    total = (
+        len(source)
+        if not ctx.active
+        else sum(
+            min(batch_size, len(source) - st) for b, st in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)
+        )
+    )
     description = description or view.name
     device = predictor.device
     torch_gpu = device.startswith("cuda") and predictor.backend == "torch"
     resident = device_images(source, device) if torch_gpu else None
-    for start, images, labels in prefetched(source, batch_size, view, ctx, resident, torch_gpu and resident is None,
-                                             workers, overlap=device.startswith("cuda")):
+    for start, images, labels in prefetched(
+        source,
+        batch_size,
+        view,
+        ctx,
+        resident,
+        torch_gpu and resident is None,
+        workers,
+        overlap=device.startswith("cuda"),
+    ):
         logits = predictor.predict(images)
         if logits.shape[1] != num_classes:
             raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
@@ -112,13 +134,15 @@ def evaluate_view(predictor: Predictor, source: Source, num_classes: int, batch_
 
 
 def view_result(view: View, acc: accumulators.CalibrationAccumulator, bootstrap: int, seed: int) -> ViewResult:
-    where = {}
-    if view.kind == "corruption":
-        where = {"corruption": view.corruption, "severity": view.severity, "family": FAMILIES[view.corruption]}
     return ViewResult(
-        name=view.name, kind=view.kind, metrics=acc.compute(),
+        name=view.name,
+        kind=view.kind,
+        metrics=acc.compute(),
         intervals=accumulators.bootstrap_intervals(acc, bootstrap, seed) if bootstrap else {},
-        reliability=Reliability.from_dict(acc.reliability()), **where,
+        reliability=Reliability.from_dict(acc.reliability()),
+        corruption=view.corruption,
+        severity=view.severity,
+        family=FAMILIES[view.corruption] if view.corruption else None,
     )
 
 
@@ -129,8 +153,9 @@ def check_classes(predictor: Predictor, source: Source) -> int:
     return k_data
 
 
-def temperature_section(logits: np.ndarray, labels: np.ndarray, num_classes: int, fraction: float,
-                        seed: int) -> dict | None:
+def temperature_section(
+    logits: np.ndarray, labels: np.ndarray, num_classes: int, fraction: float, seed: int
+) -> dict | None:
     """Fit T on a stratified held-out part of the evaluation data; compare on the rest."""
     if fraction <= 0:
         return None
@@ -143,8 +168,12 @@ def temperature_section(logits: np.ndarray, labels: np.ndarray, num_classes: int
     raw = accumulators.calibration_metrics(logits[rest], labels[rest], num_classes)
     scaled = accumulators.calibration_metrics(logits[rest] / t, labels[rest], num_classes)
     return {
-        "temperature": t, "fit_fraction": fraction, "n_fit": int(len(held)), "n_eval": int(len(rest)),
-        "split": "class-stratified, seeded", "seed": seed,
+        "temperature": t,
+        "fit_fraction": fraction,
+        "n_fit": int(len(held)),
+        "n_eval": int(len(rest)),
+        "split": "class-stratified, seeded",
+        "seed": seed,
         "raw": {k: raw[k] for k in ("accuracy", "ece", "adaptive_ece", "nll", "brier")},
         "scaled": {k: scaled[k] for k in ("accuracy", "ece", "adaptive_ece", "nll", "brier")},
     }
@@ -162,40 +191,75 @@ class RobustnessResult:
     """What the robustness half of the audit adds to the Report."""
 
     views: list[ViewResult] = dataclasses.field(default_factory=list)
-    section: dict | None = None               # robust accuracy, sensitivity, robustness ratio
+    section: dict | None = None  # robust accuracy, sensitivity, robustness ratio
     corruption_summary: dict | None = None
     conventions: dict = dataclasses.field(default_factory=dict)
     seeds: dict = dataclasses.field(default_factory=dict)
 
 
-def run_audit(predictor: Predictor, source: Source, options: AuditOptions | None = None,
-              progress: ProgressFn | None = None, data_info: dict | None = None, ctx: Context = SINGLE) -> AuditResult:
+def run_audit(
+    predictor: Predictor,
+    source: Source,
+    options: AuditOptions | None = None,
+    progress: ProgressFn | None = None,
+    data_info: dict | None = None,
+    ctx: Context = SINGLE,
+) -> AuditResult:
     """Audit `predictor` on `source`. Under torch.distributed (ctx), every rank returns the same Report."""
     options = options or AuditOptions()
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
     num_classes = check_classes(predictor, source)
-    acc, logits = evaluate_view(predictor, source, num_classes, options.batch_size,
-                                progress=progress, keep_logits=True, ctx=ctx, workers=_workers(options, ctx))
+    acc, logits = evaluate_view(
+        predictor,
+        source,
+        num_classes,
+        options.batch_size,
+        progress=progress,
+        keep_logits=True,
+        ctx=ctx,
+        workers=_workers(options, ctx),
+    )
     clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed)
     robustness = RobustnessResult()
     if options.perturbations or options.sensitivity_samples or options.corruptions:
         robustness = audit_robustness(predictor, source, num_classes, clean, options, progress, ctx)
     report = Report(
-        model=ModelInfo.from_dict({**predictor.info, **predictor.config.as_metadata(),
-                                   "output": predictor.output.describe(),
-                                   "config_sources": dict(predictor.config.sources)}),
-        data=DataInfo.from_dict({"source": source.name, "format": source.format, "n": len(source),
-                                 "num_classes": num_classes, "class_names": list(source.class_names),
-                                 **(data_info or {})}),
-        runtime=Runtime.from_dict({"device": predictor.info["device"], "provider": predictor.info["provider"],
-                                   "batch_size": options.batch_size, "world_size": ctx.world_size, **_versions()}),
-        conventions=Conventions.from_dict({**accumulators.CONVENTIONS, "bootstrap_resamples": options.bootstrap,
-                                           **robustness.conventions}),
+        model=ModelInfo.from_dict(
+            {
+                **predictor.info,
+                **predictor.config.as_metadata(),
+                "output": predictor.output.describe(),
+                "config_sources": dict(predictor.config.sources),
+            }
+        ),
+        data=DataInfo.from_dict(
+            {
+                "source": source.name,
+                "format": source.format,
+                "n": len(source),
+                "num_classes": num_classes,
+                "class_names": list(source.class_names),
+                **(data_info or {}),
+            }
+        ),
+        runtime=Runtime.from_dict(
+            {
+                "device": predictor.info["device"],
+                "provider": predictor.info["provider"],
+                "batch_size": options.batch_size,
+                "world_size": ctx.world_size,
+                **_versions(),
+            }
+        ),
+        conventions=Conventions.from_dict(
+            {**accumulators.CONVENTIONS, "bootstrap_resamples": options.bootstrap, **robustness.conventions}
+        ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds},
         clean=clean,
         temperature_scaling=TemperatureScaling.from_dict_or_none(
-            temperature_section(logits, source.labels, num_classes, options.calibration_split, options.seed)),
+            temperature_section(logits, source.labels, num_classes, options.calibration_split, options.seed)
+        ),
         margin_histogram=MarginHistogram.from_dict(margin_histogram(acc)),
         views=robustness.views,
         robustness=Robustness.from_dict_or_none(robustness.section),
@@ -206,8 +270,15 @@ def run_audit(predictor: Predictor, source: Source, options: AuditOptions | None
     return AuditResult(report=report, logits=logits, labels=source.labels.copy())
 
 
-def audit_robustness(predictor: Predictor, source: Source, num_classes: int, clean: ViewResult,
-                     options: AuditOptions, progress: ProgressFn | None, ctx: Context = SINGLE) -> RobustnessResult:
+def audit_robustness(
+    predictor: Predictor,
+    source: Source,
+    num_classes: int,
+    clean: ViewResult,
+    options: AuditOptions,
+    progress: ProgressFn | None,
+    ctx: Context = SINGLE,
+) -> RobustnessResult:
     """Perturbation views, sensitivity and the corruption grid."""
     from macs_audit.data.splits import stratified_subset
 
@@ -221,8 +292,17 @@ def audit_robustness(predictor: Predictor, source: Source, num_classes: int, cle
         result.seeds["perturbations"] = options.seed
         for name in options.perturbations:
             view = views.perturbation(name, options.seed, device)
-            acc, _ = evaluate_view(predictor, source, num_classes, options.batch_size, view, progress, name, ctx=ctx,
-                                   workers=_workers(options, ctx))
+            acc, _ = evaluate_view(
+                predictor,
+                source,
+                num_classes,
+                options.batch_size,
+                view,
+                progress,
+                name,
+                ctx=ctx,
+                workers=_workers(options, ctx),
+            )
             result.views.append(view_result(view, acc, options.bootstrap, options.seed))
             if name == ROBUST_VIEW:
                 section["robust_accuracy"] = result.views[-1].metrics["accuracy"]
@@ -234,8 +314,15 @@ def audit_robustness(predictor: Predictor, source: Source, num_classes: int, cle
         images = to_unit_float(source.images(pos))
         if progress:
             progress("sensitivity", 0, len(pos))
-        sens = sensitivity(predictor, images, source.labels[pos], options.sensitivity_directions, options.seed,
-                           batch_size=min(options.batch_size, 256), ctx=ctx)
+        sens = sensitivity(
+            predictor,
+            images,
+            source.labels[pos],
+            options.sensitivity_directions,
+            options.seed,
+            batch_size=min(options.batch_size, 256),
+            ctx=ctx,
+        )
         if progress:
             progress("sensitivity", len(pos), len(pos))
         section["sensitivity"] = sens
@@ -251,8 +338,15 @@ def audit_robustness(predictor: Predictor, source: Source, num_classes: int, cle
     return result
 
 
-def corruption_grid(predictor: Predictor, source: Source, num_classes: int, options: AuditOptions,
-                    progress: ProgressFn | None, ctx: Context, device: str) -> list[ViewResult]:
+def corruption_grid(
+    predictor: Predictor,
+    source: Source,
+    num_classes: int,
+    options: AuditOptions,
+    progress: ProgressFn | None,
+    ctx: Context,
+    device: str,
+) -> list[ViewResult]:
     """Every corruption x severity, generated on `device` or read from released files."""
     from macs_audit.data.released import cifar_c_source
 
@@ -271,8 +365,17 @@ def corruption_grid(predictor: Predictor, source: Source, num_classes: int, opti
                 progress(desc, done, total)
                 progress("corruption grid", i * total + done, len(grid) * total)
 
-        acc, _ = evaluate_view(predictor, view_source, num_classes, options.batch_size, view, grid_progress,
-                               f"{name} s{severity}", ctx=ctx, workers=_workers(options, ctx))
+        acc, _ = evaluate_view(
+            predictor,
+            view_source,
+            num_classes,
+            options.batch_size,
+            view,
+            grid_progress,
+            f"{name} s{severity}",
+            ctx=ctx,
+            workers=_workers(options, ctx),
+        )
         # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
         results.append(view_result(view, acc, 0, options.seed))
     return results
@@ -280,8 +383,10 @@ def corruption_grid(predictor: Predictor, source: Source, num_classes: int, opti
 
 def corruption_summary(view_results: list[ViewResult], clean: ViewResult, options: AuditOptions) -> dict:
     from macs_audit.metrics.corruption_summary import summarize_corruptions
-    summary = summarize_corruptions([v for v in view_results if v.kind == "corruption"],
-                                    clean.metrics["accuracy"], options.corruption_baseline)
+
+    summary = summarize_corruptions(
+        [v for v in view_results if v.kind == "corruption"], clean.metrics["accuracy"], options.corruption_baseline
+    )
     summary["source"] = f"read from {options.cifar_c_dir}" if options.cifar_c_dir else "generated by macs-audit"
     if not options.cifar_c_dir and "frost" in options.corruptions:
         from macs_audit.views.corruptions.weather import frost_texture_info  # imports torch

@@ -16,8 +16,17 @@ import os
 import numpy as np
 
 SUM_FIELDS_INT = ("count", "correct", "margin_below", "bin_count", "class_bin_count")
-SUM_FIELDS_FLOAT = ("nll_sum", "brier_sum", "margin_sum", "logit_norm_sum", "max_logit_sum",
-                    "bin_conf_sum", "bin_correct_sum", "class_bin_prob_sum", "class_bin_hit_sum")
+SUM_FIELDS_FLOAT = (
+    "nll_sum",
+    "brier_sum",
+    "margin_sum",
+    "logit_norm_sum",
+    "max_logit_sum",
+    "bin_conf_sum",
+    "bin_correct_sum",
+    "class_bin_prob_sum",
+    "class_bin_hit_sum",
+)
 SAMPLE_FIELDS = ("_confidence", "_is_correct", "_nll", "_margin")
 
 
@@ -97,7 +106,9 @@ def reduce_accumulator(acc, starts: list[int], ctx: Context):
         setattr(acc, name, result if np.ndim(value) else result.item())
     gathered: list = [None] * ctx.world_size
     dist.all_gather_object(gathered, (starts, [getattr(acc, f) for f in SAMPLE_FIELDS]))
-    batches = sorted((start, i, rank) for rank, (rank_starts, _) in enumerate(gathered) for i, start in enumerate(rank_starts))
+    batches = sorted(
+        (start, i, rank) for rank, (rank_starts, _) in enumerate(gathered) for i, start in enumerate(rank_starts)
+    )
     for j, field in enumerate(SAMPLE_FIELDS):
         setattr(acc, field, [gathered[rank][1][j][i] for _, i, rank in batches])
     return acc
@@ -111,7 +122,11 @@ def gather_in_order(parts: list[np.ndarray], starts: list[int], ctx: Context) ->
 
     gathered: list = [None] * ctx.world_size
     dist.all_gather_object(gathered, (starts, parts))
-    ordered = sorted((start, part) for rank_starts, rank_parts in gathered for start, part in zip(rank_starts, rank_parts))
+    ordered = sorted(
+        (start, part)
+        for rank_starts, rank_parts in gathered
+        for start, part in zip(rank_starts, rank_parts, strict=True)
+    )
     return [part for _, part in ordered]
 
 

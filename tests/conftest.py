@@ -41,8 +41,15 @@ def tiny_images(n: int, seed: int = 0, size: int = 32) -> tuple[np.ndarray, np.n
     return np.clip(x, 0, 255).astype(np.uint8), y.astype(np.int64)
 
 
-def linear_onnx(path, num_classes: int = 10, size: int | str = 32, softmax: bool = False, nan: bool = False,
-                seed: int = 0, metadata: dict | None = None):
+def linear_onnx(
+    path,
+    num_classes: int = 10,
+    size: int | str = 32,
+    softmax: bool = False,
+    nan: bool = False,
+    seed: int = 0,
+    metadata: dict | None = None,
+):
     """An ONNX classifier built with onnx.helper (no torch): global average pool -> linear (-> softmax)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -66,8 +73,12 @@ def linear_onnx(path, num_classes: int = 10, size: int | str = 32, softmax: bool
         out = "probs"
     nodes.append(helper.make_node("Identity", [out], ["logits"]))
     graph = helper.make_graph(
-        nodes, "tiny", [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, size, size])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", num_classes])], inits)
+        nodes,
+        "tiny",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", num_classes])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     for key, value in (metadata or {}).items():

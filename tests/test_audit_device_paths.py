@@ -1,4 +1,5 @@
 """CPU checks of the GPU-feeding paths: tensor views, device-resident batches, ImageFolder workers, ORT threads."""
+
 import numpy as np
 import pytest
 import torch
@@ -34,13 +35,13 @@ def test_resident_batches_equal_host_batches():
         a = list(prefetched(src, 16, view, ctx))
         b = list(prefetched(src, 16, view, ctx, resident=resident))
         assert [s for s, _, _ in a] == [s for s, _, _ in b]
-        for (_, xa, ya), (_, xb, yb) in zip(a, b):
+        for (_, xa, ya), (_, xb, yb) in zip(a, b, strict=True):
             assert np.array_equal(xa, xb.numpy()) and np.array_equal(ya, yb)
 
 
 def _folder(tmp_path, n=30, bad=False):
     x, y = tiny_images(n, seed=3)
-    for i, (img, lab) in enumerate(zip(x, y)):
+    for i, (img, lab) in enumerate(zip(x, y, strict=True)):
         d = tmp_path / f"c{lab}"
         d.mkdir(parents=True, exist_ok=True)
         Image.fromarray(img).save(d / f"{i}.png")
@@ -98,6 +99,7 @@ def test_onnx_threads_follow_omp_num_threads(tmp_path, monkeypatch):
 
     seen = []
     import onnxruntime as ort
+
     orig = ort.InferenceSession.__init__
 
     def init(self, path, sess_options=None, *a, **k):

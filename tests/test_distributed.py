@@ -9,8 +9,21 @@ import numpy as np
 import pytest
 from conftest import free_port, linear_onnx, tiny_images
 
-ARGS = ["--batch-size", "16", "--perturbations", "all", "--corruptions", "gaussian_noise,zoom_blur",
-        "--severities", "1,4", "--sensitivity-samples", "20", "--bootstrap", "100", "--quiet"]
+ARGS = [
+    "--batch-size",
+    "16",
+    "--perturbations",
+    "all",
+    "--corruptions",
+    "gaussian_noise,zoom_blur",
+    "--severities",
+    "1,4",
+    "--sensitivity-samples",
+    "20",
+    "--bootstrap",
+    "100",
+    "--quiet",
+]
 
 
 def compare(a, b, path=""):
@@ -21,7 +34,7 @@ def compare(a, b, path=""):
             diffs += compare(a[key], b[key], f"{path}/{key}")
     elif isinstance(a, list):
         assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diffs += compare(x, y, f"{path}[{i}]")
     elif isinstance(a, float) and isinstance(b, float):
         if abs(a - b) > 1e-12:
@@ -39,11 +52,33 @@ def test_sharded_evaluate_equals_single_process(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
     common = [str(model), "--data", str(tmp_path / "d.npz"), *ARGS]
-    subprocess.run([sys.executable, "-m", "macs_audit", "evaluate", *common, "-o", str(single)],
-                   check=True, env=env, capture_output=True)
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-                          "-m", "macs_audit", "evaluate", *common, "-o", str(sharded)],
-                         env=env, capture_output=True, text=True, cwd=tmp_path)
+    subprocess.run(
+        [sys.executable, "-m", "macs_audit", "evaluate", *common, "-o", str(single)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "macs_audit",
+            "evaluate",
+            *common,
+            "-o",
+            str(sharded),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
     assert b["runtime"]["world_size"] == 2

@@ -6,8 +6,7 @@ import json
 import pytest
 from goldens import make_goldens as goldens
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not goldens.SAMPLE_ONNX.exists(), reason="sample model not built")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not goldens.SAMPLE_ONNX.exists(), reason="sample model not built")]
 
 
 @pytest.fixture(scope="module")

@@ -110,8 +110,17 @@ def torch_model_file(tmp_path) -> Path:
         model.fc.weight.mul_(40)  # random-init logits are tiny; make NLL and margins non-trivial
     path = tmp_path / "m.safetensors"
     save_safetensors(model, path)
-    write_sidecar(tmp_path / "m.json", {"arch": "macs_resnet9_c10", "num_classes": 10, "input_size": [32, 32],
-                                        "output": "logits", "mean": [0.49, 0.48, 0.45], "std": [0.25, 0.24, 0.26]})
+    write_sidecar(
+        tmp_path / "m.json",
+        {
+            "arch": "macs_resnet9_c10",
+            "num_classes": 10,
+            "input_size": [32, 32],
+            "output": "logits",
+            "mean": [0.49, 0.48, 0.45],
+            "std": [0.25, 0.24, 0.26],
+        },
+    )
     return path
 
 
@@ -144,9 +153,9 @@ def test_torch_predictor_cuda_matches_cpu(tmp_path):
     assert gpu.info["device"] == "cuda:0" and "CUDA" in gpu.info["provider"] and gpu.autocast
     seen = []
     hook = gpu.model.register_forward_hook(lambda m, i, o: seen.append(o.dtype))  # the model's own output
-    logits_gpu = np.concatenate([gpu.predict(x[i:i + 250]) for i in range(0, len(x), 250)])
+    logits_gpu = np.concatenate([gpu.predict(x[i : i + 250]) for i in range(0, len(x), 250)])
     hook.remove()
-    logits_cpu = np.concatenate([cpu.predict(x[i:i + 250]) for i in range(0, len(x), 250)])
+    logits_cpu = np.concatenate([cpu.predict(x[i : i + 250]) for i in range(0, len(x), 250)])
     assert set(seen) == {getattr(gpu, "amp_dtype", torch.bfloat16)}, seen  # autocast really ran (bf16) ...
     assert logits_gpu.dtype == np.float32 and logits_gpu.shape == logits_cpu.shape  # ... and was upcast
     a, b = calibration_metrics(logits_cpu, y, 10), calibration_metrics(logits_gpu, y, 10)
@@ -168,16 +177,37 @@ def test_cli_evaluate_on_cuda_matches_cpu(tmp_path):
     reports = {}
     for device in ("cpu", "cuda"):
         out = tmp_path / f"{device}.json"
-        result = CliRunner().invoke(app, ["evaluate", str(path), "--device", device, "--limit", "1000",
-                                          "--corruptions", "gaussian_noise,contrast", "--severities", "3",
-                                          "--sensitivity-samples", "100", "--bootstrap", "0", "--quiet", "-o", str(out)])
+        result = CliRunner().invoke(
+            app,
+            [
+                "evaluate",
+                str(path),
+                "--device",
+                device,
+                "--limit",
+                "1000",
+                "--corruptions",
+                "gaussian_noise,contrast",
+                "--severities",
+                "3",
+                "--sensitivity-samples",
+                "100",
+                "--bootstrap",
+                "0",
+                "--quiet",
+                "-o",
+                str(out),
+            ],
+        )
         assert result.exit_code == 0, result.output
         reports[device] = json.loads(out.read_text())
     cpu, gpu = reports["cpu"], reports["cuda"]
     assert gpu["runtime"]["device"] == "cuda:0" and cpu["runtime"]["device"] == "cpu"
     assert [v["name"] for v in gpu["views"]] == [v["name"] for v in cpu["views"]]
-    assert abs(gpu["clean"]["metrics"]["nll"] - cpu["clean"]["metrics"]["nll"]) <= 1e-2 * max(1, cpu["clean"]["metrics"]["nll"])
-    for vc, vg in zip(cpu["views"], gpu["views"]):
+    assert abs(gpu["clean"]["metrics"]["nll"] - cpu["clean"]["metrics"]["nll"]) <= 1e-2 * max(
+        1, cpu["clean"]["metrics"]["nll"]
+    )
+    for vc, vg in zip(cpu["views"], gpu["views"], strict=True):
         # Random views draw from CUDA's generator on the GPU: other noise, same distribution.
         assert abs(vc["metrics"]["accuracy"] - vg["metrics"]["accuracy"]) <= 0.05, vc["name"]
     lc, lg = cpu["robustness"]["sensitivity"]["lipschitz"], gpu["robustness"]["sensitivity"]["lipschitz"]
@@ -232,7 +262,12 @@ def test_perturbation_views_on_cuda():
     blur = perturbations.gaussian_blur(x, perturbation_params.EVAL_BLUR_SIGMA).cpu()
     assert torch.allclose(blur, perturbations.gaussian_blur(x_cpu, perturbation_params.EVAL_BLUR_SIGMA), atol=1e-5)
     mid = torch.full((64, 3, 32, 32), 0.5, device="cuda")
-    noise = perturbations.gaussian_noise(mid, perturbation_params.EVAL_NOISE_SIGMA, torch.Generator(device="cuda").manual_seed(0)) - mid
+    noise = (
+        perturbations.gaussian_noise(
+            mid, perturbation_params.EVAL_NOISE_SIGMA, torch.Generator(device="cuda").manual_seed(0)
+        )
+        - mid
+    )
     assert abs(float(noise.std()) - perturbation_params.EVAL_NOISE_SIGMA) < 2e-3
     # The training view (per-sample strengths) too.
     t1 = perturbations.training_view(x, torch.Generator(device="cuda").manual_seed(3))
@@ -240,8 +275,16 @@ def test_perturbation_views_on_cuda():
     assert t1.device == x.device and t1.dtype == torch.float32 and torch.equal(t1, t2)
 
 
-CUDA_CORRUPTIONS = ("gaussian_noise", "impulse_noise", "glass_blur", "zoom_blur", "fog", "contrast",
-                    "elastic_transform", "jpeg_compression")
+CUDA_CORRUPTIONS = (
+    "gaussian_noise",
+    "impulse_noise",
+    "glass_blur",
+    "zoom_blur",
+    "fog",
+    "contrast",
+    "elastic_transform",
+    "jpeg_compression",
+)
 
 
 @needs_cuda
@@ -260,8 +303,10 @@ def test_tensor_jpeg_on_cuda_equals_cpu():
         # contrast: a reduction on the GPU, BLAS products on the CPU; they may differ only on
         # rare values whose exact result is an integer
         for severity in (1, 4):
-            diff = (corruptions.corrupt(x.cuda(), "contrast", severity, 0).cpu().int()
-                    - corruptions.corrupt(x, "contrast", severity, 0).int())
+            diff = (
+                corruptions.corrupt(x.cuda(), "contrast", severity, 0).cpu().int()
+                - corruptions.corrupt(x, "contrast", severity, 0).int()
+            )
             assert diff.abs().max() <= 1 and (diff != 0).float().mean() < 1e-3, severity
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
@@ -306,8 +351,16 @@ def test_macs_training_step_on_cuda_with_autocast():
     y = torch.from_numpy(labels).to(device)
     seen = []
     hook = model.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
-    loss, terms = training_step(model, x, y, options, Preprocess(options, device), torch.Generator().manual_seed(0),
-                                torch.Generator(device=device).manual_seed(0), amp=True)
+    loss, terms = training_step(
+        model,
+        x,
+        y,
+        options,
+        Preprocess(options, device),
+        torch.Generator().manual_seed(0),
+        torch.Generator(device=device).manual_seed(0),
+        amp=True,
+    )
     hook.remove()
     assert seen and set(seen) == {torch.bfloat16}
     assert loss.dtype == torch.float32 and torch.isfinite(loss) and set(terms) == {"ce", "margin", "kl"}
@@ -353,15 +406,51 @@ def test_onnx_cuda_provider_used_and_matches_cpu(tmp_path):
 @pytest.mark.skipif(not CUDA or torch.cuda.device_count() < 2, reason="needs 2 CUDA devices")
 def test_sharded_evaluate_on_two_gpus(tmp_path):
     path = torch_model_file(tmp_path)
-    args = [str(path), "--device", "cuda", "--limit", "1000", "--batch-size", "128", "--perturbations", "noise+blur",
-            "--sensitivity-samples", "0", "--bootstrap", "0", "--quiet"]
+    args = [
+        str(path),
+        "--device",
+        "cuda",
+        "--limit",
+        "1000",
+        "--batch-size",
+        "128",
+        "--perturbations",
+        "noise+blur",
+        "--sensitivity-samples",
+        "0",
+        "--bootstrap",
+        "0",
+        "--quiet",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
-    subprocess.run([sys.executable, "-m", "macs_audit", "evaluate", *args, "-o", str(single)],
-                   check=True, env={**env, "CUDA_VISIBLE_DEVICES": "0"}, capture_output=True)
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-                          "-m", "macs_audit", "evaluate", *args, "-o", str(sharded)],
-                         env=env, capture_output=True, text=True, cwd=tmp_path)
+    subprocess.run(
+        [sys.executable, "-m", "macs_audit", "evaluate", *args, "-o", str(single)],
+        check=True,
+        env={**env, "CUDA_VISIBLE_DEVICES": "0"},
+        capture_output=True,
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "macs_audit",
+            "evaluate",
+            *args,
+            "-o",
+            str(sharded),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
     assert b["runtime"]["world_size"] == 2 and b["data"]["n"] == a["data"]["n"] == 1000

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
 from macs_audit.models.backend import file_sha256
+from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
 from macs_audit.models.torch import build_timm_model
 
 ROOT = Path(__file__).resolve().parents[2]

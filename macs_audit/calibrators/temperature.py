@@ -19,6 +19,10 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
         raise InputError("temperature scaling needs at least one held-out sample")
     z = np.asarray(logits, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
-    result = minimize_scalar(lambda log_t: temperature_nll(z, labels, np.exp(log_t)),
-                             bounds=(-5.0, 5.0), method="bounded", options={"xatol": 1e-6})
+    result = minimize_scalar(
+        lambda log_t: temperature_nll(z, labels, np.exp(log_t)),
+        bounds=(-5.0, 5.0),
+        method="bounded",
+        options={"xatol": 1e-6},
+    )
     return float(np.exp(result.x))

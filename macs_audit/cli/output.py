@@ -16,22 +16,11 @@ import typer
 
 from macs_audit.cli.console import stderr, stdout
 from macs_audit.errors import InputError, UsageError
-from macs_audit.reports import FORMATS
+from macs_audit.reports import ALIASES, EXTENSIONS, FORMATS
 
 if TYPE_CHECKING:
     from macs_audit.gate import GateConfig, GateResult
     from macs_audit.report import Report
-
-ALIASES = {"markdown": "md", "xml": "junit", "txt": "terminal", "text": "terminal"}
-EXTENSIONS = {
-    ".json": "json",
-    ".md": "md",
-    ".markdown": "md",
-    ".xml": "junit",
-    ".html": "html",
-    ".htm": "html",
-    ".txt": "terminal",
-}
 
 
 def resolve_outputs(
@@ -95,7 +84,9 @@ def render_report(name: str, report: Report, gate: GateResult | None, terminal_g
     from macs_audit.reports import terminal
 
     if name == "terminal":
-        return terminal.gate_table(gate) if terminal_gate_only and gate is not None else terminal.renderable(report, gate)
+        return (
+            terminal.gate_table(gate) if terminal_gate_only and gate is not None else terminal.renderable(report, gate)
+        )
     return reports.render(name, report, gate)
 
 

@@ -54,13 +54,14 @@ def _batch_images(source: Source, starts: list[int], batch_size: int, resident, 
     decoded in `workers` processes, or plain reads."""
     if resident is not None:
         for start in starts:
-            yield start, resident[start:start + batch_size]
+            yield start, resident[start : start + batch_size]
     elif source.format == "imagefolder" and workers > 0 and len(starts) > 1:
         from torch.utils.data import DataLoader
 
         reader: Any = _BatchReader(source, starts, batch_size)  # a map-style dataset by protocol
-        loader: DataLoader = DataLoader(reader, batch_size=None, collate_fn=_identity,
-                                        num_workers=min(workers, len(starts)), prefetch_factor=2)
+        loader: DataLoader = DataLoader(
+            reader, batch_size=None, collate_fn=_identity, num_workers=min(workers, len(starts)), prefetch_factor=2
+        )
         for start, images in loader:
             if isinstance(images, Exception):
                 raise images
@@ -70,8 +71,16 @@ def _batch_images(source: Source, starts: list[int], batch_size: int, resident, 
             yield start, source.images(np.arange(start, min(start + batch_size, len(source))))
 
 
-def prefetched(source: Source, batch_size: int, view, ctx: Context, resident=None, pin: bool = False,
-                workers: int = 0, overlap: bool = False) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+def prefetched(
+    source: Source,
+    batch_size: int,
+    view,
+    ctx: Context,
+    resident=None,
+    pin: bool = False,
+    workers: int = 0,
+    overlap: bool = False,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Yield (start, view images, labels) for this rank's batches (all of them in one process).
 
     With `overlap`, the next batch is prepared in a worker thread while the model runs on the

@@ -43,6 +43,7 @@ def write_corruption_grid(
 ) -> list[Path]:
     """Generate `names` at severities 1-5 of `source` and write them to `out` in the released CIFAR-C
     layout (each file atomically); return the paths written."""
+
     def images_fn(name: str, severity: int) -> Iterator[Any]:
         for _, batch in corrupted_batches(source, name, severity, seed, batch_size, device, frost_textures):
             yield batch

@@ -38,8 +38,7 @@ class CifarCDirectory:
     the n per-severity labels); ``num_per_severity`` (n); ``image_shape`` ((H, W, 3)).
     """
 
-    def __init__(self, path: Path, corruptions: tuple[str, ...], labels: np.ndarray,
-                 image_shape: tuple[int, ...]):
+    def __init__(self, path: Path, corruptions: tuple[str, ...], labels: np.ndarray, image_shape: tuple[int, ...]):
         self.path = path
         self.corruptions = corruptions
         self.labels = labels
@@ -48,8 +47,10 @@ class CifarCDirectory:
         self._maps: dict[str, np.ndarray] = {}
 
     def __repr__(self) -> str:
-        return (f"CifarCDirectory({str(self.path)!r}, {len(self.corruptions)} corruptions, "
-                f"{self.num_per_severity} images per severity)")
+        return (
+            f"CifarCDirectory({str(self.path)!r}, {len(self.corruptions)} corruptions, "
+            f"{self.num_per_severity} images per severity)"
+        )
 
     def images(self, name: str, severity: int) -> np.ndarray:
         """Read-only memory-mapped uint8 view (n, H, W, 3) of one corruption and severity."""
@@ -58,12 +59,11 @@ class CifarCDirectory:
         if isinstance(severity, bool) or not isinstance(severity, int) or severity not in SEVERITIES:
             raise UsageError(f"corruption severity must be an integer 1-5, got {severity!r}")
         if name not in self.corruptions:
-            raise InputError(f"{self.path} has no {name}.npy; present: "
-                             f"{', '.join(self.corruptions)}")
+            raise InputError(f"{self.path} has no {name}.npy; present: {', '.join(self.corruptions)}")
         if name not in self._maps:
             self._maps[name] = _open_memmap(self.path / f"{name}.npy")
         n = self.num_per_severity
-        return self._maps[name][(severity - 1) * n: severity * n]
+        return self._maps[name][(severity - 1) * n : severity * n]
 
     def close(self) -> None:
         """Drop the cached memory maps (they close when no view refers to them)."""
@@ -78,18 +78,22 @@ def read_cifar_c(directory: str | os.PathLike) -> CifarCDirectory:
         raise InputError(f"CIFAR-C directory {path} does not exist or is not a directory")
     labels_path = path / LABELS_FILE
     if not labels_path.is_file():
-        raise InputError(f"{path} has no {LABELS_FILE}; a CIFAR-C directory holds "
-                         "<corruption>.npy files and labels.npy")
+        raise InputError(
+            f"{path} has no {LABELS_FILE}; a CIFAR-C directory holds <corruption>.npy files and labels.npy"
+        )
     tiled = _open_memmap(labels_path)
-    if tiled.ndim != 1 or tiled.dtype.kind not in "iu" or tiled.shape[0] == 0 \
-            or tiled.shape[0] % NUM_SEVERITIES:
-        raise InputError(f"{labels_path} must be a 1-D integer array whose length is a multiple "
-                         f"of {NUM_SEVERITIES}, got {tiled.dtype} of shape {tiled.shape}")
+    if tiled.ndim != 1 or tiled.dtype.kind not in "iu" or tiled.shape[0] == 0 or tiled.shape[0] % NUM_SEVERITIES:
+        raise InputError(
+            f"{labels_path} must be a 1-D integer array whose length is a multiple "
+            f"of {NUM_SEVERITIES}, got {tiled.dtype} of shape {tiled.shape}"
+        )
     n = tiled.shape[0] // NUM_SEVERITIES
     blocks = np.asarray(tiled).reshape(NUM_SEVERITIES, n)
     if not (blocks == blocks[0]).all():
-        raise InputError(f"{labels_path} does not hold the same {n} labels for each of the "
-                         f"{NUM_SEVERITIES} severities; not a CIFAR-C labels file")
+        raise InputError(
+            f"{labels_path} does not hold the same {n} labels for each of the "
+            f"{NUM_SEVERITIES} severities; not a CIFAR-C labels file"
+        )
     labels = blocks[0].astype(np.int64)
     if labels.min() < 0:
         raise InputError(f"{labels_path} holds negative labels")
@@ -103,24 +107,30 @@ def read_cifar_c(directory: str | os.PathLike) -> CifarCDirectory:
             continue
         shape, dtype = _read_header(file)
         if dtype != np.uint8 or len(shape) != 4 or shape[0] != NUM_SEVERITIES * n or shape[3] != 3:
-            raise InputError(f"{file} must be uint8 of shape ({NUM_SEVERITIES * n}, H, W, 3) to "
-                             f"match {LABELS_FILE}, got {dtype} of shape {shape}")
+            raise InputError(
+                f"{file} must be uint8 of shape ({NUM_SEVERITIES * n}, H, W, 3) to "
+                f"match {LABELS_FILE}, got {dtype} of shape {shape}"
+            )
         if image_shape is None:
             image_shape = tuple(shape[1:])
         elif tuple(shape[1:]) != image_shape:
-            raise InputError(f"{file} holds {shape[1]}x{shape[2]} images, other files "
-                             f"{image_shape[0]}x{image_shape[1]}")
+            raise InputError(
+                f"{file} holds {shape[1]}x{shape[2]} images, other files {image_shape[0]}x{image_shape[1]}"
+            )
         present.append(name)
     if not present:
-        raise InputError(f"{path} holds no corruption files (<name>.npy for the 19 CIFAR-C "
-                         "corruptions, e.g. fog.npy)")
+        raise InputError(f"{path} holds no corruption files (<name>.npy for the 19 CIFAR-C corruptions, e.g. fog.npy)")
     assert image_shape is not None  # set by the first file present
     return CifarCDirectory(path, tuple(present), labels, image_shape)
 
 
-def write_cifar_c(out_dir: str | os.PathLike, images_fn: ImagesFn, labels: Any,
-                  corruptions: Iterable[str] = CORRUPTIONS,
-                  progress: Progress | None = None) -> list[Path]:
+def write_cifar_c(
+    out_dir: str | os.PathLike,
+    images_fn: ImagesFn,
+    labels: Any,
+    corruptions: Iterable[str] = CORRUPTIONS,
+    progress: Progress | None = None,
+) -> list[Path]:
     """Write a CIFAR-C directory in the released layout; return the paths written.
 
     ``images_fn(name, severity)`` yields uint8 batches (b, H, W, 3), numpy arrays or tensors
@@ -138,10 +148,10 @@ def write_cifar_c(out_dir: str | os.PathLike, images_fn: ImagesFn, labels: Any,
     if not names:
         raise UsageError("no corruptions to write")
     labels = np.asarray(labels)
-    if labels.ndim != 1 or labels.shape[0] == 0 or labels.dtype.kind not in "iu" \
-            or (labels < 0).any():
-        raise InputError(f"labels must be a non-empty 1-D array of non-negative integers, got "
-                         f"{labels.dtype} of shape {labels.shape}")
+    if labels.ndim != 1 or labels.shape[0] == 0 or labels.dtype.kind not in "iu" or (labels < 0).any():
+        raise InputError(
+            f"labels must be a non-empty 1-D array of non-negative integers, got {labels.dtype} of shape {labels.shape}"
+        )
     n = labels.shape[0]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -160,24 +170,24 @@ def write_cifar_c(out_dir: str | os.PathLike, images_fn: ImagesFn, labels: Any,
                     batch = _as_uint8_batch(batch, name, severity)
                     if array is None:
                         array = np.lib.format.open_memmap(
-                            tmp, mode="w+", dtype=np.uint8,
-                            shape=(NUM_SEVERITIES * n,) + batch.shape[1:])
+                            tmp, mode="w+", dtype=np.uint8, shape=(NUM_SEVERITIES * n,) + batch.shape[1:]
+                        )
                     elif batch.shape[1:] != array.shape[1:]:
-                        raise InputError(f"{name} severity {severity}: batch of "
-                                         f"{batch.shape[1]}x{batch.shape[2]} images, earlier "
-                                         f"batches {array.shape[1]}x{array.shape[2]}")
+                        raise InputError(
+                            f"{name} severity {severity}: batch of "
+                            f"{batch.shape[1]}x{batch.shape[2]} images, earlier "
+                            f"batches {array.shape[1]}x{array.shape[2]}"
+                        )
                     if row + batch.shape[0] > n:
-                        raise InputError(f"{name} severity {severity}: more than the {n} "
-                                         "images the labels describe")
+                        raise InputError(f"{name} severity {severity}: more than the {n} images the labels describe")
                     start = (severity - 1) * n + row
-                    array[start:start + batch.shape[0]] = batch
+                    array[start : start + batch.shape[0]] = batch
                     row += batch.shape[0]
                     done += batch.shape[0]
                     if progress is not None:
                         progress(f"{name} severity {severity}", done, total)
                 if row != n:
-                    raise InputError(f"{name} severity {severity}: got {row} images, expected "
-                                     f"{n} (one per label)")
+                    raise InputError(f"{name} severity {severity}: got {row} images, expected {n} (one per label)")
             if array is not None:
                 array.flush()
                 del array  # unmap before the rename
@@ -214,8 +224,7 @@ def _read_header(file: Path) -> tuple[tuple[int, ...], np.dtype]:
         raise InputError(f"{file} is stored in Fortran order; CIFAR-C files are C-ordered")
     size = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if file.stat().st_size < size:
-        raise InputError(f"{file} is truncated: {file.stat().st_size} bytes, the header "
-                         f"describes {size}")
+        raise InputError(f"{file} is truncated: {file.stat().st_size} bytes, the header describes {size}")
     return tuple(shape), dtype
 
 
@@ -224,11 +233,10 @@ def _as_uint8_batch(batch: Any, name: str, severity: int) -> np.ndarray:
         batch = batch.detach().cpu().numpy()
     batch = np.asarray(batch)
     if batch.dtype != np.uint8 or batch.ndim != 4 or batch.shape[3] != 3:
-        raise InputError(f"{name} severity {severity}: batches must be uint8 (b, H, W, 3), got "
-                         f"{batch.dtype} of shape {batch.shape}")
+        raise InputError(
+            f"{name} severity {severity}: batches must be uint8 (b, H, W, 3), got {batch.dtype} of shape {batch.shape}"
+        )
     return batch
-
-
 
 
 def _save_array(target: Path, array: np.ndarray) -> Path:
@@ -262,11 +270,15 @@ def cifar_c_source(directory, clean_source, name: str, severity: int):
     if clean_source.indices is not None:
         candidates.append(clean_source.indices)
     candidates.append(np.arange(n))
-    rows = next((c for c in candidates if c.max() < cc.num_per_severity
-                 and np.array_equal(cc.labels[c], clean_source.labels)), None)
+    rows = next(
+        (c for c in candidates if c.max() < cc.num_per_severity and np.array_equal(cc.labels[c], clean_source.labels)),
+        None,
+    )
     if rows is None:
-        raise InputError(f"{directory} ({cc.num_per_severity} images per severity) does not match the clean data "
-                         f"({n} images): pass the clean set it was made from with --data and the same --limit")
+        raise InputError(
+            f"{directory} ({cc.num_per_severity} images per severity) does not match the clean data "
+            f"({n} images): pass the clean set it was made from with --data and the same --limit"
+        )
 
     def fetch(idx: np.ndarray) -> np.ndarray:
         return np.asarray(cc.images(name, severity)[idx])

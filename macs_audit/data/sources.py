@@ -52,7 +52,6 @@ class Source:
         return dataclasses.replace(self, labels=self.labels[positions], indices=underlying)
 
 
-
 def array_source(name: str, fmt: str, x: np.ndarray, y: np.ndarray, class_names: list[str]) -> Source:
     x = _as_nhwc_uint8(x, name)
     y = np.asarray(y)
@@ -115,9 +114,12 @@ class _ArrayOnlyUnpickler(pickle.Unpickler):
     only numpy array reconstruction is allowed besides plain Python containers."""
 
     ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy", "ndarray"), ("numpy", "dtype"),
-        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
         ("_codecs", "encode"),  # how Python 3 pickles bytes at protocol 2 (files re-saved from Python 3)
     }
 
@@ -233,8 +235,9 @@ def detect_format(path: Path) -> str:
     return "imagefolder"
 
 
-def load_source(path: str | Path | None = None, fmt: str = "auto", split: str = "test",
-                image_size: tuple[int, int] | None = None) -> Source:
+def load_source(
+    path: str | Path | None = None, fmt: str = "auto", split: str = "test", image_size: tuple[int, int] | None = None
+) -> Source:
     """Open a data source. `path=None` gives the built-in CIFAR-10 test set."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown data format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -15,7 +15,7 @@ import hashlib
 import math
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -41,11 +41,11 @@ ProgressFn = Callable[..., None]
 
 @dataclasses.dataclass
 class FinetuneResult:
-    model: torch.nn.Module       # the fine-tuned model, in eval mode, on options.device
-    history: list[dict]          # one entry per epoch: step, lr, mean loss terms, validation metrics
-    steps: int                   # optimizer steps taken in total (including before a resume)
+    model: torch.nn.Module  # the fine-tuned model, in eval mode, on options.device
+    history: list[dict]  # one entry per epoch: step, lr, mean loss terms, validation metrics
+    steps: int  # optimizer steps taken in total (including before a resume)
     resumed_from_epoch: int | None
-    split: dict                  # sizes and seed of the train/validation split
+    split: dict  # sizes and seed of the train/validation split
 
 
 @dataclasses.dataclass
@@ -55,7 +55,7 @@ class TrainData:
     x_val: torch.Tensor
     y_val: torch.Tensor
     num_classes: int
-    fingerprint: str       # identifies the split, so --resume refuses different data
+    fingerprint: str  # identifies the split, so --resume refuses different data
 
 
 def lr_at(step: int, total: int, warmup: int, peak: float) -> float:
@@ -76,8 +76,12 @@ def augment(x: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.
     rows = dy[:, None] + torch.arange(h, device=dev)
     cols = dx[:, None] + torch.arange(w, device=dev)
     cols = torch.where(flip[:, None], cols.flip(1), cols)  # a flip is reversed column order
-    return padded[torch.arange(n, device=dev)[:, None, None, None], torch.arange(c, device=dev)[None, :, None, None],
-                  rows[:, None, :, None], cols[:, None, None, :]]
+    return padded[
+        torch.arange(n, device=dev)[:, None, None, None],
+        torch.arange(c, device=dev)[None, :, None, None],
+        rows[:, None, :, None],
+        cols[:, None, None, :],
+    ]
 
 
 def load_train_data(source, options: FinetuneOptions) -> TrainData:
@@ -85,8 +89,10 @@ def load_train_data(source, options: FinetuneOptions) -> TrainData:
     labels = np.asarray(source.labels, dtype=np.int64)
     val_idx, train_idx = stratified_split(labels, options.val_fraction, options.split_seed)
     if len(train_idx) < options.batch_size:
-        raise UsageError(f"the training split has {len(train_idx)} images, fewer than --batch-size {options.batch_size}; "
-                         "use a smaller batch or more data")
+        raise UsageError(
+            f"the training split has {len(train_idx)} images, fewer than --batch-size {options.batch_size}; "
+            "use a smaller batch or more data"
+        )
     if len(val_idx) == 0:
         raise UsageError(f"--val-fraction {options.val_fraction} holds out no images of {len(labels)}; raise it")
     images = np.asarray(source.images(np.arange(len(labels))))
@@ -126,13 +132,22 @@ def make_optimizer(model: torch.nn.Module, options: FinetuneOptions) -> torch.op
     return torch.optim.SGD(groups, lr=options.lr, momentum=options.momentum, nesterov=options.momentum > 0)
 
 
-def training_step(model, images: torch.Tensor, labels: torch.Tensor, options: FinetuneOptions, prep: Preprocess,
-                  data_gen: torch.Generator, view_gen: torch.Generator, amp: bool = False):
+def training_step(
+    model,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    options: FinetuneOptions,
+    prep: Preprocess,
+    data_gen: torch.Generator,
+    view_gen: torch.Generator,
+    amp: bool = False,
+):
     """Forward and backward for one batch (gradients accumulate into .grad); returns (loss, terms).
 
     `images` are augmented, in [0, 1]. The loss is returned detached: the caller checks it is
     finite before the optimizer step. Forward passes run under bf16 autocast when `amp`.
     """
+
     def forward(x):
         with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=amp):
             return model(prep(x))
@@ -162,8 +177,12 @@ def training_step(model, images: torch.Tensor, labels: torch.Tensor, options: Fi
 
 
 @torch.no_grad()
-def predict_logits(model: torch.nn.Module, images: torch.Tensor, options: FinetuneOptions,
-                   view: Callable[[torch.Tensor], torch.Tensor] | None = None) -> np.ndarray:
+def predict_logits(
+    model: torch.nn.Module,
+    images: torch.Tensor,
+    options: FinetuneOptions,
+    view: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> np.ndarray:
     """float32 logits of NCHW images, uint8 or float in [0,1] (optionally through a view), eval mode."""
     device = torch.device(options.device)
     prep = Preprocess(options, device)
@@ -171,7 +190,7 @@ def predict_logits(model: torch.nn.Module, images: torch.Tensor, options: Finetu
     model.eval()
     out = []
     for start in range(0, len(images), options.eval_batch_size):
-        x = images[start:start + options.eval_batch_size].to(device)
+        x = images[start : start + options.eval_batch_size].to(device)
         x = unit_float_nchw(x)
         if view is not None:
             x = view(x)
@@ -182,7 +201,9 @@ def predict_logits(model: torch.nn.Module, images: torch.Tensor, options: Finetu
 
 
 def validate(model, data: TrainData, options: FinetuneOptions) -> dict:
-    m = accumulators.calibration_metrics(predict_logits(model, data.x_val, options), data.y_val.numpy(), data.num_classes)
+    m = accumulators.calibration_metrics(
+        predict_logits(model, data.x_val, options), data.y_val.numpy(), data.num_classes
+    )
     return {k: m[k] for k in ("accuracy", "ece", "nll", "brier", "mean_margin")}
 
 
@@ -207,14 +228,23 @@ def _check_resumable(state: dict, options: FinetuneOptions, data: TrainData, pat
     changed = [k for k in now if saved.get(k) != now[k]]
     if changed:
         key = changed[0]
-        raise UsageError(f"{path} was made with {key}={saved.get(key)!r}, not {now[key]!r}; "
-                         "resume with the same settings, or start a new run in another --out directory")
+        raise UsageError(
+            f"{path} was made with {key}={saved.get(key)!r}, not {now[key]!r}; "
+            "resume with the same settings, or start a new run in another --out directory"
+        )
     if state["data"] != data.fingerprint:
         raise UsageError(f"{path} was made on different training data; resume with the same --data")
 
 
-def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, progress: ProgressFn | None = None,
-             checkpoint: str | Path | None = None, resume: bool = False, ctx: Context = SINGLE) -> FinetuneResult:
+def finetune(
+    model: torch.nn.Module,
+    train_source,
+    options: FinetuneOptions,
+    progress: ProgressFn | None = None,
+    checkpoint: str | Path | None = None,
+    resume: bool = False,
+    ctx: Context = SINGLE,
+) -> FinetuneResult:
     """Fine-tune `model` (a torch module taking normalised images) on `train_source` (a data.Source).
 
     With `checkpoint`, state is saved there after every epoch; with `resume`, training continues
@@ -275,7 +305,7 @@ def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, pro
         sums: dict[str, float] = {}
         description = f"epoch {epoch + 1}/{n_epochs}"
         for i in range(steps_now):
-            idx = order[i * options.batch_size:(i + 1) * options.batch_size][ctx.rank::ctx.world_size]
+            idx = order[i * options.batch_size : (i + 1) * options.batch_size][ctx.rank :: ctx.world_size]
             images = unit_float_nchw(data.x_train[idx].to(device, non_blocking=True))
             labels = data.y_train[idx].to(device, non_blocking=True)
             if options.augment:
@@ -287,10 +317,15 @@ def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, pro
             loss, terms = training_step(trained, images, labels, options, prep, data_gen, view_gen, amp)
             value = distributed.mean_over_ranks(loss, ctx)  # every rank sees a NaN on any rank
             if not math.isfinite(value):  # checked before the step: the weights stay finite
-                kept = f"the last good checkpoint {checkpoint} (epoch {epoch}) is kept" if checkpoint and epoch else \
-                    "no checkpoint was written yet"
-                raise InputError(f"the {options.objective} loss became {value} at step {step + 1} (epoch {epoch + 1}); "
-                                 f"{kept}; lower --lr or check the data")
+                kept = (
+                    f"the last good checkpoint {checkpoint} (epoch {epoch}) is kept"
+                    if checkpoint and epoch
+                    else "no checkpoint was written yet"
+                )
+                raise InputError(
+                    f"the {options.objective} loss became {value} at step {step + 1} (epoch {epoch + 1}); "
+                    f"{kept}; lower --lr or check the data"
+                )
             optimizer.step()
             step += 1
             shown = {"loss": value, **{k: float(v) for k, v in terms.items()}}
@@ -300,24 +335,47 @@ def finetune(model: torch.nn.Module, train_source, options: FinetuneOptions, pro
                 progress(description, i + 1, steps_now, {**shown, "lr": lr})
         if progress:
             progress("validate", 0, 1, None)
-        entry = {"epoch": epoch + 1, "step": step, "lr": lr_at(step - 1, total_steps, warmup, options.lr),
-                 "train": {k: v / max(1, steps_now) for k, v in sums.items()},
-                 "val": validate(model, data, options), "seconds": round(time.perf_counter() - started, 2)}
+        entry: dict[str, Any] = {
+            "epoch": epoch + 1,
+            "step": step,
+            "lr": lr_at(step - 1, total_steps, warmup, options.lr),
+            "train": {k: v / max(1, steps_now) for k, v in sums.items()},
+            "val": validate(model, data, options),
+            "seconds": round(time.perf_counter() - started, 2),
+        }
         history.append(entry)
         if checkpoint is not None and ctx.is_main:
-            save_checkpoint(checkpoint, {
-                "format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "step": step, "epoch": epoch + 1, "options": options.to_dict(), "data": data.fingerprint,
-                "data_gen": data_gen.get_state(), "view_gen": view_gen.get_state(),
-                "torch_rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                "history": history,
-            })
+            save_checkpoint(
+                checkpoint,
+                {
+                    "format": CHECKPOINT_FORMAT,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "step": step,
+                    "epoch": epoch + 1,
+                    "options": options.to_dict(),
+                    "data": data.fingerprint,
+                    "data_gen": data_gen.get_state(),
+                    "view_gen": view_gen.get_state(),
+                    "torch_rng": torch.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                    "history": history,
+                },
+            )
         distributed.barrier(ctx)  # the checkpoint is complete before any rank moves on
         if progress:
-            progress("validate", 1, 1, {"val_acc": entry["val"]["accuracy"], "val_ece": entry["val"]["ece"],
-                                        "val_nll": entry["val"]["nll"]})
+            progress(
+                "validate",
+                1,
+                1,
+                {"val_acc": entry["val"]["accuracy"], "val_ece": entry["val"]["ece"], "val_nll": entry["val"]["nll"]},
+            )
     model.eval()
-    split = {"n_train": n_train, "n_val": len(data.y_val), "val_fraction": options.val_fraction,
-             "seed": options.split_seed, "stratified": True}
+    split = {
+        "n_train": n_train,
+        "n_val": len(data.y_val),
+        "val_fraction": options.val_fraction,
+        "seed": options.split_seed,
+        "stratified": True,
+    }
     return FinetuneResult(model=model, history=history, steps=step, resumed_from_epoch=resumed_from, split=split)

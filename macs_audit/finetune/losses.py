@@ -71,15 +71,22 @@ def mixup_loss(logits: torch.Tensor, labels_a: torch.Tensor, labels_b: torch.Ten
 
 @dataclasses.dataclass
 class MacsTerms:
-    total: torch.Tensor        # L = L_CE + lambda_m L_m + lambda_c L_c (differentiable)
-    ce: torch.Tensor           # the unweighted terms, detached, for the progress bar and logs
+    total: torch.Tensor  # L = L_CE + lambda_m L_m + lambda_c L_c (differentiable)
+    ce: torch.Tensor  # the unweighted terms, detached, for the progress bar and logs
     margin: torch.Tensor
     consistency: torch.Tensor
 
 
-def macs_loss(clean_logits: torch.Tensor, pert_logits: torch.Tensor, labels: torch.Tensor, delta: float = 1.0,
-              lambda_m: float = 0.1, lambda_c: float = 1.0, kl_direction: str = "clean||pert",
-              stop_grad: str = "clean") -> MacsTerms:
+def macs_loss(
+    clean_logits: torch.Tensor,
+    pert_logits: torch.Tensor,
+    labels: torch.Tensor,
+    delta: float = 1.0,
+    lambda_m: float = 0.1,
+    lambda_c: float = 1.0,
+    kl_direction: str = "clean||pert",
+    stop_grad: str = "clean",
+) -> MacsTerms:
     """The MaCS objective on clean logits z = f(x) and perturbed z~ = f(T(x)).
 
     L_CE = CE(z, y) on the clean view only; L_m = mean max(0, Delta - gamma)^2 with gamma the clean
@@ -108,8 +115,9 @@ def macs_loss(clean_logits: torch.Tensor, pert_logits: torch.Tensor, labels: tor
 Forward = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _mixup_objective(forward: Forward, images: torch.Tensor, labels: torch.Tensor, options: Any,
-                     generator: torch.Generator) -> torch.Tensor:
+def _mixup_objective(
+    forward: Forward, images: torch.Tensor, labels: torch.Tensor, options: Any, generator: torch.Generator
+) -> torch.Tensor:
     mixed, y_a, y_b, lam = mixup_batch(images, labels, options.mixup_alpha, generator)
     return mixup_loss(forward(mixed), y_a, y_b, lam)
 

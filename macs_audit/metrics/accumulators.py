@@ -25,7 +25,9 @@ CONVENTIONS = {
     "softmax": "float64, from the logits",
     "ece_bins": N_BINS,
     "ece_bin_edges": "equal width, (lo, hi]; confidence 0 in the first bin, 1 in the last",
-    "adaptive_ece": "15 equal-mass bins over sorted confidences (ties broken by correctness), sizes differ by at most one",
+    "adaptive_ece": (
+        "15 equal-mass bins over sorted confidences (ties broken by correctness), sizes differ by at most one"
+    ),
     "classwise_ece": "15 equal-width bins per class, averaged over classes (Kull et al. 2019)",
     "nll": "mean negative log-likelihood of the true class, nats",
     "brier": "mean over samples of the squared error summed over classes, range [0, 2]",
@@ -100,11 +102,15 @@ class CalibrationAccumulator:
         labels = np.asarray(labels, dtype=np.int64)
         n, k = logits.shape if logits.ndim == 2 else (None, None)
         if k != self.num_classes or len(labels) != n:
-            raise InputError(f"expected logits of shape (N, {self.num_classes}) for {len(labels)} labels, got {logits.shape}")
+            raise InputError(
+                f"expected logits of shape (N, {self.num_classes}) for {len(labels)} labels, got {logits.shape}"
+            )
         if n == 0:
             return
         if labels.min() < 0 or labels.max() >= k:
-            raise InputError(f"label {int(labels.max() if labels.max() >= k else labels.min())} is out of range for {k} classes")
+            raise InputError(
+                f"label {int(labels.max() if labels.max() >= k else labels.min())} is out of range for {k} classes"
+            )
         if not np.isfinite(logits).all():
             raise InputError("the model produced NaN or infinite logits")
         p, log_p = softmax64(logits)
@@ -143,11 +149,28 @@ class CalibrationAccumulator:
 
     def merge(self, other: "CalibrationAccumulator") -> "CalibrationAccumulator":
         """Add `other` into self (samples of `other` come after those of self)."""
-        if (other.num_classes, other.n_bins, other.margin_target) != (self.num_classes, self.n_bins, self.margin_target):
+        if (other.num_classes, other.n_bins, other.margin_target) != (
+            self.num_classes,
+            self.n_bins,
+            self.margin_target,
+        ):
             raise ValueError("cannot merge accumulators with different classes, bins or margin target")
-        for name in ("count", "correct", "nll_sum", "brier_sum", "margin_sum", "margin_below",
-                     "logit_norm_sum", "max_logit_sum", "bin_count", "bin_conf_sum", "bin_correct_sum",
-                     "class_bin_count", "class_bin_prob_sum", "class_bin_hit_sum"):
+        for name in (
+            "count",
+            "correct",
+            "nll_sum",
+            "brier_sum",
+            "margin_sum",
+            "margin_below",
+            "logit_norm_sum",
+            "max_logit_sum",
+            "bin_count",
+            "bin_conf_sum",
+            "bin_correct_sum",
+            "class_bin_count",
+            "class_bin_prob_sum",
+            "class_bin_hit_sum",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("_confidence", "_is_correct", "_nll", "_margin"):
             getattr(self, name).extend(getattr(other, name))
@@ -209,8 +232,9 @@ def calibration_metrics(logits: np.ndarray, labels: np.ndarray, num_classes: int
     return acc.compute()
 
 
-def bootstrap_intervals(acc: CalibrationAccumulator, n_resamples: int = 1000, seed: int = 0,
-                        level: float = 0.95) -> dict[str, list[float]]:
+def bootstrap_intervals(
+    acc: CalibrationAccumulator, n_resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> dict[str, list[float]]:
     """Percentile bootstrap intervals for accuracy, ECE and NLL over the accumulated samples.
 
     Each resample is a vector of draw counts per sample; every statistic is then a matrix product
@@ -231,7 +255,9 @@ def bootstrap_intervals(acc: CalibrationAccumulator, n_resamples: int = 1000, se
     for start in range(0, n_resamples, chunk):
         m = min(chunk, n_resamples - start)
         idx = rng.integers(0, n, size=(m, n))
-        counts = np.bincount((idx + n * np.arange(m)[:, None]).ravel(), minlength=m * n).reshape(m, n).astype(np.float64)
+        counts = (
+            np.bincount((idx + n * np.arange(m)[:, None]).ravel(), minlength=m * n).reshape(m, n).astype(np.float64)
+        )
         stats["ece"].extend((np.abs(counts @ per_bin_gap).sum(axis=1) / n).tolist())
         acc_nll = counts @ values / n
         stats["accuracy"].extend(acc_nll[:, 0].tolist())

@@ -24,19 +24,29 @@ def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:
         by_corruption.setdefault(v.corruption, []).append(v)
     corruptions = {}
     for name, vs in by_corruption.items():
-        corruptions[name] = {"family": FAMILIES[name], "extra": name in EXTRA_CORRUPTIONS,
-                             "severities": [v.severity for v in vs],
-                             **{k: float(np.mean([v.metrics[k] for v in vs])) for k in keys}}
+        corruptions[name] = {
+            "family": FAMILIES[name],
+            "extra": name in EXTRA_CORRUPTIONS,
+            "severities": [v.severity for v in vs],
+            **{k: float(np.mean([v.metrics[k] for v in vs])) for k in keys},
+        }
     families: dict[str, dict[str, Any]] = {}
     for fam in dict.fromkeys(FAMILIES[n] for n in corruptions):
         members = [c for n, c in corruptions.items() if c["family"] == fam]
         families[fam] = {k: float(np.mean([c[k] for c in members])) for k in ("accuracy", "ece")}
         families[fam]["corruptions"] = [n for n, c in corruptions.items() if c["family"] == fam]
     severities = sorted({v.severity for v in views})
-    per_severity = {str(s): {k: float(np.mean([v.metrics[k] for v in views if v.severity == s])) for k in ("accuracy", "ece")}
-                    for s in severities}
-    summary: dict[str, Any] = {"corruptions": corruptions, "families": families, "per_severity": per_severity,
-               "severities": severities, "clean_accuracy": clean_accuracy}
+    per_severity = {
+        str(s): {k: float(np.mean([v.metrics[k] for v in views if v.severity == s])) for k in ("accuracy", "ece")}
+        for s in severities
+    }
+    summary: dict[str, Any] = {
+        "corruptions": corruptions,
+        "families": families,
+        "per_severity": per_severity,
+        "severities": severities,
+        "clean_accuracy": clean_accuracy,
+    }
     for label, names in (("15", BENCHMARK_CORRUPTIONS), ("19", CORRUPTIONS)):
         if all(n in corruptions for n in names):
             summary[f"mean_accuracy_{label}"] = float(np.mean([corruptions[n]["accuracy"] for n in names]))
@@ -50,8 +60,9 @@ def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:
 
 
 def baseline_errors(views, clean_accuracy: float, baseline) -> dict:
-    """CE_c = sum_s E_sc / sum_s E^base_sc and relative CE_c = sum_s (E_sc - E_clean) / sum_s (E^base_sc - E^base_clean),
-    each averaged over the benchmark corruptions both reports hold (cifar-c-reference.md §7)."""
+    """CE_c = sum_s E_sc / sum_s E^base_sc and
+    relative CE_c = sum_s (E_sc - E_clean) / sum_s (E^base_sc - E^base_clean),
+    each averaged over the benchmark corruptions both reports hold (docs/method.md §2)."""
     from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS
 
     base = {(v.corruption, v.severity): 1 - v.metrics["accuracy"] for v in baseline.views if v.kind == "corruption"}
@@ -73,7 +84,8 @@ def baseline_errors(views, clean_accuracy: float, baseline) -> dict:
     defined_rel = [v for v in rel.values() if v is not None]
     return {
         "baseline": {"model": baseline.model.path, "sha256": baseline.model.sha256},
-        "ce": ce, "relative_ce": rel,
+        "ce": ce,
+        "relative_ce": rel,
         "mce": float(np.mean(defined_ce)) if defined_ce else None,
         "relative_mce": float(np.mean(defined_rel)) if defined_rel else None,
         "baseline_corruptions": sorted(ce),

@@ -38,8 +38,9 @@ def autograd_gradient_norms(predictor, images: np.ndarray, labels: np.ndarray):
     return gamma.detach().cpu().numpy().astype(np.float64), grad.flatten(1).norm(dim=1).cpu().numpy().astype(np.float64)
 
 
-def finite_difference_gradient_norms(predictor, images: np.ndarray, labels: np.ndarray, directions: int,
-                                     rng: np.random.Generator, step: float = 1e-2):
+def finite_difference_gradient_norms(
+    predictor, images: np.ndarray, labels: np.ndarray, directions: int, rng: np.random.Generator, step: float = 1e-2
+):
     """Per-sample (margin, estimated ||grad margin||_2) of one batch from 2 * `directions` extra forward passes."""
     n = len(images)
     d = int(np.prod(images.shape[1:]))
@@ -55,8 +56,15 @@ def finite_difference_gradient_norms(predictor, images: np.ndarray, labels: np.n
     return gamma, np.sqrt(d * sq / directions) / chi_mean_factor(directions)
 
 
-def sensitivity(predictor, images: np.ndarray, labels: np.ndarray, directions: int = 8, seed: int = 0,
-                batch_size: int = 256, ctx=None) -> dict:
+def sensitivity(
+    predictor,
+    images: np.ndarray,
+    labels: np.ndarray,
+    directions: int = 8,
+    seed: int = 0,
+    batch_size: int = 256,
+    ctx=None,
+) -> dict:
     """L^, its stated error, the method, and the median first-order flip radius gamma / ||grad gamma||.
 
     Batches are independent (each draws its directions from a generator seeded by its start), so
@@ -73,7 +81,7 @@ def sensitivity(predictor, images: np.ndarray, labels: np.ndarray, directions: i
     for b, start in enumerate(range(0, len(images), batch_size)):
         if not ctx.owns(b):
             continue
-        x, y = images[start:start + batch_size], labels[start:start + batch_size]
+        x, y = images[start : start + batch_size], labels[start : start + batch_size]
         if exact:
             parts.append(autograd_gradient_norms(predictor, x, y))
         else:

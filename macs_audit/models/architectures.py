@@ -41,10 +41,16 @@ class CifarResNet9(nn.Module):
         self.num_classes = num_classes
         self.features = nn.Sequential(
             _conv_bn(in_chans, w0),
-            _conv_bn(w0, w1), nn.MaxPool2d(2), Residual(w1),
-            _conv_bn(w1, w2), nn.MaxPool2d(2),
-            _conv_bn(w2, w3), nn.MaxPool2d(2), Residual(w3),
-            nn.AdaptiveMaxPool2d(1), nn.Flatten(),
+            _conv_bn(w0, w1),
+            nn.MaxPool2d(2),
+            Residual(w1),
+            _conv_bn(w1, w2),
+            nn.MaxPool2d(2),
+            _conv_bn(w2, w3),
+            nn.MaxPool2d(2),
+            Residual(w3),
+            nn.AdaptiveMaxPool2d(1),
+            nn.Flatten(),
         )
         self.fc = nn.Linear(w3, num_classes, bias=False)
         # A fixed logit scale as in the DAWNBench net: keeps the initial logits small.

@@ -35,7 +35,9 @@ class OutputAdapter:
         if out.ndim != 2:
             raise InputError(f"the model returned an output of shape {out.shape}; expected (batch, classes)")
         if self.num_classes is not None and out.shape[1] != self.num_classes:
-            raise InputError(f"the model returned {out.shape[1]} outputs per image but {self.num_classes} classes were declared")
+            raise InputError(
+                f"the model returned {out.shape[1]} outputs per image but {self.num_classes} classes were declared"
+            )
         if not np.isfinite(out).all():
             raise InputError("the model produced NaN or infinite outputs")
         if self.kind is None:

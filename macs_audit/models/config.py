@@ -68,9 +68,9 @@ def parse_metadata(props: dict[str, str]) -> dict[str, Any]:
     """Decode `macs_audit.<key>` ONNX metadata properties (JSON-encoded values)."""
     out = {}
     for name, raw in props.items():
-        if name.startswith(METADATA_PREFIX) and name[len(METADATA_PREFIX):] in KEYS:
+        if name.startswith(METADATA_PREFIX) and name[len(METADATA_PREFIX) :] in KEYS:
             try:
-                out[name[len(METADATA_PREFIX):]] = json.loads(raw)
+                out[name[len(METADATA_PREFIX) :]] = json.loads(raw)
             except ValueError:
                 raise InputError(f"ONNX metadata property {name} is not valid JSON: {raw[:60]!r}") from None
     return out

@@ -65,9 +65,16 @@ def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = 18) 
     example = torch.zeros(2, len(meta.get("mean", (0, 0, 0))), h, w)
     try:
         program = torch.onnx.export(
-            model, (example,), None, input_names=["images"], output_names=["logits"],
-            dynamic_shapes={"x": {0: torch.export.Dim("batch")}}, dynamo=True, opset_version=opset,
-            optimize=True, verbose=False,
+            model,
+            (example,),
+            None,
+            input_names=["images"],
+            output_names=["logits"],
+            dynamic_shapes={"x": {0: torch.export.Dim("batch")}},
+            dynamo=True,
+            opset_version=opset,
+            optimize=True,
+            verbose=False,
         )
     except Exception as exc:  # torch.export raises many types; give one line
         raise InputError(f"ONNX export failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None

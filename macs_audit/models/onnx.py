@@ -43,8 +43,10 @@ class OnnxPredictor:
             raise InputError(f"cannot load ONNX model {path}: {first[:200]}") from None
         provider = self.session.get_providers()[0]
         if device.startswith("cuda") and provider != "CUDAExecutionProvider":
-            raise InputError(f"onnxruntime could not use CUDA for {path} (got {provider}); "
-                             "check the CUDA 13 / cuDNN 9 libraries or use --device cpu")
+            raise InputError(
+                f"onnxruntime could not use CUDA for {path} (got {provider}); "
+                "check the CUDA 13 / cuDNN 9 libraries or use --device cpu"
+            )
         metadata = model_config.parse_metadata(self.session.get_modelmeta().custom_metadata_map)
         inputs = self.session.get_inputs()
         if len(inputs) != 1:
@@ -62,15 +64,23 @@ class OnnxPredictor:
             metadata["num_classes"] = out_shape[1]
         self.config = model_config.resolve(flags, sidecar, metadata)
         if static_hw and static_hw != self.config.input_size:
-            raise InputError(f"{path}: the model's input is {static_hw[0]}x{static_hw[1]} but the input size "
-                             f"is set to {self.config.input_size[0]}x{self.config.input_size[1]}")
+            raise InputError(
+                f"{path}: the model's input is {static_hw[0]}x{static_hw[1]} but the input size "
+                f"is set to {self.config.input_size[0]}x{self.config.input_size[1]}"
+            )
         if isinstance(out_shape[-1], int) and self.config.num_classes not in (None, out_shape[-1]):
-            raise InputError(f"{path}: the model has {out_shape[-1]} outputs but --num-classes is {self.config.num_classes}")
+            raise InputError(
+                f"{path}: the model has {out_shape[-1]} outputs but --num-classes is {self.config.num_classes}"
+            )
         self.output = OutputAdapter(self.config.output, self.config.num_classes)
         self.device = device
         self.info = {
-            "path": str(path), "format": "onnx", "backend": self.backend, "device": device,
-            "provider": provider, "sha256": file_sha256(path),
+            "path": str(path),
+            "format": "onnx",
+            "backend": self.backend,
+            "device": device,
+            "provider": provider,
+            "sha256": file_sha256(path),
         }
 
     @property
@@ -78,8 +88,9 @@ class OnnxPredictor:
         return self.config.num_classes
 
     def predict(self, images: np.ndarray) -> np.ndarray:
-        x = resize_and_normalize(np.asarray(images, dtype=np.float32), self.config.input_size, self.config.mean,
-                                 self.config.std)
+        x = resize_and_normalize(
+            np.asarray(images, dtype=np.float32), self.config.input_size, self.config.mean, self.config.std
+        )
         try:
             out = self.session.run(None, {self.input_name: x})[0]
         except Exception as exc:

@@ -23,8 +23,8 @@ TORCH_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".torchscript"
 
 
 class Predictor(Protocol):
-    backend: str          # "onnxruntime" | "torch" (torch predictors also have a differentiable `forward`)
-    device: str           # "cpu" | "cuda:N": where the model runs, and so where the views run
+    backend: str  # "onnxruntime" | "torch" (torch predictors also have a differentiable `forward`)
+    device: str  # "cpu" | "cuda:N": where the model runs, and so where the views run
     config: ModelConfig
     output: OutputAdapter
     info: dict[str, Any]  # path, format, backend, device, provider, sha256: what the report records
@@ -65,8 +65,9 @@ def resolve_device(device: str) -> str:
     raise UsageError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
 
 
-def load_predictor(path: str | Path, flags: dict[str, Any] | None = None, device: str = "auto",
-                   allow_unsafe_pickle: bool = False) -> Predictor:
+def load_predictor(
+    path: str | Path, flags: dict[str, Any] | None = None, device: str = "auto", allow_unsafe_pickle: bool = False
+) -> Predictor:
     """Open a model file with the right backend. `flags` are command-line overrides of ModelConfig keys."""
     path = Path(path)
     if not path.is_file():

@@ -13,8 +13,9 @@ from macs_audit.models.export import save_safetensors, write_sidecar
 TEMPERATURE_METADATA_KEY = "macs_audit.temperature"  # informational; loaders ignore unknown keys
 
 
-def fold_temperature_onnx(src, dst, temperature: float, metadata: dict | None = None,
-                          probabilities: bool = False) -> None:
+def fold_temperature_onnx(
+    src, dst, temperature: float, metadata: dict | None = None, probabilities: bool = False
+) -> None:
     """Write `src` with its first output divided by `temperature` (a Div node) to `dst`, one file.
 
     Metadata properties are kept; `metadata` (ModelConfig keys) is written over them so the file
@@ -47,13 +48,16 @@ def fold_temperature_onnx(src, dst, temperature: float, metadata: dict | None = 
     if probabilities:
         floor = np.asarray(1e-30, dtype=const_t.dtype)
         graph.initializer.append(numpy_helper.from_array(floor, f"{out.name}_prob_floor"))
-        graph.node.extend([
-            helper.make_node("Max", [raw, f"{out.name}_prob_floor"], [f"{raw}_floored"]),
-            helper.make_node("Log", [f"{raw}_floored"], [f"{raw}_log"]),
-        ])
+        graph.node.extend(
+            [
+                helper.make_node("Max", [raw, f"{out.name}_prob_floor"], [f"{raw}_floored"]),
+                helper.make_node("Log", [f"{raw}_floored"], [f"{raw}_log"]),
+            ]
+        )
         source = f"{raw}_log"
-    graph.node.append(helper.make_node("Div", [source, f"{out.name}_temperature"], [out.name],
-                                       name="macs_audit_temperature"))
+    graph.node.append(
+        helper.make_node("Div", [source, f"{out.name}_temperature"], [out.name], name="macs_audit_temperature")
+    )
     meta = dict(metadata or {})
     if probabilities:
         meta["output"] = "logits"
@@ -87,8 +91,10 @@ def fold_temperature_torch(model, temperature: float, example):
     scaled = copy.deepcopy(model).eval()
     heads = _classifiers(scaled)
     if not heads:
-        raise InputError("cannot find a linear classifier to fold the temperature into; "
-                         "export the model to ONNX and calibrate that instead")
+        raise InputError(
+            "cannot find a linear classifier to fold the temperature into; "
+            "export the model to ONNX and calibrate that instead"
+        )
     for h in heads:
         with torch.no_grad():
             h.weight.div_(temperature)
@@ -99,8 +105,10 @@ def fold_temperature_torch(model, temperature: float, example):
         got = scaled(example).float()
     model.train(was_training)
     if not torch.allclose(got, want, rtol=1e-4, atol=1e-5 * float(want.abs().max().clamp_min(1))):
-        raise InputError("folding the temperature into the classifier does not scale this model's logits "
-                         "(its head is not linear); export it to ONNX and calibrate that instead")
+        raise InputError(
+            "folding the temperature into the classifier does not scale this model's logits "
+            "(its head is not linear); export it to ONNX and calibrate that instead"
+        )
     return scaled, f"classifier weights / T ({', '.join(n for n, m in scaled.named_modules() if m in heads)})"
 
 

@@ -44,8 +44,10 @@ def read_state_dict(path: Path, allow_unsafe_pickle: bool = False):
     except Exception as exc:  # torch raises UnpicklingError, RuntimeError, ... for bad files
         if "weights_only" in str(exc) or "Weights only load failed" in str(exc):
             if not allow_unsafe_pickle:
-                raise InputError(f"{path} holds a pickled Python object, which runs code when loaded; "
-                                 f"save a state dict instead, or pass {UNSAFE_FLAG} if you trust its source") from None
+                raise InputError(
+                    f"{path} holds a pickled Python object, which runs code when loaded; "
+                    f"save a state dict instead, or pass {UNSAFE_FLAG} if you trust its source"
+                ) from None
             obj = torch.load(path, map_location="cpu", weights_only=False)
         else:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -61,7 +63,7 @@ def read_state_dict(path: Path, allow_unsafe_pickle: bool = False):
     # Checkpoints saved from DistributedDataParallel or torch.compile carry a prefix.
     for prefix in ("module.", "_orig_mod."):
         if obj and all(k.startswith(prefix) for k in obj):
-            obj = {k[len(prefix):]: v for k, v in obj.items()}
+            obj = {k[len(prefix) :]: v for k, v in obj.items()}
     return obj
 
 
@@ -102,8 +104,9 @@ def infer_num_classes(arch: str, state_dict: dict) -> int | None:
 class TorchPredictor:
     backend = "torch"
 
-    def __init__(self, path: Path, flags: dict[str, Any], sidecar: dict[str, Any], device: str,
-                 allow_unsafe_pickle: bool = False):
+    def __init__(
+        self, path: Path, flags: dict[str, Any], sidecar: dict[str, Any], device: str, allow_unsafe_pickle: bool = False
+    ):
         self.torch_device = torch.device(device)
         self.device = str(self.torch_device)
         cfg = model_config.resolve(flags, sidecar, {})
@@ -120,8 +123,10 @@ class TorchPredictor:
             else:
                 fmt = "safetensors" if path.suffix.lower() == ".safetensors" else "state-dict"
                 if not cfg.arch:
-                    raise UsageError(f"{path} holds only weights: pass --arch <timm model name> "
-                                     "(or put \"arch\" in a sidecar JSON next to it)")
+                    raise UsageError(
+                        f"{path} holds only weights: pass --arch <timm model name> "
+                        '(or put "arch" in a sidecar JSON next to it)'
+                    )
                 if cfg.num_classes is None:
                     cfg.num_classes = infer_num_classes(cfg.arch, state)
                 if cfg.num_classes is None:
@@ -136,7 +141,10 @@ class TorchPredictor:
         # bf16 where the GPU has it (Ampere and later), else fp16; the logits are upcast either way.
         self.amp_dtype = torch.bfloat16 if not self.autocast or torch.cuda.is_bf16_supported() else torch.float16
         self.info = {
-            "path": str(path), "format": fmt, "backend": self.backend, "device": self.device,
+            "path": str(path),
+            "format": fmt,
+            "backend": self.backend,
+            "device": self.device,
             "provider": f"torch {torch.__version__} ({'CUDA' if self.torch_device.type == 'cuda' else 'CPU'})",
             "sha256": file_sha256(path),
         }
@@ -149,7 +157,9 @@ class TorchPredictor:
         """Differentiable logits of float images in [0,1] (N, C, H, W) on the model's device.
         bf16 autocast on CUDA unless `amp=False` (an outer autocast(enabled=False) does not reach in)."""
         x = resize_and_normalize(images, self.config.input_size, self.mean, self.std)
-        with torch.autocast(self.torch_device.type, dtype=self.amp_dtype, enabled=self.autocast if amp is None else amp):
+        with torch.autocast(
+            self.torch_device.type, dtype=self.amp_dtype, enabled=self.autocast if amp is None else amp
+        ):
             out = self.model(x)
         return out.float()  # upcast before any metric
 
@@ -164,7 +174,9 @@ class TorchPredictor:
         except InputError:
             raise
         except RuntimeError as exc:
-            raise InputError(f"the model failed on a batch of shape {tuple(x.shape)}: {str(exc).splitlines()[0][:200]}") from None
+            raise InputError(
+                f"the model failed on a batch of shape {tuple(x.shape)}: {str(exc).splitlines()[0][:200]}"
+            ) from None
         logits = self.output(out.cpu().numpy())
         if self.config.num_classes is None:
             self.config.num_classes = self.output.num_classes = logits.shape[1]

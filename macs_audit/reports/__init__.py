@@ -28,6 +28,17 @@ FORMATS: dict[str, str] = {
     "junit": "macs_audit.reports.junit",
     "html": "macs_audit.reports.html",
 }
+# Other names a user may type for a format, and the file extensions that name one (`--output` alone).
+ALIASES = {"markdown": "md", "xml": "junit", "txt": "terminal", "text": "terminal"}
+EXTENSIONS = {
+    ".json": "json",
+    ".md": "md",
+    ".markdown": "md",
+    ".xml": "junit",
+    ".html": "html",
+    ".htm": "html",
+    ".txt": "terminal",
+}
 
 
 def format_module(name: str) -> ModuleType:

@@ -72,8 +72,9 @@ def evaluation_view(name: str, images: torch.Tensor, generator: torch.Generator)
     raise UsageError(f"unknown perturbation {name!r}; choose from {', '.join(EVAL_VIEWS)}")
 
 
-def training_view(images: torch.Tensor, generator: torch.Generator, blur_range=TRAIN_BLUR_RANGE,
-                  noise_range=TRAIN_NOISE_RANGE) -> torch.Tensor:
+def training_view(
+    images: torch.Tensor, generator: torch.Generator, blur_range=TRAIN_BLUR_RANGE, noise_range=TRAIN_NOISE_RANGE
+) -> torch.Tensor:
     """MaCS's perturbed view T(x): per-sample random blur then random noise strengths."""
     n = images.shape[0]
     u = torch.rand(2, n, generator=generator, device=images.device, dtype=images.dtype)

@@ -58,15 +58,28 @@ def test_cli_modules_import_only_the_shared_cli_modules():
 def test_the_clean_onnx_audit_imports_no_torch(tmp_path):
     """The ONNX path never needs torch: a clean audit (no perturbation, sensitivity or corruption views)
     runs in a fresh interpreter without importing it, and also gates and writes its report."""
-    from conftest import linear_onnx, tiny_images
-
     import numpy as np
+    from conftest import linear_onnx, tiny_images
 
     model = linear_onnx(tmp_path / "m.onnx")
     x, y = tiny_images(60)
     np.savez(tmp_path / "d.npz", x=x, y=y)
-    args = [str(model), "--data", str(tmp_path / "d.npz"), "--perturbations", "none", "--sensitivity-samples", "0",
-            "--bootstrap", "0", "--calibration-split", "0", "-o", str(tmp_path / "r.json"), "--quiet"]
+    args = [
+        str(model),
+        "--data",
+        str(tmp_path / "d.npz"),
+        "--perturbations",
+        "none",
+        "--sensitivity-samples",
+        "0",
+        "--bootstrap",
+        "0",
+        "--calibration-split",
+        "0",
+        "-o",
+        str(tmp_path / "r.json"),
+        "--quiet",
+    ]
     script = textwrap.dedent(f"""
         import sys
         from macs_audit.cli import main

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from conftest import tiny_images
 
+from macs_audit.data.grid import corrupted_batches, write_corruption_grid
 from macs_audit.data.sources import array_source
 from macs_audit.models.preprocessing import to_unit_float
-from macs_audit.data.grid import corrupted_batches, write_corruption_grid
 
 
 @pytest.fixture

@@ -27,14 +27,15 @@ def _fake(name, severity, n=N, size=8):
 def _batches(name, severity, batch=4):
     images = _fake(name, severity)
     for start in range(0, N, batch):
-        yield images[start:start + batch]
+        yield images[start : start + batch]
 
 
 def test_round_trip(tmp_path):
     labels = np.arange(N) % 10
     calls = []
-    written = write_cifar_c(tmp_path, _batches, labels, ["fog", "snow"],
-                            progress=lambda d, done, total: calls.append((d, done, total)))
+    written = write_cifar_c(
+        tmp_path, _batches, labels, ["fog", "snow"], progress=lambda d, done, total: calls.append((d, done, total))
+    )
     assert [p.name for p in written] == ["labels.npy", "fog.npy", "snow.npy"]
     assert calls[-1] == ("snow severity 5", 2 * 5 * N, 2 * 5 * N)
     assert calls[0] == ("fog severity 1", 4, 2 * 5 * N)
@@ -42,7 +43,7 @@ def test_round_trip(tmp_path):
     raw = np.load(tmp_path / "fog.npy")  # the released layout, severity-major
     assert raw.dtype == np.uint8 and raw.shape == (5 * N, 8, 8, 3)
     for s in range(1, 6):
-        assert np.array_equal(raw[(s - 1) * N:s * N], _fake("fog", s))
+        assert np.array_equal(raw[(s - 1) * N : s * N], _fake("fog", s))
     raw_labels = np.load(tmp_path / "labels.npy")
     assert raw_labels.dtype == np.uint8 and np.array_equal(raw_labels, np.tile(labels, 5))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
@@ -65,13 +66,12 @@ def test_round_trip_with_real_corruptions_and_tensors(tmp_path):
 
     def images_fn(name, severity):
         for start in range(0, N, 6):  # tensors, batch size not dividing N
-            yield corrupt(clean[start:start + 6], name, severity, seed=start)
+            yield corrupt(clean[start : start + 6], name, severity, seed=start)
 
     write_cifar_c(tmp_path, images_fn, labels, ["gaussian_noise", "contrast"])
     d = read_cifar_c(tmp_path)
     for s in range(1, 6):
-        expected = torch.cat([corrupt(clean[i:i + 6], "gaussian_noise", s, seed=i)
-                              for i in range(0, N, 6)]).numpy()
+        expected = torch.cat([corrupt(clean[i : i + 6], "gaussian_noise", s, seed=i) for i in range(0, N, 6)]).numpy()
         assert np.array_equal(d.images("gaussian_noise", s), expected)
 
 
@@ -86,7 +86,7 @@ def test_write_errors_leave_no_partial_file(tmp_path):
     labels = np.zeros(N, dtype=np.int64)
 
     def short(name, severity):
-        yield _fake(name, severity)[:N - 1]
+        yield _fake(name, severity)[: N - 1]
 
     with pytest.raises(InputError, match="expected 10"):
         write_cifar_c(tmp_path, short, labels, ["fog"])
@@ -144,21 +144,24 @@ def _write_layout(path, labels, **arrays):
     return path
 
 
-@pytest.mark.parametrize("case, message", [
-    ("missing_dir", "does not exist"),
-    ("no_labels", "no labels.npy"),
-    ("labels_2d", "1-D integer"),
-    ("labels_float", "1-D integer"),
-    ("labels_not_multiple", "multiple of 5"),
-    ("labels_blocks_differ", "same 10 labels"),
-    ("no_corruptions", "no corruption files"),
-    ("wrong_rows", "uint8 of shape"),
-    ("wrong_dtype", "uint8 of shape"),
-    ("grey_images", "uint8 of shape"),
-    ("mixed_sizes", "other files"),
-    ("truncated", "truncated"),
-    ("not_npy", "cannot read"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing_dir", "does not exist"),
+        ("no_labels", "no labels.npy"),
+        ("labels_2d", "1-D integer"),
+        ("labels_float", "1-D integer"),
+        ("labels_not_multiple", "multiple of 5"),
+        ("labels_blocks_differ", "same 10 labels"),
+        ("no_corruptions", "no corruption files"),
+        ("wrong_rows", "uint8 of shape"),
+        ("wrong_dtype", "uint8 of shape"),
+        ("grey_images", "uint8 of shape"),
+        ("mixed_sizes", "other files"),
+        ("truncated", "truncated"),
+        ("not_npy", "cannot read"),
+    ],
+)
 def test_bad_layouts(tmp_path, case, message):
     labels = np.tile(np.arange(N) % 10, 5).astype(np.uint8)
     good = np.zeros((5 * N, 8, 8, 3), np.uint8)

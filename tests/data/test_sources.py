@@ -24,8 +24,16 @@ def write_cifar10_dir(root, n_per_batch=20, seed=0):
         labels = [int(v) for v in rng.integers(0, 10, n_per_batch)]
         batches[name] = (data, labels)
         with open(root / name, "wb") as fh:
-            pickle.dump({b"batch_label": name.encode(), b"labels": labels, b"data": data,
-                         b"filenames": [b"x.png"] * n_per_batch}, fh, protocol=2)
+            pickle.dump(
+                {
+                    b"batch_label": name.encode(),
+                    b"labels": labels,
+                    b"data": data,
+                    b"filenames": [b"x.png"] * n_per_batch,
+                },
+                fh,
+                protocol=2,
+            )
     return batches
 
 
@@ -47,13 +55,16 @@ def test_npz_source_nhwc_and_nchw(tmp_path):
     assert b.class_names[3] == "c3" and a.class_names[0] == "airplane"
 
 
-@pytest.mark.parametrize("arrays,message", [
-    (dict(x=np.zeros((2, 4, 4, 3), np.uint8)), "needs arrays 'x'"),
-    (dict(x=np.zeros((2, 4, 4, 3), np.float32), y=np.zeros(2, np.int64)), "uint8"),
-    (dict(x=np.zeros((0, 4, 4, 3), np.uint8), y=np.zeros(0, np.int64)), "empty"),
-    (dict(x=np.zeros((2, 4, 4, 3), np.uint8), y=np.array([0, -1])), "out of range"),
-    (dict(x=np.zeros((2, 4, 4, 3), np.uint8), y=np.array([0, 1, 2])), "one label per image"),
-])
+@pytest.mark.parametrize(
+    "arrays,message",
+    [
+        (dict(x=np.zeros((2, 4, 4, 3), np.uint8)), "needs arrays 'x'"),
+        (dict(x=np.zeros((2, 4, 4, 3), np.float32), y=np.zeros(2, np.int64)), "uint8"),
+        (dict(x=np.zeros((0, 4, 4, 3), np.uint8), y=np.zeros(0, np.int64)), "empty"),
+        (dict(x=np.zeros((2, 4, 4, 3), np.uint8), y=np.array([0, -1])), "out of range"),
+        (dict(x=np.zeros((2, 4, 4, 3), np.uint8), y=np.array([0, 1, 2])), "one label per image"),
+    ],
+)
 def test_npz_bad_files(tmp_path, arrays, message):
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(InputError, match=message):
@@ -80,8 +91,17 @@ def test_cifar100_directory(tmp_path):
         pickle.dump({b"fine_label_names": fine, b"coarse_label_names": [b"c"] * 20}, fh, protocol=2)
     data = np.arange(5 * 3072, dtype=np.int64).astype(np.uint8).reshape(5, 3072)
     with open(root / "test", "wb") as fh:
-        pickle.dump({b"filenames": [b"f"] * 5, b"batch_label": b"testing", b"fine_labels": [0, 99, 5, 5, 7],
-                     b"coarse_labels": [0, 1, 2, 3, 4], b"data": data}, fh, protocol=2)
+        pickle.dump(
+            {
+                b"filenames": [b"f"] * 5,
+                b"batch_label": b"testing",
+                b"fine_labels": [0, 99, 5, 5, 7],
+                b"coarse_labels": [0, 1, 2, 3, 4],
+                b"data": data,
+            },
+            fh,
+            protocol=2,
+        )
     source = load_source(root)
     assert source.num_classes == 100 and source.labels.tolist() == [0, 99, 5, 5, 7]
     assert source.class_names[99] == "class99"
@@ -93,6 +113,7 @@ def test_cifar_pickle_with_code_is_refused(tmp_path):
     class Evil:
         def __reduce__(self):
             import os
+
             return (os.system, ("touch " + str(tmp_path / "pwned"),))
 
     with open(tmp_path / "c" / "test_batch", "wb") as fh:

@@ -8,6 +8,7 @@ import textwrap
 
 import conftest
 import numpy as np
+import pytest
 import torch
 from conftest import free_port, tiny_images
 
@@ -72,6 +73,7 @@ def torchrun(args, tmp_path, port):
     )
 
 
+@pytest.mark.slow
 def test_ddp_finetune_runs_and_resumes_bit_identically(tmp_path):
     (tmp_path / "ddp_script.py").write_text(SCRIPT)
     run = torchrun([str(tmp_path / "ddp_script.py"), str(tmp_path)], tmp_path, free_port())
@@ -81,6 +83,7 @@ def test_ddp_finetune_runs_and_resumes_bit_identically(tmp_path):
     assert result["steps"][0] == result["steps"][1] == 2 * (72 // 16)  # 96 images, 25% held out for validation
 
 
+@pytest.mark.slow
 def test_ddp_finetune_through_the_cli(tmp_path):
     import timm
 

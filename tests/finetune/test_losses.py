@@ -21,7 +21,7 @@ def softmax_list(z):
 
 
 def kl(p, q):
-    return sum(pi * math.log(pi / qi) for pi, qi in zip(p, q))
+    return sum(pi * math.log(pi / qi) for pi, qi in zip(p, q, strict=True))
 
 
 def tensors(requires_grad=True):
@@ -34,7 +34,9 @@ def test_macs_loss_matches_hand_computation():
     # Margins: 2 - 1 = 1 and 0.5 - 1.5 = -1. Delta = 1: hinge^2 = 0 and (1 - (-1))^2 = 4, mean 2.
     ce = (-math.log(softmax_list(CLEAN[0])[0]) - math.log(softmax_list(CLEAN[1])[0])) / 2
     margin = (0.0 + 4.0) / 2
-    consistency = (kl(softmax_list(CLEAN[0]), softmax_list(PERT[0])) + kl(softmax_list(CLEAN[1]), softmax_list(PERT[1]))) / 2
+    consistency = (
+        kl(softmax_list(CLEAN[0]), softmax_list(PERT[0])) + kl(softmax_list(CLEAN[1]), softmax_list(PERT[1]))
+    ) / 2
     z, zp, y = tensors()
     t = losses.macs_loss(z, zp, y, delta=1.0, lambda_m=0.1, lambda_c=1.0)
     assert t.ce.item() == pytest.approx(ce, rel=1e-6)
@@ -43,7 +45,9 @@ def test_macs_loss_matches_hand_computation():
     assert t.total.item() == pytest.approx(ce + 0.1 * margin + 1.0 * consistency, rel=1e-6)
     # The other KL direction is KL(p~ || p).
     t2 = losses.macs_loss(z, zp, y, kl_direction="pert||clean")
-    reverse = (kl(softmax_list(PERT[0]), softmax_list(CLEAN[0])) + kl(softmax_list(PERT[1]), softmax_list(CLEAN[1]))) / 2
+    reverse = (
+        kl(softmax_list(PERT[0]), softmax_list(CLEAN[0])) + kl(softmax_list(PERT[1]), softmax_list(CLEAN[1]))
+    ) / 2
     assert t2.consistency.item() == pytest.approx(reverse, rel=1e-5)
     # Delta 3: both samples are below the target: ((3-1)^2 + (3+1)^2) / 2 = 10.
     assert losses.macs_loss(z, zp, y, delta=3.0).margin.item() == pytest.approx(10.0)
@@ -114,7 +118,9 @@ def test_label_smoothing_textbook():
     q = (1 - eps) * F.one_hot(y, k).double() + eps / k
     expected = -(q * torch.log_softmax(z.double(), 1)).sum(1).mean().item()
     assert losses.label_smoothing_loss(z, y, eps).item() == pytest.approx(expected, rel=1e-6)
-    assert losses.label_smoothing_loss(z, y, eps).item() == pytest.approx(F.cross_entropy(z, y, label_smoothing=eps).item(), rel=1e-6)
+    assert losses.label_smoothing_loss(z, y, eps).item() == pytest.approx(
+        F.cross_entropy(z, y, label_smoothing=eps).item(), rel=1e-6
+    )
 
 
 def test_mixup_textbook():
@@ -124,8 +130,10 @@ def test_mixup_textbook():
     again = losses.mixup_batch(x, y, 0.4, torch.Generator().manual_seed(0))
     assert 0 <= lam <= 1 and lam == again[3] and torch.equal(mixed, again[0])
     # Each mixed image is lam x_i + (1 - lam) x_j with y_b = y_j.
-    perm = [int(torch.nonzero((y_b[i] == y) & torch.isclose(mixed[i], lam * x[i] + (1 - lam) * x).flatten(1).all(1))[0])
-            for i in range(8)]
+    perm = [
+        int(torch.nonzero((y_b[i] == y) & torch.isclose(mixed[i], lam * x[i] + (1 - lam) * x).flatten(1).all(1))[0])
+        for i in range(8)
+    ]
     assert torch.equal(y_b, y[perm])
     # The mixup loss is cross-entropy against the mixed one-hot target.
     z, _ = random_case(3, n=8, k=4)
@@ -137,3 +145,10 @@ def test_mixup_textbook():
 def test_margin_definition():
     z = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 1.0]])
     torch.testing.assert_close(logit_margin(z, torch.tensor([0, 0])), torch.tensor([1.0, -5.0]))
+
+
+def test_every_objective_has_its_loss():
+    """The torch-free names --help lists and the loss table the loop calls agree (MaCS is the loop's own)."""
+    from macs_audit.finetune.options import OBJECTIVES
+
+    assert set(OBJECTIVES) == {"macs", *losses.OBJECTIVE_LOSSES}

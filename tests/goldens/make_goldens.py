@@ -21,9 +21,27 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SAMPLE_ONNX = ROOT / "sample_models" / "resnet9_c10_ce.onnx"
 GRID_ARGS = ["corrupt", "--limit", "1000", "--seed", "0", "--device", "cpu", "--quiet"]
-REPORT_ARGS = ["evaluate", str(SAMPLE_ONNX), "--limit", "100", "--seed", "0", "--device", "cpu", "--bootstrap", "200",
-               "--sensitivity-samples", "50", "--perturbations", "all", "--corruptions", "cifar-c", "--severities", "3",
-               "--quiet"]
+REPORT_ARGS = [
+    "evaluate",
+    str(SAMPLE_ONNX),
+    "--limit",
+    "100",
+    "--seed",
+    "0",
+    "--device",
+    "cpu",
+    "--bootstrap",
+    "200",
+    "--sensitivity-samples",
+    "50",
+    "--perturbations",
+    "all",
+    "--corruptions",
+    "cifar-c",
+    "--severities",
+    "3",
+    "--quiet",
+]
 # What differs between runs or machines and is not a computed result.
 VOLATILE = ("created", "runtime", "tool")
 

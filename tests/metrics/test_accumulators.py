@@ -47,7 +47,9 @@ def test_nll_and_brier_match_sklearn(n, k, seed):
     m = calibration_metrics(logits, labels, k)
     assert m["nll"] == pytest.approx(log_loss(labels, p, labels=list(range(k))), rel=1e-9)
     # scikit-learn's multiclass Brier is the sum over classes (scale_by_half=False), our convention.
-    assert m["brier"] == pytest.approx(brier_score_loss(labels, p, labels=list(range(k)), scale_by_half=False), rel=1e-9)
+    assert m["brier"] == pytest.approx(
+        brier_score_loss(labels, p, labels=list(range(k)), scale_by_half=False), rel=1e-9
+    )
     assert m["accuracy"] == pytest.approx((p.argmax(1) == labels).mean())
 
 
@@ -121,7 +123,7 @@ def test_adaptive_ece_hand_computed():
     # 30 samples -> 15 groups of two, contiguous in sorted order
     conf = np.linspace(0.5, 0.99, 30)
     hit = np.arange(30) % 2 == 0
-    groups = [(abs(hit[i:i + 2].sum() - conf[i:i + 2].sum())) for i in range(0, 30, 2)]
+    groups = [(abs(hit[i : i + 2].sum() - conf[i : i + 2].sum())) for i in range(0, 30, 2)]
     assert accumulators.adaptive_ece(conf, hit) == pytest.approx(sum(groups) / 30)
 
 
@@ -140,7 +142,7 @@ def test_merged_accumulators_equal_one_pass():
     whole.update(logits, labels)
     parts = [CalibrationAccumulator(10) for _ in range(4)]
     cuts = [0, 1, 250, 777, 1000]
-    for part, lo, hi in zip(parts, cuts[:-1], cuts[1:]):
+    for part, lo, hi in zip(parts, cuts[:-1], cuts[1:], strict=True):
         part.update(logits[lo:hi], labels[lo:hi])
     merged = parts[0]
     for part in parts[1:]:

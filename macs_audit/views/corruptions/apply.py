@@ -39,8 +39,9 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
-def corrupt(images: torch.Tensor, name: str, severity: int, seed: int,
-            frost_textures: str | None = None) -> torch.Tensor:
+def corrupt(
+    images: torch.Tensor, name: str, severity: int, seed: int, frost_textures: str | None = None
+) -> torch.Tensor:
     """Apply corruption ``name`` at ``severity`` (1-5) to uint8 images (N, H, W, 3).
 
     Returns a new uint8 tensor of the same shape on the same device. ``seed`` seeds a
@@ -52,14 +53,15 @@ def corrupt(images: torch.Tensor, name: str, severity: int, seed: int,
         raise UsageError(f"unknown corruption {name!r}; choose one of: {', '.join(CORRUPTIONS)}")
     if isinstance(severity, bool) or not isinstance(severity, int) or not 1 <= severity <= 5:
         raise UsageError(f"corruption severity must be an integer 1-5, got {severity!r}")
-    if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim != 4 \
-            or images.shape[-1] != 3:
-        got = (f"{images.dtype} tensor of shape {tuple(images.shape)}"
-               if isinstance(images, torch.Tensor) else type(images).__name__)
+    if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim != 4 or images.shape[-1] != 3:
+        got = (
+            f"{images.dtype} tensor of shape {tuple(images.shape)}"
+            if isinstance(images, torch.Tensor)
+            else type(images).__name__
+        )
         raise InputError(f"corruptions need a uint8 tensor of shape (N, H, W, 3), got {got}")
     if images.shape[1] < 4 or images.shape[2] < 4:
-        raise InputError(f"corruptions need images of at least 4x4 pixels, got "
-                         f"{images.shape[1]}x{images.shape[2]}")
+        raise InputError(f"corruptions need images of at least 4x4 pixels, got {images.shape[1]}x{images.shape[2]}")
     if images.shape[0] == 0:
         return images.clone()
     gen = torch.Generator(device=images.device)
@@ -112,8 +114,9 @@ def ieee_float32_products():
             torch.set_float32_matmul_precision(legacy)
         return
     backends = [getattr(getattr(torch.backends, name, None), "matmul", None) for name in ("mkldnn", "cuda")]
-    saved = [(b, b.fp32_precision) for b in backends
-             if getattr(b, "fp32_precision", None) not in (None, "none", "ieee")]
+    saved = [
+        (b, b.fp32_precision) for b in backends if getattr(b, "fp32_precision", None) not in (None, "none", "ieee")
+    ]
     for backend, _ in saved:
         backend.fp32_precision = "ieee"
     try:

@@ -36,11 +36,11 @@ def glass_blur(img: torch.Tensor, param, gen: torch.Generator) -> torch.Tensor:
     rows = torch.arange(h, device=x.device).view(1, h, 1)
     cols = torch.arange(w, device=x.device).view(1, 1, w)
     inner = torch.zeros(h, w, dtype=torch.bool, device=x.device)
-    inner[delta + 1:h - delta + 1, delta + 1:w - delta + 1] = True
+    inner[delta + 1 : h - delta + 1, delta + 1 : w - delta + 1] = True
     for _ in range(iterations):
         d = torch.randint(-delta, delta, (n, 2, h, w), generator=gen, device=x.device)
         d = d * inner  # border pixels stay put
-        src = ((rows + d[:, 1]).clamp_(0, h - 1) * w + (cols + d[:, 0]).clamp_(0, w - 1))
+        src = (rows + d[:, 1]).clamp_(0, h - 1) * w + (cols + d[:, 0]).clamp_(0, w - 1)
         idx = src.reshape(n, 1, h * w).expand(n, c, h * w)
         x = x.reshape(n, c, h * w).gather(2, idx).reshape(n, c, h, w)
     return to_uint8(gaussian(x, sigma), unit=False)
@@ -53,16 +53,16 @@ def _defocus_kernel(radius: float, alias_blur: float) -> tuple[tuple[float, ...]
     directions, cropped to its non-zero support."""
     grid = np.arange(-8, 9)
     xx, yy = np.meshgrid(grid, grid)
-    disk = (xx ** 2 + yy ** 2 <= radius ** 2).astype(np.float64)
+    disk = (xx**2 + yy**2 <= radius**2).astype(np.float64)
     disk /= disk.sum()
-    g = np.exp(-((np.arange(3) - 1.0) ** 2) / (2.0 * alias_blur ** 2))
+    g = np.exp(-((np.arange(3) - 1.0) ** 2) / (2.0 * alias_blur**2))
     g /= g.sum()
     k = np.apply_along_axis(lambda r: np.convolve(r, g, mode="same"), 0, disk)
     k = np.apply_along_axis(lambda r: np.convolve(r, g, mode="same"), 1, k)
     nz_r = np.flatnonzero(k.any(axis=1))
     nz_c = np.flatnonzero(k.any(axis=0))
     half = max(8 - nz_r[0], nz_r[-1] - 8, 8 - nz_c[0], nz_c[-1] - 8)
-    return tuple(map(tuple, k[8 - half:9 + half, 8 - half:9 + half].tolist()))
+    return tuple(map(tuple, k[8 - half : 9 + half, 8 - half : 9 + half].tolist()))
 
 
 def defocus_blur(img: torch.Tensor, param, gen: torch.Generator) -> torch.Tensor:

@@ -53,9 +53,9 @@ def contrast(img: torch.Tensor, c: float, gen: torch.Generator) -> torch.Tensor:
     piece = max(1, _CONTRAST_PIECE // (h * w * channels))
     out = torch.empty_like(img)
     for start in range(0, n, piece):
-        x = img[start:start + piece].reshape(-1, h * w * channels).float()  # 0..255
+        x = img[start : start + piece].reshape(-1, h * w * channels).float()  # 0..255
         y = torch.addmm(x, torch.mm(x, pick), spread, beta=c)
-        out[start:start + piece] = to_uint8_same_layout(y.clamp_(0, 255)).view(-1, h, w, channels)
+        out[start : start + piece] = to_uint8_same_layout(y.clamp_(0, 255)).view(-1, h, w, channels)
     return out
 
 
@@ -71,8 +71,9 @@ def elastic_transform(img: torch.Tensor, param, gen: torch.Generator) -> torch.T
     alpha, sigma, affine = (p * min(h, w) for p in param)  # x IMSIZE = 32 for CIFAR
     dev = x.device
     cx, cy, s = w // 2, h // 2, min(h, w) // 3
-    src = torch.tensor([[cx + s, cy + s], [cx + s, cy - s], [cx - s, cy - s]],
-                       dtype=torch.float64, device=dev)  # (x, y) anchor points
+    src = torch.tensor(
+        [[cx + s, cy + s], [cx + s, cy - s], [cx - s, cy - s]], dtype=torch.float64, device=dev
+    )  # (x, y) anchor points
     dst = src + uniform((n, 3, 2), -affine, affine, gen, dev).double()
     # warpAffine samples the source at M^-1(dst pixel): solve T with [dst_k, 1] @ T = src_k
     ones = torch.ones((n, 3, 1), dtype=torch.float64, device=dev)
@@ -99,8 +100,7 @@ def warp_affine(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     rows = torch.arange(h, dtype=torch.float64, device=x.device) * t[:, :, 1:2]  # (N, 2, H)
     rows = rows.add_(t[:, :, 2:3] - 1).to(x.dtype)
     grid = torch.add(rows.unsqueeze(3), cols.to(x.dtype).unsqueeze(2))  # (N, 2, H, W)
-    return F.grid_sample(x, grid.permute(0, 2, 3, 1), mode="bilinear", padding_mode="reflection",
-                         align_corners=True)
+    return F.grid_sample(x, grid.permute(0, 2, 3, 1), mode="bilinear", padding_mode="reflection", align_corners=True)
 
 
 def displace(x: torch.Tensor, disp: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -115,8 +115,7 @@ def displace(x: torch.Tensor, disp: torch.Tensor, alpha: float) -> torch.Tensor:
     rows = torch.arange(h, dtype=x.dtype, device=x.device).mul_(2).add_(1).div_(h).sub_(1)
     disp[:, 0].mul_(2 * alpha / w).add_(cols)
     disp[:, 1].mul_(2 * alpha / h).add_(rows.unsqueeze(1))
-    return F.grid_sample(x, disp.permute(0, 2, 3, 1), mode="bilinear", padding_mode="reflection",
-                         align_corners=False)
+    return F.grid_sample(x, disp.permute(0, 2, 3, 1), mode="bilinear", padding_mode="reflection", align_corners=False)
 
 
 @functools.lru_cache(maxsize=None)
@@ -200,16 +199,23 @@ def _pixelate_cpu(img: torch.Tensor, c: float) -> torch.Tensor:
     pixels = torch.empty(2 * min(chunk, n) * h * row_bytes, dtype=torch.uint8)
     columns = torch.empty_like(pixels)
     for start in range(0, n, chunk):
-        part = img[start:start + chunk]
+        part = img[start : start + chunk]
         m, size = part.shape[0], part.numel()
         pixels[:size].view(part.shape).copy_(part)
         _append_neighbour_means(pixels, size, 3)
-        np.take(pixels[:2 * size].numpy().view("V3"), _pixelate_sources(m * h, w, c),
-                out=columns[:size].numpy().view("V3"), mode="clip")
+        np.take(
+            pixels[: 2 * size].numpy().view("V3"),
+            _pixelate_sources(m * h, w, c),
+            out=columns[:size].numpy().view("V3"),
+            mode="clip",
+        )
         _append_neighbour_means(columns, size, row_bytes)
-        torch.index_select(columns[:2 * size].view(2 * m * h, row_bytes), 0,
-                           torch.from_numpy(_pixelate_sources(m, h, c)),
-                           out=out[start:start + m].view(m * h, row_bytes))
+        torch.index_select(
+            columns[: 2 * size].view(2 * m * h, row_bytes),
+            0,
+            torch.from_numpy(_pixelate_sources(m, h, c)),
+            out=out[start : start + m].view(m * h, row_bytes),
+        )
     return out
 
 
@@ -217,7 +223,7 @@ def _append_neighbour_means(buffer, size: int, step: int):
     """buffer[size + i] = _round_up_mean(buffer[i], buffer[i + step]) for i < size - step, the
     means of the first ``size`` values and their neighbours ``step`` on (the last ``step``
     places, without a neighbour, are left unset and never read)."""
-    _round_up_mean(buffer[:size - step], buffer[step:size], out=buffer[size:2 * size - step])
+    _round_up_mean(buffer[: size - step], buffer[step:size], out=buffer[size : 2 * size - step])
 
 
 @functools.lru_cache(maxsize=32)
@@ -243,10 +249,10 @@ def saturate(img: torch.Tensor, param, gen: torch.Generator) -> torch.Tensor:
     chunk = _SATURATE_CHUNK if img.device.type == "cpu" else max(len(pixels), 1)
     scale = torch.eye(3, dtype=torch.float64, device=img.device).mul_(255.0)
     for start in range(0, len(pixels), chunk):
-        rgb = _saturate_planes(pixels[start:start + chunk], param)
+        rgb = _saturate_planes(pixels[start : start + chunk], param)
         # x 255 and back to (P, 3) in one product with 255 I (x 255 + 0 + 0: the same
         # values), which reads the planes far faster than a transposing copy
-        out[start:start + chunk] = torch.mm(rgb.t(), scale).to(torch.int16)  # truncates
+        out[start : start + chunk] = torch.mm(rgb.t(), scale).to(torch.int16)  # truncates
     return out.view(img.shape)
 
 
@@ -308,5 +314,3 @@ def _saturate_planes(pixels: torch.Tensor, param) -> torch.Tensor:
 def _constant(value: float, like: torch.Tensor) -> torch.Tensor:
     """A one-element tensor that broadcasts against ``like``."""
     return torch.full((1,), value, dtype=like.dtype, device=like.device)
-
-

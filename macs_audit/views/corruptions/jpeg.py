@@ -39,10 +39,23 @@ def _fix16(x: float) -> int:
     return int(x * 65536 + 0.5)
 
 
-_C = {name: _fix13(value) for name, value in dict(
-    c0298=0.298631336, c0390=0.390180644, c0541=0.541196100, c0765=0.765366865,
-    c0899=0.899976223, c1175=1.175875602, c1501=1.501321110, c1847=1.847759065,
-    c1961=1.961570560, c2053=2.053119869, c2562=2.562915447, c3072=3.072711026).items()}
+_C = {
+    name: _fix13(value)
+    for name, value in dict(
+        c0298=0.298631336,
+        c0390=0.390180644,
+        c0541=0.541196100,
+        c0765=0.765366865,
+        c0899=0.899976223,
+        c1175=1.175875602,
+        c1501=1.501321110,
+        c1847=1.847759065,
+        c1961=1.961570560,
+        c2053=2.053119869,
+        c2562=2.562915447,
+        c3072=3.072711026,
+    ).items()
+}
 
 
 def _forward_1d(d: list[int]) -> list[int]:
@@ -91,12 +104,83 @@ def _matrix(transform) -> np.ndarray:
 
 
 # The standard tables (JPEG Annex K), in natural (row-major) order, scaled as jcparam.c does.
-_LUMINANCE = (16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55,
-              14, 13, 16, 24, 40, 57, 69, 56, 14, 17, 22, 29, 51, 87, 80, 62,
-              18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92,
-              49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99)
-_CHROMINANCE = ((17, 18, 24, 47) + (99,) * 4 + (18, 21, 26, 66) + (99,) * 4
-                + (24, 26, 56) + (99,) * 5 + (47, 66) + (99,) * 6 + (99,) * 32)
+_LUMINANCE = (
+    16,
+    11,
+    10,
+    16,
+    24,
+    40,
+    51,
+    61,
+    12,
+    12,
+    14,
+    19,
+    26,
+    58,
+    60,
+    55,
+    14,
+    13,
+    16,
+    24,
+    40,
+    57,
+    69,
+    56,
+    14,
+    17,
+    22,
+    29,
+    51,
+    87,
+    80,
+    62,
+    18,
+    22,
+    37,
+    56,
+    68,
+    109,
+    103,
+    77,
+    24,
+    35,
+    55,
+    64,
+    81,
+    104,
+    113,
+    92,
+    49,
+    64,
+    78,
+    87,
+    103,
+    121,
+    120,
+    101,
+    72,
+    92,
+    95,
+    98,
+    112,
+    100,
+    103,
+    99,
+)
+_CHROMINANCE = (
+    (17, 18, 24, 47)
+    + (99,) * 4
+    + (18, 21, 26, 66)
+    + (99,) * 4
+    + (24, 26, 56)
+    + (99,) * 5
+    + (47, 66)
+    + (99,) * 6
+    + (99,) * 32
+)
 
 
 def _quant_table(base: tuple[int, ...], quality: int) -> np.ndarray:
@@ -110,7 +194,7 @@ def _quant_table(base: tuple[int, ...], quality: int) -> np.ndarray:
 # (checked exhaustively in the tests). Here that is round(t (1 + 2^-30) / (8 q)): the
 # nudge turns exact halves (which torch.round would send to even) away from zero and moves no
 # other value across a rounding boundary (those sit at least 1 / (8 q) >= 2^-11 from one).
-_QUANT_NUDGE = 1.0 + 2.0 ** -30
+_QUANT_NUDGE = 1.0 + 2.0**-30
 
 
 def supports(height: int, width: int) -> bool:
@@ -153,9 +237,16 @@ def _constants(quality: int, device: str, height: int, width: int, exact32: bool
     inverse2_shift = 2.0 ** -(_CONST_BITS + _PASS1_BITS + 3)  # >> 18 (with the 1/8 scale)
     k = {
         # jccolor.c: Y, Cb, Cr from R, G, B in 16-bit fixed point, with its rounding biases
-        "to_ycc": f32(np.array([[_fix16(0.299), _fix16(0.587), _fix16(0.114)],
-                                [-_fix16(0.16874), -_fix16(0.33126), 32768],
-                                [32768, -_fix16(0.41869), -_fix16(0.08131)]]) / 65536),
+        "to_ycc": f32(
+            np.array(
+                [
+                    [_fix16(0.299), _fix16(0.587), _fix16(0.114)],
+                    [-_fix16(0.16874), -_fix16(0.33126), 32768],
+                    [32768, -_fix16(0.41869), -_fix16(0.08131)],
+                ]
+            )
+            / 65536
+        ),
         "to_ycc_bias": f32(np.array([[32768], [(128 << 16) + 32767], [(128 << 16) + 32767]]) / 65536),
         # forward pass 1 with the level shift in the bias; float32 is exact (|sums| < 2^24)
         "fdct1": f32(forward.T * forward1_shift),
@@ -164,8 +255,7 @@ def _constants(quality: int, device: str, height: int, width: int, exact32: bool
         "idct2": f64(inverse.T * inverse2_shift),
         "idct2_bias": f64(np.full(8, 0.5 + 128)),
         # jdcolor.c: R = Y + 1.402 Cr, G = Y - 0.34414 Cb - 0.71414 Cr, B = Y + 1.772 Cb
-        "to_rgb": f32(np.array([[0, _fix16(1.402)], [-_fix16(0.34414), -_fix16(0.71414)],
-                                [_fix16(1.772), 0]]) / 65536),
+        "to_rgb": f32(np.array([[0, _fix16(1.402)], [-_fix16(0.34414), -_fix16(0.71414)], [_fix16(1.772), 0]]) / 65536),
         "identity": f32(np.eye(3)),
     }
     # Dequantisation is a per-(u, v) factor, so it cannot sit in inverse pass 1's left matrix
@@ -261,7 +351,7 @@ def roundtrip(images: torch.Tensor, quality: int) -> torch.Tensor:
     out = torch.empty_like(images)
     for start in range(0, n, chunk):
         # through int16: torch's float -> uint8 conversion is not vectorised on CPU
-        out[start:start + chunk].copy_(_roundtrip_chunk(images[start:start + chunk], k).to(torch.int16))
+        out[start : start + chunk].copy_(_roundtrip_chunk(images[start : start + chunk], k).to(torch.int16))
     return out
 
 

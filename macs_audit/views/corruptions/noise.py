@@ -97,9 +97,9 @@ def _elementwise_noise(img: torch.Tensor, gen: torch.Generator, apply) -> torch.
     buffers = Buffers(img.device)
     words = RandomWords(gen, img.device)
     for start in range(0, flat.numel(), piece):
-        values = flat[start:start + piece]
+        values = flat[start : start + piece]
         bits = words.draw(values.numel(), buffers)
-        out[start:start + piece] = apply(values, bits, buffers)
+        out[start : start + piece] = apply(values, bits, buffers)
     return out.view(img.shape)
 
 

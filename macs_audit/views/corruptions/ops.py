@@ -96,7 +96,7 @@ def _filter_matrix(n: int, kernel: tuple[float, ...], mode: str) -> np.ndarray:
     src = _pad_index(n, r, mode)
     m = np.zeros((n, n), dtype=np.float64)
     for t, k in enumerate(kernel):
-        np.add.at(m, (np.arange(n), src[t:t + n]), k)
+        np.add.at(m, (np.arange(n), src[t : t + n]), k)
     return m
 
 
@@ -120,8 +120,7 @@ def gaussian(x: torch.Tensor, sigma: float, mode: str = "nearest", truncate: flo
 def _separable_terms(kernel: tuple[tuple[float, ...], ...]):
     """A 2-D kernel as an exact sum of separable (column kernel, row kernel) terms (SVD)."""
     u, s, vt = np.linalg.svd(np.asarray(kernel, dtype=np.float64))
-    return tuple((tuple((u[:, i] * s[i]).tolist()), tuple(vt[i].tolist()))
-                 for i in np.flatnonzero(s > s[0] * 1e-12))
+    return tuple((tuple((u[:, i] * s[i]).tolist()), tuple(vt[i].tolist())) for i in np.flatnonzero(s > s[0] * 1e-12))
 
 
 def filter2d(x: torch.Tensor, kernel: tuple[tuple[float, ...], ...], mode: str) -> torch.Tensor:
@@ -190,7 +189,7 @@ def imagemagick_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles
     weights = np.exp(-(i * i) / (2.0 * sigma * sigma))
     weights /= weights.sum()
     tail = np.cumsum(weights[::-1])[::-1]  # tail[t] = sum of weights[t:]
-    width = int(np.count_nonzero(tail >= 2.0 ** -24))
+    width = int(np.count_nonzero(tail >= 2.0**-24))
     k = weights.tolist()
     theta = torch.deg2rad(angles_deg.double())
     taps = torch.arange(width, dtype=torch.float64, device=x.device)
@@ -208,8 +207,8 @@ def imagemagick_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles
     source = torch.empty((n, h, w), dtype=torch.int32, device=x.device)
     gathered = torch.empty_like(pixels)
     for t in range(1, width):
-        r = (rows[None, :] + oy[:, t:t + 1]).clamp_(0, h - 1).mul_(w).add_(first_pixel[:, :, 0])  # (N, H)
-        q = (cols[None, :] + ox[:, t:t + 1]).clamp_(0, w - 1)  # (N, W)
+        r = (rows[None, :] + oy[:, t : t + 1]).clamp_(0, h - 1).mul_(w).add_(first_pixel[:, :, 0])  # (N, H)
+        q = (cols[None, :] + ox[:, t : t + 1]).clamp_(0, w - 1)  # (N, W)
         torch.add(r[:, :, None], q[:, None, :], out=source)
         torch.index_select(pixels, 0, source.view(-1), out=gathered)
         out.add_(gathered, alpha=k[t])

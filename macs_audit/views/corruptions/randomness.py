@@ -48,8 +48,11 @@ class RandomWords:
         size = (count + 3) // 4
         if self._sfc64 is not None:
             return torch.from_numpy(self._sfc64.random_raw(size).view(np.int16))[:count]
-        words = (buffers.get("words", size, torch.int64) if buffers
-                 else torch.empty(size, dtype=torch.int64, device=self.device))
+        words = (
+            buffers.get("words", size, torch.int64)
+            if buffers
+            else torch.empty(size, dtype=torch.int64, device=self.device)
+        )
         words.random_(-(1 << 63), None, generator=self.gen)  # the full 64-bit range
         return words.view(torch.int16)[:count]
 

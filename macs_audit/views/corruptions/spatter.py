@@ -61,8 +61,7 @@ def canny(img: torch.Tensor, low: float, high: float) -> torch.Tensor:
     temporaries then stay in cache (about 1.3x faster)."""
     if img.device.type != "cpu" or len(img) <= _CANNY_CHUNK:
         return _canny_images(img, low, high)
-    return torch.cat([_canny_images(img[i:i + _CANNY_CHUNK], low, high)
-                      for i in range(0, len(img), _CANNY_CHUNK)])
+    return torch.cat([_canny_images(img[i : i + _CANNY_CHUNK], low, high) for i in range(0, len(img), _CANNY_CHUNK)])
 
 
 def _canny_images(img: torch.Tensor, low: float, high: float) -> torch.Tensor:
@@ -86,7 +85,7 @@ def _canny_images(img: torch.Tensor, low: float, high: float) -> torch.Tensor:
     mp = F.pad(mag, (1, 1, 1, 1))
 
     def at(di, dj):
-        return mp[:, 1 + di:1 + di + h, 1 + dj:1 + dj + w]
+        return mp[:, 1 + di : 1 + di + h, 1 + dj : 1 + dj + w]
 
     tg22 = ax * 13573  # int(tan(22.5 deg) * 2^15 + 0.5)
     ay = ay * 32768
@@ -94,10 +93,12 @@ def _canny_images(img: torch.Tensor, low: float, high: float) -> torch.Tensor:
     vertical = ~horizontal & (ay > tg22 + ax * 65536)
     diagonal = ~(horizontal | vertical)
     same_sign = (dx < 0) == (dy < 0)
-    diag_ok = (same_sign & (mag > at(-1, -1)) & (mag > at(1, 1))) \
-        | (~same_sign & (mag > at(-1, 1)) & (mag > at(1, -1)))
-    is_max = (horizontal & (mag > at(0, -1)) & (mag >= at(0, 1))) \
-        | (vertical & (mag > at(-1, 0)) & (mag >= at(1, 0))) | (diagonal & diag_ok)
+    diag_ok = (same_sign & (mag > at(-1, -1)) & (mag > at(1, 1))) | (~same_sign & (mag > at(-1, 1)) & (mag > at(1, -1)))
+    is_max = (
+        (horizontal & (mag > at(0, -1)) & (mag >= at(0, 1)))
+        | (vertical & (mag > at(-1, 0)) & (mag >= at(1, 0)))
+        | (diagonal & diag_ok)
+    )
     candidate = (mag > math.floor(low)) & is_max
     edges = candidate & (mag > math.floor(high))
     for _ in range(h * w):
@@ -125,22 +126,22 @@ def chamfer_distance(edges: torch.Tensor, cap: float) -> torch.Tensor:
     big = cap * 65536.0
     n, _, h, w = edges.shape
     d = torch.full((h, w + 4, n), big, dtype=torch.float32, device=edges.device)
-    inside = d[:, 2:w + 2]
+    inside = d[:, 2 : w + 2]
     inside.copy_(edges[:, 0].permute(1, 2, 0)).neg_().add_(1).mul_(big)  # 0 on edges, big elsewhere
     ramp = (torch.arange(w, dtype=torch.float32, device=d.device) * a)[:, None]
 
     def scan(d):
         for i in range(h):
-            row = d[i, 2:w + 2]
+            row = d[i, 2 : w + 2]
             if i >= 1:
                 prev = d[i - 1]  # columns j - 2 .. j + 2 of the row above: prev[j .. j + 4]
-                row = torch.minimum(row, prev[2:w + 2] + a)
-                row = torch.minimum(row, torch.minimum(prev[1:w + 1], prev[3:w + 3]).add_(b))
-                row = torch.minimum(row, torch.minimum(prev[0:w], prev[4:w + 4]).add_(c))
+                row = torch.minimum(row, prev[2 : w + 2] + a)
+                row = torch.minimum(row, torch.minimum(prev[1 : w + 1], prev[3 : w + 3]).add_(b))
+                row = torch.minimum(row, torch.minimum(prev[0:w], prev[4 : w + 4]).add_(c))
             if i >= 2:
                 prev2 = d[i - 2]
-                row = torch.minimum(row, torch.minimum(prev2[1:w + 1], prev2[3:w + 3]).add_(c))
-            d[i, 2:w + 2] = torch.cummin(row - ramp, dim=0).values.add_(ramp)
+                row = torch.minimum(row, torch.minimum(prev2[1 : w + 1], prev2[3 : w + 3]).add_(c))
+            d[i, 2 : w + 2] = torch.cummin(row - ramp, dim=0).values.add_(ramp)
         return d
 
     def mirrored(d):  # d.flip(0, 1), as the (H (W + 4)) rows of N values in reverse order
@@ -150,7 +151,7 @@ def chamfer_distance(edges: torch.Tensor, cap: float) -> torch.Tensor:
 
     d = scan(d)  # forward: top-left to bottom-right
     d = mirrored(scan(mirrored(d)))  # backward: the mirrored mask
-    return d[:, 2:w + 2].clamp_(max=big).div_(65536.0).permute(2, 0, 1)[:, None]
+    return d[:, 2 : w + 2].clamp_(max=big).div_(65536.0).permute(2, 0, 1)[:, None]
 
 
 def equalize_hist(x: torch.Tensor) -> torch.Tensor:

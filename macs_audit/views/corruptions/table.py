@@ -92,7 +92,11 @@ CIFAR = ParameterSet(
         "contrast": (0.75, 0.5, 0.4, 0.3, 0.15),
         # (alpha, sigma, affine max) as fractions of the image size (x 32 for CIFAR)
         "elastic_transform": (
-            (0, 0, 0.08), (0.05, 0.2, 0.07), (0.08, 0.06, 0.06), (0.1, 0.04, 0.05), (0.1, 0.03, 0.03),
+            (0, 0, 0.08),
+            (0.05, 0.2, 0.07),
+            (0.08, 0.06, 0.06),
+            (0.1, 0.04, 0.05),
+            (0.1, 0.03, 0.03),
         ),
         # intermediate size factor: int(32 * c) = 30, 28, 27, 24, 20
         "pixelate": (0.95, 0.9, 0.85, 0.75, 0.65),

@@ -115,8 +115,7 @@ def frost_texture_info(frost_textures: str | None) -> str:
     """What the report should record about the frost textures used."""
     if frost_textures is None:
         sizes = ", ".join(f"{w}x{h}" for h, w in CIFAR.frost_sizes)
-        return (f"procedural (seed {FROST_SEED}; {len(CIFAR.frost_sizes)} textures, "
-                f"W x H {sizes})")
+        return f"procedural (seed {FROST_SEED}; {len(CIFAR.frost_sizes)} textures, W x H {sizes})"
     path = os.path.abspath(os.fspath(frost_textures))
     return f"{path}: {', '.join(_frost_files(path))}"
 
@@ -124,15 +123,15 @@ def frost_texture_info(frost_textures: str | None) -> str:
 def _frost_files(directory: str) -> list[str]:
     """The frost image files of a user directory, in the order they are indexed."""
     if not os.path.isdir(directory):
-        raise InputError(f"frost texture directory {directory} does not exist or is not a "
-                         "directory; pass a directory of frost images")
-    names = sorted(f for f in os.listdir(directory)
-                   if f.lower().endswith(_IMAGE_SUFFIXES) and not f.startswith("."))
+        raise InputError(
+            f"frost texture directory {directory} does not exist or is not a "
+            "directory; pass a directory of frost images"
+        )
+    names = sorted(f for f in os.listdir(directory) if f.lower().endswith(_IMAGE_SUFFIXES) and not f.startswith("."))
     if all(ref in names for ref in _FROST_REFERENCE_NAMES):
         return list(_FROST_REFERENCE_NAMES)  # the reference picks frost1..5 (never frost6)
     if not names:
-        raise InputError(f"frost texture directory {directory} holds no image files "
-                         f"({', '.join(_IMAGE_SUFFIXES)})")
+        raise InputError(f"frost texture directory {directory} holds no image files ({', '.join(_IMAGE_SUFFIXES)})")
     return names
 
 
@@ -152,8 +151,7 @@ def load_user_frost(directory: str) -> tuple[np.ndarray, ...]:
         size = (max(1, int(round(h * CIFAR.frost_scale))), max(1, int(round(w * CIFAR.frost_scale))))
         t = torch.from_numpy(rgb.copy()).permute(2, 0, 1)[None].float()
         t = F.interpolate(t, size=size, mode="bilinear", align_corners=False, antialias=False)
-        textures.append(t[0].permute(1, 2, 0).add_(0.5).floor_().clamp_(0, 255)
-                        .to(torch.uint8).numpy())
+        textures.append(t[0].permute(1, 2, 0).add_(0.5).floor_().clamp_(0, 255).to(torch.uint8).numpy())
     return tuple(textures)
 
 
@@ -162,14 +160,14 @@ def _smooth_noise(gen: torch.Generator, h: int, w: int, cells: tuple[int, ...], 
     out = torch.zeros(1, 1, h, w, dtype=torch.float64)
     for octave, n in enumerate(cells):
         grid = torch.rand(1, 1, n + 1, n * w // h + 2, generator=gen, dtype=torch.float64)
-        out += F.interpolate(grid, size=(h, w), mode="bicubic", align_corners=False) * falloff ** octave
+        out += F.interpolate(grid, size=(h, w), mode="bicubic", align_corners=False) * falloff**octave
     return (out - out.min()) / (out.max() - out.min())
 
 
 def _line_kernel(angle: float, length: int) -> np.ndarray:
     """Anti-aliased line segment through the centre of a square kernel, fading to its ends."""
     r = length // 2
-    yy, xx = np.mgrid[-r:r + 1, -r:r + 1].astype(np.float64)
+    yy, xx = np.mgrid[-r : r + 1, -r : r + 1].astype(np.float64)
     across = np.abs(-np.sin(angle) * xx + np.cos(angle) * yy)
     along = np.abs(np.cos(angle) * xx + np.sin(angle) * yy)
     return np.clip(1.0 - across, 0, 1) * np.clip(1.0 - along / (r + 1), 0, 1)
@@ -221,7 +219,8 @@ def _frost_stack(frost_textures: str | None, h: int, w: int, device) -> tuple[to
             if t.shape[0] < h + 1 or t.shape[1] < w + 1:
                 raise InputError(
                     f"frost texture {name} is {t.shape[1]}x{t.shape[0]} after the {CIFAR.frost_scale} resize, "
-                    f"smaller than the {w + 1}x{h + 1} needed for {w}x{h} images; use larger images")
+                    f"smaller than the {w + 1}x{h + 1} needed for {w}x{h} images; use larger images"
+                )
     hmax = max(t.shape[0] for t in textures)
     wmax = max(t.shape[1] for t in textures)
     stack = torch.zeros((len(textures), hmax, wmax, 3), dtype=torch.float32)

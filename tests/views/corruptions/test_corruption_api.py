@@ -23,15 +23,35 @@ from macs_audit.views.corruptions.table import (
     SEVERITIES,
 )
 
-DETERMINISTIC = {"brightness", "contrast", "saturate", "pixelate", "jpeg_compression",
-                 "defocus_blur", "gaussian_blur", "zoom_blur"}
+DETERMINISTIC = {
+    "brightness",
+    "contrast",
+    "saturate",
+    "pixelate",
+    "jpeg_compression",
+    "defocus_blur",
+    "gaussian_blur",
+    "zoom_blur",
+}
 # Monotone in mean |corrupted - clean| by their parameters (section 3 of the reference facts).
 # Not monotone: glass_blur (sigma drops at severity 4), snow (severity 3 raises the threshold),
 # elastic_transform (the affine jitter shrinks while alpha grows), spatter (water -> mud at 4),
 # saturate (1-2 desaturate, 3-5 oversaturate), frost (tested with its own measure).
-MONOTONE = ["gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "defocus_blur",
-            "motion_blur", "zoom_blur", "gaussian_blur", "fog", "brightness", "contrast",
-            "pixelate", "jpeg_compression"]
+MONOTONE = [
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "speckle_noise",
+    "defocus_blur",
+    "motion_blur",
+    "zoom_blur",
+    "gaussian_blur",
+    "fog",
+    "brightness",
+    "contrast",
+    "pixelate",
+    "jpeg_compression",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -40,8 +60,7 @@ MONOTONE = ["gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "d
 def test_tables():
     assert len(CORRUPTIONS) == 19 and len(set(CORRUPTIONS)) == 19
     assert CORRUPTIONS[:3] == ("gaussian_noise", "shot_noise", "impulse_noise")
-    assert CORRUPTIONS[-4:] == EXTRA_CORRUPTIONS == (
-        "speckle_noise", "gaussian_blur", "spatter", "saturate")
+    assert CORRUPTIONS[-4:] == EXTRA_CORRUPTIONS == ("speckle_noise", "gaussian_blur", "spatter", "saturate")
     assert len(BENCHMARK_CORRUPTIONS) == 15
     assert set(BENCHMARK_CORRUPTIONS) | set(EXTRA_CORRUPTIONS) == set(CORRUPTIONS)
     families = {}
@@ -73,8 +92,10 @@ def test_every_corruption_has_one_op():
 
 def test_table_does_not_import_torch():
     # the gate, the data readers and option parsing read names from the table: it must stay light
-    code = ("import sys, macs_audit.views.corruptions.table; "
-            "assert 'torch' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules)")
+    code = (
+        "import sys, macs_audit.views.corruptions.table; "
+        "assert 'torch' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -157,9 +178,13 @@ def test_reduced_matmul_precision_changes_nothing(api):
 def test_batch_seed():
     s = batch_seed(0, "fog", 3, 1000)
     assert s == batch_seed(0, "fog", 3, 1000)
-    assert 0 <= s < 2 ** 63
-    others = {batch_seed(1, "fog", 3, 1000), batch_seed(0, "snow", 3, 1000),
-              batch_seed(0, "fog", 4, 1000), batch_seed(0, "fog", 3, 2000)}
+    assert 0 <= s < 2**63
+    others = {
+        batch_seed(1, "fog", 3, 1000),
+        batch_seed(0, "snow", 3, 1000),
+        batch_seed(0, "fog", 4, 1000),
+        batch_seed(0, "fog", 3, 2000),
+    }
     assert s not in others and len(others) == 4
     assert batch_seed(0, "fog", 3, 0) == 7_280_092_846_327_443_954  # stable across runs
 

@@ -25,9 +25,9 @@ def _ref_defocus(img, c):
     radius, alias_blur = c
     grid = np.arange(-8, 9)
     xx, yy = np.meshgrid(grid, grid)
-    disk = (xx ** 2 + yy ** 2 <= radius ** 2).astype(np.float64)
+    disk = (xx**2 + yy**2 <= radius**2).astype(np.float64)
     disk /= disk.sum()
-    g = np.exp(-((np.arange(3) - 1) ** 2) / (2 * alias_blur ** 2))  # getGaussianKernel(3, s)
+    g = np.exp(-((np.arange(3) - 1) ** 2) / (2 * alias_blur**2))  # getGaussianKernel(3, s)
     g /= g.sum()
     kernel = ndi.correlate(disk, np.outer(g, g), mode="mirror")  # GaussianBlur (3, 3)
     x = img / 255.0
@@ -39,9 +39,9 @@ def _ref_clipped_zoom(x, z):
     n = x.shape[0]
     ch = int(np.ceil(n / z))
     top = (n - ch) // 2
-    out = ndi.zoom(x[top:top + ch, top:top + ch], (z, z, 1), order=1)
+    out = ndi.zoom(x[top : top + ch, top : top + ch], (z, z, 1), order=1)
     trim = (out.shape[0] - n) // 2
-    return out[trim:trim + n, trim:trim + n]
+    return out[trim : trim + n, trim : trim + n]
 
 
 def _ref_zoom_blur(img, c):
@@ -68,7 +68,7 @@ def test_glass_blur_severity1_is_a_local_copy():
     out = corrupt(torch.from_numpy(x.astype(np.uint8)), "glass_blur", 1, seed=0).numpy()
     assert (out[:, :2] == x[:, :2]).all() and (out[:, :, :2] == x[:, :, :2]).all()
     inner = out[:, 2:, 2:]
-    candidates = [x[:, 2 + dy:32 + dy, 2 + dx:32 + dx] for dy in (-1, 0) for dx in (-1, 0)]
+    candidates = [x[:, 2 + dy : 32 + dy, 2 + dx : 32 + dx] for dy in (-1, 0) for dx in (-1, 0)]
     match = np.zeros(inner.shape[:3], dtype=bool)
     for cand in candidates:
         match |= (cand == inner).all(-1)
@@ -81,7 +81,7 @@ def _ref_motion_blur(img, radius, sigma, angle):
     """ImageMagick MotionBlurImage on one float image (H, W, C), written out per tap."""
     h, w = img.shape[:2]
     width = 2 * math.ceil(radius) + 1
-    k = np.exp(-np.arange(width) ** 2 / (2 * sigma ** 2))
+    k = np.exp(-(np.arange(width) ** 2) / (2 * sigma**2))
     k /= k.sum()
     rows, cols = np.arange(h)[:, None], np.arange(w)[None, :]
     out = np.zeros(img.shape)

@@ -77,8 +77,12 @@ def _ref_pixelate(img, c):
 
 # Bit-exact by construction: Pillow's arithmetic, scikit-image's float64 HSV.
 EXACT = {"pixelate", "saturate"}
-REFERENCES = {"brightness": _ref_brightness, "saturate": _ref_saturate, "contrast": _ref_contrast,
-              "pixelate": _ref_pixelate}
+REFERENCES = {
+    "brightness": _ref_brightness,
+    "saturate": _ref_saturate,
+    "contrast": _ref_contrast,
+    "pixelate": _ref_pixelate,
+}
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
@@ -91,8 +95,10 @@ def test_pixelate_matches_pillow_at_other_sizes(shape):
     h, w = shape
     x = torch.from_numpy(np.random.default_rng(3).integers(0, 256, (3, h, w, 3), dtype=np.uint8))
     for s, c in enumerate(CIFAR.parameters["pixelate"], start=1):
-        ref = [np.asarray(Image.fromarray(img).resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX))
-               for img in x.numpy()]
+        ref = [
+            np.asarray(Image.fromarray(img).resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX))
+            for img in x.numpy()
+        ]
         assert np.array_equal(corrupt(x, "pixelate", s, seed=0).numpy(), np.stack(ref)), (shape, s)
 
 
@@ -124,8 +130,9 @@ def test_hsv_corruptions_against_scikit_image():
     x = sample_images(6, seed=11)
     for s in range(1, 6):
         for name, channel, update in (
-                ("saturate", 1, lambda ch, c: np.clip(ch * c[0] + c[1], 0, 1)),
-                ("brightness", 2, lambda ch, c: np.clip(ch + c, 0, 1))):
+            ("saturate", 1, lambda ch, c: np.clip(ch * c[0] + c[1], 0, 1)),
+            ("brightness", 2, lambda ch, c: np.clip(ch + c, 0, 1)),
+        ):
             c = CIFAR.parameters[name][s - 1]
             ref = []
             for img in x.numpy():

@@ -53,7 +53,7 @@ def test_frost_from_user_directory(tmp_path):
     rng = np.random.default_rng(9)
     for name, size in (("a.png", (260, 300)), ("b.jpg", (200, 240))):
         low = rng.random((6, 6, 3))
-        img = (np.clip(ndi.zoom(low, (size[0] / 6, size[1] / 6, 1), order=1), 0, 1) * 255)
+        img = np.clip(ndi.zoom(low, (size[0] / 6, size[1] / 6, 1), order=1), 0, 1) * 255
         Image.fromarray(img.astype(np.uint8)).save(tmp_path / name)
     (tmp_path / "notes.txt").write_text("not an image")
     info = frost_texture_info(str(tmp_path))
@@ -69,9 +69,8 @@ def test_frost_from_user_directory(tmp_path):
         for t in textures:
             for r in range(t.shape[0] - 32):
                 for c in range(t.shape[1] - 32):
-                    crop = t[r:r + 32, c:c + 32].astype(np.float32)
-                    if np.array_equal(np.clip(w_img * xi + w_frost * crop, 0, 255).astype(np.uint8),
-                                      out[i]):
+                    crop = t[r : r + 32, c : c + 32].astype(np.float32)
+                    if np.array_equal(np.clip(w_img * xi + w_frost * crop, 0, 255).astype(np.uint8), out[i]):
                         found = True
                         break
                 if found:

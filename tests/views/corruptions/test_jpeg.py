@@ -110,8 +110,9 @@ def test_quality_range():
         with pytest.raises(ValueError, match="1..100"):
             jpeg.roundtrip(images, quality)
     for quality in (1, 100):
-        np.testing.assert_array_equal(jpeg.roundtrip(images, quality).numpy(),
-                                      _pillow_roundtrip(images[0].numpy(), quality)[None])
+        np.testing.assert_array_equal(
+            jpeg.roundtrip(images, quality).numpy(), _pillow_roundtrip(images[0].numpy(), quality)[None]
+        )
 
 
 def test_unsupported_sizes_fall_back_to_pillow():

@@ -1,0 +1,25 @@
+"""The shared option parsers."""
+
+import pytest
+
+from macs_audit.cli.options import (
+    parse_corruptions,
+    parse_perturbations,
+    parse_severities,
+)
+from macs_audit.errors import UsageError
+
+
+def test_parsers():
+    assert parse_severities("1-5") == (1, 2, 3, 4, 5)
+    assert parse_severities("3, 1") == (1, 3)
+    assert len(parse_corruptions("cifar-c")) == 19 and len(parse_corruptions("benchmark")) == 15
+    assert parse_perturbations("none") == () and len(parse_perturbations("all")) == 3
+    for bad in (
+        lambda: parse_severities("0-6"),
+        lambda: parse_severities("x"),
+        lambda: parse_corruptions("rain"),
+        lambda: parse_perturbations("fog"),
+    ):
+        with pytest.raises(UsageError):
+            bad()

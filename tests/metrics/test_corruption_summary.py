@@ -1,0 +1,59 @@
+"""The corruption summary: means per corruption, family and severity; mCE and CE."""
+
+import numpy as np
+import pytest
+
+from macs_audit.metrics.corruption_summary import summarize_corruptions
+from macs_audit.report import ViewResult
+
+
+def corruption_views(acc_by_key):
+    from macs_audit.views.corruptions.table import FAMILIES
+
+    return [
+        ViewResult(
+            name=f"{c}@{s}",
+            kind="corruption",
+            metrics={"accuracy": a, "ece": 0.1, "nll": 1.0, "brier": 0.5},
+            corruption=c,
+            severity=s,
+            family=FAMILIES[c],
+        )
+        for (c, s), a in acc_by_key.items()
+    ]
+
+
+def test_corruption_summary_means_and_mce():
+    from macs_audit.report import Conventions, DataInfo, ModelInfo, Report, Runtime
+    from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, CORRUPTIONS
+
+    acc = {(c, s): 0.9 - 0.1 * s + 0.01 * i for i, c in enumerate(CORRUPTIONS) for s in (1, 2, 3, 4, 5)}
+    summary = summarize_corruptions(corruption_views(acc), clean_accuracy=0.95)
+    mean15 = np.mean([acc[c, s] for c in BENCHMARK_CORRUPTIONS for s in range(1, 6)])
+    assert summary["mean_accuracy_15"] == pytest.approx(mean15)
+    assert summary["mean_accuracy_19"] == pytest.approx(np.mean(list(acc.values())))
+    assert summary["mce_unnormalized"] == pytest.approx(1 - mean15)
+    assert (
+        summary["corruptions"]["speckle_noise"]["extra"] and summary["families"]["weather"]["corruptions"][0] == "snow"
+    )
+    # A baseline with twice our error everywhere: CE = 0.5 for every corruption.
+    base_acc = {k: 1 - 2 * (1 - a) for k, a in acc.items()}
+    baseline = Report(
+        model=ModelInfo(),
+        data=DataInfo(),
+        runtime=Runtime(),
+        conventions=Conventions(),
+        seeds={},
+        clean=ViewResult("clean", "clean", {"accuracy": 0.9}),
+        views=corruption_views(base_acc),
+    )
+    summary = summarize_corruptions(corruption_views(acc), 0.95, baseline)
+    assert summary["mce"] == pytest.approx(0.5)
+    c = "gaussian_noise"
+    rel = sum((1 - acc[c, s]) - 0.05 for s in range(1, 6)) / sum((1 - base_acc[c, s]) - 0.1 for s in range(1, 6))
+    assert summary["relative_ce"][c] == pytest.approx(rel)
+
+
+def test_partial_grid_has_no_benchmark_means():
+    summary = summarize_corruptions(corruption_views({("fog", 1): 0.5, ("fog", 2): 0.3}), 0.9)
+    assert "mean_accuracy_15" not in summary and summary["mean_accuracy_selected"] == pytest.approx(0.4)
