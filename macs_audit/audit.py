@@ -210,6 +210,7 @@ def run_audit(
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
     num_classes = check_classes(predictor, source)
+    check_corruption_inputs(options, source)  # a mismatched --cifar-c folder fails before the clean pass
     acc, logits = evaluate_view(
         predictor,
         source,
@@ -253,7 +254,12 @@ def run_audit(
             }
         ),
         conventions=Conventions.from_dict(
-            {**accumulators.CONVENTIONS, "bootstrap_resamples": options.bootstrap, **robustness.conventions}
+            {
+                **accumulators.CONVENTIONS,
+                "bootstrap_resamples": options.bootstrap,
+                **_bootstrap_note(len(source), options.bootstrap),
+                **robustness.conventions,
+            }
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds},
         clean=clean,
@@ -268,6 +274,26 @@ def run_audit(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
     return AuditResult(report=report, logits=logits, labels=source.labels.copy())
+
+
+def check_corruption_inputs(options: AuditOptions, source: Source | None = None) -> None:
+    """Fail before any audit when the corruption grid cannot run: a --cifar-c folder that lacks a requested
+    corruption or (given the clean `source`) was made from other data, or an unusable frost texture folder."""
+    if not options.corruptions:
+        return
+    if options.cifar_c_dir:
+        from macs_audit.data.released import check_cifar_c
+
+        check_cifar_c(options.cifar_c_dir, options.corruptions, source)
+    elif options.frost_textures:
+        from macs_audit.views.corruptions.weather import frost_texture_info  # imports torch, as the grid does
+
+        frost_texture_info(options.frost_textures)
+
+
+def _bootstrap_note(n: int, resamples: int) -> dict[str, str]:
+    note = accumulators.bootstrap_note(n, resamples)
+    return {"bootstrap_note": note} if note else {}
 
 
 def audit_robustness(

@@ -112,7 +112,8 @@ def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Compa
     def add_metrics(place: Place) -> None:
         for metric in in_place(place):
             if metric.compare:
-                add(place.value, metric.name, metric.title, _value(a, metric.name), _value(b, metric.name), metric)
+                title = metric.title_for(a.model.output, b.model.output)
+                add(place.value, metric.name, title, _value(a, metric.name), _value(b, metric.name), metric)
 
     add_metrics(Place.CLEAN)
     add_metrics(Place.TEMPERATURE)

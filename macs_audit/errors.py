@@ -1,4 +1,4 @@
-"""Errors raised by the core. The CLI maps each to a documented exit code.
+"""Errors raised by the core. The CLI maps each to a documented exit code (docs/errors.md).
 
 Every message is one line that says what went wrong and what to do about it.
 """
@@ -18,5 +18,14 @@ class UsageError(MacsAuditError):
 
 class InputError(MacsAuditError):
     """A model, data set or report cannot be read or used (exit 3)."""
+
+    exit_code = 3
+
+
+class OutputError(MacsAuditError):
+    """The operating system refused to write an output: permissions, a read-only file system, a full disk (exit 3).
+
+    The message names the path the user gave, never the temporary file the atomic writer used.
+    """
 
     exit_code = 3

@@ -122,6 +122,8 @@ def _toml_load(path: Path) -> dict:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except OSError as exc:
         raise UsageError(f"cannot read gate config {path}: {exc.strerror}") from None
 
@@ -253,7 +255,8 @@ def load_config(path: Path | None = None, start: Path | None = None) -> GateConf
         if path is None:
             raise UsageError(
                 "no gate thresholds found: add [tool.macs-audit.gate] to pyproject.toml or pass "
-                "--config macs-audit.toml (see docs/gate.md)"
+                "--config macs-audit.toml, or start from a report's values with `macs-audit init REPORT.json` "
+                "(see docs/gate.md)"
             )
     path = Path(path)
     if not path.is_file():
@@ -461,3 +464,150 @@ def _corruption_checks(report: Report, config: GateConfig, use_interval: bool) -
                 _check(f"corruptions.{name}.{key}", metric, f"{name} {metric.with_unit}", float(value), bound, detail)
             )
     return checks
+
+
+# --------------------------------------------------------------------------------------------
+# A starting configuration from a report (`macs-audit init`)
+# --------------------------------------------------------------------------------------------
+
+MARGIN = 0.02  # fractions (accuracy, ECE, ...): 2 percentage points either way
+RELATIVE_MARGIN = 0.10  # the other metrics (NLL, Brier, ratios): 10% of the value
+CONFIG_FILE = "macs-audit.toml"  # holds [gate]; any other file gets [tool.macs-audit.gate]
+
+
+@dataclasses.dataclass
+class StartingThreshold:
+    key: str  # "min_accuracy", or "min_accuracy" under corruptions
+    bound: float
+    observed: float
+    what: str  # what was observed, in words (for the comment)
+    percent: bool
+
+
+def _loosened(value: float, metric: Metric, margin: float, relative_margin: float) -> float:
+    """`value` moved by the margin in the allowed direction, rounded outwards to 4 decimals."""
+    allowance = margin if metric.unit.bounded else relative_margin * abs(value)
+    if metric.higher_is_better:
+        bound = math.floor((value - allowance) * 1e4) / 1e4
+    else:
+        bound = math.ceil((value + allowance) * 1e4) / 1e4
+    return min(1.0, max(0.0, bound)) if metric.unit.bounded else bound
+
+
+def starting_thresholds(
+    report: Report, margin: float = MARGIN, relative_margin: float = RELATIVE_MARGIN
+) -> tuple[list[StartingThreshold], list[StartingThreshold]]:
+    """(thresholds, per-corruption defaults) at the report's values loosened by the margins: a config that
+    the report passes, for every gated metric it holds. The per-corruption defaults bound the worst
+    corruption's mean accuracy and ECE."""
+    if not (0 <= margin < 1 and 0 <= relative_margin < 1):
+        raise UsageError(f"margins must lie in [0, 1), got {margin:g} and {relative_margin:g}")
+    absolute = []
+    for metric in GATE_METRICS.values():
+        value, _ = locate(report, metric)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        bound = _loosened(float(value), metric, margin, relative_margin)
+        absolute.append(StartingThreshold(_bound_key(metric), bound, float(value), metric.title, metric.percent))
+    per_corruption = []
+    entries = report.corruption_summary.corruptions if report.corruption_summary is not None else {}
+    for name in ("accuracy", "ece"):
+        metric = METRICS[name]
+        values = {c: getattr(e, name) for c, e in entries.items()}
+        values = {c: v for c, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        if not values:
+            continue
+        pick = min if metric.higher_is_better else max
+        worst = pick(values, key=values.__getitem__)
+        bound = _loosened(values[worst], metric, margin, relative_margin)
+        what = f"{'lowest' if metric.higher_is_better else 'highest'} per-corruption mean {metric.label} ({worst})"
+        per_corruption.append(StartingThreshold(_bound_key(metric), bound, values[worst], what, metric.percent))
+    if not absolute and not per_corruption:
+        raise InputError("the report holds no gated metric (no clean metrics): is it a report written by evaluate?")
+    return absolute, per_corruption
+
+
+def _comment(text: str) -> str:
+    """One TOML comment line's text: no line breaks or control characters from a report's strings."""
+    return "".join(ch if ch.isprintable() else " " for ch in text)
+
+
+def starting_config(
+    report: Report,
+    table: str = "tool.macs-audit.gate",
+    margin: float = MARGIN,
+    relative_margin: float = RELATIVE_MARGIN,
+    report_name: str = "the report",
+) -> str:
+    """The TOML text of a starting gate table `table` from `report` (see starting_thresholds)."""
+    absolute, per_corruption = starting_thresholds(report, margin, relative_margin)
+    model, data = report.model, report.data
+    lines = [
+        _comment(f"# Starting gate thresholds, written by `macs-audit init` from {report_name}"),
+        _comment(f"# ({model.path or '?'} on {data.source or '?'}, n={data.n or '?'}): each is the report's value"),
+        f"# loosened by {margin:g} for fractions (accuracy, ECE, ...) and by {100 * relative_margin:g}% of",
+        "# the value for the other metrics, on point estimates (use_interval = true gates on",
+        "# the pessimistic end of the 95% interval instead). Tighten them as the model",
+        "# improves; docs/gate.md lists every key.",
+        f"[{table}]",
+    ]
+
+    def row(t: StartingThreshold) -> str:
+        return f"{t.key} = {t.bound!r}  " + _comment(f"# {t.what}: {format_value(t.observed, t.percent)} in the report")
+
+    lines += [row(t) for t in absolute]
+    if per_corruption:
+        lines += ["", "# Every corruption's mean over severities; [...corruptions.<name>] overrides one."]
+        lines += [f"[{table}.corruptions]", *(row(t) for t in per_corruption)]
+    lines += [
+        "",
+        "# Regression checks against a saved baseline report (gate --baseline BASE.json, or report = below):",
+        f"# [{table}.baseline]",
+        '# report = "baseline.json"',
+        "# max_ece_increase = 0.01",
+        "# max_accuracy_drop = 0.01",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_starting_config(
+    path: Path,
+    report: Report,
+    margin: float = MARGIN,
+    relative_margin: float = RELATIVE_MARGIN,
+    report_name: str = "the report",
+) -> str:
+    """Add a starting gate table to the TOML file `path` (created, or appended to when it has no gate table
+    yet), atomically; return the table's name. A file that already has one is refused: init never
+    replaces thresholds."""
+    from macs_audit.atomic import write_text
+
+    table = "gate" if path.name == CONFIG_FILE else "tool.macs-audit.gate"
+    existing = ""
+    if path.exists():
+        if path.is_dir():
+            raise UsageError(f"{path} is a directory; give a TOML file (pyproject.toml or {CONFIG_FILE})")
+        found, source = _gate_table(_toml_load(path), path)
+        if found is not None:
+            raise UsageError(
+                f"{source} already exists: init does not replace thresholds; edit them there, "
+                "or remove that table and run init again"
+            )
+        try:
+            existing = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    block = starting_config(report, table, margin, relative_margin, report_name)
+    text = existing + ("\n" if existing and not existing.endswith("\n") else "") + ("\n" if existing else "") + block
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # e.g. an inline `tool.macs-audit = {...}` the table cannot extend
+        raise UsageError(f"cannot add [{table}] to {path}: the result would not be valid TOML ({exc})") from None
+    found, source = _gate_table(doc, path)
+    parse_config(found or {}, source, base_dir=path.parent)  # what was written is a config the gate accepts
+    write_text(path, text)
+    return table

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 
 from macs_audit.errors import InputError
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 DEFAULT_ROBUST_VIEW = "noise+blur"  # the view robustness.robust_accuracy is measured on
 
 S = TypeVar("S", bound="Section")
@@ -145,6 +145,8 @@ class ModelInfo(Section):
     output: str | None = None
     class_names: list[str] | None = None
     config_sources: dict[str, str] | None = None
+    checkpoint_prefix_stripped: str | None = None  # the wrapper prefix taken off every state-dict key
+    warnings: list[str] | None = None  # what the user should know about how the model was read
 
 
 @dataclasses.dataclass
@@ -180,6 +182,10 @@ class Conventions(Section):
     ece_bin_edges: str | None = None
     adaptive_ece: str | None = None
     classwise_ece: str | None = None
+    smooth_ece: str | None = None
+    l2_ece: str | None = None
+    debiased_l2_ece: str | None = None
+    ece_sweep: str | None = None
     nll: str | None = None
     brier: str | None = None
     margin: str | None = None
@@ -187,6 +193,7 @@ class Conventions(Section):
     units: str | None = None
     bootstrap: str | None = None
     bootstrap_resamples: int | None = None
+    bootstrap_note: str | None = None  # why the views have no intervals although resamples were asked for
     perturbations: dict[str, Any] | None = None
 
 
@@ -221,7 +228,8 @@ class Sensitivity(Section):
     """The input sensitivity L^ of the logit margin, in [0,1] pixel space."""
 
     lipschitz: float
-    lipschitz_error: float | None = None
+    lipschitz_error: float | None = None  # null for a finite-difference estimate from one image
+    lipschitz_error_note: str | None = None  # why lipschitz_error is null
     method: str | None = None
     n: int | None = None
     mean_margin_subset: float | None = None
@@ -373,4 +381,10 @@ def load_report(path: str | Path) -> Report:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"report not found: {path}")
-    return Report.from_json(path.read_text())
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not a macs-audit report: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"cannot read report {path}: {exc.strerror}") from None
+    return Report.from_json(text)

@@ -1,6 +1,8 @@
 """The command-line interface: the only layer that prints, draws progress and picks exit codes.
 
 Exit codes: 0 success / gate passed, 1 gate failed, 2 usage error, 3 input or runtime error.
+Help is click's plain layout (rich_markup_mode=None): it never cuts option names at 80 columns, keeps
+[brackets] such as [tool.macs-audit.gate] as written, and shows no type for flags.
 Each command module holds its commands as plain functions; the app is built here, every command
 registered once, so `from macs_audit.cli import app` always has them all. Command modules import
 only the shared cli.console, cli.options and cli.output, and torch only inside a command.
@@ -8,7 +10,7 @@ only the shared cli.console, cli.options and cli.output, and torch only inside a
 
 import typer
 
-from macs_audit.cli import calibrate, console, corrupt, evaluate, export, finetune, reports
+from macs_audit.cli import calibrate, console, corrupt, evaluate, export, finetune, init, reports
 
 app = typer.Typer(
     name="macs-audit",
@@ -16,19 +18,22 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 app.callback()(console.root)
-for command in (
-    corrupt.corrupt,
-    evaluate.evaluate,
-    finetune.finetune,
-    calibrate.calibrate,
-    export.export,
-    reports.gate,
-    reports.report,
-    reports.compare,
+# Each command with the one line `macs-audit --help` lists it by (click would cut its docstring's first sentence).
+for command, summary in (
+    (corrupt.corrupt, "Write CIFAR-C corruptions of a data set in the released layout."),
+    (evaluate.evaluate, "Audit a model: calibration, robustness and the CIFAR-C grid."),
+    (finetune.finetune, "Fine-tune a PyTorch model (MaCS or a baseline), audited before and after."),
+    (calibrate.calibrate, "Fit temperature scaling and write the calibrated model, audited before and after."),
+    (export.export, "Export a PyTorch checkpoint to one ONNX file with the metadata evaluate reads."),
+    (init.init, "Write starting gate thresholds from a saved report."),
+    (reports.gate, "Check a saved report against thresholds: exit 0 if it passes, 1 if not."),
+    (reports.report, "Re-render a saved report: terminal, json, md, junit or html."),
+    (reports.compare, "Compare two saved reports; regressions are marked."),
 ):
-    app.command()(command)
+    app.command(short_help=summary)(command)
 
 
 def main() -> None:

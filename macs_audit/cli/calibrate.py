@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, show_progress, stderr
+from macs_audit.cli.console import Progress, handle_errors, show_progress, state, stderr, warn, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
     BOOTSTRAP_OPTION,
@@ -16,6 +16,7 @@ from macs_audit.cli.options import (
     CORRUPTIONS_OPTION,
     EVAL_DATA_OPTION,
     EVAL_LIMIT_OPTION,
+    FORCE_OPTION,
     INPUT_SIZE_OPTION,
     MEAN_OPTION,
     MODEL_HELP,
@@ -50,7 +51,7 @@ def calibrate(
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
     trust_pickled: bool = TRUST_PICKLED_OPTION,
-    batch_size: int = typer.Option(500, "--batch-size", min=1),
+    batch_size: int = typer.Option(500, "--batch-size", min=1, help="Images per model call."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     bootstrap: int = BOOTSTRAP_OPTION,
     calibration_split: float = CALIBRATION_SPLIT_OPTION,
@@ -58,8 +59,9 @@ def calibrate(
     sensitivity_samples: int = SENSITIVITY_SAMPLES_OPTION,
     corruptions: Optional[str] = CORRUPTIONS_OPTION,
     severities: str = SEVERITIES_OPTION,
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for subsets, splits and bootstrap."),
     quiet: bool = QUIET_OPTION,
+    force: bool = FORCE_OPTION,
 ) -> None:
     """Fit temperature scaling on --data and write MODEL with the temperature folded in, audited before and after."""
     from macs_audit.data.loading import DataSpec
@@ -69,7 +71,7 @@ def calibrate(
     audit = audit_options(
         batch_size, calibration_split, bootstrap, seed, perturbations, sensitivity_samples, corruptions, severities
     )
-    with Progress(show_progress(quiet), epoch_lines=not quiet) as progress:
+    with Progress(show_progress(quiet)) as progress:
         run = run_calibrate(
             model,
             flags,
@@ -80,6 +82,11 @@ def calibrate(
             device=device,
             trust_pickled=trust_pickled,
             progress=progress,
+            force=force,
+            debug=state["debug"],
         )
+    warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     print_before_after(run.title, run.comparison)
+    for message in run.warnings:  # also in OUT/temperature.json
+        warn(message)
     stderr.print(f"T = {run.temperature:.4f}; calibrated model written to {run.model}")

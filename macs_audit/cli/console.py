@@ -1,7 +1,8 @@
-"""The consoles every command prints to, its error handling (one line and an exit code), and progress bars."""
+"""The consoles every command prints to, its error handling (one line and an exit code), and progress."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import time
@@ -19,7 +20,22 @@ state = {"debug": False}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+def print_version(value: bool) -> None:
+    if value:
+        from macs_audit import __version__
+
+        typer.echo(f"macs-audit {__version__}")
+        raise typer.Exit()
+
+
+def root(
+    debug: bool = typer.Option(
+        False, "--debug", help="Show full tracebacks on errors, and the warnings torch and timm print while loading."
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """The app's callback: options that apply to every command."""
     state["debug"] = debug
 
@@ -41,6 +57,17 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             stderr.print("interrupted")
             raise typer.Exit(130) from None
+        except OSError as exc:  # the OS refused a read or write the core does not check itself: name the file
+            if state["debug"]:
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            stderr.print(
+                f"[bold red]error:[/] {escape(where + (exc.strerror or str(exc)))} (rerun with --debug for details)",
+                markup=True,
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(3) from None
         except Exception as exc:  # a bug or an unexpected library failure: still one line
             if state["debug"]:
                 raise
@@ -57,52 +84,224 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def warn(message: str) -> None:
+    """One line on stderr that the run went on but its user should know something (never for errors)."""
+    stderr.print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
+
+
+def warn_about_model(warnings: list[str] | None) -> None:
+    """The warnings a Report's model section lists (report.model.warnings), one line each."""
+    for message in warnings or []:
+        warn(message)
+
+
+# ------------------------------------------------------------------------------------------------
+# Progress
+# ------------------------------------------------------------------------------------------------
+
+LINE_INTERVAL = 10.0  # seconds between the plain progress lines of a running stage
+MIN_RATE_SECONDS = 1.0  # a rate (and so an ETA) is shown only once a stage has run this long
+
+
+def clock_time(seconds: float) -> str:
+    """0:07, 12:34 or 1:02:03: a time since the start, or an ETA."""
+    s = int(round(seconds))
+    hours, rest = divmod(s, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def duration(seconds: float) -> str:
+    """How long a stage took: 0.4 s, 12.3 s, then as clock_time."""
+    return f"{seconds:.1f} s" if seconds < 60 else clock_time(seconds)
+
+
+@dataclasses.dataclass
+class Stage:
+    """One progress description while it runs: its counts and when they were seen.
+
+    The core reports a stage only after its first batch, so the rate is measured from that first report
+    (`first_time`, `first_done`): dividing by the time since the stage was first seen would give the
+    first batch no time at all and read millions of images per second."""
+
+    name: str
+    total: int
+    unit: str  # "images" or "steps"
+    started: float  # the previous progress event (of any stage): the best guess at when this stage began
+    first_time: float
+    first_done: int
+    done: int = 0
+    terms: dict | None = None
+    updated: float = 0.0
+    finished: bool = False
+
+    def rate(self, now: float) -> float | None:
+        """Units per second since the first report, once MIN_RATE_SECONDS have passed (none for one step)."""
+        span = now - self.first_time
+        if span < MIN_RATE_SECONDS or self.done <= self.first_done or self.total <= 1:
+            return None
+        return (self.done - self.first_done) / span
+
+    def rate_text(self, now: float) -> str:
+        rate = self.rate(now)
+        if rate is None:
+            return ""
+        per = "img/s" if self.unit == "images" else f"{self.unit}/s"
+        return f"{rate:,.0f} {per}" if rate >= 100 else f"{rate:.1f} {per}"
+
+    def eta(self, now: float) -> float | None:
+        rate = self.rate(now)
+        return None if not rate else max(0, self.total - self.done) / rate
+
+
 class Progress:
-    """A rich progress bar on stderr per task description: images/s, or the loss terms of the current
-    training step when the caller passes them. Disabled when quiet or not a terminal; then, with
-    `epoch_lines`, a log still gets one line per fine-tuning epoch (its validation metrics)."""
+    """Progress of the core's stages on stderr, from its `progress(description, done, total, terms)` calls.
 
-    def __init__(self, enabled: bool = True, epoch_lines: bool = False):
-        from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeRemainingColumn
-        from rich.progress import Progress as RichProgress
+    On a terminal: a rich bar per stage with its rate, or the loss terms of the current training step.
+    Elsewhere (a CI log, a file): plain lines, one when a stage starts and one when it ends, and every
+    `interval` seconds one per running stage with percent, rate and ETA. Nothing when not `enabled`
+    (--quiet). `clock`, `terminal` and `write` are for tests: a fake clock, the mode, the line sink."""
 
-        self.enabled, self.epoch_lines = enabled, epoch_lines
-        self._tasks: dict[str, TaskID] = {}
-        self._start: dict[str, float] = {}
+    def __init__(
+        self,
+        enabled: bool = True,
+        *,
+        interval: float = LINE_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+        terminal: bool | None = None,
+        write: Callable[[str], None] | None = None,
+    ):
+        self.enabled = enabled
+        self.bar = enabled and (interactive_stderr() if terminal is None else terminal)
+        self.lines = enabled and not self.bar
+        self.interval, self.clock = interval, clock
+        self._write = write or (lambda line: stderr.print(line, markup=False, highlight=False, soft_wrap=True))
+        self._stages: dict[str, Stage] = {}
         self._epoch = ""
-        self._bar = RichProgress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeRemainingColumn(),
-            console=stderr,
-            transient=False,
-            disable=not enabled,
-        )
+        self._began = self._last_event = self._next_line = 0.0
+        self._bar: Any = None
+        self._tasks: dict[str, Any] = {}
+        if self.bar:
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=stderr,
+                transient=False,
+            )
 
     def __enter__(self) -> Progress:
-        self._bar.__enter__()
+        self._began = self._last_event = self.clock()
+        self._next_line = self._began + self.interval
+        if self._bar is not None:
+            self._bar.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._bar.__exit__(*exc)
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
 
     def __call__(self, description: str, done: int, total: int, terms: dict | None = None) -> None:
-        if description not in self._tasks:
-            self._tasks[description] = self._bar.add_task(description, total=total, rate="")
-            self._start[description] = time.perf_counter()
-        if terms is None:
-            elapsed = max(time.perf_counter() - self._start[description], 1e-9)
-            text = f"{done / elapsed:,.0f} img/s"
-        else:
-            text = "  ".join(f"{k} {v:.4g}" for k, v in terms.items())
-        self._bar.update(self._tasks[description], total=total, completed=done, rate=text)
+        if not self.enabled:
+            return
+        now = self.clock()
         if description.startswith("epoch"):
             self._epoch = description
-        elif description == "validate" and terms and self.epoch_lines and not self.enabled:
-            stderr.print(f"{self._epoch}: {text}", highlight=False)
+        stage = self._stages.get(description)
+        new = stage is None or stage.finished  # a finished description reported again starts anew
+        if stage is None or stage.finished:
+            unit = "images" if terms is None else "steps"
+            stage = Stage(description, total, unit, self._last_event, now, done)
+            self._stages[description] = stage
+        stage.total, stage.done, stage.updated = total, done, now
+        stage.terms = terms if terms is not None else stage.terms
+        stage.finished = done >= total
+        self._last_event = now
+        if self._bar is not None:
+            self._update_bar(stage, now)
+            return
+        if stage.finished:
+            self._write(self._end_line(stage, now))
+        elif new:
+            self._write(self._start_line(stage, now))
+        if now >= self._next_line:
+            for running in self._stages.values():
+                # Running stages reported since the last line, less one whose start was just printed.
+                recent = running.updated >= self._next_line - self.interval
+                if recent and not running.finished and running.first_time < now:
+                    self._write(self._status_line(running, now))
+            self._next_line = now + self.interval
+
+    # -- the rich bar (a terminal) ------------------------------------------------------------------
+
+    def _update_bar(self, stage: Stage, now: float) -> None:
+        if stage.name not in self._tasks:
+            self._tasks[stage.name] = self._bar.add_task(stage.name, total=stage.total, rate="")
+        if stage.terms is None:
+            text = stage.rate_text(now)
+        else:
+            text = "  ".join(f"{k} {v:.4g}" for k, v in stage.terms.items())
+        self._bar.update(self._tasks[stage.name], total=stage.total, completed=stage.done, rate=text)
+
+    # -- plain lines (a log) ------------------------------------------------------------------------
+
+    def _label(self, stage: Stage) -> str:
+        if stage.name == "validate" and self._epoch:
+            return f"{self._epoch} validation"
+        return stage.name
+
+    def _prefix(self, now: float) -> str:
+        return f"[{clock_time(now - self._began)}]"
+
+    def _count(self, stage: Stage, done: int | None = None) -> str:
+        if stage.total <= 1:  # a single step (validation): no count to show
+            return ""
+        if done is None:
+            return f"{stage.total:,} {stage.unit}"
+        return f"{done:,}/{stage.total:,} {stage.unit}"
+
+    def _terms(self, stage: Stage) -> str:
+        if not stage.terms:
+            return ""
+        return "; " + " ".join(f"{k} {v:.4g}" for k, v in stage.terms.items())
+
+    def _start_line(self, stage: Stage, now: float) -> str:
+        count = self._count(stage)
+        return f"{self._prefix(now)} {self._label(stage)}: started" + (f", {count}" if count else "")
+
+    def _status_line(self, stage: Stage, now: float) -> str:
+        parts = [f"{100 * stage.done / max(1, stage.total):.0f}%"]
+        count = self._count(stage, stage.done)
+        if count:
+            parts[0] += f" ({count})"
+        rate, eta = stage.rate_text(now), stage.eta(now)
+        if rate:
+            parts.append(rate)
+        if eta is not None:
+            parts.append(f"ETA {clock_time(eta)}")
+        return f"{self._prefix(now)} {self._label(stage)}: {', '.join(parts)}{self._terms(stage)}"
+
+    def _end_line(self, stage: Stage, now: float) -> str:
+        count = self._count(stage)
+        text = f"{self._prefix(now)} {self._label(stage)}: done" + (f", {count}" if count else "")
+        text += f" in {duration(now - stage.started)}"
+        rate = stage.rate_text(now)
+        return text + (f" ({rate})" if rate else "") + self._terms(stage)
+
+
+def interactive_stderr() -> bool:
+    """Whether stderr can redraw a progress bar: a TTY (FORCE_COLOR in a CI log does not make one) that rich
+    does not rule out (a dumb terminal, TTY_INTERACTIVE=0)."""
+    try:
+        return stderr.is_interactive and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        return False
 
 
 def show_progress(quiet: bool) -> bool:
-    return not quiet and sys.stderr.isatty()
+    """Whether to show progress at all: a bar on a terminal, plain lines elsewhere."""
+    return not quiet

@@ -14,12 +14,12 @@ from macs_audit.cli.console import Progress, handle_errors, show_progress, stder
 def corrupt(
     out: Path = typer.Option(..., "--out", help="Output directory (<corruption>.npy per corruption + labels.npy)."),
     data: Optional[Path] = typer.Option(None, "--data", help="Clean data (default: the built-in CIFAR-10 test set)."),
-    data_format: str = typer.Option("auto", "--data-format"),
-    split: str = typer.Option("test", "--split"),
+    data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar or imagefolder."),
+    split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory: test or train."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Corrupt a class-stratified subset of N images."),
     corruptions: str = typer.Option("cifar-c", "--corruptions", help="cifar-c (all 19), benchmark (the 15), or names."),
     severities: str = typer.Option("1-5", "--severities", help="Must be 1-5 for the released layout."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the random corruptions (with --batch-size)."),
     batch_size: int = typer.Option(
         500,
         "--batch-size",
@@ -31,14 +31,16 @@ def corrupt(
     frost_textures: Optional[Path] = typer.Option(
         None, "--frost-textures", help="Directory of frost images (default: procedural)."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log)."),
 ) -> None:
     """Generate CIFAR-C corruptions (19 x 5 severities, the CIFAR parameters) into OUT, written atomically."""
     from macs_audit.cli.options import parse_corruptions, parse_severities
     from macs_audit.data.grid import write_corruption_grid
     from macs_audit.data.loading import DataSpec, load_data
+    from macs_audit.data.released import output_names
     from macs_audit.errors import UsageError
     from macs_audit.models.predictor import resolve_device
+    from macs_audit.outputs import check_folder
     from macs_audit.views.corruptions.weather import frost_texture_info
 
     if parse_severities(severities) != (1, 2, 3, 4, 5):
@@ -46,9 +48,12 @@ def corrupt(
     names = parse_corruptions(corruptions)
     if not names:
         raise UsageError("--corruptions selects nothing")
+    frost = str(frost_textures) if frost_textures else None
+    if frost is not None:
+        frost_texture_info(frost)  # a missing or empty folder fails now, not at the frost corruption
+    check_folder(out, output_names(names), inputs=(data,))  # existing files are replaced, inputs never
     device = resolve_device(device)
     source, _ = load_data(DataSpec(data, data_format, split, limit, seed))
-    frost = str(frost_textures) if frost_textures else None
     with Progress(show_progress(quiet)) as progress:
         written = write_corruption_grid(out, source, names, seed, batch_size, device, frost, progress=progress)
     stderr.print(

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, show_progress, stderr, stdout
+from macs_audit.cli.console import Progress, handle_errors, show_progress, state, stderr, stdout, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
     INPUT_SIZE_OPTION,
@@ -50,7 +50,7 @@ def evaluate(
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
     trust_pickled: bool = TRUST_PICKLED_OPTION,
-    batch_size: int = typer.Option(500, "--batch-size", min=1),
+    batch_size: int = typer.Option(500, "--batch-size", min=1, help="Images per model call."),
     workers: Optional[int] = typer.Option(
         None,
         "--workers",
@@ -64,7 +64,7 @@ def evaluate(
     bootstrap: int = typer.Option(
         1000, "--bootstrap", min=0, help="Bootstrap resamples for 95% intervals (0 disables)."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed for subsets, splits and bootstrap."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for subsets, splits and bootstrap."),
     perturbations: str = typer.Option(
         "noise+blur",
         "--perturbations",
@@ -109,31 +109,26 @@ def evaluate(
         help="Gate on the pessimistic end of the 95% interval instead of the point estimate (default: the "
         "config's use_interval).",
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log)."),
 ) -> None:
     """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
     intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid."""
     from macs_audit import distributed
-    from macs_audit.audit import run_audit
+    from macs_audit.atomic import destination
+    from macs_audit.audit import check_corruption_inputs, run_audit
     from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.errors import UsageError
+    from macs_audit.models.config import sidecar_path
     from macs_audit.models.predictor import load_predictor
+    from macs_audit.outputs import check_distinct, check_file
     from macs_audit.report import load_report
     from macs_audit.reports import terminal
 
-    if not 0 <= calibration_split < 1:
-        raise UsageError(f"--calibration-split must be in [0, 1), got {calibration_split}")
-    gate_config = None
-    if gate or config or baseline:
-        from macs_audit.gate import load_config
-
-        gate_config = load_config(config)  # a bad config fails now, not after the audit
-    ctx = distributed.init_from_env(device)  # torchrun: one shard of every view per process
-    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
-    predictor = load_predictor(
-        model, flags, device=distributed.rank_device(ctx, device), allow_unsafe_pickle=trust_pickled
-    )
-    source, data_info = load_data(DataSpec(data, data_format, split, limit, seed), predictor.config.input_size)
+    # Everything that can be checked without the model is checked first: options, gate config, outputs.
+    if cifar_c and not corruptions:
+        raise UsageError("--cifar-c needs --corruptions (e.g. --corruptions cifar-c)")
+    if frost_textures and not corruptions:
+        raise UsageError("--frost-textures needs --corruptions (e.g. --corruptions frost)")
     options = audit_options(
         batch_size,
         calibration_split,
@@ -149,8 +144,33 @@ def evaluate(
         frost_textures=str(frost_textures) if frost_textures else None,
         corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,
     )
-    if cifar_c and not options.corruptions:
-        raise UsageError("--cifar-c needs --corruptions (e.g. --corruptions cifar-c)")
+    gate_config = None
+    gate_inputs: tuple[Path | None, ...] = ()
+    if gate or config or baseline:
+        from macs_audit.gate import find_config, load_config
+
+        gate_config = load_config(config)  # a bad config fails now, not after the audit
+        gate_inputs = (config or find_config(), baseline or gate_config.baseline_report)
+    inputs = (model, sidecar_path(model), data, corruption_baseline, *gate_inputs)
+    check_distinct([("--output", output), ("--save-predictions", predictions)])
+    for option, path in (("--output", output), ("--save-predictions", predictions)):
+        if path is not None:
+            check_file(path, inputs=inputs, option=option)
+    json_to_stdout = output is not None and destination(output).fd == 1
+    if json_to_stdout and predictions is not None and destination(predictions).fd == 1:
+        raise UsageError("--output and --save-predictions cannot both go to standard output")
+    check_corruption_inputs(options)  # the --cifar-c folder and frost textures, before the model loads
+
+    ctx = distributed.init_from_env(device)  # torchrun: one shard of every view per process
+    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
+    predictor = load_predictor(
+        model,
+        flags,
+        device=distributed.rank_device(ctx, device),
+        allow_unsafe_pickle=trust_pickled,
+        debug=state["debug"],
+    )
+    source, data_info = load_data(DataSpec(data, data_format, split, limit, seed), predictor.config.input_size)
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
         result = run_audit(predictor, source, options, progress=progress, data_info=data_info, ctx=ctx)
     distributed.shutdown(ctx)
@@ -158,13 +178,17 @@ def evaluate(
         return
     if predictions is not None:
         save_predictions(predictions, result.logits, result.labels)
+        stderr.print(f"predictions written to {destination(predictions).describe()}", markup=False, highlight=False)
     if output is not None:
         from macs_audit.atomic import write_text
 
         write_text(output, result.report.to_json())
-        stderr.print(f"report written to {output}")
-    stdout.print(terminal.renderable(result.report))
+        stderr.print(f"report written to {destination(output).describe()}", markup=False, highlight=False)
+    warn_about_model(result.report.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
+    # With the JSON on standard output, the tables go to stderr so that stdout stays one JSON document.
+    console = stderr if json_to_stdout else stdout
+    console.print(terminal.renderable(result.report))
     if gate_config is not None:
         from macs_audit.cli.output import gate_report
 
-        raise typer.Exit(gate_report(result.report, gate_config, baseline, use_interval))
+        raise typer.Exit(gate_report(result.report, gate_config, baseline, use_interval, console=console))

@@ -7,9 +7,10 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors, stderr
+from macs_audit.cli.console import handle_errors, state, stderr
 from macs_audit.cli.options import (
     ARCH_OPTION,
+    FORCE_OPTION,
     INPUT_SIZE_OPTION,
     MEAN_OPTION,
     MODEL_OUTPUT_OPTION,
@@ -23,7 +24,9 @@ from macs_audit.cli.options import (
 @handle_errors
 def export(
     checkpoint: Path = typer.Argument(
-        ..., help="PyTorch checkpoint: .safetensors/.pt state dict (with --arch or a sidecar JSON) or TorchScript."
+        ...,
+        help="PyTorch checkpoint: a .safetensors/.pt state dict (with --arch or a sidecar JSON), or a pickled module "
+        "with --trust-pickled-model-code. Not TorchScript: torch.export cannot trace it (evaluate reads it as it is).",
     ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="ONNX file to write. Default: CHECKPOINT with .onnx."),
     arch: Optional[str] = ARCH_OPTION,
@@ -34,8 +37,10 @@ def export(
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
     opset: int = typer.Option(18, "--opset", help="ONNX opset version."),
     trust_pickled: bool = TRUST_PICKLED_OPTION,
+    force: bool = FORCE_OPTION,
 ) -> None:
     """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads."""
+    from macs_audit.atomic import destination
     from macs_audit.models.export import export_checkpoint
 
     path = export_checkpoint(
@@ -44,5 +49,7 @@ def export(
         out,
         opset=opset,
         trust_pickled=trust_pickled,
+        debug=state["debug"],
+        force=force,
     )
-    stderr.print(f"ONNX model written to {path}")
+    stderr.print(f"ONNX model written to {destination(path).describe()}", markup=False, highlight=False)

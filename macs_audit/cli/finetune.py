@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, show_progress, stderr
+from macs_audit.cli.console import Progress, handle_errors, show_progress, state, stderr, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
     BOOTSTRAP_OPTION,
@@ -16,6 +16,7 @@ from macs_audit.cli.options import (
     CORRUPTIONS_OPTION,
     EVAL_DATA_OPTION,
     EVAL_LIMIT_OPTION,
+    FORCE_OPTION,
     INPUT_SIZE_OPTION,
     MEAN_OPTION,
     NUM_CLASSES_OPTION,
@@ -50,10 +51,12 @@ def finetune(
     epochs: float = typer.Option(
         DEFAULTS.epochs, "--epochs", help="Passes over the training split (fractions allowed)."
     ),
-    batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=2),
+    batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=2, help="Training batch size."),
     optimizer: str = typer.Option(DEFAULTS.optimizer, "--optimizer", help="sgd (Nesterov) or adamw."),
     lr: float = typer.Option(DEFAULTS.lr, "--lr", help="Peak learning rate (warm-up, then cosine to 0)."),
-    weight_decay: float = typer.Option(DEFAULTS.weight_decay, "--weight-decay"),
+    weight_decay: float = typer.Option(
+        DEFAULTS.weight_decay, "--weight-decay", help="Weight decay (not applied to biases and norm parameters)."
+    ),
     warmup: float = typer.Option(DEFAULTS.warmup, "--warmup", help="Fraction of the steps spent warming up."),
     val_fraction: float = typer.Option(
         DEFAULTS.val_fraction, "--val-fraction", help="Class-stratified validation split held out of --data."
@@ -78,14 +81,25 @@ def finetune(
         "--noise-range",
         help=f"Per-sample noise sigma range of T(x) (default {DEFAULTS.noise_range[0]},{DEFAULTS.noise_range[1]}).",
     ),
-    focal_gamma: float = typer.Option(DEFAULTS.focal_gamma, "--focal-gamma"),
-    smoothing: float = typer.Option(DEFAULTS.smoothing, "--smoothing", help="Label smoothing epsilon."),
-    mixup_alpha: float = typer.Option(DEFAULTS.mixup_alpha, "--mixup-alpha"),
-    seed: int = typer.Option(
-        DEFAULTS.seed, "--seed", help="Seed for data order, augmentation, perturbations and mixup."
+    focal_gamma: float = typer.Option(
+        DEFAULTS.focal_gamma, "--focal-gamma", help="Focal loss gamma (--objective focal)."
     ),
-    split_seed: int = typer.Option(DEFAULTS.split_seed, "--split-seed", help="Seed of the validation split."),
+    smoothing: float = typer.Option(DEFAULTS.smoothing, "--smoothing", help="Label smoothing epsilon."),
+    mixup_alpha: float = typer.Option(
+        DEFAULTS.mixup_alpha, "--mixup-alpha", help="mixup Beta(alpha, alpha) (--objective mixup)."
+    ),
+    seed: int = typer.Option(
+        DEFAULTS.seed, "--seed", min=0, help="Seed for data order, augmentation, perturbations and mixup."
+    ),
+    split_seed: int = typer.Option(DEFAULTS.split_seed, "--split-seed", min=0, help="Seed of the validation split."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt with the same settings."),
+    checkpoint_every: int = typer.Option(
+        DEFAULTS.checkpoint_every,
+        "--checkpoint-every",
+        min=0,
+        help="Also write OUT/checkpoint.pt every N optimizer steps, not only at epoch ends (0: epoch ends only); "
+        "--resume continues from the last one.",
+    ),
     name: str = typer.Option(
         "model", "--name", help="File stem of the outputs (NAME.safetensors, NAME.onnx, NAME.json)."
     ),
@@ -102,7 +116,9 @@ def finetune(
     device: str = typer.Option(
         "auto", "--device", help="auto, cpu, cuda or cuda:N (bf16 autocast + channels_last on CUDA)."
     ),
-    audit_batch_size: int = typer.Option(500, "--audit-batch-size", min=1),
+    audit_batch_size: int = typer.Option(
+        500, "--audit-batch-size", min=1, help="Images per model call in the before/after audit."
+    ),
     bootstrap: int = BOOTSTRAP_OPTION,
     calibration_split: float = CALIBRATION_SPLIT_OPTION,
     perturbations: str = PERTURBATIONS_OPTION,
@@ -110,6 +126,7 @@ def finetune(
     corruptions: Optional[str] = CORRUPTIONS_OPTION,
     severities: str = SEVERITIES_OPTION,
     quiet: bool = QUIET_OPTION,
+    force: bool = FORCE_OPTION,
 ) -> None:
     """Fine-tune a PyTorch MODEL with MaCS (or a baseline), export it, and audit it before and after."""
     from macs_audit import distributed
@@ -139,6 +156,7 @@ def finetune(
         focal_gamma=focal_gamma,
         smoothing=smoothing,
         mixup_alpha=mixup_alpha,
+        checkpoint_every=checkpoint_every,
     )
     audit = audit_options(
         audit_batch_size,
@@ -151,7 +169,7 @@ def finetune(
         severities,
     )
     ctx = distributed.init_from_env(device)  # torchrun: DistributedDataParallel, sharded audits
-    with Progress(show_progress(quiet) and ctx.is_main, epoch_lines=not quiet and ctx.is_main) as progress:
+    with Progress(show_progress(quiet) and ctx.is_main) as progress:
         run = run_finetune(
             model,
             flags,
@@ -166,11 +184,14 @@ def finetune(
             resume=resume,
             progress=progress,
             ctx=ctx,
+            debug=state["debug"],
+            force=force,
         )
     distributed.shutdown(ctx)
     if run.comparison is None:  # not rank 0: rank 0 prints
         return
     if run.onnx_skipped:
         stderr.print(f"[yellow]warning:[/] {run.onnx_skipped}; use {run.weights.name}", highlight=False)
+    warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     print_before_after(run.title, run.comparison)
     stderr.print(f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else ""))

@@ -51,7 +51,11 @@ CORRUPTIONS_OPTION = typer.Option(
     None, "--corruptions", help="Audit CIFAR-C grid: cifar-c (all 19), benchmark (the 15), or names (default: none)."
 )
 SEVERITIES_OPTION = typer.Option("1-5", "--severities", help="Audit: corruption severities, e.g. 1-5 or 3.")
-QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log).")
+# Commands that write models (calibrate, export, finetune) refuse to replace an existing output without it.
+FORCE_OPTION = typer.Option(
+    False, "--force", help="Replace outputs that already exist (never the command's own inputs)."
+)
 
 
 def model_flags(
@@ -144,6 +148,8 @@ def parse_perturbations(text: str | None) -> tuple[str, ...]:
     if text is None or text.strip() in ("", "none"):
         return ()
     names = EVAL_VIEWS if text.strip() == ALL else tuple(t.strip() for t in text.split(",") if t.strip())
+    if not names:
+        raise UsageError(f"--perturbations {text!r} names no perturbation; use {', '.join(EVAL_VIEWS)}, all or none")
     unknown = [n for n in names if n not in EVAL_VIEWS]
     if unknown:
         raise UsageError(f"unknown perturbation {unknown[0]!r}; choose from {', '.join(EVAL_VIEWS)}, all or none")
@@ -162,6 +168,8 @@ def parse_corruptions(text: str | None) -> tuple[str, ...]:
     if text == "benchmark":
         return BENCHMARK_CORRUPTIONS
     names = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not names:
+        raise UsageError(f"--corruptions {text!r} names no corruption; use cifar-c, benchmark, names, or none")
     unknown = [n for n in names if n not in CORRUPTIONS]
     if unknown:
         raise UsageError(

@@ -3,7 +3,9 @@ shared by `evaluate --gate` and the report commands.
 
 Output: `--format` (repeatable) picks terminal, json, md, junit or html; without `--output` every
 format goes to stdout; with `--output` (repeatable) the i-th output file gets the i-th format, or
-the format its extension names (.json .md .xml .html .txt) when no --format is given.
+the format its extension names (.json .md .xml .html .txt) when no --format is given. `-o -` (or
+/dev/stdout) is standard output; a stream without an extension gets the command's default format.
+Every output is checked (macs_audit.outputs) before any report is read.
 """
 
 from __future__ import annotations
@@ -14,19 +16,36 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import typer
 
-from macs_audit.cli.console import stderr, stdout
-from macs_audit.errors import InputError, UsageError
+from macs_audit.atomic import destination
+from macs_audit.cli.console import stderr, stdout, warn
+from macs_audit.errors import UsageError
+from macs_audit.outputs import check_distinct, check_file
 from macs_audit.reports import ALIASES, EXTENSIONS, FORMATS
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from macs_audit.gate import GateConfig, GateResult
     from macs_audit.report import Report
 
 
 def resolve_outputs(
-    formats: list[str] | None, outputs: list[Path] | None, default: str = "terminal"
+    formats: list[str] | None,
+    outputs: list[Path] | None,
+    default: str = "terminal",
+    inputs: tuple[Path | None, ...] = (),
 ) -> list[tuple[str, Path | None]]:
-    """[(format, path or None for stdout)], validated before any work is done."""
+    """[(format, path or None for stdout)], validated before any work is done: formats known, and every
+    output file writable, not a directory and not one of `inputs`."""
+    targets = _pair_outputs(formats, outputs, default)
+    check_distinct(("--output", path) for _, path in targets)
+    for _, path in targets:
+        if path is not None:
+            check_file(path, inputs=inputs)
+    return [(name, None if path is not None and destination(path).fd == 1 else path) for name, path in targets]
+
+
+def _pair_outputs(formats: list[str] | None, outputs: list[Path] | None, default: str) -> list[tuple[str, Path | None]]:
     names = []
     for name in formats or []:
         name = ALIASES.get(name.lower(), name.lower())
@@ -38,9 +57,9 @@ def resolve_outputs(
         return [(name, None) for name in (names or [default])]
     if not names:
         for path in outputs:
-            if path.suffix.lower() not in EXTENSIONS:
+            if path.suffix.lower() not in EXTENSIONS and not destination(path).is_stream:
                 raise UsageError(f"cannot tell the format of --output {path} from its extension; add --format")
-        return [(EXTENSIONS[path.suffix.lower()], path) for path in outputs]
+        return [(EXTENSIONS.get(path.suffix.lower(), default), path) for path in outputs]
     if len(names) != len(outputs):
         raise UsageError(
             f"{len(names)} --format but {len(outputs)} --output; give one --output per --format "
@@ -49,8 +68,9 @@ def resolve_outputs(
     return list(zip(names, outputs, strict=True))
 
 
-def emit(targets: list[tuple[str, Path | None]], render: Callable[[str], Any]) -> None:
-    """Render each format once and send it to its file or to stdout."""
+def emit(targets: list[tuple[str, Path | None]], render: Callable[[str], Any], console: Console | None = None) -> None:
+    """Render each format once and send it to its file or to stdout (the terminal format to `console`,
+    default stdout: `evaluate -o -` keeps its stdout for the JSON report)."""
     from macs_audit.atomic import write_text
     from macs_audit.reports import terminal
 
@@ -58,24 +78,33 @@ def emit(targets: list[tuple[str, Path | None]], render: Callable[[str], Any]) -
         content = render(name)
         if path is None:
             if name == "terminal":
-                stdout.print(content)
+                (console or stdout).print(content)
             else:
                 typer.echo(content, nl=not str(content).endswith("\n"))
         else:
             write_text(path, terminal.to_text(content) if name == "terminal" else str(content))
-            stderr.print(f"{name} written to {path}", markup=False, highlight=False)
+            stderr.print(f"{name} written to {destination(path).describe()}", markup=False, highlight=False)
 
 
-def append_step_summary(markdown_text: str) -> None:
-    """GitHub Actions shows $GITHUB_STEP_SUMMARY on the run page; several steps may append to it."""
+def append_step_summary(markdown_text: str) -> bool:
+    """GitHub Actions shows $GITHUB_STEP_SUMMARY on the run page; several steps may append to it.
+
+    The summary is a courtesy: a failed append is a warning on stderr, never a failed command (the
+    verdict and its exit code are already decided). Returns whether it was appended."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
-        return
+        return False
     try:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(markdown_text.rstrip("\n") + "\n\n")
     except OSError as exc:
-        raise InputError(f"cannot append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror}") from None
+        reason = exc.strerror or type(exc).__name__
+        warn(
+            f"cannot append to $GITHUB_STEP_SUMMARY ({path}): {reason}; "
+            "the summary is missing from the run page, the result stands"
+        )
+        return False
+    return True
 
 
 def render_report(name: str, report: Report, gate: GateResult | None, terminal_gate_only: bool = False) -> Any:
@@ -98,19 +127,22 @@ def gate_report(
     formats: list[str] | None = None,
     outputs: list[Path] | None = None,
     step_summary: bool = True,
+    inputs: tuple[Path | None, ...] = (),
+    console: Console | None = None,
 ) -> int:
     """Gate `report`, write the requested formats, print the verdict; return the exit code (0 or 1).
 
     `config`: a path, an already loaded GateConfig (so `evaluate --gate` can validate it before
     the audit runs), or None to search from the current directory. Raises MacsAuditError
     (exit 2 or 3) for bad configuration or inputs. The terminal format shows the gate table only.
+    The verdict is printed before the step summary is appended, whose failure is only a warning.
     """
     from macs_audit import gate as gate_core
     from macs_audit.report import load_report
     from macs_audit.reports import markdown, tables
 
     cfg = config if isinstance(config, gate_core.GateConfig) else gate_core.load_config(config)
-    targets = resolve_outputs(formats, outputs)
+    targets = resolve_outputs(formats, outputs, inputs=inputs)
     baseline_path = baseline if baseline is not None else cfg.baseline_report
     base = load_report(baseline_path) if baseline_path is not None else None
     result = gate_core.run_gate(
@@ -120,9 +152,7 @@ def gate_report(
         use_interval=use_interval,
         baseline_name=str(baseline_path) if baseline_path is not None else None,
     )
-    emit(targets, lambda name: render_report(name, report, result, terminal_gate_only=True))
-    if step_summary:
-        append_step_summary(markdown.render(report, result))
+    emit(targets, lambda name: render_report(name, report, result, terminal_gate_only=True), console)
     stderr.print(
         tables.gate_verdict(result),
         style="bold green" if result.passed else "bold red",
@@ -130,6 +160,8 @@ def gate_report(
         highlight=False,
         soft_wrap=True,
     )
+    if step_summary:
+        append_step_summary(markdown.render(report, result))
     return 0 if result.passed else 1
 
 

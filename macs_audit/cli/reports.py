@@ -45,8 +45,10 @@ def gate(
     from macs_audit.report import load_report
 
     cfg = gate_core.load_config(config)  # usage errors (exit 2) before input errors (exit 3)
-    resolve_outputs(formats, outputs)
-    raise typer.Exit(gate_report(load_report(report_path), cfg, baseline, use_interval, formats, outputs, step_summary))
+    inputs = (report_path, config or gate_core.find_config(), baseline or cfg.baseline_report)
+    resolve_outputs(formats, outputs, inputs=inputs)
+    saved = load_report(report_path)
+    raise typer.Exit(gate_report(saved, cfg, baseline, use_interval, formats, outputs, step_summary, inputs))
 
 
 @handle_errors
@@ -65,10 +67,11 @@ def report(
     from macs_audit import gate as gate_core
     from macs_audit.report import load_report
 
-    targets = resolve_outputs(formats, outputs)
     cfg = None
     if with_gate or config is not None or baseline is not None or use_interval is not None:
         cfg = gate_core.load_config(config)
+    gate_inputs = (config or gate_core.find_config(), baseline or cfg.baseline_report) if cfg is not None else ()
+    targets = resolve_outputs(formats, outputs, inputs=(report_path, *gate_inputs))
     saved = load_report(report_path)
     result = None
     if cfg is not None:
@@ -99,7 +102,7 @@ def compare(
     from macs_audit.report import load_report
     from macs_audit.reports import markdown
 
-    targets = resolve_outputs(formats, outputs)
+    targets = resolve_outputs(formats, outputs, inputs=(a_path, b_path))
     comparison = compare_reports(load_report(a_path), load_report(b_path), a_path.name, b_path.name)
 
     def render(name: str):

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from macs_audit.atomic import atomic_path
+from macs_audit.atomic import atomic_path, output_error, remove_stale_temporaries
 from macs_audit.errors import InputError, UsageError
 from macs_audit.views.corruptions.table import CORRUPTIONS, SEVERITIES
 
@@ -124,6 +125,11 @@ def read_cifar_c(directory: str | os.PathLike) -> CifarCDirectory:
     return CifarCDirectory(path, tuple(present), labels, image_shape)
 
 
+def output_names(corruptions: Iterable[str]) -> list[str]:
+    """The files a write of `corruptions` puts in its folder: labels.npy and one <name>.npy each."""
+    return [LABELS_FILE, *(f"{name}.npy" for name in dict.fromkeys(corruptions))]
+
+
 def write_cifar_c(
     out_dir: str | os.PathLike,
     images_fn: ImagesFn,
@@ -138,9 +144,11 @@ def write_cifar_c(
     in order; the caller controls batching and device. ``labels`` holds the n labels.
     ``labels.npy`` is written first (uint8 when every label is below 256, else int64), then
     one ``<name>.npy`` per corruption, each streamed severity by severity into a memory-mapped
-    temporary file in ``out_dir`` and renamed into place only when complete. ``progress``
+    temporary file in ``out_dir`` and renamed into place only when complete. Temporary files of
+    these names that a killed earlier run left in ``out_dir`` are removed first. ``progress``
     is called as progress(description, images_done, images_total) after every batch.
     """
+    started = time.time()
     names = list(dict.fromkeys(corruptions))
     unknown = [c for c in names if c not in CORRUPTIONS]
     if unknown:
@@ -154,7 +162,11 @@ def write_cifar_c(
         )
     n = labels.shape[0]
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output_error(out, exc) from None
+    remove_stale_temporaries(out, output_names(names), before=started)
 
     label_dtype = np.uint8 if labels.max() < 256 else np.int64
     written = [_save_array(out / LABELS_FILE, np.tile(labels.astype(label_dtype), NUM_SEVERITIES))]
@@ -250,10 +262,41 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-@functools.lru_cache(maxsize=4)
 def _open_cifar_c(directory: str) -> CifarCDirectory:
-    """One CifarCDirectory per path, so each file is memory-mapped once for all its severities."""
-    return read_cifar_c(directory)
+    """One CifarCDirectory per folder and its contents, so each file is memory-mapped once for all its
+    severities. The cache key is the resolved path with every layout file's size and modification
+    time: a relative path after a change of directory, or a folder rewritten since, is opened afresh."""
+    real = os.path.realpath(directory)
+    stamp = []
+    for name in (LABELS_FILE, *(f"{c}.npy" for c in CORRUPTIONS)):
+        try:
+            info = os.stat(os.path.join(real, name))
+        except OSError:
+            continue
+        stamp.append((name, info.st_size, info.st_mtime_ns, info.st_ino))
+    return _open_cached(real, directory, tuple(stamp))
+
+
+@functools.lru_cache(maxsize=4)
+def _open_cached(real: str, given: str, stamp: tuple) -> CifarCDirectory:
+    cc = read_cifar_c(real)
+    cc.path = Path(given)  # messages name the folder as the user gave it
+    return cc
+
+
+def check_cifar_c(directory: str | os.PathLike, corruptions: Iterable[str], clean_source=None) -> None:
+    """Fail now, before any audit, when `directory` cannot serve `corruptions`: a file missing, or (given
+    the clean source) made from other data. Reads headers and labels only."""
+    cc = _open_cifar_c(str(directory))
+    names = list(corruptions)
+    missing = [name for name in names if name not in cc.corruptions]
+    if missing:
+        raise InputError(
+            f"{directory} has no {', '.join(f'{name}.npy' for name in missing)} (found: {', '.join(cc.corruptions)}); "
+            "choose --corruptions from the files present or write the others with `macs-audit corrupt`"
+        )
+    if clean_source is not None and names:
+        cifar_c_source(directory, clean_source, names[0], 1)  # raises when the folder does not match the data
 
 
 def cifar_c_source(directory, clean_source, name: str, severity: int):

@@ -2,7 +2,8 @@
 
 Formats: the built-in CIFAR-10 test set (package data), CIFAR-10/100 python-batches directories
 (`cifar-10-batches-py`, `cifar-100-python`), `.npz` files with `x` and `y` (and optionally
-`class_names`), and ImageFolder directories (one sub-directory of images per class).
+class names: `class_names`, `label_names`, `fine_label_names`, `fine_names` or `classes`), and
+ImageFolder directories (one sub-directory of images per class).
 CIFAR-10-C / CIFAR-100-C directories are read by `macs_audit.data.released`.
 """
 
@@ -20,6 +21,10 @@ from macs_audit.errors import InputError, UsageError
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 FORMATS = ("auto", "builtin", "npz", "cifar", "imagefolder")
+# Where npz files keep class names, in label order: ours, then CIFAR's own (`label_names` of CIFAR-10,
+# `fine_label_names` of CIFAR-100) and the names other exporters use.
+NPZ_CLASS_NAME_KEYS = ("class_names", "label_names", "fine_label_names", "fine_names", "classes")
+MAX_CLASSES = 1_000_000  # a label at or above this is a data error (an id, a hash), not a class index
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm"}
 
 
@@ -97,16 +102,44 @@ def load_npz(path: Path) -> Source:
         data = np.load(path, allow_pickle=False)
         keys = set(data.files)
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {path} as .npz: {exc}") from None
+        # numpy takes any non-zip file for a pickle and suggests allow_pickle: never, it is not an npz
+        reason = "not an .npz (zip) archive" if "pickled" in str(exc) else exc
+        raise InputError(f"cannot read {path} as .npz: {reason}") from None
     if not {"x", "y"} <= keys:
         raise InputError(f"{path}: an .npz data file needs arrays 'x' (images) and 'y' (labels); found {sorted(keys)}")
-    y = data["y"]
-    if "class_names" in keys:
-        names = [str(n) for n in data["class_names"]]
-    else:
+    y = _npz_array(data, "y", path)
+    if y.dtype.kind not in "iu":
+        raise InputError(
+            f"{path}: labels 'y' must be integer class indices, got {y.dtype}; store the indices in 'y' "
+            "and the names in 'class_names'"
+        )
+    if len(y) and int(y.max()) >= MAX_CLASSES:
+        raise InputError(f"{path}: label {int(y.max())} is not a class index (0..K-1, K below {MAX_CLASSES:,})")
+    names = _npz_class_names(data, keys, path)
+    if names is None:
         k = int(y.max()) + 1 if len(y) else 0
         names = CIFAR10_CLASSES if k <= 10 and k > 0 and len(y) else [str(i) for i in range(k)]
-    return array_source(str(path), "npz", data["x"], y, names)
+    return array_source(str(path), "npz", _npz_array(data, "x", path), y, names)
+
+
+def _npz_class_names(data, keys: set[str], path: Path) -> list[str] | None:
+    """The class names under the first of NPZ_CLASS_NAME_KEYS the npz has; the other exporters' keys count
+    only as a list of strings (a `classes` array of numbers is not names)."""
+    for key in NPZ_CLASS_NAME_KEYS:
+        if key in keys:
+            names = _npz_array(data, key, path)
+            if names.ndim == 1 and (key == "class_names" or names.dtype.kind in "US"):
+                return _decode(names)
+    return None
+
+
+def _npz_array(data, key: str, path: Path) -> np.ndarray:
+    """One array of an npz; an object array (which would need pickle) or a damaged member is an InputError."""
+    try:
+        return data[key]
+    except (OSError, ValueError, EOFError) as exc:
+        reason = "it is an object array (pickled), which is never loaded" if "allow_pickle" in str(exc) else exc
+        raise InputError(f"cannot read '{key}' of {path}: {reason}; save plain numeric or string arrays") from None
 
 
 class _ArrayOnlyUnpickler(pickle.Unpickler):

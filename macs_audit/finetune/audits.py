@@ -15,6 +15,7 @@ from macs_audit.report import Report
 
 ProgressFn = Callable[..., None]
 BEFORE, AFTER = "before", "after"
+BEFORE_AFTER_FILES = ("audit_before.json", "audit_after.json", "audit_comparison.md")
 
 
 def audit_model(
@@ -28,12 +29,14 @@ def audit_model(
     trust_pickled: bool,
     label: str,
     ctx: Context = SINGLE,
+    debug: bool = False,
 ) -> Report:
-    """Load the model at `path` as `evaluate` does and audit it; progress descriptions start 'audit LABEL: '."""
+    """Load the model at `path` as `evaluate` does and audit it; progress descriptions start 'audit LABEL: '.
+    `debug` lets the libraries' warnings through while the model loads."""
     from macs_audit.audit import run_audit
     from macs_audit.models.predictor import load_predictor
 
-    predictor = load_predictor(path, flags, device=device, allow_unsafe_pickle=trust_pickled)
+    predictor = load_predictor(path, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
 
     def labelled(description: str, done: int, total: int) -> None:
         if progress is not None:
@@ -49,7 +52,8 @@ def write_before_after(out: Path, before: Report, after: Report, title: str) -> 
     from macs_audit.reports import markdown
 
     comparison = compare(before, after, BEFORE, AFTER)
-    write_text(out / "audit_before.json", before.to_json())
-    write_text(out / "audit_after.json", after.to_json())
-    write_text(out / "audit_comparison.md", f"# {title}\n\n{markdown.render_comparison(comparison)}")
+    before_file, after_file, comparison_file = BEFORE_AFTER_FILES
+    write_text(out / before_file, before.to_json())
+    write_text(out / after_file, after.to_json())
+    write_text(out / comparison_file, f"# {title}\n\n{markdown.render_comparison(comparison)}")
     return comparison

@@ -2,10 +2,12 @@
 
 The whole training split is one uint8 tensor; each step takes a slice of a seeded permutation,
 crops and flips it, and applies the objective. The learning rate is a function of the step
-(linear warm-up, cosine to zero). A checkpoint is written atomically after every epoch with
-everything a resumed run needs to continue bit-identically on CPU: weights, optimizer state,
-step, epoch, the generators' states (data order, augmentation, mixup, perturbations) and torch's
-global RNG. The core never prints: progress goes to `progress(description, done, total, terms)`.
+(linear warm-up, cosine to zero). A checkpoint is written atomically after every epoch, and with
+`checkpoint_every` every N optimizer steps as well, with everything a resumed run needs to continue
+bit-identically on CPU: weights, optimizer state, step, epoch, the generators' states (data order,
+augmentation, mixup, perturbations) and torch's global RNG; inside an epoch also its data order, how
+far through it the run got, and the running sums of the loss terms. The core never prints: progress
+goes to `progress(description, done, total, terms)`.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from macs_audit.errors import InputError, UsageError
 from macs_audit.finetune import losses
 from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.metrics import accumulators
+from macs_audit.models.backend import one_line
 from macs_audit.models.preprocessing import resize_and_normalize, unit_float_nchw
 from macs_audit.seeding import derive_seed
 from macs_audit.views import perturbations
 
 CHECKPOINT_FORMAT = "macs-audit-finetune-checkpoint/1"
 # Options that may change between a run and its resumption without changing the result on CPU.
-RUNTIME_OPTIONS = ("device", "amp", "eval_batch_size")
+RUNTIME_OPTIONS = ("device", "amp", "eval_batch_size", "checkpoint_every")
 ProgressFn = Callable[..., None]
 
 
@@ -44,8 +47,9 @@ class FinetuneResult:
     model: torch.nn.Module  # the fine-tuned model, in eval mode, on options.device
     history: list[dict]  # one entry per epoch: step, lr, mean loss terms, validation metrics
     steps: int  # optimizer steps taken in total (including before a resume)
-    resumed_from_epoch: int | None
+    resumed_from_epoch: int | None  # epochs complete in the checkpoint resumed from
     split: dict  # sizes and seed of the train/validation split
+    resumed_from_step: int | None = None  # its optimizer steps (past an epoch end for a step checkpoint)
 
 
 @dataclasses.dataclass
@@ -216,7 +220,7 @@ def load_checkpoint(path: Path) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise InputError(f"cannot read checkpoint {path}: {(str(exc).splitlines() or [''])[0][:200]}") from None
+        raise InputError(f"cannot read checkpoint {path}: {one_line(exc)}") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise InputError(f"{path} is not a macs-audit fine-tuning checkpoint")
     return state
@@ -247,8 +251,9 @@ def finetune(
 ) -> FinetuneResult:
     """Fine-tune `model` (a torch module taking normalised images) on `train_source` (a data.Source).
 
-    With `checkpoint`, state is saved there after every epoch; with `resume`, training continues
-    from it. A NaN or infinite loss raises InputError and leaves the last good checkpoint in place.
+    With `checkpoint`, state is saved there after every epoch and every `options.checkpoint_every`
+    steps; with `resume`, training continues from it, mid-epoch if that is where it was saved. A NaN
+    or infinite loss raises InputError and leaves the last good checkpoint in place.
 
     Under torchrun (`ctx`), the model is wrapped in DistributedDataParallel: every rank draws the
     same permutation and takes every world_size-th image of each global batch, DDP averages the
@@ -280,7 +285,9 @@ def finetune(
     prep = Preprocess(options, device)
     amp = options.amp and device.type == "cuda"
 
-    step, start_epoch, history, resumed_from = 0, 0, [], None
+    step, start_epoch, history, resumed_from, resumed_step = 0, 0, [], None, None
+    position, order, sums = 0, None, {}  # inside an epoch: steps done, its data order, loss-term sums
+    last_saved = ""  # what the checkpoint on disk holds, for the NaN message
     checkpoint = Path(checkpoint) if checkpoint is not None else None
     if resume:
         if checkpoint is None or not checkpoint.is_file():
@@ -295,16 +302,47 @@ def finetune(
         torch.set_rng_state(state["torch_rng"])
         if device.type == "cuda" and state.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(state["cuda_rng"], device)
-        resumed_from = start_epoch
+        if state.get("position"):  # saved inside an epoch: continue it where it stopped
+            position, order, sums = state["position"], state["order"], dict(state["sums"])
+        resumed_from, resumed_step = start_epoch, step
+        last_saved = _saved_at(step, start_epoch, position)
+
+    def save(epoch_done: int, position: int) -> None:
+        """Checkpoint after `epoch_done` whole epochs and `position` steps of the next one."""
+        nonlocal last_saved
+        if checkpoint is not None and ctx.is_main:
+            save_checkpoint(
+                checkpoint,
+                {
+                    "format": CHECKPOINT_FORMAT,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "step": step,
+                    "epoch": epoch_done,
+                    "position": position,
+                    "order": order if position else None,
+                    "sums": dict(sums) if position else None,
+                    "options": options.to_dict(),
+                    "data": data.fingerprint,
+                    "data_gen": data_gen.get_state(),
+                    "view_gen": view_gen.get_state(),
+                    "torch_rng": torch.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                    "history": history,
+                },
+            )
+        last_saved = _saved_at(step, epoch_done, position)
+        distributed.barrier(ctx)  # the checkpoint is complete before any rank moves on
 
     for epoch in range(start_epoch, n_epochs):
         model.train()
         started = time.perf_counter()
-        order = torch.randperm(n_train, generator=data_gen)
-        steps_now = min(steps_per_epoch, total_steps - step)
-        sums: dict[str, float] = {}
+        if order is None:  # a new epoch (a resumed one keeps the order it was saved with)
+            order = torch.randperm(n_train, generator=data_gen)
+            sums = {}
+        steps_now = min(steps_per_epoch, total_steps - (step - position))
         description = f"epoch {epoch + 1}/{n_epochs}"
-        for i in range(steps_now):
+        for i in range(position, steps_now):
             idx = order[i * options.batch_size : (i + 1) * options.batch_size][ctx.rank :: ctx.world_size]
             images = unit_float_nchw(data.x_train[idx].to(device, non_blocking=True))
             labels = data.y_train[idx].to(device, non_blocking=True)
@@ -318,8 +356,8 @@ def finetune(
             value = distributed.mean_over_ranks(loss, ctx)  # every rank sees a NaN on any rank
             if not math.isfinite(value):  # checked before the step: the weights stay finite
                 kept = (
-                    f"the last good checkpoint {checkpoint} (epoch {epoch}) is kept"
-                    if checkpoint and epoch
+                    f"the last good checkpoint {checkpoint} ({last_saved}) is kept"
+                    if checkpoint and last_saved
                     else "no checkpoint was written yet"
                 )
                 raise InputError(
@@ -331,6 +369,8 @@ def finetune(
             shown = {"loss": value, **{k: float(v) for k, v in terms.items()}}
             for k, v in shown.items():
                 sums[k] = sums.get(k, 0.0) + v
+            if options.checkpoint_every and step % options.checkpoint_every == 0 and i + 1 < steps_now:
+                save(epoch, i + 1)  # inside the epoch; its end is saved below, after validation
             if progress:
                 progress(description, i + 1, steps_now, {**shown, "lr": lr})
         if progress:
@@ -344,25 +384,8 @@ def finetune(
             "seconds": round(time.perf_counter() - started, 2),
         }
         history.append(entry)
-        if checkpoint is not None and ctx.is_main:
-            save_checkpoint(
-                checkpoint,
-                {
-                    "format": CHECKPOINT_FORMAT,
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "step": step,
-                    "epoch": epoch + 1,
-                    "options": options.to_dict(),
-                    "data": data.fingerprint,
-                    "data_gen": data_gen.get_state(),
-                    "view_gen": view_gen.get_state(),
-                    "torch_rng": torch.get_rng_state(),
-                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                    "history": history,
-                },
-            )
-        distributed.barrier(ctx)  # the checkpoint is complete before any rank moves on
+        order, position = None, 0
+        save(epoch + 1, 0)
         if progress:
             progress(
                 "validate",
@@ -378,4 +401,16 @@ def finetune(
         "seed": options.split_seed,
         "stratified": True,
     }
-    return FinetuneResult(model=model, history=history, steps=step, resumed_from_epoch=resumed_from, split=split)
+    return FinetuneResult(
+        model=model,
+        history=history,
+        steps=step,
+        resumed_from_epoch=resumed_from,
+        split=split,
+        resumed_from_step=resumed_step,
+    )
+
+
+def _saved_at(step: int, epoch_done: int, position: int) -> str:
+    """Where a checkpoint stands, as the NaN message names it: 'epoch 1', or 'step 6, inside epoch 2'."""
+    return f"step {step}, inside epoch {epoch_done + 1}" if position else f"epoch {epoch_done}"

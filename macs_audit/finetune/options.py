@@ -50,6 +50,7 @@ class FinetuneOptions:
     device: str = "cpu"
     amp: bool = True
     eval_batch_size: int = 1000
+    checkpoint_every: int = 0  # also checkpoint every N optimizer steps (0: at epoch ends only)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -80,6 +81,10 @@ class FinetuneOptions:
             (self.stop_grad in STOP_GRADS, f"--stop-grad must be one of {', '.join(STOP_GRADS)}"),
             (self.epochs > 0, f"--epochs must be positive, got {self.epochs}"),
             (self.batch_size >= 2, f"--batch-size must be at least 2, got {self.batch_size}"),
+            (
+                self.checkpoint_every >= 0,
+                f"--checkpoint-every must be a number of steps, 0 or more, got {self.checkpoint_every}",
+            ),
             (self.lr > 0, f"--lr must be positive, got {self.lr}"),
             (0 <= self.warmup < 1, f"--warmup must be a fraction in [0, 1), got {self.warmup}"),
             (0 < self.val_fraction < 1, f"--val-fraction must be in (0, 1), got {self.val_fraction}"),

@@ -3,7 +3,9 @@
 OUT receives NAME.safetensors (or NAME.pt for TorchScript and pickled modules, kept in their format),
 NAME.json (the sidecar), NAME.onnx, checkpoint.pt, finetune_config.json and the before/after audit
 (finetune.audits). Every file is written atomically. Under torchrun (`ctx`) every rank trains and
-audits its shard; rank 0 alone writes. Nothing here prints: progress goes to the callback.
+audits its shard; rank 0 alone writes. Nothing here prints: progress goes to the callback. OUT is
+checked before anything is loaded: none of its files may be an input (the model, its sidecar, the
+data), and existing outputs are replaced only with `force` (or `resume`, which continues that run).
 """
 
 from __future__ import annotations
@@ -20,11 +22,22 @@ from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_data
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import UsageError
-from macs_audit.finetune.audits import AFTER, BEFORE, ProgressFn, audit_model, write_before_after
+from macs_audit.finetune.audits import AFTER, BEFORE, BEFORE_AFTER_FILES, ProgressFn, audit_model, write_before_after
 from macs_audit.finetune.options import FinetuneOptions
+from macs_audit.models.config import sidecar_path
 from macs_audit.models.export import export_if_possible, write_sidecar, write_weights
 from macs_audit.models.predictor import load_torch_predictor
+from macs_audit.outputs import check_folder
 from macs_audit.report import Report
+
+CHECKPOINT_FILE = "checkpoint.pt"
+CONFIG_FILE = "finetune_config.json"
+
+
+def output_names(name: str) -> list[str]:
+    """The files a run writes into OUT besides its checkpoint: NAME's weights (.safetensors, or .pt for
+    TorchScript and pickled modules), sidecar and ONNX export, the run's config and the audits."""
+    return [f"{name}.safetensors", f"{name}.pt", f"{name}.json", f"{name}.onnx", CONFIG_FILE, *BEFORE_AFTER_FILES]
 
 
 @dataclasses.dataclass
@@ -53,16 +66,28 @@ def run_finetune(
     resume: bool = False,
     progress: ProgressFn | None = None,
     ctx: Context = SINGLE,
+    debug: bool = False,
+    force: bool = False,
 ) -> FinetuneRun:
     """Fine-tune the PyTorch `model` on `train` with `options` (its preprocessing and device are taken from
     the model), write it to `out` as NAME.*, and audit it before and after on `eval_data`.
 
-    `device` is this rank's device. Raises UsageError for an ONNX model, a checkpoint in `out` without
-    `resume`, or a class count that does not match the training data.
+    `device` is this rank's device; `debug` lets the libraries' warnings through while models load.
+    Raises UsageError for an ONNX model, a checkpoint in `out` without `resume`, an output that would
+    replace an input, existing outputs without `force` or `resume`, or a class count that does not match
+    the training data.
     """
     from macs_audit.finetune.loop import finetune  # torch
 
-    predictor = load_torch_predictor(model, flags, device, trust_pickled)
+    inputs = (model, sidecar_path(model), train.path, eval_data.path)
+    check_folder(out, [CHECKPOINT_FILE], inputs=inputs)
+    checkpoint = out / CHECKPOINT_FILE
+    if checkpoint.exists() and not resume:
+        raise UsageError(
+            f"{out} already holds a fine-tuning checkpoint; pass --resume to continue it or choose another --out"
+        )
+    check_folder(out, output_names(name), inputs=inputs, force=force or resume)
+    predictor = load_torch_predictor(model, flags, device, trust_pickled, debug=debug)
     cfg = predictor.config
     options = dataclasses.replace(
         options,
@@ -71,11 +96,6 @@ def run_finetune(
         std=tuple(cfg.std),
         device=predictor.info["device"],
     ).validate()
-    checkpoint = out / "checkpoint.pt"
-    if checkpoint.exists() and not resume:
-        raise UsageError(
-            f"{out} already holds a fine-tuning checkpoint; pass --resume to continue it or choose another --out"
-        )
     image_size = cfg.input_size
     train_source, train_info = load_data(train, image_size)
     if cfg.num_classes is not None and cfg.num_classes != train_source.num_classes:
@@ -87,7 +107,9 @@ def run_finetune(
     started = time.time()
 
     def audit_file(path: Path, path_flags: dict, label: str) -> Report:
-        return audit_model(path, path_flags, device, eval_source, eval_info, audit, progress, trust_pickled, label, ctx)
+        return audit_model(
+            path, path_flags, device, eval_source, eval_info, audit, progress, trust_pickled, label, ctx, debug
+        )
 
     before = audit_file(model, flags, BEFORE)
     result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
@@ -113,7 +135,7 @@ def run_finetune(
     onnx_skipped = export_if_possible(trained, out / f"{name}.onnx", meta, fmt)
     onnx_path = None if onnx_skipped else out / f"{name}.onnx"
     write_text(
-        out / "finetune_config.json",
+        out / CONFIG_FILE,
         json.dumps(
             {
                 "options": options.to_dict(),
@@ -133,6 +155,7 @@ def run_finetune(
                 },
                 "steps": result.steps,
                 "resumed_from_epoch": result.resumed_from_epoch,
+                "resumed_from_step": result.resumed_from_step,
                 "history": result.history,
                 "seconds_this_run": round(time.time() - started, 1),
             },

@@ -17,9 +17,11 @@ import dataclasses
 import numpy as np
 
 from macs_audit.errors import InputError
+from macs_audit.metrics import estimators
 from macs_audit.metrics.margins import logit_margin
 
 N_BINS = 15
+MIN_BOOTSTRAP_SAMPLES = 2  # one sample resampled is always itself: a zero-width interval that claims certainty
 MARGIN_TARGET = 1.0  # "fraction of samples with margin below a target": the MaCS Delta default
 CONVENTIONS = {
     "softmax": "float64, from the logits",
@@ -29,6 +31,13 @@ CONVENTIONS = {
         "15 equal-mass bins over sorted confidences (ties broken by correctness), sizes differ by at most one"
     ),
     "classwise_ece": "15 equal-width bins per class, averaged over classes (Kull et al. 2019)",
+    "smooth_ece": (
+        "Blasiok-Nakkiran smooth ECE: reflected Gaussian kernel, bandwidth at the fixed point smECE = sigma "
+        "(bisected on [0.001, 1]), confidences on a 5,000-cell grid"
+    ),
+    "l2_ece": "sqrt of sum_b (n_b/N) (acc_b - conf_b)^2 over the adaptive ECE's 15 equal-mass bins (plug-in)",
+    "debiased_l2_ece": "the L2 ECE less each bin's sampling variance acc_b (1 - acc_b) / (n_b - 1) (Kumar et al. 2019)",
+    "ece_sweep": "L1 ECE over the most equal-mass bins whose accuracies rise monotonically (Roelofs et al. 2022)",
     "nll": "mean negative log-likelihood of the true class, nats",
     "brier": "mean over samples of the squared error summed over classes, range [0, 2]",
     "margin": "z[y] - max_{j != y} z[j] on raw logits, true label",
@@ -215,6 +224,10 @@ class CalibrationAccumulator:
             "mce": float((gaps[nonzero] / self.bin_count[nonzero]).max()),
             "adaptive_ece": adaptive_ece(s["confidence"], s["correct"], self.n_bins),
             "classwise_ece": float(class_gap.sum() / n / self.num_classes),
+            "smooth_ece": estimators.smooth_ece(s["confidence"], s["correct"])[0],
+            "l2_ece": estimators.l2_ece(s["confidence"], s["correct"], self.n_bins, debiased=False),
+            "debiased_l2_ece": estimators.l2_ece(s["confidence"], s["correct"], self.n_bins),
+            "ece_sweep": estimators.ece_sweep(s["confidence"], s["correct"])[0],
             "nll": self.nll_sum / n,
             "brier": self.brier_sum / n,
             "mean_confidence": float(self.bin_conf_sum.sum() / n),
@@ -232,17 +245,25 @@ def calibration_metrics(logits: np.ndarray, labels: np.ndarray, num_classes: int
     return acc.compute()
 
 
+def bootstrap_note(n: int, n_resamples: int) -> str | None:
+    """Why `n` samples get no intervals although `n_resamples` were asked for; None when they get them."""
+    if n_resamples > 0 and n < MIN_BOOTSTRAP_SAMPLES:
+        return f"no intervals: a bootstrap needs at least {MIN_BOOTSTRAP_SAMPLES} samples, got {n}"
+    return None
+
+
 def bootstrap_intervals(
     acc: CalibrationAccumulator, n_resamples: int = 1000, seed: int = 0, level: float = 0.95
 ) -> dict[str, list[float]]:
-    """Percentile bootstrap intervals for accuracy, ECE and NLL over the accumulated samples.
+    """Percentile bootstrap intervals for accuracy, ECE and NLL over the accumulated samples; {} when
+    `n_resamples` is 0 or there are fewer than MIN_BOOTSTRAP_SAMPLES samples (bootstrap_note says why).
 
     Each resample is a vector of draw counts per sample; every statistic is then a matrix product
     of the counts with per-sample (per-bin) values, which is much faster than gathering.
     """
     s = acc.samples()
     n = len(s["confidence"])
-    if n_resamples <= 0 or n == 0:
+    if n_resamples <= 0 or n < MIN_BOOTSTRAP_SAMPLES:
         return {}
     rng = np.random.default_rng(seed)
     bins = bin_index(s["confidence"], acc.n_bins)

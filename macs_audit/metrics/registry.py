@@ -54,6 +54,9 @@ class Metric:
     named: str = ""  # the metric named on its own, where that differs from the default
     short: str = ""  # where space is short (summary cards), where that differs from `label`
     made_by: str = ""  # the `evaluate` options that produce it; "" when every audit does
+    # Its label where the model outputs probabilities: the predictor turns them into log-probabilities,
+    # so a statistic of the logit vector is then one of log p ("" where the label holds either way).
+    on_probabilities: str = ""
 
     @property
     def report_key(self) -> str:
@@ -86,6 +89,25 @@ class Metric:
     def short_label(self) -> str:
         return self.short or self.label
 
+    def table_label_for(self, output: str | None) -> str:
+        """`table_label`, or what was measured for a model whose output (report.model.output) is probabilities."""
+        return self.on_probabilities if self.on_probabilities and outputs_probabilities(output) else self.table_label
+
+    def title_for(self, *outputs: str | None) -> str:
+        """`title` for reports whose models have these outputs: log p where all are probabilities, both
+        names where some are."""
+        kinds = [outputs_probabilities(output) for output in outputs]
+        if not self.on_probabilities or not any(kinds):
+            return self.title
+        if all(kinds):
+            return self.on_probabilities
+        return f"{self.title} / {self.on_probabilities.removeprefix('mean ')}"
+
+
+def outputs_probabilities(output: str | None) -> bool:
+    """Whether a report's model.output ('probabilities (detected)', 'logits (declared)') is probabilities."""
+    return bool(output) and str(output).split(" ", 1)[0] == "probabilities"
+
 
 _F, _ER, _R, _NATS, _N = Unit.FRACTION, Unit.ERROR_RATIO, Unit.RATIO, Unit.NATS, Unit.NUMBER
 _CLEAN, _T, _ROB, _CORR = Place.CLEAN, Place.TEMPERATURE, Place.ROBUSTNESS, Place.CORRUPTION
@@ -103,13 +125,17 @@ METRICS: dict[str, Metric] = {
         Metric("mce", "MCE", _F, False, _CLEAN, gate=True),
         Metric("adaptive_ece", "adaptive ECE", _F, False, _CLEAN, gate=True),
         Metric("classwise_ece", "classwise ECE", _F, False, _CLEAN, gate=True),
+        Metric("smooth_ece", "smooth ECE", _F, False, _CLEAN, gate=True),
+        Metric("l2_ece", "L2 ECE", _F, False, _CLEAN, gate=True, note="15 equal-mass bins"),
+        Metric("debiased_l2_ece", "debiased L2 ECE", _F, False, _CLEAN, gate=True),
+        Metric("ece_sweep", "ECE-sweep", _F, False, _CLEAN, gate=True, note="monotone equal-mass bins"),
         Metric("nll", "NLL", _NATS, False, _CLEAN, gate=True),
         Metric("brier", "Brier", _N, False, _CLEAN, gate=True),
         Metric("mean_confidence", "mean confidence", _F, None, _CLEAN),
         Metric("mean_margin", "mean logit margin", _N, True, _CLEAN),
         Metric("frac_margin_below_target", "margin < target", _F, False, _CLEAN),
-        Metric("mean_logit_norm", "mean ||z||_2", _N, None, _CLEAN),
-        Metric("mean_max_logit", "mean max logit", _N, None, _CLEAN),
+        Metric("mean_logit_norm", "mean ||z||_2", _N, None, _CLEAN, on_probabilities="mean ||log p||_2"),
+        Metric("mean_max_logit", "mean max logit", _N, None, _CLEAN, on_probabilities="mean max log p"),
         # report.temperature_scaling (its raw and scaled metrics are the clean ones above).
         Metric("temperature", "temperature T", _N, None, _T, made_by="--calibration-split F, F > 0"),
         # report.robustness; robust_ece is the robust view's ECE.

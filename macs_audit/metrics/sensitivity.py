@@ -91,11 +91,16 @@ def sensitivity(
     parts = distributed.gather_in_order(parts, starts, ctx)
     gamma = np.concatenate([g for g, _ in parts])
     norms = np.concatenate([n for _, n in parts])
+    error: float | None
+    error_note = None
     if exact:
         method, error = "autograd", 0.0
     else:
         method = f"finite-difference ({directions} random unit directions, central step 1e-2, chi bias corrected)"
-        error = 3 * float(norms.std(ddof=1) / math.sqrt(len(norms))) if len(norms) > 1 else float("inf")
+        if len(norms) > 1:
+            error = 3 * float(norms.std(ddof=1) / math.sqrt(len(norms)))
+        else:  # a standard error needs two samples: no stated error rather than an infinite one
+            error, error_note = None, "needs at least 2 images"
     with np.errstate(divide="ignore", invalid="ignore"):
         radius = float(np.median(np.where(norms > 0, gamma / norms, np.inf)))
     return {
@@ -106,4 +111,5 @@ def sensitivity(
         "mean_margin_subset": float(gamma.mean()),
         "median_flip_radius": radius if np.isfinite(radius) else None,  # None: a flat (constant) model
         "units": "margin (logit) per unit L2 norm in [0,1] pixel space",
+        **({"lipschitz_error_note": error_note} if error_note else {}),
     }

@@ -46,6 +46,38 @@ class ModelConfig:
         meta["mean"], meta["std"] = list(self.mean), list(self.std)
         return {k: v for k, v in meta.items() if v is not None}
 
+    def default_normalisation(self) -> list[str]:
+        """Which of mean and std were set by nobody (flag, sidecar or metadata): CIFAR-10's built-in values."""
+        return [key for key in ("mean", "std") if key not in self.sources]
+
+    def normalisation_warning(self) -> str | None:
+        """Why CIFAR-10's built-in mean/std are likely wrong for this model, or None.
+
+        The default fits a 10-class model on 32x32 images; any other model was most likely trained
+        with other values (ImageNet's, CIFAR-100's), and normalising with the wrong ones costs accuracy
+        silently."""
+        defaulted = self.default_normalisation()
+        other_classes = self.num_classes is not None and self.num_classes != 10
+        other_size = tuple(self.input_size) != (32, 32)
+        if not defaulted or not (other_classes or other_size):
+            return None
+        size = f"{self.input_size[0]}x{self.input_size[1]} input"
+        if other_classes:
+            model = f"a {self.num_classes}-class model" + (f" with {size}" if other_size else "")
+        else:
+            model = f"a model with {size}"
+        builtin = {"mean": CIFAR10_MEAN, "std": CIFAR10_STD}
+        return (
+            f"no {' or '.join(f'--{key}' for key in defaulted)} given: normalising with CIFAR-10's "
+            f"{' and '.join(f'{key} {format_values(builtin[key])}' for key in defaulted)} for {model}; "
+            "pass --mean and --std (or put them in a sidecar JSON) with the values the model was trained with"
+        )
+
+
+def format_values(values: tuple[float, ...] | list[float]) -> str:
+    """Per-channel values as the --mean/--std options take them: '0.4914,0.4822,0.4465'."""
+    return ",".join(f"{float(v):g}" for v in values)
+
 
 def sidecar_path(model_path: str | Path) -> Path:
     return Path(model_path).with_suffix(".json")
@@ -111,4 +143,9 @@ def _validate(cfg: ModelConfig) -> ModelConfig:
         raise UsageError(f"output must be one of {', '.join(OUTPUT_KINDS)}, got {cfg.output!r}")
     if cfg.num_classes is not None and cfg.num_classes < 2:
         raise UsageError(f"num_classes must be at least 2, got {cfg.num_classes}")
+    if cfg.arch is not None and not isinstance(cfg.arch, str):
+        origin = cfg.sources.get("arch", "flag")
+        raise UsageError(
+            f"arch must be a timm architecture name (a string), got {cfg.arch!r} from the model's {origin}"
+        )
     return cfg

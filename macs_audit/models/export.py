@@ -6,8 +6,10 @@ from typing import Any
 
 from macs_audit.atomic import atomic_path, write_text
 from macs_audit.errors import InputError, UsageError
-from macs_audit.models.config import encode_metadata
+from macs_audit.models.backend import one_line
+from macs_audit.models.config import encode_metadata, sidecar_path
 from macs_audit.models.predictor import ONNX_SUFFIXES, load_torch_predictor
+from macs_audit.outputs import check_file
 
 # Node metadata keys the dynamo exporter fills with stack traces, source paths and module names
 # of the machine that built the model; an exported file must not carry them.
@@ -70,14 +72,14 @@ def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = 18) 
             None,
             input_names=["images"],
             output_names=["logits"],
-            dynamic_shapes={"x": {0: torch.export.Dim("batch")}},
+            dynamic_shapes=({0: torch.export.Dim("batch")},),  # by position: forward(x), forward(input), ...
             dynamo=True,
             opset_version=opset,
             optimize=True,
             verbose=False,
         )
     except Exception as exc:  # torch.export raises many types; give one line
-        raise InputError(f"ONNX export failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"ONNX export failed: {type(exc).__name__}: {one_line(exc)}") from None
     if program is None:  # only with dynamo=False, which is never used here
         raise InputError("ONNX export returned no program")
     proto = program.model_proto
@@ -88,17 +90,31 @@ def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = 18) 
     proto.producer_name = "macs-audit"
     with atomic_path(path) as tmp:
         onnx.save_model(proto, str(tmp), save_as_external_data=False)
-    onnx.checker.check_model(str(path))
+        onnx.checker.check_model(str(tmp))  # before it lands: `path` may be a stream
 
 
 def export_checkpoint(
-    checkpoint: Path, flags: dict, out: Path | None = None, opset: int = 18, trust_pickled: bool = False
+    checkpoint: Path,
+    flags: dict,
+    out: Path | None = None,
+    opset: int = 18,
+    trust_pickled: bool = False,
+    debug: bool = False,
+    force: bool = False,
 ) -> Path:
-    """Export a PyTorch checkpoint to one ONNX file (`out`, default: CHECKPOINT with .onnx) with its metadata."""
+    """Export a PyTorch checkpoint to one ONNX file (`out`, default: CHECKPOINT with .onnx) with its metadata.
+    `debug` lets the libraries' warnings through while the checkpoint loads. The output is checked first:
+    never the checkpoint or its sidecar; an existing file only with `force`."""
     if checkpoint.suffix.lower() in ONNX_SUFFIXES:
         raise UsageError(f"{checkpoint} is already an ONNX model")
-    predictor = load_torch_predictor(checkpoint, flags, "cpu", trust_pickled)
     path = out or checkpoint.with_suffix(".onnx")
+    check_file(path, inputs=(checkpoint, sidecar_path(checkpoint)), option="--out", force=force)
+    predictor = load_torch_predictor(checkpoint, flags, "cpu", trust_pickled, debug=debug)
+    if predictor.info["format"] == "torchscript":
+        raise InputError(
+            f"{checkpoint} is TorchScript, which torch.export cannot trace to ONNX: evaluate and calibrate read it "
+            "as it is; to export, save the module's state dict (with --arch) instead"
+        )
     meta = predictor.config.as_metadata()
     if meta.get("output") == "auto":
         meta.pop("output")

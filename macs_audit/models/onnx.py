@@ -10,7 +10,7 @@ import numpy as np
 
 from macs_audit.errors import InputError
 from macs_audit.models import config as model_config
-from macs_audit.models.backend import OutputAdapter, file_sha256
+from macs_audit.models.backend import OutputAdapter, file_sha256, one_line, record_warnings
 from macs_audit.models.preprocessing import resize_and_normalize
 
 
@@ -23,6 +23,50 @@ def _providers_for(device: str) -> list:
         device_id = int(device.split(":")[1]) if ":" in device else 0
         return [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
+
+
+def missing_external_data(path: Path) -> list[str]:
+    """The files beside an ONNX model that hold its weights (ONNX "external data", as `torch.onnx.export`
+    writes for large models: MODEL.onnx.data) and are not there; [] when none is missing or the
+    model cannot be parsed."""
+    try:
+        import onnx
+
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception:  # a damaged file: onnxruntime's message says so
+        return []
+    locations: list[str] = []
+
+    def tensors(graph: Any) -> Any:
+        yield from graph.initializer
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.HasField("t"):
+                    yield attribute.t
+                yield from attribute.tensors
+                if attribute.HasField("g"):
+                    yield from tensors(attribute.g)
+                for subgraph in attribute.graphs:
+                    yield from tensors(subgraph)
+
+    for tensor in tensors(proto.graph):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            location = next((e.value for e in tensor.external_data if e.key == "location"), None)
+            if location and location not in locations:
+                locations.append(location)
+    return [loc for loc in locations if not (path.parent / loc).is_file()]
+
+
+def _load_error(path: Path, exc: Exception) -> InputError:
+    missing = missing_external_data(path)
+    if missing:
+        files = ", ".join(missing)
+        return InputError(
+            f"cannot load ONNX model {path}: its weights are stored in {files} beside it, and "
+            f"{'that file is' if len(missing) == 1 else 'those files are'} missing; keep {missing[0]} "
+            f"next to {path.name} in the same folder (copy or move them together)"
+        )
+    return InputError(f"cannot load ONNX model {path}: {one_line(exc)}")
 
 
 class OnnxPredictor:
@@ -39,8 +83,7 @@ class OnnxPredictor:
         try:
             self.session = ort.InferenceSession(str(path), sess_options=options, providers=_providers_for(device))
         except Exception as exc:  # onnxruntime raises its own exception types for bad files
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InputError(f"cannot load ONNX model {path}: {first[:200]}") from None
+            raise _load_error(path, exc) from None
         provider = self.session.get_providers()[0]
         if device.startswith("cuda") and provider != "CUDAExecutionProvider":
             raise InputError(
@@ -74,7 +117,7 @@ class OnnxPredictor:
             )
         self.output = OutputAdapter(self.config.output, self.config.num_classes)
         self.device = device
-        self.info = {
+        self.info: dict[str, Any] = {
             "path": str(path),
             "format": "onnx",
             "backend": self.backend,
@@ -82,6 +125,7 @@ class OnnxPredictor:
             "provider": provider,
             "sha256": file_sha256(path),
         }
+        record_warnings(self.info, self.config)
 
     @property
     def num_classes(self) -> int | None:
@@ -94,9 +138,9 @@ class OnnxPredictor:
         try:
             out = self.session.run(None, {self.input_name: x})[0]
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InputError(f"onnxruntime failed on a batch of shape {x.shape}: {first[:200]}") from None
+            raise InputError(f"onnxruntime failed on a batch of shape {x.shape}: {one_line(exc)}") from None
         logits = self.output(out)
         if self.config.num_classes is None:
             self.config.num_classes = self.output.num_classes = logits.shape[1]
+            record_warnings(self.info, self.config)  # the class count is known now
         return logits

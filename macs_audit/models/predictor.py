@@ -27,7 +27,9 @@ class Predictor(Protocol):
     device: str  # "cpu" | "cuda:N": where the model runs, and so where the views run
     config: ModelConfig
     output: OutputAdapter
-    info: dict[str, Any]  # path, format, backend, device, provider, sha256: what the report records
+    # path, format, backend, device, provider, sha256, and where they apply checkpoint_prefix_stripped and
+    # warnings: what the report's model section records
+    info: dict[str, Any]
 
     @property
     def num_classes(self) -> int | None: ...
@@ -66,9 +68,17 @@ def resolve_device(device: str) -> str:
 
 
 def load_predictor(
-    path: str | Path, flags: dict[str, Any] | None = None, device: str = "auto", allow_unsafe_pickle: bool = False
+    path: str | Path,
+    flags: dict[str, Any] | None = None,
+    device: str = "auto",
+    allow_unsafe_pickle: bool = False,
+    debug: bool = False,
 ) -> Predictor:
-    """Open a model file with the right backend. `flags` are command-line overrides of ModelConfig keys."""
+    """Open a model file with the right backend. `flags` are command-line overrides of ModelConfig keys.
+
+    The libraries' own warnings while loading (torch's deprecations and weights-only notes) are kept
+    off stderr unless `debug` (the CLI's --debug). What the user should know about the model (CIFAR-10's
+    normalisation applied to a model it does not fit) is in `info["warnings"]`, which the report keeps."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model not found: {path}")
@@ -83,11 +93,11 @@ def load_predictor(
     if suffix in TORCH_SUFFIXES:
         from macs_audit.models.torch import TorchPredictor
 
-        return TorchPredictor(path, flags, sidecar, device, allow_unsafe_pickle)
+        return TorchPredictor(path, flags, sidecar, device, allow_unsafe_pickle, debug=debug)
     raise UsageError(f"unknown model type {path.suffix!r}; expected .onnx, .safetensors, .pt or .pth")
 
 
-def load_torch_predictor(model: Path, flags: dict, device: str, trust_pickled: bool) -> Any:
+def load_torch_predictor(model: Path, flags: dict, device: str, trust_pickled: bool, debug: bool = False) -> Any:
     """A PyTorch model to train or export (a TorchPredictor); an ONNX file gets an error naming the checkpoint route."""
     if model.suffix.lower() in ONNX_SUFFIXES:
         raise UsageError(
@@ -95,4 +105,4 @@ def load_torch_predictor(model: Path, flags: dict, device: str, trust_pickled: b
             "exported from (.safetensors/.pt with --arch or a sidecar JSON), or fix it with "
             "`macs-audit calibrate`"
         )
-    return load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled)
+    return load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)

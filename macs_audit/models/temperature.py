@@ -26,6 +26,7 @@ def fold_temperature_onnx(
     from onnx import helper, numpy_helper
 
     from macs_audit.atomic import atomic_path
+    from macs_audit.models.backend import one_line
     from macs_audit.models.config import encode_metadata
 
     if not temperature > 0:
@@ -33,7 +34,7 @@ def fold_temperature_onnx(
     try:
         proto = onnx.load(str(src))
     except Exception as exc:
-        raise InputError(f"cannot read ONNX model {src}: {(str(exc).splitlines() or [''])[0][:200]}") from None
+        raise InputError(f"cannot read ONNX model {src}: {one_line(exc)}") from None
     graph = proto.graph
     out = graph.output[0]
     elem = out.type.tensor_type.elem_type

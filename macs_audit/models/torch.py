@@ -2,11 +2,21 @@
 
 State dicts are read with `torch.load(..., weights_only=True)` always. A file holding a fully
 pickled module runs code when loaded; it is refused unless the caller passes
-`allow_unsafe_pickle=True` (the CLI's `--trust-pickled-model-code`).
+`allow_unsafe_pickle=True` (the CLI's `--trust-pickled-model-code`). A file that holds no readable
+pickle at all (damaged, truncated, random bytes) is a corrupt checkpoint, whatever the flag.
+
+Training checkpoints are read as users bring them: the state dict inside a wrapper dict
+(`{"state_dict": ..., "epoch": ...}` from Lightning and most training scripts), its keys under a
+prefix every key shares (`model.`, `net.`, `module.` of DistributedDataParallel, `_orig_mod.` of
+torch.compile, nested), which is stripped when what remains fits the architecture; the report
+records what was stripped.
 """
 
 from __future__ import annotations
 
+import pickle
+import pickletools
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -16,21 +26,104 @@ import torch
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models import config as model_config
-from macs_audit.models.backend import OutputAdapter, file_sha256
+from macs_audit.models.backend import (
+    OutputAdapter,
+    file_sha256,
+    library_warnings,
+    one_line,
+    record_warnings,
+    summarise_keys,
+)
 from macs_audit.models.preprocessing import resize_and_normalize
 
 UNSAFE_FLAG = "--trust-pickled-model-code"
+# Keys under which training checkpoints keep the state dict, tried in this order.
+CONTAINER_KEYS = ("state_dict", "model_state_dict", "model")
 
 
 def is_torchscript(path: Path) -> bool:
     if not zipfile.is_zipfile(path):
         return False
-    with zipfile.ZipFile(path) as zf:
-        return any(name.split("/", 1)[-1] in ("constants.pkl",) or "/code/" in name for name in zf.namelist())
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return any(name.split("/", 1)[-1] in ("constants.pkl",) or "/code/" in name for name in zf.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
 
 
-def read_state_dict(path: Path, allow_unsafe_pickle: bool = False):
-    """Return a state dict (name -> tensor), or an nn.Module if the file pickles one and that is allowed."""
+def pickle_globals(path: Path) -> list[str] | None:
+    """The classes and functions the pickle data of `path` names, read opcode by opcode with pickletools
+    (nothing is imported or run); None when the file holds no complete pickle (damaged or random bytes).
+
+    The pickle data is `data.pkl` of a zip checkpoint, or the pickles at the start of a legacy one."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                name = next((n for n in zf.namelist() if n.endswith("data.pkl")), None)
+                if name is None:
+                    return None
+                with zf.open(name) as fh:
+                    return _globals_of_pickles(fh, count=1)
+        with open(path, "rb") as fh:
+            # A legacy checkpoint: magic number, protocol, system info, the object, the storage keys.
+            return _globals_of_pickles(fh, count=5)
+    except (OSError, zipfile.BadZipFile, RuntimeError):
+        return None
+
+
+def _globals_of_pickles(fh: Any, count: int) -> list[str] | None:
+    found: list[str] = []
+    strings: list[str] = []
+    for index in range(count):
+        try:
+            ops = list(pickletools.genops(fh))
+        except Exception:  # pickletools on bytes that are no pickle: ValueError, EOFError, UnicodeDecodeError, ...
+            return None if index == 0 else found  # the data after a legacy file's pickles is raw bytes
+        if not ops or ops[-1][0].name != "STOP":
+            return None if index == 0 else found
+        for opcode, arg, _ in ops:
+            if opcode.name in ("GLOBAL", "INST"):
+                found.append(str(arg).replace(" ", "."))
+            elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                found.append(f"{strings[-2]}.{strings[-1]}")
+            elif isinstance(arg, str):
+                strings.append(arg)
+        if not fh.peek(1):  # the end of the file: a plain pickle, not a legacy checkpoint
+            break
+    return found
+
+
+def _refused_object(path: Path, exc: Exception) -> str | None:
+    """The class or function a pickled object in `path` names, where weights_only refused it (`exc`);
+    None where the load failed because the file is damaged, truncated or no PyTorch file at all."""
+    if path.stat().st_size == 0 or isinstance(exc, EOFError):
+        return None
+    text = one_line(exc)
+    if not isinstance(exc, pickle.UnpicklingError) and "weights only load failed" not in text.lower():
+        return None  # torch's zip reader and friends: the file is damaged
+    named = pickle_globals(path)
+    if not named:
+        return None
+    refused = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    return refused.group(1) if refused else next((g for g in named if not g.startswith("torch._utils")), named[0])
+
+
+def _damage(path: Path, exc: Exception) -> str:
+    """What is wrong with a file torch could not read and that holds no pickled object."""
+    if path.stat().st_size == 0:
+        return "the file is empty"
+    if isinstance(exc, EOFError):
+        return "the file ends too early"
+    if isinstance(exc, pickle.UnpicklingError) or "weights only load failed" in one_line(exc).lower():
+        return "no readable pickle data: the file is damaged or is not a PyTorch file"
+    return one_line(exc)
+
+
+def read_state_dict(path: Path, allow_unsafe_pickle: bool = False) -> Any:
+    """Return a state dict (name -> tensor), or an nn.Module if the file pickles one and that is allowed.
+
+    A training checkpoint's wrapper dict is opened (its `state_dict`, `model_state_dict` or `model`);
+    key prefixes are left for `strip_wrapper_prefix`, which needs the architecture."""
     if path.suffix.lower() == ".safetensors":
         from safetensors import SafetensorError
         from safetensors.torch import load_file
@@ -38,66 +131,145 @@ def read_state_dict(path: Path, allow_unsafe_pickle: bool = False):
         try:
             return load_file(str(path))
         except (SafetensorError, OSError, ValueError) as exc:
-            raise InputError(f"cannot read safetensors file {path}: {exc}") from None
+            raise InputError(f"cannot read safetensors file {path}: {one_line(exc)}") from None
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, ... for bad files
-        if "weights_only" in str(exc) or "Weights only load failed" in str(exc):
-            if not allow_unsafe_pickle:
-                raise InputError(
-                    f"{path} holds a pickled Python object, which runs code when loaded; "
-                    f"save a state dict instead, or pass {UNSAFE_FLAG} if you trust its source"
-                ) from None
+    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
+        culprit = _refused_object(path, exc)
+        if culprit is None:
+            raise InputError(
+                f"cannot read PyTorch checkpoint {path}: not a valid checkpoint ({_damage(path, exc)})"
+            ) from None
+        if not allow_unsafe_pickle:
+            raise InputError(
+                f"{path} holds a pickled Python object ({culprit}), which runs code when loaded; "
+                f"save a state dict instead, or pass {UNSAFE_FLAG} if you trust its source"
+            ) from None
+        try:
             obj = torch.load(path, map_location="cpu", weights_only=False)
-        else:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InputError(f"cannot read PyTorch checkpoint {path}: {first[:200]}") from None
+        except Exception as unsafe_exc:  # the pickle names a class that is not importable here, ...
+            raise InputError(f"cannot read PyTorch checkpoint {path}: {one_line(unsafe_exc)}") from None
     if isinstance(obj, torch.nn.Module):
         return obj
-    for key in ("state_dict", "model_state_dict", "model"):  # common training-checkpoint wrappers
+    for key in CONTAINER_KEYS:  # common training-checkpoint wrappers
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
             obj = obj[key]
             break
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+    if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise InputError(f"{path} is not a state dict (expected a mapping of parameter names to tensors)")
-    # Checkpoints saved from DistributedDataParallel or torch.compile carry a prefix.
-    for prefix in ("module.", "_orig_mod."):
-        if obj and all(k.startswith(prefix) for k in obj):
-            obj = {k[len(prefix) :]: v for k, v in obj.items()}
     return obj
 
 
-def build_timm_model(arch: str, num_classes: int, state_dict: dict | None = None) -> torch.nn.Module:
+def strip_wrapper_prefix(state: dict, expected: set[str]) -> tuple[dict, str]:
+    """Strip the prefix every key of `state` shares (`model.`, `net.`, `module.`, `_orig_mod.`, nested ones
+    like `model._orig_mod.`) when the stripped keys fit the architecture's `expected` keys better than the
+    keys as saved. Returns the state dict and the prefix stripped ("" for none)."""
+    keys = list(state)
+    best_prefix, best_overlap = "", len(expected.intersection(keys))
+    prefix = ""
+    while best_overlap < len(expected):
+        rests = [k[len(prefix) :] for k in keys]
+        heads = {rest.split(".", 1)[0] for rest in rests}
+        if len(heads) != 1 or not all("." in rest for rest in rests):
+            break  # not every key has the same further prefix
+        prefix += heads.pop() + "."
+        overlap = len(expected.intersection(k[len(prefix) :] for k in keys))
+        if overlap > best_overlap:
+            best_prefix, best_overlap = prefix, overlap
+    if not best_prefix:
+        return state, ""
+    return {k[len(best_prefix) :]: v for k, v in state.items()}, best_prefix
+
+
+def _create(arch: str, **kwargs: Any) -> torch.nn.Module:
     import timm
 
     from macs_audit.models import architectures  # noqa: F401  (registers the project's models)
 
     if not timm.is_model(arch):
         raise UsageError(f"unknown architecture {arch!r}; use a timm model name (see timm.list_models())")
-    model = timm.create_model(arch, pretrained=False, num_classes=num_classes)
-    if state_dict is not None:
-        try:
-            model.load_state_dict(state_dict, strict=True)
-        except RuntimeError as exc:
-            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-            detail = lines[1] if len(lines) > 1 else lines[0]
-            raise InputError(f"the checkpoint does not fit {arch} with {num_classes} classes: {detail[:200]}") from None
-    return model
+    return timm.create_model(arch, pretrained=False, **kwargs)
+
+
+def _misfit(model: torch.nn.Module, state: dict) -> str:
+    """Why `state` does not load into `model`: missing, extra and other-shape keys, counted and named."""
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    reshaped = [k for k in expected if k in state and tuple(state[k].shape) != tuple(expected[k].shape)]
+    parts = []
+    if missing:
+        parts.append(summarise_keys(missing, "missing"))
+    if unexpected:
+        parts.append(summarise_keys(unexpected, "extra"))
+    if reshaped:
+        first = reshaped[0]
+        parts.append(
+            f"{len(reshaped)} key{'s' * (len(reshaped) != 1)} of another shape ({first}: "
+            f"{list(state[first].shape)} in the checkpoint, {list(expected[first].shape)} in the model"
+            f"{', ...' if len(reshaped) > 1 else ''})"
+        )
+    hint = _prefix_hint(missing, unexpected)
+    return "; ".join(parts) + (f"; {hint}" if hint else "")
+
+
+def _prefix_hint(missing: list[str], unexpected: list[str]) -> str:
+    """Where every missing key is in the checkpoint under one prefix that some keys lack (a Lightning module
+    that also saved its loss's weights): say so, since that prefix is then not stripped."""
+    if not missing or not unexpected:
+        return ""
+    heads = [k.split(".", 1)[0] for k in unexpected if "." in k]
+    if not heads:
+        return ""
+    head = max(set(heads), key=heads.count)
+    under = {k[len(head) + 1 :] for k in unexpected if k.startswith(head + ".")}
+    others = [k for k in unexpected if not k.startswith(head + ".")]
+    if not others or not under.issuperset(missing):
+        return ""
+    named = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return (
+        f"every missing key is there under {head + '.'!r}, which was not stripped because {named} "
+        f"lack{'s' * (len(others) == 1)} it: save the model's own state dict"
+    )
+
+
+def build_timm_model(arch: str, num_classes: int, state_dict: dict | None = None) -> tuple[torch.nn.Module, str]:
+    """The timm model `arch` with `num_classes` outputs and the weights of `state_dict` (strictly), and the
+    wrapper prefix stripped from the checkpoint's keys ("" for none)."""
+    model = _create(arch, num_classes=num_classes)
+    if state_dict is None:
+        return model, ""
+    state, stripped = strip_wrapper_prefix(state_dict, set(model.state_dict()))
+    where = f"the checkpoint (its key prefix {stripped!r} stripped)" if stripped else "the checkpoint"
+    misfit = _misfit(model, state)
+    if misfit:
+        raise InputError(f"{where} does not fit {arch} with {num_classes} classes: {misfit}")
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise InputError(f"{where} does not fit {arch} with {num_classes} classes: {one_line(exc)}") from None
+    return model, stripped
 
 
 def infer_num_classes(arch: str, state_dict: dict) -> int | None:
     """Read the class count off the classifier weight named by timm's pretrained config."""
-    import timm
-
-    from macs_audit.models import architectures  # noqa: F401
-
     try:
-        model: Any = timm.create_model(arch, pretrained=False)
-        pretrained_cfg = model.pretrained_cfg
-        classifier = pretrained_cfg.get("classifier", "fc")
-    except Exception:
+        model: Any = _create(arch)
+    except UsageError:
+        raise
+    except Exception:  # an architecture that needs arguments to be built: the class count must be given
+        return None
+    try:
+        classifier = model.pretrained_cfg.get("classifier", "fc")
+    except AttributeError:
         classifier = "fc"
-    weight = state_dict.get(f"{classifier}.weight")
+    if not isinstance(classifier, str):  # a model with two heads names both; the first is the classifier
+        classifier = classifier[0]
+    state, _ = strip_wrapper_prefix(state_dict, set(model.state_dict()))
+    name = f"{classifier}.weight"
+    # Under a prefix not every key shares, the classifier is still found when one key ends with its name.
+    candidates = [name] if name in state else [k for k in state if k.endswith("." + name)]
+    weight = state[candidates[0]] if len(candidates) == 1 else None
     return int(weight.shape[0]) if weight is not None and weight.ndim == 2 else None
 
 
@@ -105,33 +277,41 @@ class TorchPredictor:
     backend = "torch"
 
     def __init__(
-        self, path: Path, flags: dict[str, Any], sidecar: dict[str, Any], device: str, allow_unsafe_pickle: bool = False
+        self,
+        path: Path,
+        flags: dict[str, Any],
+        sidecar: dict[str, Any],
+        device: str,
+        allow_unsafe_pickle: bool = False,
+        debug: bool = False,
     ):
         self.torch_device = torch.device(device)
         self.device = str(self.torch_device)
         cfg = model_config.resolve(flags, sidecar, {})
-        if is_torchscript(path):
-            fmt = "torchscript"
-            try:
-                model = torch.jit.load(str(path), map_location="cpu")
-            except Exception as exc:
-                raise InputError(f"cannot load TorchScript model {path}: {str(exc).splitlines()[0][:200]}") from None
-        else:
-            state = read_state_dict(path, allow_unsafe_pickle)
-            if isinstance(state, torch.nn.Module):
-                fmt, model = "pickled-module", state
+        stripped = ""
+        with library_warnings(debug):  # torch.jit.load's deprecation, weights-only notes: --debug shows them
+            if is_torchscript(path):
+                fmt = "torchscript"
+                try:
+                    model = torch.jit.load(str(path), map_location="cpu")
+                except Exception as exc:
+                    raise InputError(f"cannot load TorchScript model {path}: {one_line(exc)}") from None
             else:
-                fmt = "safetensors" if path.suffix.lower() == ".safetensors" else "state-dict"
-                if not cfg.arch:
-                    raise UsageError(
-                        f"{path} holds only weights: pass --arch <timm model name> "
-                        '(or put "arch" in a sidecar JSON next to it)'
-                    )
-                if cfg.num_classes is None:
-                    cfg.num_classes = infer_num_classes(cfg.arch, state)
-                if cfg.num_classes is None:
-                    raise UsageError(f"cannot tell the class count of {path}: pass --num-classes")
-                model = build_timm_model(cfg.arch, cfg.num_classes, state)
+                state = read_state_dict(path, allow_unsafe_pickle)
+                if isinstance(state, torch.nn.Module):
+                    fmt, model = "pickled-module", state
+                else:
+                    fmt = "safetensors" if path.suffix.lower() == ".safetensors" else "state-dict"
+                    if not cfg.arch:
+                        raise UsageError(
+                            f"{path} holds only weights: pass --arch <timm model name> "
+                            '(or put "arch" in a sidecar JSON next to it)'
+                        )
+                    if cfg.num_classes is None:
+                        cfg.num_classes = infer_num_classes(cfg.arch, state)
+                    if cfg.num_classes is None:
+                        raise UsageError(f"cannot tell the class count of {path}: pass --num-classes")
+                    model, stripped = build_timm_model(cfg.arch, cfg.num_classes, state)
         self.config = cfg
         self.model = model.to(self.torch_device).eval()
         self.output = OutputAdapter(cfg.output, cfg.num_classes)
@@ -140,7 +320,7 @@ class TorchPredictor:
         self.autocast = self.torch_device.type == "cuda"
         # bf16 where the GPU has it (Ampere and later), else fp16; the logits are upcast either way.
         self.amp_dtype = torch.bfloat16 if not self.autocast or torch.cuda.is_bf16_supported() else torch.float16
-        self.info = {
+        self.info: dict[str, Any] = {
             "path": str(path),
             "format": fmt,
             "backend": self.backend,
@@ -148,6 +328,9 @@ class TorchPredictor:
             "provider": f"torch {torch.__version__} ({'CUDA' if self.torch_device.type == 'cuda' else 'CPU'})",
             "sha256": file_sha256(path),
         }
+        if stripped:
+            self.info["checkpoint_prefix_stripped"] = stripped
+        record_warnings(self.info, cfg)
 
     @property
     def num_classes(self) -> int | None:
@@ -174,10 +357,9 @@ class TorchPredictor:
         except InputError:
             raise
         except RuntimeError as exc:
-            raise InputError(
-                f"the model failed on a batch of shape {tuple(x.shape)}: {str(exc).splitlines()[0][:200]}"
-            ) from None
+            raise InputError(f"the model failed on a batch of shape {tuple(x.shape)}: {one_line(exc)}") from None
         logits = self.output(out.cpu().numpy())
         if self.config.num_classes is None:
             self.config.num_classes = self.output.num_classes = logits.shape[1]
+            record_warnings(self.info, self.config)  # the class count is known now
         return logits

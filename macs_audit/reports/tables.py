@@ -51,6 +51,17 @@ def header_rows(report: Report) -> list[tuple[str, str]]:
     ]
     if m.arch:
         rows.insert(1, ("architecture", str(m.arch)))
+    if m.mean is not None and m.std is not None:
+        # The normalisation applied, and whether anyone chose it (config_sources lacks what nobody set).
+        size = f"{m.input_size[0]}x{m.input_size[1]}, " if m.input_size else ""
+        values = f"mean {','.join(f'{v:g}' for v in m.mean)}, std {','.join(f'{v:g}' for v in m.std)}"
+        sources = m.config_sources
+        defaulted = [key for key in ("mean", "std") if sources is not None and key not in sources]
+        default = f" ({'' if len(defaulted) == 2 else defaulted[0] + ': '}CIFAR-10 default)" if defaulted else ""
+        rows.insert(2 if m.arch else 1, ("input", f"{size}{values}{default}"))
+    if m.checkpoint_prefix_stripped:
+        rows.append(("checkpoint", f"key prefix {m.checkpoint_prefix_stripped!r} stripped from every key"))
+    rows += [("warning", w) for w in m.warnings or []]
     return rows
 
 
@@ -61,8 +72,15 @@ def _interval(ci: list[float] | None, percent: bool) -> str:
 def clean_rows(report: Report) -> list[tuple[str, str, str]]:
     """(label, value, 95% CI) for the clean metrics present."""
     m, ci = report.clean.metrics, report.clean.intervals
+    # Resamples asked for but too few samples: say so instead of leaving the cell blank.
+    missing = f"n/a (n = {m.get('n')})" if report.conventions.bootstrap_note else ""
+    bootstrapped = ("accuracy", "ece", "nll")
     return [
-        (metric.table_label, fmt(m[metric.name], metric.percent), _interval(ci.get(metric.name), metric.percent))
+        (
+            metric.table_label_for(report.model.output),  # log p statistics of a probability model
+            fmt(m[metric.name], metric.percent),
+            _interval(ci.get(metric.name), metric.percent) or (missing if metric.name in bootstrapped else ""),
+        )
         for metric in in_place(Place.CLEAN)
         if metric.name in m
     ]

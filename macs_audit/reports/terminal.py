@@ -6,8 +6,10 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from rich.console import Group, RenderableType
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -74,6 +76,8 @@ def robustness_table(report: Report) -> Table | None:
     if rob is not None and sens is not None:
         ratio, radius, lipschitz = METRICS["robustness_ratio"], METRICS["median_flip_radius"], METRICS["lipschitz"]
         error = f" +- {sens.lipschitz_error:.3f}" if sens.lipschitz_error else ""
+        if sens.lipschitz_error is None and sens.lipschitz_error_note:
+            error = f" +- n/a ({sens.lipschitz_error_note})"
         method = str(tables.shown(sens.method)).split(" (")[0]
         table.caption = (
             f"{lipschitz.label} = {sens.lipschitz:.3f}{error} ({method}, n={sens.n}); "
@@ -84,6 +88,58 @@ def robustness_table(report: Report) -> Table | None:
     return table
 
 
+class Fitted:
+    """The first of several layouts of one table whose narrowest rendering fits the console's width (with
+    `unwrapped`: whose widest, so that no cell wraps): a log at 80 columns gets a compact layout instead of
+    names cut to `gaussian…`. The last layout is used when none fits. Each layout keeps names whole (their
+    columns do not wrap)."""
+
+    def __init__(self, *layouts: RenderableType, unwrapped: bool = False):
+        self.layouts, self.unwrapped = layouts, unwrapped
+
+    def choose(self, console: Console, options: ConsoleOptions) -> RenderableType:
+        unbounded = options.update_width(100_000)  # a measurement is clamped to the width it is given
+        for layout in self.layouts[:-1]:
+            needs = Measurement.get(console, unbounded, layout)
+            if (needs.maximum if self.unwrapped else needs.minimum) <= options.max_width:
+                return layout
+        return self.layouts[-1]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.choose(console, options)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.choose(console, options))
+
+
+def compact(table: Table) -> Table:
+    """`table` restyled for narrow consoles: a rule under the header, no outer edge, one space between cells."""
+    table.box = box.SIMPLE_HEAD
+    table.show_edge = False
+    table.pad_edge = False
+    table.collapse_padding = True
+    return table
+
+
+def titled(table: RenderableType) -> RenderableType:
+    """A table with its title above it and its caption below as lines of the console's width (rich wraps
+    them to the table's own width)."""
+    if not isinstance(table, Table) or (table.title is None and table.caption is None):
+        return table
+    title, caption = table.title, table.caption
+    table.title = table.caption = None
+
+    def line(text: str | Text, style: str) -> Text:
+        return text if isinstance(text, Text) else Text.from_markup(text, style=style)
+
+    parts: list[RenderableType] = [table]
+    if title is not None:
+        parts.insert(0, line(title, "italic"))
+    if caption is not None:
+        parts.append(line(caption, "dim"))
+    return Group(*parts)
+
+
 def _heat(value: float) -> str:
     """Background colour from red (0% accuracy) through yellow to green (100%)."""
     red = int(255 * min(1.0, 2 * (1 - value)))
@@ -91,30 +147,49 @@ def _heat(value: float) -> str:
     return f"black on rgb({red},{green},60)"
 
 
-def corruption_table(report: Report) -> Table | None:
-    """Corruption x severity heat table of accuracy, with per-corruption mean accuracy and ECE."""
+def corruption_table(report: Report) -> RenderableType | None:
+    """Corruption x severity heat table of accuracy, with per-corruption mean accuracy and ECE; its notes below.
+
+    Three layouts, the first that fits: the boxed table (about 95 columns for the 19 corruptions), the compact
+    one (about 75: `acc` and `ECE` headers, stated in its caption), and one line per corruption."""
     summary = report.corruption_summary
     if not summary:
         return None
     accuracy, ece = METRICS["accuracy"], METRICS["ece"]
     severities = summary.severities
     cells = {(v.corruption, v.severity): v.metrics for v in report.views_of("corruption")}
-    table = Table(
-        title=escape(f"CIFAR-C accuracy by corruption and severity ({summary.source or ''})"), title_justify="left"
-    )
-    table.add_column("family")
-    table.add_column("corruption")
-    for s in severities:
-        table.add_column(f"s{s}", justify="right")
-    table.add_column("mean acc", justify="right")
-    table.add_column(f"mean {ece.label}", justify="right")
-    for name, c in summary.corruptions.items():
-        row: list[str | Text] = [c.family, name + (" *" if c.extra else "")]
+
+    def grid(mean_acc: str, mean_ece: str) -> Table:
+        table = Table()
+        table.add_column("family", no_wrap=True)
+        table.add_column("corruption", no_wrap=True)
         for s in severities:
-            m = cells.get((name, s))
-            row.append(Text(f"{100 * m['accuracy']:.1f}", style=_heat(m["accuracy"])) if m else Text("-"))
-        row += [fmt(c.accuracy, accuracy.percent), fmt(c.ece, ece.percent)]
-        table.add_row(*row)
+            table.add_column(f"s{s}", justify="right", no_wrap=True)
+        table.add_column(mean_acc, justify="right", no_wrap=True)
+        table.add_column(mean_ece, justify="right", no_wrap=True)
+        for name, c in summary.corruptions.items():
+            row: list[str | Text] = [c.family, name + (" *" if c.extra else "")]
+            for s in severities:
+                m = cells.get((name, s))
+                row.append(Text(f"{100 * m['accuracy']:.1f}", style=_heat(m["accuracy"])) if m else Text("-"))
+            row += [fmt(c.accuracy, accuracy.percent), fmt(c.ece, ece.percent)]
+            table.add_row(*row)
+        return table
+
+    narrow = compact(grid("acc", ece.label))
+    narrow.caption = f"s{severities[0]}-s{severities[-1]}: accuracy (%) by severity; acc, {ece.label}: mean over them"
+    narrow.caption_justify = "left"
+    lines = []
+    for name, c in summary.corruptions.items():
+        values = " ".join(
+            f"{100 * cells[(name, s)]['accuracy']:.1f}" if (name, s) in cells else "-" for s in severities
+        )
+        lines.append(
+            Text(
+                f"{name}{' *' if c.extra else ''} ({c.family}): {values}; mean {accuracy.label} "
+                f"{fmt(c.accuracy, accuracy.percent)}, {ece.label} {fmt(c.ece, ece.percent)}"
+            )
+        )
     notes = ["* extra corruption (not in the 15-corruption benchmark)"]
     for count, mean_accuracy, mean_ece in (
         ("15", "corruption_accuracy", "corruption_ece"),
@@ -134,17 +209,19 @@ def corruption_table(report: Report) -> Table | None:
         notes.append(
             f"mCE vs baseline {100 * summary.mce:.1f}%, {relative.label} {fmt(summary.relative_mce, relative.percent)}"
         )
-    table.caption = "; ".join(notes)
-    table.caption_justify = "left"
-    return table
+    return Group(
+        Text(f"CIFAR-C accuracy by corruption and severity ({summary.source or ''})", style="italic"),
+        Fitted(grid("mean acc", f"mean {ece.label}"), narrow, Group(*lines)),
+        *(Text(note, style="dim") for note in notes),
+    )
 
 
 def renderable(report: Report, gate: GateResult | None = None) -> Group:
     """The report's tables, then the gate table if given."""
-    parts: list[RenderableType] = [clean_table(report)]
+    parts: list[RenderableType] = [titled(clean_table(report))]
     for extra in (temperature_table(report), robustness_table(report), corruption_table(report)):
         if extra is not None:
-            parts.append(extra)
+            parts.append(titled(extra))
     parts.append(
         Text(
             f"model: {report.model.format} via {report.runtime.provider} on "
@@ -152,48 +229,64 @@ def renderable(report: Report, gate: GateResult | None = None) -> Group:
             style="dim",
         )
     )
+    # The preprocessing applied (marked when it is the CIFAR-10 default nobody chose), and warnings.
+    for key, value in tables.header_rows(report):
+        if key in ("input", "checkpoint", "warning"):
+            parts.append(Text(f"{key}: {value}", style="bold yellow" if key == "warning" else "dim"))
     if gate is not None:
         return Group(Group(*parts), gate_table(gate))
     return Group(*parts)
 
 
-def gate_table(gate: GateResult) -> Table:
+def gate_table(gate: GateResult) -> Group:
+    """The verdict, then a row per check: a table where it fits, else two lines per check (the check's
+    config key whole on the first)."""
     basis = "95% CI pessimistic end" if gate.use_interval else "point estimates"
-    style = "bold green" if gate.passed else "bold red"
-    table = Table(title=Text(f"{tables.gate_verdict(gate)} ({basis})", style=style), title_justify="left")
+    verdict = Text(f"{tables.gate_verdict(gate)} ({basis})", style="bold green" if gate.passed else "bold red")
+    rows = tables.gate_rows(gate)
+    table = Table()
     table.add_column("")
     table.add_column("check", no_wrap=True)  # the config key: keep it whole so it can be searched for
     table.add_column("metric")
     table.add_column("observed", justify="right", no_wrap=True)
     table.add_column("threshold", justify="right", no_wrap=True)
     table.add_column("detail")
-    for status, *cells in tables.gate_rows(gate):
+    stacked = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False)
+    stacked.add_column("", no_wrap=True)
+    stacked.add_column("check")
+    for status, name, metric, observed, threshold, detail in rows:
         style = "green" if status == "PASS" else "bold red"
-        table.add_row(Text(status, style=style), *(Text(c) for c in cells))
-    return table
+        table.add_row(Text(status, style=style), *(Text(c) for c in (name, metric, observed, threshold, detail)))
+        body = Text(f"{name}: {observed} {threshold}\n")
+        body.append(f"{metric}; {detail}", style="dim")
+        stacked.add_row(Text(status, style=style), body)
+    return Group(verdict, Fitted(table, stacked))
 
 
 def comparison_table(comparison: Comparison) -> Group:
+    """The rows of `compare`: sections in a column where it fits, else the compact layout with a blank line
+    between sections (each metric's label names its view)."""
     n = len(comparison.regressions)
     title = f"A = {comparison.a_name}, B = {comparison.b_name}: {n} regression{'s' * (n != 1)}"
-    table = Table(title=Text(title, style="bold red" if n else "bold green"), title_justify="left")
-    for name, justify in (
-        ("section", "left"),
-        ("metric", "left"),
-        ("A", "right"),
-        ("B", "right"),
-        ("B - A", "right"),
-        ("", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
     styles = {"worse": "bold red", "better": "green"}
-    for section, label, va, vb, delta, status in tables.comparison_rows(comparison):
-        style = styles.get(status, "")
-        table.add_row(
-            Text(section), Text(label), Text(va), Text(vb), Text(delta, style=style), Text(status, style=style or "dim")
-        )
+    rows = tables.comparison_rows(comparison)
+
+    def layout(with_section: bool) -> Table:
+        table = Table()
+        columns = [("section", "left")] if with_section else []
+        columns += [("metric", "left"), ("A", "right"), ("B", "right"), ("B - A", "right"), ("", "left")]
+        for name, justify in columns:
+            table.add_column(name, justify=justify, no_wrap=name != "metric")  # type: ignore[arg-type]
+        for i, (section, label, va, vb, delta, status) in enumerate(rows):
+            style = styles.get(status, "")
+            cells = [Text(label), Text(va), Text(vb), Text(delta, style=style), Text(status, style=style or "dim")]
+            last = i + 1 == len(rows) or rows[i + 1][0] != section
+            table.add_row(*([Text(section)] if with_section else []), *cells, end_section=last and not with_section)
+        return table
+
     notes = [Text(f"note: {note}", style="yellow") for note in comparison.notes]
-    return Group(table, *notes)
+    heading = Text(title, style="bold red" if n else "bold green")
+    return Group(heading, Fitted(layout(True), compact(layout(False)), unwrapped=True), *notes)
 
 
 def render(report: Report, gate: GateResult | None = None) -> str:

@@ -8,7 +8,7 @@ import typer.main
 
 from macs_audit.cli import app
 
-COMMANDS = ["corrupt", "evaluate", "finetune", "calibrate", "export", "gate", "report", "compare"]
+COMMANDS = ["corrupt", "evaluate", "finetune", "calibrate", "export", "init", "gate", "report", "compare"]
 
 
 def test_every_command_is_registered_by_importing_the_app():

@@ -1,6 +1,9 @@
 """`macs-audit corrupt` writes the released layout; evaluate reads it back with --cifar-c."""
 
 import json
+import os
+import stat
+import time
 
 import numpy as np
 from conftest import linear_onnx, tiny_images
@@ -53,32 +56,28 @@ def test_corrupt_then_evaluate_matches_generated_views(tmp_path):
     assert [v["metrics"] for v in read["views"]] == [v["metrics"] for v in generated["views"]]
 
 
-def test_corrupt_rejects_partial_severities_and_mismatched_directory(tmp_path):
+def test_corrupt_removes_its_own_stale_temporaries_and_writes_ordinary_modes(tmp_path):
+    """A killed run leaves `.NAME.XXXXXXXX.tmp` files; the next run into the folder removes those (and
+    nothing else), and its outputs get the umask's mode like every other output (not mkstemp's 0600)."""
     x, y = tiny_images(20)
     np.savez(tmp_path / "d.npz", x=x, y=y)
-    result = runner.invoke(
-        app, ["corrupt", "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "o"), "--severities", "1-3"]
-    )
-    assert result.exit_code == 2 and not (tmp_path / "o").exists()
-    runner.invoke(
-        app,
-        ["corrupt", "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "cc"), "--corruptions", "brightness"],
-    )
-    y2 = (y + 1) % 10  # other labels: the directory does not belong to this data
-    np.savez(tmp_path / "other.npz", x=x, y=y2)
-    result = runner.invoke(
-        app,
-        [
-            "evaluate",
-            str(linear_onnx(tmp_path / "m.onnx")),
-            "--data",
-            str(tmp_path / "other.npz"),
-            "--cifar-c",
-            str(tmp_path / "cc"),
-            "--corruptions",
-            "brightness",
-            "-o",
-            str(tmp_path / "r.json"),
-        ],
-    )
-    assert result.exit_code == 3 and "does not match" in result.stderr and not (tmp_path / "r.json").exists()
+    out = tmp_path / "cc"
+    out.mkdir()
+    old = time.time() - 3600
+    stale = [out / ".gaussian_noise.npy.k3j_x9a2.tmp", out / ".labels.npy.0a1b2c3d.tmp"]
+    kept = [out / ".notes.txt.k3j_x9a2.tmp", out / "mine.tmp", out / ".fog.npy.k3j_x9a2.tmp.bak"]
+    for path in stale + kept:
+        np.save(path.open("wb"), np.zeros(3, np.uint8))
+        os.utime(path, (old, old))
+    mask = os.umask(0o022)
+    try:
+        result = runner.invoke(
+            app, ["corrupt", "--data", str(tmp_path / "d.npz"), "--out", str(out), "--corruptions", "gaussian_noise"]
+        )
+    finally:
+        os.umask(mask)
+    assert result.exit_code == 0, result.output
+    assert not any(path.exists() for path in stale)
+    assert all(path.exists() for path in kept)
+    for name in ("labels.npy", "gaussian_noise.npy"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == 0o644

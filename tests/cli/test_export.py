@@ -104,16 +104,6 @@ def test_export_holds_no_paths_or_stack_traces(exported):
     assert not list(path.parent.glob("*.data"))  # one file: no external weights
 
 
-def test_export_refuses_onnx_and_needs_an_architecture(tmp_path):
-    from conftest import linear_onnx
-
-    result = runner.invoke(app, ["export", str(linear_onnx(tmp_path / "m.onnx"))])
-    assert result.exit_code == 2 and "already an ONNX" in result.output
-    save_safetensors(timm.create_model("macs_resnet9_c10", num_classes=10), tmp_path / "w.safetensors")
-    result = runner.invoke(app, ["export", str(tmp_path / "w.safetensors")])
-    assert result.exit_code == 2 and "--arch" in result.output
-
-
 def test_export_uses_the_sidecar(tmp_path):
     save_safetensors(timm.create_model("macs_resnet9_c10", num_classes=10), tmp_path / "w.safetensors")
     (tmp_path / "w.json").write_text(
@@ -123,3 +113,15 @@ def test_export_uses_the_sidecar(tmp_path):
     assert result.exit_code == 0, result.output
     props = {p.key: json.loads(p.value) for p in onnx.load(str(tmp_path / "w.onnx")).metadata_props}
     assert props["macs_audit.input_size"] == [8, 8] and props["macs_audit.class_names"][3] == "c3"
+
+
+def test_export_refuses_an_existing_onnx_file_without_force(tmp_path):
+    save_safetensors(timm.create_model("macs_resnet9_c10", num_classes=10), tmp_path / "w.safetensors")
+    (tmp_path / "w.json").write_text(json.dumps({"arch": "macs_resnet9_c10", "input_size": [8, 8]}))
+    (tmp_path / "w.onnx").write_bytes(b"someone else's model")
+    result = runner.invoke(app, ["export", str(tmp_path / "w.safetensors")])
+    assert result.exit_code == 2 and "w.onnx already exists; pass --force" in result.stderr
+    assert (tmp_path / "w.onnx").read_bytes() == b"someone else's model"
+    result = runner.invoke(app, ["export", str(tmp_path / "w.safetensors"), "--force"])
+    assert result.exit_code == 0, result.output
+    assert onnx.load(str(tmp_path / "w.onnx")).producer_name == "macs-audit"

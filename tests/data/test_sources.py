@@ -56,6 +56,35 @@ def test_npz_source_nhwc_and_nchw(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "key, names",
+    [
+        ("class_names", np.array([f"c{i}" for i in range(100)])),
+        ("fine_names", np.array([f"c{i}" for i in range(100)])),  # CIFAR-100's usual key
+        ("fine_label_names", np.array([f"c{i}".encode() for i in range(100)])),  # bytes, as CIFAR's pickles hold
+        ("label_names", np.array([f"c{i}" for i in range(100)])),
+        ("classes", np.array([f"c{i}" for i in range(100)])),
+    ],
+)
+def test_npz_class_names_under_the_common_keys(tmp_path, key, names):
+    x, _ = tiny_images(200)
+    np.savez(tmp_path / "c100.npz", x=x, y=np.arange(200) % 100, **{key: names})
+    source = load_source(tmp_path / "c100.npz")
+    assert source.num_classes == 100 and source.class_names[:3] == ["c0", "c1", "c2"]
+
+
+def test_npz_class_names_key_order_and_numbers_that_are_not_names(tmp_path):
+    x, y = tiny_images(20)
+    named = {
+        "label_names": np.array([f"l{i}" for i in range(10)]),
+        "class_names": np.array([f"c{i}" for i in range(10)]),
+    }
+    np.savez(tmp_path / "both.npz", x=x, y=y, **named)
+    assert load_source(tmp_path / "both.npz").class_names[0] == "c0"  # ours first
+    np.savez(tmp_path / "numbers.npz", x=x, y=y, classes=np.arange(10))  # indices, not names
+    assert load_source(tmp_path / "numbers.npz").class_names[0] == "airplane"
+
+
+@pytest.mark.parametrize(
     "arrays,message",
     [
         (dict(x=np.zeros((2, 4, 4, 3), np.uint8)), "needs arrays 'x'"),

@@ -184,3 +184,24 @@ def test_temperature_nll_is_minimised_at_the_fit():
     labels = np.where(rng.random(300) < 0.6, logits.argmax(1), rng.integers(0, 5, 300))
     t = fit_temperature(logits, labels)
     assert temperature_nll(logits, labels, t) <= min(temperature_nll(logits, labels, t * f) for f in (0.9, 1.1))
+
+
+def test_calibrate_refuses_existing_outputs_without_force_and_never_its_input(tmp_path):
+    model = overconfident_onnx(tmp_path / "model.onnx")
+    x, y = tiny_images(100, seed=1)
+    np.savez(tmp_path / "val.npz", x=x, y=y)
+    common = ["calibrate", str(model), "--data", str(tmp_path / "val.npz"), "--eval-data", str(tmp_path / "val.npz")]
+    quick = ["--device", "cpu", "--bootstrap", "0", "--perturbations", "none", "--sensitivity-samples", "0", "-q"]
+    out = tmp_path / "cal"
+    assert runner.invoke(app, [*common, "--out", str(out), *quick]).exit_code == 0
+    written = {p.name: p.read_bytes() for p in out.iterdir()}
+    result = runner.invoke(app, [*common, "--out", str(out), *quick])
+    assert result.exit_code == 2 and "pass --force" in result.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == written
+    result = runner.invoke(app, [*common, "--out", str(out), *quick, "--force"])
+    assert result.exit_code == 0, result.output
+    # The model's own folder: the calibrated model would replace the input, --force or not.
+    original = model.read_bytes()
+    result = runner.invoke(app, [*common, "--out", str(tmp_path), *quick, "--force"])
+    assert result.exit_code == 2 and f"would replace the input {model}" in result.stderr
+    assert model.read_bytes() == original

@@ -74,6 +74,8 @@ def test_finetune_cli_two_epochs(start_model, tmp_path):
             "0",
             "--lambda-c",
             "0.5",
+            "--checkpoint-every",
+            "3",
             "--quiet",
         ],
     )
@@ -91,6 +93,7 @@ def test_finetune_cli_two_epochs(start_model, tmp_path):
         assert (out / name).is_file(), name
     config = json.loads((out / "finetune_config.json").read_text())
     assert config["options"]["objective"] == "macs" and config["options"]["lambda_c"] == 0.5
+    assert config["options"]["checkpoint_every"] == 3 and config["resumed_from_step"] is None
     assert len(config["history"]) == 2 and config["split"]["n_val"] == 20
     # The before/after is the compare command's table and Markdown, headed by what was done.
     assert "macs fine-tuning of start.safetensors" in result.output and "A = before, B = after" in result.output
@@ -151,6 +154,54 @@ def test_resume_after_kill_is_bit_identical(tmp_path, objective):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.parametrize("kill_epoch, kill_done, saved_step", [(1, 3, 2), (2, 4, 6)])
+def test_step_checkpoints_resume_mid_epoch_bit_identically(tmp_path, kill_epoch, kill_done, saved_step):
+    """--checkpoint-every 2 with 4 steps per epoch: killed in the first epoch (where epoch-end checkpoints
+    leave nothing) or late in the second, the run resumes from the last step checkpoint inside the epoch
+    and ends with the weights and history of a run never killed."""
+    source = tiny_source()
+    every = options(objective="macs", checkpoint_every=2)
+    full = finetune(tiny_model(), source, options(objective="macs"), checkpoint=tmp_path / "a.pt")
+
+    class Killed(Exception):
+        pass
+
+    def kill(description, done, total, terms=None):
+        if description.startswith(f"epoch {kill_epoch}") and done == kill_done:
+            raise Killed
+
+    with pytest.raises(Killed):
+        finetune(tiny_model(), source, every, progress=kill, checkpoint=tmp_path / "b.pt")
+    state = load_checkpoint(tmp_path / "b.pt")
+    assert state["step"] == saved_step and state["epoch"] == kill_epoch - 1 and state["position"] == saved_step % 4
+    resumed = finetune(tiny_model(seed=1), source, every, checkpoint=tmp_path / "b.pt", resume=True)
+    assert resumed.resumed_from_step == saved_step and resumed.steps == full.steps
+    a, b = full.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    strip = [{k: v for k, v in entry.items() if k != "seconds"} for entry in full.history]
+    assert [{k: v for k, v in entry.items() if k != "seconds"} for entry in resumed.history] == strip
+    # The checkpoint left at the end is an epoch-end one: a second --resume has nothing left to do.
+    assert load_checkpoint(tmp_path / "b.pt")["position"] == 0
+
+
+def test_nan_message_names_the_step_checkpoint(tmp_path):
+    model = tiny_model()
+
+    def poison_at_step_three(description, done, total, terms=None):
+        if description.startswith("epoch 1") and done == 3:
+            with torch.no_grad():
+                model.fc.weight.fill_(float("nan"))
+
+    with pytest.raises(InputError, match=r"epoch 1\); the last good checkpoint .* \(step 2, inside epoch 1\) is kept"):
+        finetune(
+            model,
+            tiny_source(),
+            options(objective="ce", checkpoint_every=2),
+            progress=poison_at_step_three,
+            checkpoint=tmp_path / "n.pt",
+        )
+
+
 def test_resume_refuses_other_settings(tmp_path):
     source = tiny_source()
     finetune(tiny_model(), source, options(epochs=1), checkpoint=tmp_path / "c.pt")
@@ -176,38 +227,6 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
     assert state["epoch"] == 1 and all(
         torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point()
     )
-
-
-def test_onnx_model_is_refused_with_the_checkpoint_route(tmp_path):
-    from conftest import linear_onnx
-
-    model = linear_onnx(tmp_path / "m.onnx")
-    x, y = tiny_images(40)
-    np.savez(tmp_path / "d.npz", x=x, y=y)
-    result = runner.invoke(
-        app, ["finetune", str(model), "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "o")]
-    )
-    assert result.exit_code == 2
-    assert "ONNX" in result.output and "checkpoint" in result.output and "Traceback" not in result.output
-
-
-def test_bad_options_are_usage_errors(start_model, tmp_path):
-    result = runner.invoke(
-        app,
-        [
-            "finetune",
-            str(start_model),
-            "--data",
-            str(tmp_path / "train.npz"),
-            "--out",
-            str(tmp_path / "o"),
-            "--objective",
-            "hinge",
-            "--device",
-            "cpu",
-        ],
-    )
-    assert result.exit_code == 2 and "--objective" in result.output
 
 
 def test_schedule_and_augmentation():

@@ -202,3 +202,17 @@ def test_stratified_split_is_seeded_and_stratified():
     assert len(np.intersect1d(held, rest)) == 0 and len(held) + len(rest) == 200
     assert np.bincount(labels[held]).tolist() == [10] * 5
     assert (held == stratified_split(labels, 0.25, seed=3)[0]).all()
+
+
+def test_bootstrap_of_one_sample_gives_no_interval_and_says_why():
+    """One sample resampled is always itself: a zero-width interval would claim certainty."""
+    from macs_audit.metrics.accumulators import bootstrap_note
+
+    acc = CalibrationAccumulator(3)
+    acc.update(np.array([[2.0, 0.0, 0.0]]), np.array([0]))
+    assert accumulators.bootstrap_intervals(acc, 100) == {}
+    assert bootstrap_note(1, 100) == "no intervals: a bootstrap needs at least 2 samples, got 1"
+    assert bootstrap_note(1, 0) is None and bootstrap_note(2, 100) is None
+    acc.update(np.array([[0.0, 2.0, 0.0]]), np.array([0]))
+    intervals = accumulators.bootstrap_intervals(acc, 100)
+    assert set(intervals) == {"accuracy", "ece", "nll"} and all(np.isfinite(intervals["nll"]))

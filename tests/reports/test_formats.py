@@ -55,7 +55,7 @@ def evil_report():
 def test_json_round_trips_and_carries_the_gate(report, gate_result):
     text = json_report.render(report, gate_result)
     data = json.loads(text)
-    assert data["schema_version"] == "1.0"
+    assert data["schema_version"] == "1.1"
     assert data["gate"]["passed"] is False and data["gate"]["n_failed"] == 2
     back = Report.from_json(text)  # the extra "gate" key does not stop the report being read back
     assert back.to_dict() == report.to_dict()

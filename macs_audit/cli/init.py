@@ -1,0 +1,51 @@
+"""`macs-audit init REPORT.json`: a starting gate table from a saved report, so `gate` and `report --format junit`
+have thresholds to start from. Reads the report only: never the model, torch or onnxruntime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from macs_audit.cli.console import handle_errors, stderr
+
+OUT_HELP = (
+    "TOML file to add the table to: macs-audit.toml gets [gate], any other (pyproject.toml) "
+    "[tool.macs-audit.gate]; - prints it. Default: ./pyproject.toml if it exists, else ./macs-audit.toml."
+)
+
+
+@handle_errors
+def init(
+    report_path: Path = typer.Argument(
+        ..., metavar="REPORT.json", help="A report written by `evaluate -o`: its values give the thresholds."
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help=OUT_HELP),
+    margin: float = typer.Option(
+        0.02, "--margin", min=0, max=1, help="Allowance on fractions (accuracy, ECE, ...): 0.02 = 2 percentage points."
+    ),
+    relative_margin: float = typer.Option(
+        0.1, "--relative-margin", min=0, max=1, help="Allowance on the other metrics (NLL, Brier, ratios): 0.1 = 10%."
+    ),
+) -> None:
+    """Write starting gate thresholds from a saved report: its values loosened by a margin. Never replaces a
+    gate table that exists; appends to a pyproject.toml that has none."""
+    from macs_audit import gate as gate_core
+    from macs_audit.report import load_report
+
+    report = load_report(report_path)
+    if out is not None and str(out) == "-":
+        typer.echo(gate_core.starting_config(report, "tool.macs-audit.gate", margin, relative_margin, report_path.name))
+        return
+    if out is None:
+        out = Path("pyproject.toml") if Path("pyproject.toml").is_file() else Path(gate_core.CONFIG_FILE)
+    table = gate_core.write_starting_config(out, report, margin, relative_margin, report_path.name)
+    found = out.name in ("pyproject.toml", gate_core.CONFIG_FILE) and out.resolve().parent == Path.cwd().resolve()
+    check = f"macs-audit gate {report_path}" + ("" if found else f" --config {out}")
+    stderr.print(
+        f"[{table}] written to {out}; `{check}` passes on this report; tighten the thresholds as the model improves",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -1,0 +1,703 @@
+"""The bad-input corpus: every way a user can hand the CLI something wrong, one row each.
+
+Each row runs one command in a fresh directory and checks three things: the exit code (2 usage,
+3 input or runtime, as docs/errors.md documents), a fragment of the one-line message on stderr, and
+that no file in the directory changed (nothing written, replaced, removed or left behind).
+
+Row format (append rows to ROWS; keep them short):
+
+    Row(id, args, exit_code, message, setup=None, env=None)
+
+- `args`: the command line after `macs-audit`; these placeholders are filled in:
+  {tmp} the run's directory (also the working directory), {model} a 10-class ONNX model,
+  {data} a 60-image npz, {report} a saved report, {config} a passing gate config (macs-audit.toml).
+- `setup`: optional function(tmp: Path) that adds files before the run (its files count as inputs:
+  they must not change either).
+- `env`: optional environment variables for the run.
+
+Faults a command line cannot produce (a full disk, a read-only file system) are simulated in the
+tests after the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import linear_onnx, tiny_images
+from fixtures.synthetic_report import synthetic_report
+from typer.testing import CliRunner
+
+from macs_audit.cli import app
+
+runner = CliRunner()
+PASSING = "[gate]\nmin_accuracy = 0.5\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    id: str
+    args: tuple[str, ...]
+    exit_code: int
+    message: str
+    setup: Callable[[Path], object] | None = None
+    env: dict[str, str] | None = None
+
+
+# ------------------------------------------------------------------------------------------ setups
+
+
+def _npz(name: str, **arrays) -> Callable[[Path], None]:
+    def make(tmp: Path) -> None:
+        np.savez(tmp / name, **arrays)
+
+    return make
+
+
+def _file(name: str, content: bytes | str) -> Callable[[Path], None]:
+    def make(tmp: Path) -> None:
+        path = tmp / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)  # type: ignore[operator]
+
+    return make
+
+
+def _dir(name: str) -> Callable[[Path], None]:
+    def make(tmp: Path) -> None:
+        (tmp / name).mkdir(parents=True, exist_ok=True)
+
+    return make
+
+
+def _all(*setups: Callable[[Path], object]) -> Callable[[Path], None]:
+    def make(tmp: Path) -> None:
+        for setup in setups:
+            setup(tmp)
+
+    return make
+
+
+def _cifar_c(name: str, n: int, corruptions: tuple[str, ...] = ("fog",), shift: int = 0) -> Callable[[Path], None]:
+    """A released-layout directory of `n` images per severity (labels (i + shift) % 10)."""
+
+    def make(tmp: Path) -> None:
+        folder = tmp / name
+        folder.mkdir()
+        labels = (np.arange(n) + shift) % 10
+        np.save(folder / "labels.npy", np.tile(labels, 5).astype(np.uint8))
+        for corruption in corruptions:
+            np.save(folder / f"{corruption}.npy", np.zeros((5 * n, 32, 32, 3), np.uint8))
+
+    return make
+
+
+def _torchscript(name: str) -> Callable[[Path], None]:
+    """A scripted torch module (imports torch: only the rows that use it pay for that)."""
+
+    def make(tmp: Path) -> None:
+        import torch
+
+        torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3072, 10))), tmp / name)
+
+    return make
+
+
+def _lightning(name: str, extra_key: bool) -> Callable[[Path], None]:
+    """A Lightning-style checkpoint of the project's ResNet-9 ({"state_dict": {"model.<key>": ...}, "epoch": ...});
+    with `extra_key` one key lacks the prefix, so it is not stripped and the keys do not fit."""
+
+    def make(tmp: Path) -> None:
+        import timm
+        import torch
+
+        from macs_audit.models import architectures  # noqa: F401
+
+        state = {f"model.{k}": v for k, v in timm.create_model("macs_resnet9_c10").state_dict().items()}
+        if extra_key:
+            state["criterion.weight"] = torch.ones(10)
+        torch.save({"state_dict": state, "epoch": 2}, tmp / name)
+
+    return make
+
+
+def _onnx_without_its_data(name: str) -> Callable[[Path], None]:
+    """An ONNX model saved with its weights in NAME.data beside it, and that file then lost."""
+
+    def make(tmp: Path) -> None:
+        import onnx
+
+        proto = onnx.load(str(linear_onnx(tmp / f"{name}.tmp.onnx")))
+        (tmp / f"{name}.tmp.onnx").unlink()
+        onnx.save_model(proto, str(tmp / name), save_as_external_data=True, location=f"{name}.data", size_threshold=0)
+        (tmp / f"{name}.data").unlink()
+
+    return make
+
+
+_RANDOM_BYTES = np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes()
+
+
+def _object_npz(name: str, key: str) -> Callable[[Path], None]:
+    """An npz whose `key` is an object array (loading it would need pickle)."""
+
+    def make(tmp: Path) -> None:
+        x, y = tiny_images(12)
+        arrays = {"x": x, "y": y, key: np.array([str(v) for v in y] if key == "y" else ["a", 1], dtype=object)}
+        np.savez(tmp / name, **arrays, allow_pickle=True)
+
+    return make
+
+
+def _safetensors(name: str, sidecar: dict | None = None) -> Callable[[Path], None]:
+    """A small safetensors state dict (written without torch), with a sidecar JSON if given."""
+
+    def make(tmp: Path) -> None:
+        from safetensors.numpy import save_file
+
+        save_file({"fc.weight": np.zeros((10, 3), np.float32)}, str(tmp / name))
+        if sidecar is not None:
+            (tmp / name).with_suffix(".json").write_text(json.dumps(sidecar))
+
+    return make
+
+
+def _remove(name: str) -> Callable[[Path], None]:
+    """Takes away one of the shared inputs (the passing gate config, so that no config is found)."""
+
+    def make(tmp: Path) -> None:
+        (tmp / name).unlink()
+
+    return make
+
+
+def _onnx(name: str, **kwargs) -> Callable[[Path], None]:
+    """conftest.linear_onnx with its options (num_classes, size, nan, ...)."""
+
+    def make(tmp: Path) -> None:
+        linear_onnx(tmp / name, **kwargs)
+
+    return make
+
+
+def _pickled(name: str, whole_module: bool) -> Callable[[Path], None]:
+    """torch.save of a whole nn.Module (needs pickled code to load) or of its bare state dict (needs --arch)."""
+
+    def make(tmp: Path) -> None:
+        import torch
+
+        module = torch.nn.Linear(3, 10)
+        torch.save(module if whole_module else module.state_dict(), tmp / name)
+
+    return make
+
+
+def _resnet9(name: str) -> Callable[[Path], None]:
+    """The project's ResNet-9 as safetensors, with a sidecar naming its architecture: a model that loads."""
+
+    def make(tmp: Path) -> None:
+        import timm
+
+        from macs_audit.models import architectures  # noqa: F401
+        from macs_audit.models.export import save_safetensors, write_sidecar
+
+        save_safetensors(timm.create_model("macs_resnet9_c10", num_classes=10), tmp / name)
+        write_sidecar((tmp / name).with_suffix(".json"), {"arch": "macs_resnet9_c10", "num_classes": 10})
+
+    return make
+
+
+def _symlink_loop(name: str) -> Callable[[Path], None]:
+    def make(tmp: Path) -> None:
+        (tmp / name).symlink_to(tmp / name)
+
+    return make
+
+
+_X, _Y = tiny_images(12)
+EVALUATE = ("evaluate", "{model}", "--data", "{data}", "--bootstrap", "0", "--perturbations", "none")
+QUICK = (*EVALUATE, "--sensitivity-samples", "0", "-q")
+CALIBRATE = ("calibrate", "{model}", "--data", "{data}", "--eval-data", "{data}", "-q")
+SAVE = ("-o", "r.json", "--save-predictions", "p.npz")
+
+
+def _quick(model: str = "{model}", data: str = "{data}", *extra: str) -> tuple[str, ...]:
+    """QUICK with another model or data set, writing a report and predictions (neither may appear)."""
+    return (QUICK[0], model, QUICK[2], data, *QUICK[4:], *SAVE, *extra)
+
+
+FINETUNE = ("finetune", "{tmp}/net.safetensors", "--arch", "resnet18", "--data", "{data}", "-q")
+
+# -------------------------------------------------------------------------------------------- rows
+
+ROWS: list[Row] = [
+    # usage: options that ask for nothing or for something impossible (exit 2)
+    Row("evaluate-unknown-perturbation", (*EVALUATE[:4], "--perturbations", "snow"), 2, "unknown perturbation"),
+    Row("evaluate-bad-severities", (*EVALUATE, "--corruptions", "fog", "--severities", "0-9"), 2, "severities"),
+    Row("evaluate-negative-seed", (*QUICK, "--seed", "-1"), 2, "'--seed'"),
+    Row("corrupt-negative-seed", ("corrupt", "--data", "{data}", "--out", "o", "--seed", "-1"), 2, "'--seed'"),
+    Row("evaluate-calibration-split-1", (*QUICK, "--calibration-split", "1"), 2, "--calibration-split"),
+    Row("evaluate-corruptions-comma", (*QUICK, "--corruptions", ","), 2, "names no corruption"),
+    Row("evaluate-perturbations-comma", (*QUICK[:6], "--perturbations", ","), 2, "names no perturbation"),
+    Row(
+        "corrupt-corruptions-comma", ("corrupt", "--data", "{data}", "--out", "o", "--corruptions", ","), 2, "names no"
+    ),
+    Row("corrupt-partial-severities", ("corrupt", "--data", "{data}", "--out", "o", "--severities", "1-3"), 2, "1-5"),
+    Row("evaluate-cifar-c-without-corruptions", (*QUICK, "--cifar-c", "{tmp}"), 2, "--cifar-c needs --corruptions"),
+    Row("evaluate-frost-without-corruptions", (*QUICK, "--frost-textures", "{tmp}"), 2, "needs --corruptions"),
+    Row("report-unknown-format", ("report", "{report}", "--format", "pdf"), 2, "unknown --format"),
+    Row("gate-missing-config", ("gate", "{report}", "--config", "nope.toml"), 2, "nope.toml"),
+    Row(
+        "gate-config-not-utf8",
+        ("gate", "{report}", "--config", "latin1.toml"),
+        2,
+        "not UTF-8",
+        _file("latin1.toml", b"[gate]\nmin_accuracy = 0.5 # caf\xe9\n"),
+    ),
+    Row(
+        "sidecar-arch-not-a-string",
+        (*QUICK[:1], "{tmp}/net.safetensors", *QUICK[2:]),
+        2,
+        "arch must be a timm architecture name",
+        _safetensors("net.safetensors", {"arch": 5}),
+    ),
+    # data that cannot be used (exit 3)
+    Row(
+        "npz-string-labels",
+        (*QUICK[:3], "s.npz", *QUICK[4:]),
+        3,
+        "must be integer",
+        _npz("s.npz", x=_X, y=_Y.astype(str)),
+    ),
+    Row("npz-object-labels", (*QUICK[:3], "o.npz", *QUICK[4:]), 3, "object array", _object_npz("o.npz", "y")),
+    Row(
+        "npz-object-class-names",
+        (*QUICK[:3], "c.npz", *QUICK[4:]),
+        3,
+        "'class_names'",
+        _object_npz("c.npz", "class_names"),
+    ),
+    Row("evaluate-missing-data", (*QUICK[:3], "nope.npz", *QUICK[4:]), 3, "nope.npz"),
+    Row(
+        "npz-label-not-a-class-index",
+        (*QUICK[:3], "big.npz", *QUICK[4:]),
+        3,
+        "is not a class index",
+        _npz("big.npz", x=_X, y=_Y * 10**12),
+    ),
+    Row(
+        "npz-not-a-zip",
+        (*QUICK[:3], "junk.npz", *QUICK[4:]),
+        3,
+        "not an .npz (zip) archive",
+        _file("junk.npz", b"\x80\x04junk" * 20),
+    ),
+    Row("report-not-utf8", ("report", "junk.json"), 3, "not UTF-8", _file("junk.json", b"\xb4\x00\xff" * 10)),
+    Row(
+        "corruption-baseline-not-utf8",
+        (*QUICK, "--corruptions", "fog", "--corruption-baseline", "junk.json"),
+        3,
+        "not UTF-8",
+        _file("junk.json", b"\xb4\x00\xff" * 10),
+    ),
+    # corruption inputs, checked before the clean audit
+    Row(
+        "cifar-c-missing-file",
+        (*QUICK, "--corruptions", "fog,snow", "--cifar-c", "cc"),
+        3,
+        "has no snow.npy",
+        _cifar_c("cc", 60),
+    ),
+    Row(
+        "cifar-c-other-data-size",
+        (*QUICK, "--corruptions", "fog", "--cifar-c", "cc"),
+        3,
+        "does not match the clean data",
+        _cifar_c("cc", 20),
+    ),
+    Row("cifar-c-missing-folder", (*QUICK, "--corruptions", "fog", "--cifar-c", "nope"), 3, "nope does not exist"),
+    Row("frost-textures-missing", (*QUICK, "--corruptions", "frost", "--frost-textures", "nope"), 3, "frost texture"),
+    Row(
+        "corrupt-frost-textures-missing",
+        ("corrupt", "--data", "{data}", "--out", "o", "--corruptions", "frost", "--frost-textures", "nope"),
+        3,
+        "frost texture",
+    ),
+    # outputs, checked before the model is loaded
+    Row("evaluate-output-is-a-directory", (*QUICK, "-o", "{tmp}"), 2, "is a directory"),
+    Row("evaluate-output-is-the-model", (*QUICK, "-o", "{model}"), 2, "would replace the input"),
+    Row("evaluate-predictions-is-the-data", (*QUICK, "--save-predictions", "{data}"), 2, "would replace the input"),
+    Row("evaluate-output-twice", (*QUICK, "-o", "x.json", "--save-predictions", "x.json"), 2, "its own file"),
+    Row("evaluate-both-to-stdout", (*QUICK, "-o", "-", "--save-predictions", "-"), 2, "standard output"),
+    Row(
+        "evaluate-output-under-a-file",
+        (*QUICK, "-o", "f.txt/r.json"),
+        3,
+        "cannot write f.txt/r.json",
+        _file("f.txt", "x"),
+    ),
+    Row(
+        "evaluate-output-symlink-loop",
+        (*QUICK, "-o", "loop.json"),
+        3,
+        "cannot write loop.json",
+        _symlink_loop("loop.json"),
+    ),
+    Row("report-output-is-the-report", ("report", "{report}", "-o", "{report}"), 2, "would replace the input"),
+    Row("report-output-is-a-directory", ("report", "{report}", "-f", "md", "-o", "{tmp}"), 2, "is a directory"),
+    Row("report-same-output-twice", ("report", "{report}", "-o", "a.md", "-o", "a.md"), 2, "given twice"),
+    Row("gate-output-is-the-config", ("gate", "{report}", "-f", "md", "-o", "{config}"), 2, "would replace the input"),
+    Row("compare-output-is-an-input", ("compare", "{report}", "{report}", "-o", "{report}"), 2, "would replace"),
+    Row("corrupt-out-is-stdout", ("corrupt", "--data", "{data}", "--out", "-"), 2, "'-' (standard output)"),
+    Row(
+        "corrupt-out-is-a-file", ("corrupt", "--data", "{data}", "--out", "f.txt"), 2, "is a file", _file("f.txt", "x")
+    ),
+    # commands that write models never replace an input, and an existing output only with --force
+    Row("calibrate-out-is-the-model-folder", (*CALIBRATE, "--out", "{tmp}"), 2, "would replace the input"),
+    Row(
+        "calibrate-existing-output",
+        (*CALIBRATE, "--out", "cal"),
+        2,
+        "already holds temperature.json; pass --force",
+        _file("cal/temperature.json", "{}"),
+    ),
+    Row(
+        "export-existing-onnx",
+        ("export", "net.safetensors", "--arch", "resnet18"),
+        2,
+        "net.onnx already exists; pass --force",
+        _all(_safetensors("net.safetensors"), _file("net.onnx", b"old")),
+    ),
+    Row(
+        "export-out-is-the-checkpoint",
+        ("export", "net.safetensors", "--arch", "resnet18", "--out", "net.safetensors", "--force"),
+        2,
+        "would replace the input",
+        _safetensors("net.safetensors"),
+    ),
+    Row(
+        "finetune-out-is-the-model",
+        (*FINETUNE, "--out", "{tmp}", "--name", "net", "--force"),
+        2,
+        "would replace the input",
+        _safetensors("net.safetensors", {"num_classes": 10}),
+    ),
+    Row(
+        "finetune-existing-output",
+        (*FINETUNE, "--out", "ft"),
+        2,
+        "already holds model.onnx; pass --force",
+        _all(_safetensors("net.safetensors"), _file("ft/model.onnx", b"old")),
+    ),
+    # real checkpoints as users bring them: damaged files, keys that do not fit, weights kept beside the model
+    Row("pt-random-bytes", ("evaluate", "w.pt"), 3, "not a valid checkpoint (", _file("w.pt", _RANDOM_BYTES)),
+    Row("pt-empty", ("evaluate", "w.pt"), 3, "not a valid checkpoint (the file is empty)", _file("w.pt", b"")),
+    Row(
+        "pt-random-bytes-trusted",
+        ("evaluate", "w.pt", "--arch", "resnet18", "--trust-pickled-model-code"),
+        3,
+        "not a valid checkpoint",
+        _file("w.pt", _RANDOM_BYTES),
+    ),
+    Row(
+        "ckpt-keys-do-not-fit",
+        ("evaluate", "last.ckpt", "--arch", "macs_resnet9_c10", "--data", "{data}"),
+        3,
+        "under 'model.', which was not stripped because criterion.weight lacks it",
+        _lightning("last.ckpt", extra_key=True),
+    ),
+    Row(
+        "onnx-external-data-missing",
+        ("evaluate", "big.onnx", "--data", "{data}"),
+        3,
+        "keep big.onnx.data next to big.onnx",
+        _onnx_without_its_data("big.onnx"),
+    ),
+    Row(
+        "finetune-negative-checkpoint-every",
+        ("finetune", "w.pt", "--data", "{data}", "--out", "o", "--checkpoint-every", "-1"),
+        2,
+        "'--checkpoint-every'",
+    ),
+    # moved from tests/cli/test_cli_evaluate.py: a model or data set that cannot be audited
+    Row("evaluate-missing-model", _quick("nope.onnx"), 3, "model not found: nope.onnx"),
+    Row(
+        "evaluate-corrupt-onnx",
+        _quick("c.onnx"),
+        3,
+        "cannot load ONNX model c.onnx",
+        _file("c.onnx", b"\x08\x07garbage" * 10),
+    ),
+    Row(
+        "evaluate-class-count",
+        _quick("k5.onnx"),
+        3,
+        "the model has 5 classes but the data set has 10",
+        _onnx("k5.onnx", num_classes=5),
+    ),
+    Row(
+        "evaluate-wrong-input-size",
+        _quick("{model}", "{data}", "--input-size", "64"),
+        3,
+        "input is 32x32 but the input size is set to 64x64",
+    ),
+    Row("evaluate-nan-logits", _quick("nan.onnx"), 3, "NaN or infinite outputs", _onnx("nan.onnx", nan=True)),
+    Row(
+        "evaluate-pickled-module",
+        _quick("module.pt"),
+        3,
+        "--trust-pickled-model-code",
+        _pickled("module.pt", whole_module=True),
+    ),
+    Row(
+        "evaluate-state-dict-without-arch",
+        _quick("sd.pt"),
+        2,
+        "sd.pt holds only weights: pass --arch",
+        _pickled("sd.pt", whole_module=False),
+    ),
+    Row(
+        "evaluate-empty-data",
+        _quick("{model}", "e.npz"),
+        3,
+        "e.npz: the data set is empty",
+        _npz("e.npz", x=np.zeros((0, 32, 32, 3), np.uint8), y=np.zeros(0, np.int64)),
+    ),
+    Row(
+        "evaluate-label-out-of-range",  # no class names: 11 classes are inferred, the model has 10
+        _quick("{model}", "l.npz"),
+        3,
+        "the model has 10 classes but the data set has 11",
+        _npz("l.npz", x=_X, y=np.where(np.arange(12) == 3, 10, _Y)),
+    ),
+    Row("evaluate-missing-data-with-outputs", _quick("{model}", "missing.npz"), 3, "data not found: missing.npz"),
+    Row("evaluate-unknown-device", ("evaluate", "{model}", "--device", "tpu"), 2, "unknown device 'tpu'"),
+    Row(
+        "evaluate-calibration-split-1.5",
+        ("evaluate", "{model}", "--calibration-split", "1.5"),
+        2,
+        "--calibration-split must be in [0, 1), got 1.5",
+    ),
+    Row("evaluate-batch-size-0", ("evaluate", "{model}", "--batch-size", "0"), 2, "Invalid value for '--batch-size'"),
+    Row("evaluate-no-model", ("evaluate",), 2, "Missing argument 'model'"),
+    # moved from tests/cli/test_cli_corrupt.py
+    Row(
+        "cifar-c-other-labels",
+        (*QUICK, "--corruptions", "fog", "--cifar-c", "cc", "-o", "r.json"),
+        3,
+        "does not match",
+        _cifar_c("cc", 60, shift=1),
+    ),
+    # moved from tests/cli/test_cli_reports.py: gate configs, reports and formats
+    *(
+        Row(f"gate-config-{name}", ("gate", "{report}", "--config", "bad.toml"), code, message, _file("bad.toml", text))
+        for name, text, code, message in (
+            ("unknown-key", "[gate]\nmax_ecee = 0.1\n", 2, "unknown key 'max_ecee'"),
+            ("string-threshold", "[gate]\nmax_ece = 'low'\n", 2, "max_ece must be a finite number, got str"),
+            ("bad-toml", "[gate\n", 2, "not valid TOML"),
+            ("corruption-mean-not-run", "[gate]\nmin_corruption_accuracy = 0.5\n", 3, "mean_accuracy_15"),
+            (
+                "unrun-corruption",
+                "[gate]\nmax_ece = 0.1\n[gate.corruptions.snow]\nmin_accuracy = 0.5\n",
+                3,
+                "no such corruption",
+            ),
+        )
+    ),
+    Row("gate-missing-report", ("gate", "missing.json", "--config", "{config}"), 3, "report not found"),
+    Row("gate-config-not-found", ("gate", "{report}", "--config", "nope.toml"), 2, "gate config not found"),
+    Row("gate-no-config", ("gate", "{report}"), 2, "no gate thresholds found", _remove("macs-audit.toml")),
+    Row(
+        "gate-unknown-format",
+        ("gate", "{report}", "--config", "{config}", "--format", "pdf"),
+        2,
+        "unknown --format 'pdf'",
+    ),
+    Row(
+        "gate-formats-outputs-mismatch",
+        ("gate", "{report}", "--config", "{config}", "-f", "md", "-f", "html", "-o", "x.md"),
+        2,
+        "2 --format but 1 --output",
+    ),
+    Row(
+        "gate-output-format-unknown",
+        ("gate", "{report}", "--config", "{config}", "-o", "x.pdf"),
+        2,
+        "cannot tell the format",
+    ),
+    Row(
+        "gate-baseline-without-allowances",
+        ("gate", "{report}", "--config", "pass.toml", "--baseline", "{report}"),
+        2,
+        "a baseline report was given but pass.toml [gate] has no [gate.baseline] allowances",
+        _file("pass.toml", PASSING),
+    ),
+    Row("report-junit", ("report", "{report}", "-f", "junit"), 2, "JUnit output lists gate checks"),
+    Row("report-not-json", ("report", "{config}"), 3, "not valid JSON"),
+    Row("compare-missing-report", ("compare", "{report}", "missing.json"), 3, "report not found"),
+    # moved from tests/cli/test_export.py and tests/finetune/test_finetune.py
+    Row("export-onnx", ("export", "{model}"), 2, "already an ONNX"),
+    Row("export-without-arch", ("export", "w.safetensors"), 2, "--arch", _safetensors("w.safetensors")),
+    Row(
+        "finetune-onnx",
+        ("finetune", "{model}", "--data", "{data}", "--out", "o"),
+        2,
+        "is an ONNX model, which cannot be fine-tuned: fine-tune the PyTorch checkpoint",
+    ),
+    Row(
+        "finetune-unknown-objective",
+        ("finetune", "net.safetensors", "--data", "{data}", "--out", "o", "--objective", "hinge", "-q"),
+        2,
+        "--objective must be one of",
+        _resnet9("net.safetensors"),
+    ),
+]
+
+
+# ------------------------------------------------------------------------------------------ runner
+
+
+def _snapshot(root: Path) -> dict[str, object]:
+    """Every entry under `root`: a file's mode and content hash, a link's target, a directory."""
+    out: dict[str, object] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = ("link", os.readlink(path))
+        elif path.is_dir():
+            out[rel] = ("dir",)
+        elif path.is_file():
+            out[rel] = ("file", path.stat().st_mode, hashlib.sha256(path.read_bytes()).hexdigest())
+        else:
+            out[rel] = ("special", path.stat().st_mode)
+    return out
+
+
+@pytest.fixture()
+def workdir(tmp_path, monkeypatch):
+    """The inputs every row can name, in a directory with no pyproject.toml above it to find."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()  # stops the gate config search here
+    linear_onnx(tmp_path / "model.onnx")
+    x, y = tiny_images(60)
+    np.savez(tmp_path / "data.npz", x=x, y=y)
+    (tmp_path / "report.json").write_text(synthetic_report(corruptions=["fog"]).to_json())
+    (tmp_path / "macs-audit.toml").write_text(PASSING)
+    return tmp_path
+
+
+def _fill(arg: str, tmp: Path) -> str:
+    return arg.format(
+        tmp=tmp,
+        model=tmp / "model.onnx",
+        data=tmp / "data.npz",
+        report=tmp / "report.json",
+        config=tmp / "macs-audit.toml",
+    )
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_bad_input(row: Row, workdir: Path, monkeypatch) -> None:
+    if row.setup is not None:
+        row.setup(workdir)
+    for key, value in (row.env or {}).items():
+        monkeypatch.setenv(key, _fill(value, workdir))
+    before = _snapshot(workdir)
+    result = runner.invoke(app, [_fill(arg, workdir) for arg in row.args])
+    assert result.exit_code == row.exit_code, result.output
+    assert row.message in result.stderr, result.stderr
+    assert "unexpected" not in result.stderr and "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) <= 3, result.stderr  # one message (click adds its usage line and a hint)
+    assert _snapshot(workdir) == before, "an input or output file changed"
+
+
+# ------------------------------------------- faults a command line cannot produce, simulated here
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC, errno.EPERM, errno.EACCES])
+@pytest.mark.parametrize("command", ["evaluate", "report"])
+def test_os_errors_on_write_name_the_users_path(workdir, monkeypatch, command, code):
+    """A read-only file system, a full disk, a refused rename: exit 3, one line naming the user's path
+    (never the atomic writer's temporary file), nothing left behind."""
+    real_replace = os.replace
+
+    def refuse(src, dst):
+        if str(src).endswith(".tmp"):
+            raise OSError(code, os.strerror(code), str(src), None, str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse)
+    args = {
+        "evaluate": [_fill(a, workdir) for a in QUICK] + ["-o", "out/r.json"],
+        "report": ["report", str(workdir / "report.json"), "-o", "out/r.md"],
+    }[command]
+    before = _snapshot(workdir)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 3, result.output
+    target = "out/r.json" if command == "evaluate" else "out/r.md"
+    assert f"error: cannot write {target}: {os.strerror(code)}" in result.stderr
+    assert ".tmp" not in result.stderr and "unexpected" not in result.stderr
+    after = _snapshot(workdir)
+    assert {k: v for k, v in after.items() if k != "out"} == before  # at most the empty folder was made
+
+
+def test_a_full_disk_while_saving_predictions_names_the_users_path(workdir, monkeypatch):
+    import macs_audit.cli.evaluate as evaluate_module
+
+    def full(path, logits, labels):
+        from macs_audit.atomic import atomic_path
+
+        with atomic_path(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # what write() on a full disk raises
+
+    monkeypatch.setattr(evaluate_module, "save_predictions", full)
+    result = runner.invoke(app, [_fill(a, workdir) for a in QUICK] + ["--save-predictions", "p.npz"])
+    assert result.exit_code == 3
+    assert "error: cannot write p.npz: No space left on device (free some space" in result.stderr
+    assert not any(p.name.endswith(".tmp") for p in workdir.iterdir())
+
+
+@pytest.mark.parametrize(
+    "args,target",
+    [
+        (("evaluate", "missing.onnx", "-o", "ro/r.json"), "ro/r.json"),
+        (("evaluate", "missing.onnx", "--save-predictions", "ro/p.npz"), "ro/p.npz"),
+        (("calibrate", "missing.onnx", "--data", "{data}", "--out", "ro/cal"), "ro/cal"),
+        (("finetune", "missing.pt", "--data", "{data}", "--out", "ro/ft"), "ro/ft"),
+        (("export", "missing.pt", "--out", "ro/m.onnx"), "ro/m.onnx"),
+        (("corrupt", "--data", "missing.npz", "--out", "ro/cc"), "ro/cc"),
+        (("report", "{report}", "-o", "ro/r.md"), "ro/r.md"),
+    ],
+)
+def test_an_unwritable_output_fails_before_anything_is_loaded(workdir, monkeypatch, args, target):
+    """os.access is what a read-only mount answers (root included). The inputs here do not exist: had the
+    command loaded them first, it would have failed on them instead."""
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == workdir / "ro" else real_access(p, mode))
+    (workdir / "ro").mkdir()
+    before = _snapshot(workdir)
+    result = runner.invoke(app, [_fill(a, workdir) for a in args])
+    assert result.exit_code == 3 and f"error: cannot write {target}: Permission denied" in result.stderr, result.output
+    assert _snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("config,code,verdict", [("pass", 0, "gate passed"), ("fail", 1, "gate FAILED")])
+def test_an_unwritable_step_summary_is_a_warning_after_the_verdict(workdir, monkeypatch, config, code, verdict):
+    (workdir / "fail.toml").write_text("[gate]\nmin_accuracy = 0.99\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(workdir))  # a directory: cannot be appended to
+    args = ["gate", str(workdir / "report.json")] + (
+        ["--config", str(workdir / "fail.toml")] if config == "fail" else []
+    )
+    result = runner.invoke(app, args)
+    assert result.exit_code == code, result.output
+    assert result.stderr.index(verdict) < result.stderr.index("warning: cannot append to $GITHUB_STEP_SUMMARY")
+    assert "error" not in result.stderr

@@ -1,0 +1,105 @@
+"""`macs-audit init REPORT.json`: starting thresholds from a report, which that report passes and a worse one
+fails; written next to what a pyproject.toml already holds, never over an existing gate table."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from fixtures.synthetic_report import synthetic_report
+from typer.testing import CliRunner
+
+from macs_audit import gate
+from macs_audit.cli import app
+from macs_audit.errors import UsageError
+from macs_audit.metrics.registry import GATE_METRICS
+
+runner = CliRunner()
+PYPROJECT = '[project]\nname = "demo"\n\n[tool.ruff]\nline-length = 100\n'
+
+
+@pytest.fixture()
+def workdir(tmp_path, monkeypatch):
+    """A report, a worse one, and no config above the directory to find."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "report.json").write_text(synthetic_report().to_json())
+    worse = synthetic_report(accuracy=0.88, ece=0.06)  # 4 points less accurate, 3 points worse calibrated
+    (tmp_path / "worse.json").write_text(worse.to_json())
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_init_then_gate_passes_on_the_same_report_and_fails_on_a_worse_one(workdir):
+    result = run("init", "report.json")
+    assert result.exit_code == 0, result.output
+    assert "[gate] written to macs-audit.toml" in result.stderr  # no pyproject.toml here
+    assert "[gate]" in (workdir / "macs-audit.toml").read_text()
+    passed = run("gate", "report.json")
+    assert passed.exit_code == 0, passed.output
+    failed = run("gate", "worse.json")
+    assert failed.exit_code == 1, failed.output
+    assert "min_accuracy" in failed.stderr and "max_ece" in failed.stderr
+    junit = run("report", "report.json", "--gate", "--format", "junit")  # needs thresholds: now it has them
+    assert junit.exit_code == 0 and ET.fromstring(junit.stdout.encode()).get("failures") == "0"
+
+
+def test_init_appends_to_a_pyproject_without_a_gate_table_and_keeps_what_it_had(workdir):
+    (workdir / "pyproject.toml").write_text(PYPROJECT)
+    result = run("init", "report.json", "--margin", "0.05")
+    assert result.exit_code == 0, result.output
+    text = (workdir / "pyproject.toml").read_text()
+    assert text.startswith(PYPROJECT) and "\n[tool.macs-audit.gate]\n" in text
+    assert "min_accuracy = 0.87  " in text  # 92% less 5 points
+    assert gate.find_config(workdir) == workdir / "pyproject.toml"
+    assert run("gate", "report.json").exit_code == 0
+
+
+def test_init_never_replaces_a_gate_table(workdir):
+    (workdir / "pyproject.toml").write_text(PYPROJECT + "\n[tool.macs-audit.gate]\nmin_accuracy = 0.99\n")
+    before = (workdir / "pyproject.toml").read_bytes()
+    result = run("init", "report.json")
+    assert result.exit_code == 2 and "already exists" in result.stderr and "[tool.macs-audit.gate]" in result.stderr
+    assert (workdir / "pyproject.toml").read_bytes() == before
+    (workdir / "macs-audit.toml").write_text("[gate]\nmax_ece = 0.1\n")
+    assert run("init", "report.json", "--out", "macs-audit.toml").exit_code == 2
+
+
+def test_init_to_stdout_writes_no_file(workdir):
+    result = run("init", "report.json", "-o", "-")
+    assert result.exit_code == 0 and result.stdout.count("[tool.macs-audit.gate]") >= 1
+    assert not (workdir / "macs-audit.toml").exists() and not (workdir / "pyproject.toml").exists()
+
+
+def test_another_file_name_gets_the_tool_table_and_gate_needs_config(workdir):
+    result = run("init", "report.json", "--out", "ci/thresholds.toml")
+    assert result.exit_code == 0, result.output
+    assert "--config ci/thresholds.toml" in result.stderr  # found only when named
+    assert run("gate", "report.json", "--config", "ci/thresholds.toml").exit_code == 0
+
+
+def test_starting_thresholds_loosen_every_gated_value_by_the_margin():
+    report = synthetic_report()
+    absolute, per_corruption = gate.starting_thresholds(report, margin=0.02, relative_margin=0.1)
+    bounds = {t.key: t for t in absolute}
+    assert set(bounds) == {gate._bound_key(m) for m in GATE_METRICS.values() if gate.locate(report, m)[0] is not None}
+    assert bounds["min_accuracy"].bound == pytest.approx(0.90) and bounds["max_ece"].bound == pytest.approx(0.05)
+    assert bounds["max_nll"].bound == pytest.approx(0.473)  # 0.43 + 10%
+    for t in absolute:  # rounded outwards: never tighter than the value plus the margin
+        assert (t.bound <= t.observed) if t.key.startswith("min_") else (t.bound >= t.observed)
+    worst = min(c.accuracy for c in report.corruption_summary.corruptions.values())
+    assert per_corruption[0].key == "min_accuracy" and per_corruption[0].bound <= worst - 0.02 + 1e-4
+    cfg = gate.parse_config(__import__("tomllib").loads(gate.starting_config(report, "gate"))["gate"])
+    assert gate.run_gate(report, cfg).passed
+
+
+def test_bounded_thresholds_stay_in_0_1_and_margins_are_checked():
+    report = synthetic_report(accuracy=0.99, ece=0.005)
+    bounds = {t.key: t.bound for t in gate.starting_thresholds(report, margin=0.5)[0]}
+    assert bounds["max_ece"] <= 1 and bounds["min_accuracy"] >= 0
+    with pytest.raises(UsageError, match="margins"):
+        gate.starting_thresholds(report, margin=1.5)

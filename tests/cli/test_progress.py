@@ -1,0 +1,137 @@
+"""Progress where a CI log can read it: plain lines when stderr is not a terminal, the rich bar on one, and
+nothing with --quiet. A fake clock drives the timing."""
+
+import numpy as np
+from conftest import linear_onnx, tiny_images
+from typer.testing import CliRunner
+
+from macs_audit.cli import app
+from macs_audit.cli.console import LINE_INTERVAL, MIN_RATE_SECONDS, Progress
+
+runner = CliRunner()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def lines_progress(clock: Clock, **kwargs) -> tuple[Progress, list[str]]:
+    lines: list[str] = []
+    return Progress(clock=clock, terminal=False, write=lines.append, **kwargs), lines
+
+
+def test_a_log_gets_a_line_per_stage_start_and_end_and_steady_status_lines():
+    clock = Clock()
+    progress, lines = lines_progress(clock)
+    with progress:
+        clock.now += 0.5
+        progress("clean", 500, 15_000)  # the first batch: a start line, no rate yet
+        assert lines == ["[0:00] clean: started, 15,000 images"]
+        for done in range(1000, 15_001, 500):  # a batch every 0.5 s: 1,000 images/s
+            clock.now += 0.5
+            progress("clean", done, 15_000)
+    status = [line for line in lines if "%" in line]
+    # One status line per LINE_INTERVAL of work (10 s here), with percent, count, rate and ETA.
+    assert status == ["[0:10] clean: 67% (10,000/15,000 images), 1,000 img/s, ETA 0:05"]
+    assert lines[-1] == "[0:15] clean: done, 15,000 images in 15.0 s (1,000 img/s)"
+    assert len(lines) == 3
+
+
+def test_the_first_rate_waits_until_enough_time_has_passed():
+    """The core reports a stage after its first batch: a rate from that instant would read millions of
+    images per second. No rate (and no ETA) is shown until MIN_RATE_SECONDS have passed since."""
+    clock = Clock()
+    progress, lines = lines_progress(clock, interval=0.0)  # a status line on every call
+    with progress:
+        progress("fog s1", 500, 10_000)  # at the very instant the stage began
+        clock.now += 1e-6
+        progress("fog s1", 1000, 10_000)
+        clock.now += MIN_RATE_SECONDS / 2
+        progress("fog s1", 1500, 10_000)
+        clock.now += MIN_RATE_SECONDS
+        progress("fog s1", 2000, 10_000)
+    assert len(lines) == 4 and not any("img/s" in line or "ETA" in line for line in lines[:3]), lines
+    assert lines[-1].endswith("fog s1: 20% (2,000/10,000 images), 1,000 img/s, ETA 0:08")
+    assert all(int(line.split(", ")[1].split()[0].replace(",", "")) < 10_000 for line in lines if "img/s" in line)
+
+
+def test_a_stage_done_in_one_batch_gets_one_line_and_stages_may_repeat():
+    clock = Clock()
+    progress, lines = lines_progress(clock)
+    with progress:
+        clock.now += 2.0
+        progress("snow s3", 200, 200)
+        progress("epoch 1/2", 1, 4, {"loss": 0.5, "lr": 0.1})
+        clock.now += 3.0
+        progress("epoch 1/2", 4, 4, {"loss": 0.25, "lr": 0.05})
+        for epoch in (1, 2):  # validation is reported again every epoch: a new stage each time
+            progress("validate", 0, 1, None)
+            clock.now += 1.0
+            progress("validate", 1, 1, {"val_acc": 0.5 + epoch / 10})
+    assert lines[0] == "[0:02] snow s3: done, 200 images in 2.0 s"
+    assert lines[1] == "[0:02] epoch 1/2: started, 4 steps"
+    assert lines[2] == "[0:05] epoch 1/2: done, 4 steps in 3.0 s (1.0 steps/s); loss 0.25 lr 0.05"
+    assert lines[3:] == [
+        "[0:05] epoch 1/2 validation: started",
+        "[0:06] epoch 1/2 validation: done in 1.0 s; val_acc 0.6",
+        "[0:06] epoch 1/2 validation: started",
+        "[0:07] epoch 1/2 validation: done in 1.0 s; val_acc 0.7",
+    ]
+
+
+def test_only_stages_reported_since_the_last_line_get_status_lines():
+    clock = Clock()
+    progress, lines = lines_progress(clock)
+    with progress:
+        progress("corruption grid", 100, 1000)
+        progress("stalled", 1, 10)
+        clock.now += LINE_INTERVAL
+        progress("corruption grid", 300, 1000)
+        clock.now += LINE_INTERVAL
+        progress("corruption grid", 500, 1000)
+    status = [line for line in lines if "%" in line]
+    assert [line.split("]")[1].split(":")[0] for line in status] == [" corruption grid", " stalled", " corruption grid"]
+
+
+def test_quiet_prints_nothing_on_a_terminal_or_in_a_log():
+    for terminal in (True, False):
+        clock, lines = Clock(), []
+        progress = Progress(False, clock=clock, terminal=terminal, write=lines.append)
+        with progress:
+            progress("clean", 10, 10)
+        assert lines == [] and progress._bar is None
+
+
+def test_a_terminal_gets_the_rich_bar_and_no_lines():
+    clock, lines = Clock(), []
+    progress = Progress(clock=clock, terminal=True, write=lines.append)
+    progress._bar.disable = True  # drawn on a real terminal; here only its tasks are checked
+    with progress:
+        progress("clean", 500, 1000)
+        task = progress._bar.tasks[0]
+        assert task.completed == 500 and task.fields["rate"] == ""  # no rate at the first batch
+        clock.now += 2.0
+        progress("clean", 1000, 1000)
+        assert task.fields["rate"] == "250 img/s"
+    assert lines == []
+
+
+def test_evaluate_writes_progress_lines_to_a_log_and_none_with_quiet(tmp_path):
+    """CliRunner's stderr is not a terminal, like a CI log: the stages show as lines, in full."""
+    model = linear_onnx(tmp_path / "m.onnx")
+    x, y = tiny_images(40)
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    args = ["evaluate", str(model), "--data", str(tmp_path / "d.npz"), "--bootstrap", "0"]
+    args += ["--perturbations", "none", "--sensitivity-samples", "0", "--batch-size", "20"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "] clean: started, 40 images" in result.stderr
+    assert "] clean: done, 40 images in " in result.stderr
+    quiet = runner.invoke(app, [*args, "--quiet"])
+    assert quiet.exit_code == 0 and "clean" not in quiet.stderr
+    colour = runner.invoke(app, args, env={"FORCE_COLOR": "1"})  # colours asked for in CI: still a log
+    assert colour.exit_code == 0 and "] clean: done, 40 images in " in colour.stderr
