@@ -4,6 +4,8 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -109,3 +111,40 @@ def npz_data(tmp_path):
 @pytest.fixture
 def onnx_model(tmp_path):
     return linear_onnx(tmp_path / "model.onnx")
+
+
+# Real predictions for the calibrator tests (tests/calibrators/).
+SAMPLE_ONNX = Path(__file__).resolve().parents[1] / "sample_models" / "resnet9_c10_ce.onnx"
+
+
+@pytest.fixture(scope="session")
+def sample_logits():
+    """(logits (2000, 10) float32, labels) of the sample CIFAR-10 model on a class-stratified 2,000-image subset
+    of the built-in test set (about 2 s on a CPU)."""
+    if not SAMPLE_ONNX.exists():
+        pytest.skip("sample model not built")
+    from macs_audit.data.sources import load_source
+    from macs_audit.data.splits import stratified_subset
+    from macs_audit.models.predictor import load_predictor
+
+    source = load_source(None)
+    source = source.subset(stratified_subset(source.labels, 2000, seed=0))
+    predictor = load_predictor(SAMPLE_ONNX, device="cpu")
+    images = source.images(np.arange(len(source)))
+    logits = [
+        predictor.predict((images[i : i + 250].astype(np.float32) / 255.0).transpose(0, 3, 1, 2))
+        for i in range(0, len(images), 250)
+    ]
+    return np.concatenate(logits), np.asarray(source.labels, dtype=np.int64)
+
+
+@pytest.fixture(scope="session")
+def sample_split(sample_logits):
+    """The sample model's predictions split class-stratified in two halves of 1,000 (the built-in test set is
+    sorted by class), as float64: (fit logits, fit labels, held-out logits, held-out labels)."""
+    from macs_audit.data.splits import stratified_split
+
+    z, y = sample_logits
+    fit, held_out = stratified_split(y, 0.5, seed=0)
+    z = z.astype(np.float64)
+    return z[fit], y[fit], z[held_out], y[held_out]

@@ -1,0 +1,153 @@
+"""The calibrator protocol, the registry of post-hoc calibrators and the fit-size check.
+
+Every calibrator is fitted on held-out (logits, labels) by a function `fit_<method>(logits, labels,
+**options)` and returns a frozen object with
+
+- `transform(logits) -> log-probabilities` (N, K), float64 and finite: softmax of them gives the
+  calibrated probabilities, so every metric that takes logits takes them unchanged;
+- `n_parameters`: how many numbers the fit chose (for the one-vs-rest methods, the fitted points);
+- `describe() -> dict`: method, n_classes, fit_size, n_parameters and `parameters` (options and fit
+  results), JSON-ready, for the report and model metadata.
+
+The core never prints. `fit_calibrator` checks the method and the calibration split's size
+(`check_fit_size`) before fitting; the `fit_*` functions in `CALIBRATORS` fit whatever they are given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, log_softmax
+from macs_audit.calibrators.dirichlet import fit_dirichlet
+from macs_audit.calibrators.histogram import N_BINS, fit_histogram
+from macs_audit.calibrators.isotonic import fit_isotonic
+from macs_audit.calibrators.matrix import fit_matrix
+from macs_audit.calibrators.temperature import fit_temperature
+from macs_audit.calibrators.vector import fit_vector
+from macs_audit.errors import UsageError
+
+
+class Calibrator(Protocol):
+    """A fitted post-hoc calibrator (what every `fit_*` function returns)."""
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def n_classes(self) -> int: ...
+
+    @property
+    def fit_size(self) -> int: ...
+
+    @property
+    def n_parameters(self) -> int: ...
+
+    def transform(self, logits: np.ndarray) -> np.ndarray:
+        """Calibrated log-probabilities (N, K), float64: softmax(transform(z)) are the calibrated probabilities."""
+        ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class TemperatureScaling:
+    """Temperature scaling (calibrators/temperature.py) as a Calibrator: log_softmax(z / temperature)."""
+
+    temperature: float
+    n_classes: int
+    fit_size: int
+    method: str = "temperature"
+
+    @property
+    def n_parameters(self) -> int:
+        return 1
+
+    def transform(self, logits: np.ndarray) -> np.ndarray:
+        return log_softmax(as_logits(logits, self.n_classes) / self.temperature)
+
+    def describe(self) -> dict[str, Any]:
+        return describe_fit(
+            self.method, self.n_classes, self.fit_size, self.n_parameters, {"temperature": self.temperature}
+        )
+
+
+def fit_temperature_scaling(logits: np.ndarray, labels: np.ndarray) -> TemperatureScaling:
+    """Fit temperature scaling with `temperature.fit_temperature` (T in [0.007, 148])."""
+    z, y = as_fit_data(logits, labels)
+    return TemperatureScaling(temperature=fit_temperature(z, y), n_classes=z.shape[1], fit_size=len(y))
+
+
+# name -> fit function(logits, labels, **options) -> Calibrator, in order of increasing flexibility.
+CALIBRATORS: dict[str, Callable[..., Calibrator]] = {
+    "temperature": fit_temperature_scaling,
+    "vector": fit_vector,
+    "matrix": fit_matrix,
+    "dirichlet": fit_dirichlet,
+    "isotonic": fit_isotonic,
+    "histogram": fit_histogram,
+}
+METHODS = tuple(CALIBRATORS)
+LABELS = {
+    "temperature": "temperature scaling",
+    "vector": "vector scaling",
+    "matrix": "matrix scaling",
+    "dirichlet": "Dirichlet calibration",
+    "isotonic": "isotonic regression",
+    "histogram": "histogram binning",
+}
+ODIR_PARAMETERS_PER_SAMPLE = 4  # matrix and Dirichlet: ODIR lets them fit up to 4 parameters per image
+ISOTONIC_SAMPLES_PER_CLASS = 10  # isotonic: each class's map comes from its own positives
+
+
+def _requirement(method: str, n_classes: int, n_bins: int) -> tuple[int, str]:
+    """(the smallest calibration split `method` is fitted on, why), for `n_classes` classes."""
+    k = n_classes
+    if method == "temperature":
+        return 1, "fits 1 parameter"
+    if method == "vector":
+        return 2 * k, f"fits {2 * k:,} parameters (one image each)"
+    if method in ("matrix", "dirichlet"):
+        parameters = k * (k + 1)
+        need = math.ceil(parameters / ODIR_PARAMETERS_PER_SAMPLE)
+        return need, f"fits {parameters:,} parameters (at most {ODIR_PARAMETERS_PER_SAMPLE} per image with ODIR)"
+    if method == "isotonic":
+        per_class = ISOTONIC_SAMPLES_PER_CLASS
+        return per_class * k, f"fits a step function per class ({per_class} images a class)"
+    if method == "histogram":
+        return n_bins * k, f"fits {n_bins * k:,} bin values ({n_bins} bins a class, one image each)"
+    raise UsageError(f"unknown calibration method {method!r}; choose one of {', '.join(METHODS)}")
+
+
+def minimum_fit_size(method: str, n_classes: int, n_bins: int = N_BINS) -> int:
+    """The smallest calibration split `check_fit_size` accepts for `method` on `n_classes` classes."""
+    return _requirement(method, n_classes, n_bins)[0]
+
+
+def check_fit_size(method: str, n_samples: int, n_classes: int, n_bins: int = N_BINS) -> None:
+    """Raise UsageError (one line) when `n_samples` held-out images are too few to fit `method` on `n_classes`.
+
+    The rule, per method, for K classes: temperature 1 image; vector 2K (one per parameter); matrix and
+    Dirichlet K(K + 1) / 4 (ODIR's regularisation lets them fit up to 4 parameters per image: 28 for 10
+    classes, 2,525 for 100, 250,250 for 1,000); isotonic 10K; histogram n_bins x K (one per bin value)."""
+    need, why = _requirement(method, n_classes, n_bins)
+    if n_classes < 2:
+        raise UsageError(f"calibration needs at least 2 classes, got {n_classes}")
+    if n_samples < need:
+        fits = [LABELS[m] for m in METHODS if m != method and minimum_fit_size(m, n_classes, n_bins) <= n_samples]
+        advice = f" or {', '.join(fits)}" if fits else ""
+        raise UsageError(
+            f"{LABELS[method]} on {n_classes:,} classes {why}, so it needs a calibration split of at least "
+            f"{need:,} images, got {n_samples:,}: use a larger calibration split{advice}"
+        )
+
+
+def fit_calibrator(method: str, logits: np.ndarray, labels: np.ndarray, **options: Any) -> Calibrator:
+    """Check the method and the split's size, then fit `method` on held-out (logits, labels) with `options`."""
+    z = as_logits(logits)
+    check_fit_size(method, len(z), z.shape[1], options.get("n_bins", N_BINS))
+    return CALIBRATORS[method](z, labels, **options)

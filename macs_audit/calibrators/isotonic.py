@@ -1,0 +1,79 @@
+"""Isotonic regression one-vs-rest (Zadrozny and Elkan 2002), renormalised.
+
+For each class k, scikit-learn's IsotonicRegression (increasing, outputs in [0, 1], out_of_bounds
+"clip") is fitted to (p_k, 1[y = k]) with p = softmax(z). A new sample gets q_k = f_k(p_k); the q_k are
+raised to at least `min_probability` (default 0.01 / K: a block without positives has value 0, which at
+the label would make the NLL infinite) and divided by their sum. netcal's IsotonicRegression renormalises
+the same way, without the floor.
+
+The fitted maps are exposed for export: `thresholds[k]` (increasing) and `values[k]` (non-decreasing)
+define f_k as numpy.interp(p, thresholds[k], values[k]): linear interpolation between the points,
+constant beyond the first and last (the clip), which is exactly scikit-learn's prediction. Within a
+fitted block the two end points carry the same value, so f_k is a step function with linear ramps
+between blocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, floor_for, renormalise, softmax
+
+
+@dataclasses.dataclass(frozen=True)
+class IsotonicCalibration:
+    """Fitted one-vs-rest isotonic maps; `transform(z)` = log(renormalised floored f_k(softmax(z)_k))."""
+
+    thresholds: list[np.ndarray]  # per class: the x points of f_k, increasing
+    values: list[np.ndarray]  # per class: f_k at those points, non-decreasing, in [0, 1]
+    fit_size: int
+    options: dict[str, Any]  # min_probability
+    method: str = "isotonic"
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.thresholds)
+
+    @property
+    def n_parameters(self) -> int:
+        """The fitted numbers: every class's (threshold, value) pairs."""
+        return 2 * sum(len(t) for t in self.thresholds)
+
+    def one_vs_rest(self, logits: np.ndarray) -> np.ndarray:
+        """The per-class estimates f_k(p_k), (N, K), before the floor and renormalisation."""
+        p = np.ascontiguousarray(softmax(as_logits(logits, self.n_classes)).T)  # (K, N): contiguous per class
+        for k, (x, v) in enumerate(zip(self.thresholds, self.values, strict=True)):
+            p[k] = np.interp(p[k], x, v)
+        return p.T
+
+    def probabilities(self, logits: np.ndarray) -> np.ndarray:
+        return renormalise(self.one_vs_rest(logits), self.options["min_probability"])
+
+    def transform(self, logits: np.ndarray) -> np.ndarray:
+        """Calibrated log-probabilities (N, K), float64, finite: softmax of them gives `probabilities`."""
+        return np.log(self.probabilities(logits))
+
+    def describe(self) -> dict[str, Any]:
+        points = [len(t) for t in self.thresholds]
+        parameters = {**self.options, "points_min": min(points), "points_max": max(points)}
+        return describe_fit(self.method, self.n_classes, self.fit_size, self.n_parameters, parameters)
+
+
+def fit_isotonic(logits: np.ndarray, labels: np.ndarray, min_probability: float | None = None) -> IsotonicCalibration:
+    """Fit one isotonic regression per class on held-out (logits, labels)."""
+    from sklearn.isotonic import IsotonicRegression
+
+    z, y = as_fit_data(logits, labels)
+    floor = floor_for(min_probability, z.shape[1])
+    p = np.ascontiguousarray(softmax(z).T)  # (K, N): one contiguous row per class
+    thresholds, values = [], []
+    for k in range(len(p)):
+        order = np.argsort(p[k], kind="stable")  # scikit-learn sorts again: pre-sorted input halves its time
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
+        iso.fit(p[k][order], (y[order] == k).astype(np.float64))
+        thresholds.append(np.asarray(iso.X_thresholds_, dtype=np.float64))
+        values.append(np.asarray(iso.y_thresholds_, dtype=np.float64))
+    return IsotonicCalibration(thresholds, values, len(y), {"min_probability": floor})
