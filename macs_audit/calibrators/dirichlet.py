@@ -15,44 +15,21 @@ class, the converged fit has a diagonal weight of 146 and a held-out NLL of 4.3 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 
-from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, log_softmax
-from macs_audit.calibrators.matrix import LAMBDA_OD, MAX_ITER, MU, TOL, fit_affine
+from macs_audit.calibrators.common import as_fit_data, as_logits, log_softmax
+from macs_audit.calibrators.matrix import LAMBDA_OD, MAX_ITER, MU, TOL, MatrixScaling, fit_affine
 
 
 @dataclasses.dataclass(frozen=True)
-class DirichletCalibration:
-    """A fitted Dirichlet calibration: `transform(z)` = log_softmax(log_softmax(z) @ weights.T + bias)."""
+class DirichletCalibration(MatrixScaling):
+    """A fitted Dirichlet calibration: matrix scaling applied to log_softmax(z) instead of z."""
 
-    weights: np.ndarray  # (K, K)
-    bias: np.ndarray  # (K,)
-    fit_size: int
-    options: dict[str, Any]  # lambda_od, mu, max_iter, tol
-    optimizer: dict[str, Any]  # objective (fit NLL + penalty), converged, iterations, evaluations
     method: str = "dirichlet"
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.bias)
-
-    @property
-    def n_parameters(self) -> int:
-        return self.n_classes * (self.n_classes + 1)
 
     def calibrated_logits(self, logits: np.ndarray) -> np.ndarray:
         return log_softmax(as_logits(logits, self.n_classes)) @ self.weights.T + self.bias
-
-    def transform(self, logits: np.ndarray) -> np.ndarray:
-        """Calibrated log-probabilities (N, K), float64: softmax of them gives the calibrated probabilities."""
-        return log_softmax(self.calibrated_logits(logits))
-
-    def describe(self) -> dict[str, Any]:
-        return describe_fit(
-            self.method, self.n_classes, self.fit_size, self.n_parameters, {**self.options, **self.optimizer}
-        )
 
 
 def fit_dirichlet(
