@@ -1,11 +1,13 @@
 """Speed of macs_audit.views.corruptions against the `imagecorruptions` package, on CPU.
 
-    python benchmarks/bench_corruptions.py [--data ../shared/data/cifar10_test.npz]
-        [--images 1000] [--grid-images 10000] [--batch 1000] [--threads N] [--rounds 5]
-        [--skip-reference] [--skip-grid] [--only NAME ...]
+    python benchmarks/bench_corruptions.py [--set cifar|tiny-imagenet|imagenet]
+        [--data ../shared/data/cifar10_test.npz] [--images 1000] [--grid-images 10000] [--batch 1000]
+        [--threads N] [--rounds 5] [--skip-reference] [--skip-grid] [--only NAME ...]
 
-1. Images/s per corruption, all five severities, on the same CIFAR-10 test images, for this
-   implementation (one batch of --images per severity) and for imagecorruptions (its per-image
+1. Images/s per corruption, all five severities, on the same images (CIFAR-10 test images for the
+   cifar set; for the others, unless --data is given, crops of scikit-image's sample photographs at
+   the set's side), for this implementation with the --set parameters (one batch of --images per
+   severity) and for imagecorruptions (its per-image
    `corrupt(image, corruption_name, severity)`), and the ratio: --rounds interleaved rounds,
    each timing one pass of ours on all the images and one pass of the reference on 1/rounds of
    them, so both see the same load; the median of the rounds' ratios is reported, with their
@@ -16,11 +18,12 @@
 The output is a markdown report on stdout (progress on stderr).
 
 imagecorruptions is a benchmark-only dependency (`pip install imagecorruptions`, which pulls
-opencv-python and scikit-image). It always uses its ImageNet-C parameters, not the CIFAR ones,
-so the work per image differs (e.g. zoom_blur averages 11-16 zooms where CIFAR averages 7-26,
-glass blur loops up to 3 times with larger shifts); the comparison is of the implementations as
-shipped. Version 1.1.2 does not import on a current stack, so this script installs three
-compatibility shims in its own process before importing it (none changes what is computed):
+opencv-python and scikit-image). It always uses its ImageNet-C parameters: with --set imagenet
+on 224 px images both sides do the same work; with the cifar set the work per image differs (e.g.
+zoom_blur averages 11-16 zooms where CIFAR averages 7-26, glass blur loops up to 3 times with larger
+shifts) and the comparison is of the implementations as shipped. Version 1.1.2 does not import
+on a current stack, so this script installs three compatibility shims in its own process before
+importing it (none changes what is computed):
   - `pkg_resources.resource_filename` (setuptools >= 81 no longer ships pkg_resources), used
     only to locate its frost images;
   - `np.float_ = np.float64` (removed in NumPy 2.0), used by its fog plasma fractal;
@@ -122,7 +125,27 @@ class Clock:
         self.cpu = time.process_time() - self.cpu
 
 
-def time_pair(torch, corruptions, ic_corrupt, name, images, rounds):
+def sample_photos(n: int, side: int) -> np.ndarray:
+    """n crops (seeded positions) of scikit-image's bundled colour photographs, side x side: 224 px
+    crops, resized to `side` with Pillow's bilinear filter when it differs."""
+    from PIL import Image
+    from skimage import data
+
+    photos = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket()]
+    rng = np.random.default_rng(0)
+    crops = []
+    for i in range(n):
+        photo = photos[i % len(photos)]
+        top = int(rng.integers(0, photo.shape[0] - 224 + 1))
+        left = int(rng.integers(0, photo.shape[1] - 224 + 1))
+        crop = photo[top : top + 224, left : left + 224]
+        if side != 224:
+            crop = np.asarray(Image.fromarray(crop).resize((side, side), Image.BILINEAR))
+        crops.append(crop)
+    return np.ascontiguousarray(np.stack(crops))
+
+
+def time_pair(torch, corruptions, ic_corrupt, name, images, rounds, corruption_set):
     """Ours and the reference, interleaved in ``rounds`` rounds so that both see the same
     machine load. Each round times one pass of ours over all five severities (one batch of all
     the images per severity) and one pass of the reference over all five severities on the
@@ -132,7 +155,7 @@ def time_pair(torch, corruptions, ic_corrupt, name, images, rounds):
     still timed."""
     x = torch.from_numpy(images)
     for severity in range(1, 6):  # warm-up: tables, caches, the allocator's pools
-        corruptions.corrupt(x, name, severity, seed=0)
+        corruptions.corrupt(x, name, severity, seed=0, corruption_set=corruption_set)
     error = None
     if ic_corrupt is not None:
         try:
@@ -144,7 +167,7 @@ def time_pair(torch, corruptions, ic_corrupt, name, images, rounds):
     for r, share in enumerate(np.array_split(np.arange(len(images)), rounds)):
         with Clock() as clock:
             for severity in range(1, 6):
-                corruptions.corrupt(x, name, severity, seed=100 * r + severity)
+                corruptions.corrupt(x, name, severity, seed=100 * r + severity, corruption_set=corruption_set)
         rates["ours"].append((5 * len(images) / clock.wall, 5 * len(images) / clock.cpu))
         if ic_corrupt is not None and error is None:
             try:
@@ -159,7 +182,7 @@ def time_pair(torch, corruptions, ic_corrupt, name, images, rounds):
     return rates, error
 
 
-def time_grid(torch, corruptions, names, images, batch):
+def time_grid(torch, corruptions, names, images, batch, corruption_set):
     """The full grid: (wall s, CPU s, {name: (wall s, CPU s)})."""
     x = torch.from_numpy(images)
     per = {}
@@ -169,7 +192,8 @@ def time_grid(torch, corruptions, names, images, batch):
                 for severity in range(1, 6):
                     for start in range(0, len(x), batch):
                         seed = corruptions.batch_seed(0, name, severity, start)
-                        corruptions.corrupt(x[start : start + batch], name, severity, seed=seed)
+                        part = x[start : start + batch]
+                        corruptions.corrupt(part, name, severity, seed=seed, corruption_set=corruption_set)
             per[name] = (clock.wall, clock.cpu)
             log(f"  grid {name:18s} wall {clock.wall:7.1f} s  cpu {clock.cpu:7.1f} s")
     return total.wall, total.cpu, per
@@ -187,7 +211,8 @@ def cpu_model() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--set", default="cifar", help="corruption parameter set: cifar, tiny-imagenet or imagenet")
+    ap.add_argument("--data", type=Path, default=None, help="npz with x (default: CIFAR-10 test set for cifar)")
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--grid-images", type=int, default=10000)
     ap.add_argument("--batch", type=int, default=1000)
@@ -215,11 +240,17 @@ def main() -> None:
     import torch
 
     from macs_audit.views.corruptions import apply as corruptions
-    from macs_audit.views.corruptions.table import CORRUPTIONS, FAMILIES
+    from macs_audit.views.corruptions.table import CORRUPTIONS, FAMILIES, parameter_set
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    data = np.load(args.data, allow_pickle=False)["x"]
+    pset = parameter_set(args.set)
+    if args.data is None and pset.name != "cifar":
+        data = sample_photos(max(args.images, 0 if args.skip_grid or args.only else args.grid_images), pset.size)
+        data_name = f"crops of scikit-image sample photographs at {pset.size} px"
+    else:
+        path = args.data or DEFAULT_DATA
+        data, data_name = np.load(path, allow_pickle=False)["x"], path.name
     images = np.ascontiguousarray(data[: args.images])
     load_start = os.getloadavg()
 
@@ -234,7 +265,7 @@ def main() -> None:
     ours, ref_rates, ref_errors, ratios = {}, {}, {}, {}
     names = args.only or CORRUPTIONS
     for name in names:
-        rates, error = time_pair(torch, corruptions, ic_corrupt, name, images, args.rounds)
+        rates, error = time_pair(torch, corruptions, ic_corrupt, name, images, args.rounds, pset.name)
         if error:
             ref_errors[name] = error
         ours[name] = tuple(float(np.median([r[i] for r in rates["ours"]])) for i in (0, 1))
@@ -254,7 +285,7 @@ def main() -> None:
     if not args.skip_grid and not args.only:
         grid_images = np.ascontiguousarray(data[: args.grid_images])
         log(f"full grid: 19 x 5 x {len(grid_images)} images, batch {args.batch}")
-        grid_total, grid_cpu, grid_per = time_grid(torch, corruptions, CORRUPTIONS, grid_images, args.batch)
+        grid_total, grid_cpu, grid_per = time_grid(torch, corruptions, CORRUPTIONS, grid_images, args.batch, pset.name)
     load_end = os.getloadavg()
 
     out = [
@@ -264,7 +295,8 @@ def main() -> None:
         f"numpy {np.__version__}, Python {platform.python_version()}",
         f"Load average (1 min) at start / end: {load_start[0]:.2f} / {load_end[0]:.2f}",
         f"Reference: {reference}",
-        f"Data: first {len(images)} images of {args.data.name}, all 5 severities",
+        f"Data: first {len(images)} images ({images.shape[1]}x{images.shape[2]}) of {data_name}, all 5 severities; "
+        f"macs-audit's {pset.name} parameter set",
         "",
         f"Rates are images per second over all 5 severities, medians over {args.rounds} interleaved "
         "rounds: wall clock, and in brackets per second of this process's CPU time (the better "

@@ -15,27 +15,32 @@ import numpy as np
 
 import macs_audit
 from macs_audit import distributed
+from macs_audit.calibrators.selection import compare_calibrators
 from macs_audit.calibrators.temperature import fit_temperature
 from macs_audit.data.batching import device_images, prefetched
 from macs_audit.data.sources import Source
 from macs_audit.data.splits import stratified_split
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
-from macs_audit.metrics import accumulators
+from macs_audit.metrics import accumulators, bootstrap, conformal, label_free, ood, selective
 from macs_audit.models.predictor import Predictor
 from macs_audit.models.preprocessing import to_unit_float
 from macs_audit.report import (
+    Calibrators,
+    Conformal,
     Conventions,
     CorruptionSummary,
     DataInfo,
     MarginHistogram,
     ModelInfo,
+    OODDetection,
     Reliability,
     Report,
     Robustness,
     Runtime,
     TemperatureScaling,
     Tool,
+    Unlabeled,
     ViewResult,
 )
 from macs_audit.views import view as views
@@ -49,6 +54,7 @@ ProgressFn = Callable[[str, int, int], None]
 class AuditOptions:
     batch_size: int = 500
     calibration_split: float = 0.2  # fraction of the evaluation data held out to fit T; 0 disables
+    calibrators: tuple[str, ...] = ()  # post-hoc methods also fitted on that part and scored on the rest
     bootstrap: int = 1000  # bootstrap resamples for the intervals; 0 disables
     seed: int = 0
     # Robustness (all off by default in the library; the CLI turns on the robust view and sensitivity).
@@ -59,8 +65,12 @@ class AuditOptions:
     severities: tuple[int, ...] = (1, 2, 3, 4, 5)
     cifar_c_dir: str | None = None  # read released CIFAR-C files instead of generating
     frost_textures: str | None = None
+    corruption_set: str = "auto"  # cifar, tiny-imagenet, imagenet, or auto: the one nearest the images' size
     corruption_baseline: Report | None = None  # for CE / relative mCE
     workers: int | None = None  # ImageFolder decoding processes; None: min(8, cores / processes)
+    coverage: float = conformal.DEFAULT_COVERAGE  # conformal sets' target, fitted on the calibration split
+    ood_source: Source | None = None  # a second data set (labels unused) for OOD detection
+    unlabeled_source: Source | None = None  # target images whose accuracy is estimated without labels
 
 
 @dataclasses.dataclass
@@ -87,13 +97,15 @@ def evaluate_view(
     keep_logits: bool = False,
     ctx: Context = SINGLE,
     workers: int = 0,
+    accumulate: bool = True,
 ):
     """Run one view over the whole source (this rank's shard under torch.distributed, then
-    combined across ranks); return (accumulator, logits or None).
+    combined across ranks); return (accumulator, logits or None). `accumulate=False` only predicts
+    (an unlabeled source): the accumulator returned is then None.
 
     A torch model on CUDA gets the whole split as one device tensor when it fits (views then run
     on the device with no host round trip), else page-locked host batches."""
-    acc = accumulators.CalibrationAccumulator(num_classes)
+    acc = accumulators.CalibrationAccumulator(num_classes) if accumulate else None
     kept, starts = [], []
     done = 0
     total = (
@@ -120,26 +132,33 @@ def evaluate_view(
         logits = predictor.predict(images)
         if logits.shape[1] != num_classes:
             raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
-        acc.update(logits, labels)
+        if acc is not None:
+            acc.update(logits, labels)
         starts.append(start)
         if keep_logits:
             kept.append(logits)
         done += len(labels)
         if progress:
             progress(description, done, total)
-    acc = distributed.reduce_accumulator(acc, starts, ctx)
+    if acc is not None:
+        acc = distributed.reduce_accumulator(acc, starts, ctx)
     if keep_logits:
         kept = distributed.gather_in_order(kept, starts, ctx)
     return acc, (np.concatenate(kept) if keep_logits else None)
 
 
-def view_result(view: View, acc: accumulators.CalibrationAccumulator, bootstrap: int, seed: int) -> ViewResult:
+def view_result(view: View, acc: accumulators.CalibrationAccumulator, resamples: int, seed: int) -> ViewResult:
+    metrics = acc.compute()
+    samples = acc.samples()
+    metrics.update(selective.selective_metrics(samples["confidence"], samples["correct"]))
     return ViewResult(
         name=view.name,
         kind=view.kind,
-        metrics=acc.compute(),
-        intervals=accumulators.bootstrap_intervals(acc, bootstrap, seed) if bootstrap else {},
+        metrics=metrics,
+        intervals=bootstrap.bootstrap_intervals(acc, resamples, seed, estimates=metrics),
         reliability=Reliability.from_dict(acc.reliability()),
+        # Not per grid cell: 95 curves would double the report for a plot nobody draws.
+        smooth_reliability=acc.smooth_reliability() if view.kind != "corruption" else None,
         corruption=view.corruption,
         severity=view.severity,
         family=FAMILIES[view.corruption] if view.corruption else None,
@@ -177,6 +196,23 @@ def temperature_section(
         "raw": {k: raw[k] for k in ("accuracy", "ece", "adaptive_ece", "nll", "brier")},
         "scaled": {k: scaled[k] for k in ("accuracy", "ece", "adaptive_ece", "nll", "brier")},
     }
+
+
+def calibrators_section(
+    logits: np.ndarray, labels: np.ndarray, methods: tuple[str, ...], fraction: float, seed: int
+) -> dict | None:
+    """Each of `methods` fitted on the temperature's held-out part and scored on the rest (the same split),
+    for information; a method the part is too small for is listed as refused. None when none can be fitted."""
+    if not methods or fraction <= 0:
+        return None
+    held, rest = stratified_split(labels, fraction, seed)
+    if len(held) == 0 or len(rest) == 0:
+        return None
+    try:
+        selection = compare_calibrators(logits[held], labels[held], logits[rest], labels[rest], methods)
+    except UsageError:  # too few held-out images for every method: the table would say nothing
+        return None
+    return {**selection.to_dict(), "split": "the temperature's: class-stratified, seeded", "seed": seed}
 
 
 def margin_histogram(acc: accumulators.CalibrationAccumulator, bins: int = 40) -> dict:
@@ -222,9 +258,13 @@ def run_audit(
         workers=_workers(options, ctx),
     )
     clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed)
+    samples = acc.samples()
+    clean.risk_coverage = selective.curve_points(selective.risk_curve(samples["confidence"], samples["correct"]))
+    sets = conformal_fit(logits, source.labels, options)
     robustness = RobustnessResult()
     if options.perturbations or options.sensitivity_samples or options.corruptions:
-        robustness = audit_robustness(predictor, source, num_classes, clean, options, progress, ctx)
+        robustness = audit_robustness(predictor, source, num_classes, clean, options, progress, ctx, sets)
+    trust = audit_trust(predictor, logits, source.labels, num_classes, sets, robustness.views, options, progress, ctx)
     report = Report(
         model=ModelInfo.from_dict(
             {
@@ -256,24 +296,114 @@ def run_audit(
         conventions=Conventions.from_dict(
             {
                 **accumulators.CONVENTIONS,
+                "bootstrap": bootstrap.CONVENTION,
                 "bootstrap_resamples": options.bootstrap,
                 **_bootstrap_note(len(source), options.bootstrap),
                 **robustness.conventions,
+                **trust.conventions,
             }
         ),
-        seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds},
+        seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
         clean=clean,
         temperature_scaling=TemperatureScaling.from_dict_or_none(
             temperature_section(logits, source.labels, num_classes, options.calibration_split, options.seed)
+        ),
+        calibrators=Calibrators.from_dict_or_none(
+            calibrators_section(logits, source.labels, options.calibrators, options.calibration_split, options.seed)
         ),
         margin_histogram=MarginHistogram.from_dict(margin_histogram(acc)),
         views=robustness.views,
         robustness=Robustness.from_dict_or_none(robustness.section),
         corruption_summary=CorruptionSummary.from_dict_or_none(robustness.corruption_summary),
+        conformal=Conformal.from_dict_or_none(trust.conformal),
+        ood=OODDetection.from_dict_or_none(trust.ood),
+        unlabeled=Unlabeled.from_dict_or_none(trust.unlabeled),
         tool=Tool.from_dict({"name": "macs-audit", "version": macs_audit.__version__}),
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
     return AuditResult(report=report, logits=logits, labels=source.labels.copy())
+
+
+def conformal_fit(logits: np.ndarray, labels: np.ndarray, options: AuditOptions) -> conformal.SplitConformal | None:
+    """Conformal sets fitted on the temperature's held-out part (the same split) and scored on the rest; None
+    without a calibration split."""
+    if options.calibration_split <= 0:
+        return None
+    held, rest = stratified_split(labels, options.calibration_split, options.seed)
+    if len(held) == 0 or len(rest) == 0:
+        return None
+    return conformal.SplitConformal.fit(logits, labels, held, rest, options.coverage)
+
+
+@dataclasses.dataclass
+class TrustResult:
+    """What selective prediction, conformal sets, OOD detection and the unlabeled estimate add to the Report."""
+
+    conformal: dict | None = None
+    ood: dict | None = None
+    unlabeled: dict | None = None
+    conventions: dict = dataclasses.field(default_factory=dict)
+    seeds: dict = dataclasses.field(default_factory=dict)
+
+
+def audit_trust(
+    predictor: Predictor,
+    logits: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    sets: conformal.SplitConformal | None,
+    view_results: list[ViewResult],
+    options: AuditOptions,
+    progress: ProgressFn | None,
+    ctx: Context = SINGLE,
+) -> TrustResult:
+    """The conformal section from the clean logits (and the views' coverage); the OOD and unlabeled sources'
+    passes. The selective-prediction metrics are in every view's metrics (view_result)."""
+    result = TrustResult(conventions={"selective": selective.CONVENTION})
+    if sets is not None:
+        corrupted = {v.name: v.conformal for v in view_results if v.kind == "corruption" and v.conformal}
+        result.conformal = {
+            "target_coverage": sets.coverage,
+            "n_calibration": len(labels) - len(sets.held_out),
+            "n_eval": len(sets.held_out),
+            "methods": {
+                method: {"threshold": q if np.isfinite(q) else None, **stats}
+                for (method, q), stats in zip(sets.thresholds.items(), sets.evaluate(logits).values(), strict=True)
+            },
+            "split": "the temperature's: class-stratified, seeded",
+            "seed": options.seed,
+            "corruption_mean": conformal.summarize_views(corrupted) if corrupted else None,
+        }
+        result.conventions["conformal"] = conformal.CONVENTION
+    for purpose, target in (("ood", options.ood_source), ("unlabeled", options.unlabeled_source)):
+        if target is None:
+            continue
+        _, target_logits = evaluate_view(
+            predictor,
+            target,
+            num_classes,
+            options.batch_size,
+            views.CLEAN,
+            progress,
+            f"{purpose} data",
+            keep_logits=True,
+            ctx=ctx,
+            workers=_workers(options, ctx),
+            accumulate=False,
+        )
+        about = {"source": target.name, "format": target.format, "bootstrap_resamples": options.bootstrap}
+        about["seed"] = options.seed
+        if purpose == "ood":
+            scores = ood.ood_section(logits, target_logits, options.bootstrap, options.seed)
+            result.ood = {**about, "n_in": len(logits), "n_out": len(target_logits), "scores": scores}
+            result.conventions["ood"] = ood.CONVENTION
+        else:
+            estimates = label_free.estimates(logits, labels, target_logits, options.bootstrap, options.seed)
+            accuracy = float((logits.argmax(axis=1) == labels).mean())
+            result.unlabeled = {**about, "n": len(target_logits), "source_accuracy": accuracy, "estimates": estimates}
+            result.conventions["label_free"] = label_free.CONVENTION
+        result.seeds[purpose] = options.seed
+    return result
 
 
 def check_corruption_inputs(options: AuditOptions, source: Source | None = None) -> None:
@@ -281,6 +411,8 @@ def check_corruption_inputs(options: AuditOptions, source: Source | None = None)
     corruption or (given the clean `source`) was made from other data, or an unusable frost texture folder."""
     if not options.corruptions:
         return
+    if source is not None:
+        corruption_parameters(options, source)  # no set for the images' size: fail before the clean pass
     if options.cifar_c_dir:
         from macs_audit.data.released import check_cifar_c
 
@@ -291,8 +423,25 @@ def check_corruption_inputs(options: AuditOptions, source: Source | None = None)
         frost_texture_info(options.frost_textures)
 
 
+def corruption_parameters(options: AuditOptions, source: Source) -> dict:
+    """The corruption parameter set for `source`'s images (views.corruptions.table.choose_parameter_set),
+    as the report records it: {corruption_set, corruption_set_choice, image_size}."""
+    from macs_audit.views.corruptions.table import choose_parameter_set
+
+    height, width = source.image_size()
+    if options.cifar_c_dir:  # files written by any set (`corrupt`); the layout does not record which
+        stated = options.corruption_set != "auto"
+        return {
+            "corruption_set": options.corruption_set if stated else None,
+            "corruption_set_choice": "read from files" + (", as --corruption-set states" if stated else ""),
+            "image_size": [height, width],
+        }
+    pset, how = choose_parameter_set(options.corruption_set, height, width)
+    return {"corruption_set": pset.name, "corruption_set_choice": how, "image_size": [height, width]}
+
+
 def _bootstrap_note(n: int, resamples: int) -> dict[str, str]:
-    note = accumulators.bootstrap_note(n, resamples)
+    note = bootstrap.bootstrap_note(n, resamples)
     return {"bootstrap_note": note} if note else {}
 
 
@@ -304,8 +453,9 @@ def audit_robustness(
     options: AuditOptions,
     progress: ProgressFn | None,
     ctx: Context = SINGLE,
+    sets: conformal.SplitConformal | None = None,
 ) -> RobustnessResult:
-    """Perturbation views, sensitivity and the corruption grid."""
+    """Perturbation views, sensitivity and the corruption grid; with `sets`, each view's conformal coverage."""
     from macs_audit.data.splits import stratified_subset
 
     device = views.view_device(predictor.device)
@@ -314,11 +464,11 @@ def audit_robustness(
     if options.perturbations:
         from macs_audit.views.perturbation_params import ROBUST_VIEW, describe
 
-        result.conventions["perturbations"] = describe()
+        result.conventions["perturbations"] = describe(*source.image_size())
         result.seeds["perturbations"] = options.seed
         for name in options.perturbations:
             view = views.perturbation(name, options.seed, device)
-            acc, _ = evaluate_view(
+            acc, logits = evaluate_view(
                 predictor,
                 source,
                 num_classes,
@@ -326,10 +476,12 @@ def audit_robustness(
                 view,
                 progress,
                 name,
+                keep_logits=sets is not None,
                 ctx=ctx,
                 workers=_workers(options, ctx),
             )
             result.views.append(view_result(view, acc, options.bootstrap, options.seed))
+            result.views[-1].conformal = sets.evaluate(logits) if sets is not None else None
             if name == ROBUST_VIEW:
                 section["robust_accuracy"] = result.views[-1].metrics["accuracy"]
                 section["robust_view"] = name
@@ -353,12 +505,19 @@ def audit_robustness(
             progress("sensitivity", len(pos), len(pos))
         section["sensitivity"] = sens
         lipschitz = sens["lipschitz"]
-        section["robustness_ratio"] = clean.metrics["mean_margin"] / lipschitz if lipschitz > 0 else None
+        # Margin and L^ over the same images (the sensitivity subset), so the ratio mixes no populations.
+        section["robustness_ratio"] = sens["mean_margin_subset"] / lipschitz if lipschitz > 0 else None
         section["median_flip_radius"] = sens["median_flip_radius"]
+        result.conventions["robustness_ratio"] = "mean margin / L^, both over the sensitivity subset"
+        result.conventions["flip_radius"] = (
+            "median of margin / norm(grad margin) over the correctly classified images (margin > 0) "
+            "of the sensitivity subset; their number is sensitivity.flip_radius_samples"
+        )
         result.seeds["sensitivity"] = options.seed
     if options.corruptions:
-        result.views += corruption_grid(predictor, source, num_classes, options, progress, ctx, device)
-        result.corruption_summary = corruption_summary(result.views, clean, options)
+        result.views += corruption_grid(predictor, source, num_classes, options, progress, ctx, device, sets)
+        parameters = corruption_parameters(options, source)
+        result.corruption_summary = corruption_summary(result.views, clean, options, parameters)
         result.seeds["corruptions"] = options.seed
     result.section = section or None
     return result
@@ -372,11 +531,14 @@ def corruption_grid(
     progress: ProgressFn | None,
     ctx: Context,
     device: str,
+    sets: conformal.SplitConformal | None = None,
 ) -> list[ViewResult]:
-    """Every corruption x severity, generated on `device` or read from released files."""
+    """Every corruption x severity, generated on `device` or read from released files; with `sets`, each
+    view's conformal coverage."""
     from macs_audit.data.released import cifar_c_source
 
     grid = [(c, s) for c in options.corruptions for s in options.severities]
+    corruption_set = corruption_parameters(options, source)["corruption_set"]
     results = []
     for i, (name, severity) in enumerate(grid):
         if options.cifar_c_dir:
@@ -384,14 +546,14 @@ def corruption_grid(
             view = views.read_corruption(name, severity)
         else:
             view_source = source
-            view = views.corruption(name, severity, options.seed, device, options.frost_textures)
+            view = views.corruption(name, severity, options.seed, device, options.frost_textures, corruption_set)
 
         def grid_progress(desc: str, done: int, total: int, i: int = i) -> None:
             if progress:
                 progress(desc, done, total)
                 progress("corruption grid", i * total + done, len(grid) * total)
 
-        acc, _ = evaluate_view(
+        acc, logits = evaluate_view(
             predictor,
             view_source,
             num_classes,
@@ -399,25 +561,35 @@ def corruption_grid(
             view,
             grid_progress,
             f"{name} s{severity}",
+            keep_logits=sets is not None,
             ctx=ctx,
             workers=_workers(options, ctx),
         )
         # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
         results.append(view_result(view, acc, 0, options.seed))
+        results[-1].conformal = sets.evaluate(logits) if sets is not None else None
     return results
 
 
-def corruption_summary(view_results: list[ViewResult], clean: ViewResult, options: AuditOptions) -> dict:
+def corruption_summary(
+    view_results: list[ViewResult], clean: ViewResult, options: AuditOptions, parameters: dict
+) -> dict:
+    """The grid's summary with the corruption parameters it ran with (`corruption_parameters`)."""
     from macs_audit.metrics.corruption_summary import summarize_corruptions
 
-    summary = summarize_corruptions(
-        [v for v in view_results if v.kind == "corruption"], clean.metrics["accuracy"], options.corruption_baseline
-    )
+    grid = [v for v in view_results if v.kind == "corruption"]
+    summary = summarize_corruptions(grid, clean.metrics["accuracy"], options.corruption_baseline)
+    if options.corruption_baseline is None and parameters.get("corruption_set") == "imagenet":
+        from macs_audit.metrics.corruption_summary import alexnet_errors
+
+        # The benchmark's own normaliser: AlexNet's published errors (a --corruption-baseline replaces them).
+        summary.update(alexnet_errors(grid, clean.metrics["accuracy"]))
     summary["source"] = f"read from {options.cifar_c_dir}" if options.cifar_c_dir else "generated by macs-audit"
+    summary.update(parameters)
     if not options.cifar_c_dir and "frost" in options.corruptions:
         from macs_audit.views.corruptions.weather import frost_texture_info  # imports torch
 
-        summary["frost_textures"] = frost_texture_info(options.frost_textures)
+        summary["frost_textures"] = frost_texture_info(options.frost_textures, parameters["corruption_set"])
     return summary
 
 

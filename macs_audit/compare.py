@@ -16,7 +16,17 @@ from macs_audit.gate import observe
 from macs_audit.metrics.registry import METRICS, Metric, Place, in_place
 from macs_audit.report import Report, ViewResult
 
-SECTIONS = (Place.CLEAN.value, Place.TEMPERATURE.value, Place.ROBUSTNESS.value, "perturbation", Place.CORRUPTION.value)
+SECTIONS = (
+    Place.CLEAN.value,
+    Place.SELECTIVE.value,
+    Place.TEMPERATURE.value,
+    Place.ROBUSTNESS.value,
+    "perturbation",
+    Place.CORRUPTION.value,
+    Place.CONFORMAL.value,
+    Place.OOD.value,
+    Place.UNLABELED.value,
+)
 PER_VIEW = ("accuracy", "ece")  # compared for each perturbation view and each corruption
 AFTER_SCALING = ("ece", "nll")  # compared after temperature scaling
 
@@ -116,6 +126,7 @@ def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Compa
                 add(place.value, metric.name, title, _value(a, metric.name), _value(b, metric.name), metric)
 
     add_metrics(Place.CLEAN)
+    add_metrics(Place.SELECTIVE)
     add_metrics(Place.TEMPERATURE)
     ta, tb = a.temperature_scaling, b.temperature_scaling
     for name in AFTER_SCALING:
@@ -158,6 +169,8 @@ def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Compa
                 metric,
             )
 
+    for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED):
+        add_metrics(place)
     return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b))
 
 

@@ -27,7 +27,7 @@ SUM_FIELDS_FLOAT = (
     "class_bin_prob_sum",
     "class_bin_hit_sum",
 )
-SAMPLE_FIELDS = ("_confidence", "_is_correct", "_nll", "_margin")
+SAMPLE_FIELDS = ("_confidence", "_is_correct", "_nll", "_brier", "_margin")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -275,35 +275,37 @@ _SECTIONS = {
     Place.TEMPERATURE: "temperature_scaling",
     Place.ROBUSTNESS: "robustness",
     Place.CORRUPTION: "corruption_summary",
+    Place.CONFORMAL: "conformal",
+    Place.OOD: "ood",
+    Place.UNLABELED: "unlabeled",
 }
+_VIEW_PLACES = (Place.CLEAN, Place.SELECTIVE)  # values in report.clean.metrics
 
 
 def _attribute(section: object, path: str) -> object:
-    """section.a.b for path "a.b"; None where any step is absent."""
+    """section.a.b for path "a.b" (attributes of sections, keys of mappings); None where any step is absent."""
     for name in path.split("."):
-        section = getattr(section, name, None)
+        section = section.get(name) if isinstance(section, dict) else getattr(section, name, None)
     return section
 
 
 def locate(report: Report, metric: Metric) -> tuple[object, list[float] | None]:
     """(value, 95% interval) of a registry metric as the report holds them; None where absent."""
-    if metric.place is Place.CLEAN:
+    if metric.place in _VIEW_PLACES:
         return report.clean.metrics.get(metric.report_key), report.clean.intervals.get(metric.report_key)
     robust: ViewResult | None = report.robust_view()
     if metric.name == "robust_ece":
         return (robust.metrics.get("ece"), robust.intervals.get("ece")) if robust is not None else (None, None)
-    section = {
-        Place.TEMPERATURE: report.temperature_scaling,
-        Place.ROBUSTNESS: report.robustness,
-        Place.CORRUPTION: report.corruption_summary,
-    }[metric.place]
+    section = getattr(report, _SECTIONS[metric.place])
     interval = robust.intervals.get("accuracy") if metric.name == "robust_accuracy" and robust is not None else None
+    if metric.interval:
+        interval = _attribute(section, metric.interval)  # type: ignore[assignment]
     return _attribute(section, metric.report_key), interval
 
 
 def _missing(report: Report, metric: Metric) -> str:
     """What the report lacks for `metric`, and how to produce it."""
-    if metric.place is Place.CLEAN:
+    if metric.place in _VIEW_PLACES:
         return f"clean metric {metric.name!r}"
     if metric.name == "robustness_ratio" and report.robustness is not None and report.robustness.sensitivity:
         return "robustness ratio: it is undefined because the measured sensitivity L^ is 0"

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 
 from macs_audit.errors import InputError
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 DEFAULT_ROBUST_VIEW = "noise+blur"  # the view robustness.robust_accuracy is measured on
 
 S = TypeVar("S", bound="Section")
@@ -29,6 +29,18 @@ S = TypeVar("S", bound="Section")
 def null_when_absent() -> Any:
     """An optional field the JSON always carries, as null when it has no value."""
     return dataclasses.field(default=None, metadata={"null": True})
+
+
+def added_in(version: str) -> Any:
+    """An optional top-level section added by minor version `version` (see Report.to_dict)."""
+    return dataclasses.field(default=None, metadata={"since": _version(version)})
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in str(text).split("."))
+    except ValueError:
+        return (0, 0)
 
 
 def _plain(value: Any) -> Any:
@@ -125,6 +137,14 @@ class ViewResult(Section):
     corruption: str | None = null_when_absent()
     severity: int | None = null_when_absent()
     family: str | None = null_when_absent()
+    # Clean and perturbation views: the smoothed reliability curve at smooth ECE's bandwidth
+    # (metrics.estimators.smooth_reliability): sigma, confidence, accuracy (None where too few samples), density.
+    smooth_reliability: dict[str, Any] | None = None
+    # The clean view only: the risk-coverage curve of selective prediction (metrics.selective.curve_points).
+    risk_coverage: dict[str, list[float]] | None = None
+    # Perturbation and corruption views: the conformal sets' statistics on the held-out images of the view,
+    # method -> {coverage, mean_set_size, worst_class_coverage, worst_class} (report.conformal has the clean ones).
+    conformal: dict[str, dict[str, Any]] | None = None
 
     _sections = {"reliability": Reliability}
 
@@ -144,6 +164,7 @@ class ModelInfo(Section):
     std: list[float] | None = None
     output: str | None = None
     class_names: list[str] | None = None
+    crop_pct: float | None = None  # image folders were resized and centre-cropped with it (1.2)
     config_sources: dict[str, str] | None = None
     checkpoint_prefix_stripped: str | None = None  # the wrapper prefix taken off every state-dict key
     warnings: list[str] | None = None  # what the user should know about how the model was read
@@ -159,6 +180,7 @@ class DataInfo(Section):
     split: str | None = None
     limit: int | None = None
     limit_seed: int | None = None
+    pipeline: str | None = None  # image folders: how images were sized to the model's input (1.2)
 
 
 @dataclasses.dataclass
@@ -195,6 +217,12 @@ class Conventions(Section):
     bootstrap_resamples: int | None = None
     bootstrap_note: str | None = None  # why the views have no intervals although resamples were asked for
     perturbations: dict[str, Any] | None = None
+    robustness_ratio: str | None = None  # over which images margin and L^ are taken
+    flip_radius: str | None = None  # over which images the median flip radius is taken
+    selective: str | None = None  # AURC, risk at coverage, misclassification AUROC
+    conformal: str | None = None
+    ood: str | None = None
+    label_free: str | None = None  # ATC and DoC
 
 
 @dataclasses.dataclass
@@ -217,6 +245,21 @@ class TemperatureScaling(Section):
     scaled: dict[str, float]
 
 
+@dataclasses.dataclass(kw_only=True)
+class Calibrators(Section):
+    """Post-hoc calibrators fitted on the temperature's held-out part and scored on the rest, for information
+    (calibrators/selection.py): `methods` rows hold method, label and either scores (registry names) and
+    n_parameters, or `refused` (why the part was too small to fit it); the first row is the uncalibrated model."""
+
+    select: str  # the score `selected` is best by
+    selected: str
+    n_fit: int
+    n_eval: int
+    methods: list[dict[str, Any]]
+    split: str | None = None
+    seed: int | None = None
+
+
 @dataclasses.dataclass
 class MarginHistogram(Section):
     edges: list[float]
@@ -233,7 +276,8 @@ class Sensitivity(Section):
     method: str | None = None
     n: int | None = None
     mean_margin_subset: float | None = None
-    median_flip_radius: float | None = None
+    median_flip_radius: float | None = None  # over the correctly classified images of the subset
+    flip_radius_samples: int | None = None  # how many they are
     units: str | None = None
 
 
@@ -294,8 +338,58 @@ class CorruptionSummary(Section):
     baseline_corruptions: list[str] | None = None
     source: str | None = None
     frost_textures: str | None = None
+    corruption_set: str | None = None  # the parameter set: cifar, tiny-imagenet or imagenet
+    corruption_set_choice: str | None = None  # how it was chosen (auto, the flag, or released files)
+    image_size: list[int] | None = None  # [height, width] of the images corrupted
 
     _section_maps = {"corruptions": CorruptionMeans, "families": FamilyMeans}
+
+
+@dataclasses.dataclass(kw_only=True)
+class Conformal(Section):
+    """Split conformal prediction sets (metrics/conformal.py), fitted on the temperature's held-out part.
+
+    `methods` maps a method (lac, aps) to {threshold (null: every class), coverage, mean_set_size,
+    worst_class_coverage, worst_class} on the held-out part of the clean data; every perturbation and
+    corruption view holds the same sets' statistics on its images (ViewResult.conformal), and
+    `corruption_mean` maps a method to their mean coverage and set size over the corruption views and the
+    lowest view coverage (`lowest_coverage`, `lowest_view`)."""
+
+    target_coverage: float
+    n_calibration: int
+    n_eval: int
+    methods: dict[str, dict[str, Any]]
+    split: str | None = None
+    seed: int | None = None
+    corruption_mean: dict[str, dict[str, Any]] | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class OODDetection(Section):
+    """Out-of-distribution detection against a second data set (metrics/ood.py): `scores` maps a score (msp,
+    max_logit, energy) to {auroc, aupr, fpr95, intervals: {auroc, aupr, fpr95: [low, high]}}."""
+
+    source: str
+    format: str | None = None
+    n_in: int
+    n_out: int
+    scores: dict[str, dict[str, Any]]
+    bootstrap_resamples: int | None = None
+    seed: int | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class Unlabeled(Section):
+    """Accuracy on unlabeled data estimated without labels (metrics/label_free.py): `estimates` maps an
+    estimator (atc_mc, atc_ne, doc) to {accuracy, interval, and its fitted threshold or offset}."""
+
+    source: str
+    format: str | None = None
+    n: int
+    source_accuracy: float  # of the labelled evaluation data the estimators were fitted on
+    estimates: dict[str, dict[str, Any]]
+    bootstrap_resamples: int | None = None
+    seed: int | None = None
 
 
 @dataclasses.dataclass
@@ -307,10 +401,14 @@ class Report:
     seeds: dict[str, int]  # purpose -> seed
     clean: ViewResult
     temperature_scaling: TemperatureScaling | None = None
+    calibrators: Calibrators | None = added_in("1.2")
     margin_histogram: MarginHistogram | None = None
     views: list[ViewResult] = dataclasses.field(default_factory=list)
     robustness: Robustness | None = None
     corruption_summary: CorruptionSummary | None = None
+    conformal: Conformal | None = added_in("1.2")
+    ood: OODDetection | None = added_in("1.2")
+    unlabeled: Unlabeled | None = added_in("1.2")
     tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""
     schema_version: str = SCHEMA_VERSION
@@ -332,8 +430,14 @@ class Report:
         return next((v for v in self.views if v.name == name and v.kind == "perturbation"), None)
 
     def to_dict(self) -> dict[str, Any]:
-        # Optional sections are written as null, never left out.
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        # Optional sections are written as null, never left out; but a report of an older minor version,
+        # loaded and saved again, gets no null for a section added after it (and so keeps its bytes).
+        version = _version(self.schema_version)
+        return {
+            f.name: _plain(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not None or version >= f.metadata.get("since", (0, 0))
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
@@ -357,10 +461,14 @@ class Report:
                 seeds=dict(data["seeds"]),
                 clean=ViewResult.from_dict(data["clean"]),
                 temperature_scaling=TemperatureScaling.from_dict_or_none(data.get("temperature_scaling")),
+                calibrators=Calibrators.from_dict_or_none(data.get("calibrators")),
                 margin_histogram=MarginHistogram.from_dict_or_none(data.get("margin_histogram")),
                 views=[ViewResult.from_dict(v) for v in data.get("views", [])],
                 robustness=Robustness.from_dict_or_none(data.get("robustness")),
                 corruption_summary=CorruptionSummary.from_dict_or_none(data.get("corruption_summary")),
+                conformal=Conformal.from_dict_or_none(data.get("conformal")),
+                ood=OODDetection.from_dict_or_none(data.get("ood")),
+                unlabeled=Unlabeled.from_dict_or_none(data.get("unlabeled")),
                 tool=Tool.from_dict(data.get("tool", {})),
                 created=data.get("created", ""),
                 schema_version=data["schema_version"],

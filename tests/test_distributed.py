@@ -1,4 +1,5 @@
-"""torchrun-sharded evaluate (gloo, 2 CPU processes) equals single-process evaluate."""
+"""torchrun-sharded evaluate (gloo, 2 CPU processes) equals single-process evaluate, with the OOD and unlabeled
+passes (their logits gathered in data-set order like the views')."""
 
 import json
 import os
@@ -49,9 +50,11 @@ def test_sharded_evaluate_equals_single_process(tmp_path):
     model = linear_onnx(tmp_path / "m.onnx")
     x, y = tiny_images(100, seed=4)  # 7 batches of 16: ranks get 4 and 3 batches, the last one short
     np.savez(tmp_path / "d.npz", x=x, y=y)
+    np.savez(tmp_path / "ood.npz", x=tiny_images(37, seed=5)[0][:, ::-1])  # labels not needed: x only
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
-    common = [str(model), "--data", str(tmp_path / "d.npz"), *ARGS]
+    trust = ["--ood-data", str(tmp_path / "ood.npz"), "--unlabeled", str(tmp_path / "ood.npz")]
+    common = [str(model), "--data", str(tmp_path / "d.npz"), *ARGS, *trust]
     subprocess.run(
         [sys.executable, "-m", "macs_audit", "evaluate", *common, "-o", str(single)],
         check=True,
@@ -85,3 +88,4 @@ def test_sharded_evaluate_equals_single_process(tmp_path):
     diffs = compare(a, b)
     assert set(diffs) == {"/runtime/world_size", "/created"} - ({"/created"} if a["created"] == b["created"] else set())
     assert {v["kind"] for v in b["views"]} == {"perturbation", "corruption"}
+    assert b["ood"]["n_out"] == b["unlabeled"]["n"] == 37 and b["conformal"]["corruption_mean"] is not None

@@ -126,10 +126,16 @@ def _set_metric(report, name, value):
     """A copy of `report` whose gate metric `name` reads `value`."""
     metric = METRICS[name]
     out = copy.deepcopy(report)
-    if metric.place is Place.CLEAN:
+    if metric.place in (Place.CLEAN, Place.SELECTIVE):
         out.clean.metrics[name] = value
     elif metric.place is Place.CORRUPTION:
         setattr(out.corruption_summary, metric.report_key, value)
+    elif metric.place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED):  # a path through the section's mappings
+        *path, last = metric.report_key.split(".")
+        table = getattr(out, metric.place.value)
+        for step in path:
+            table = table[step] if isinstance(table, dict) else getattr(table, step)
+        table[last] = value
     elif name == "robust_ece":
         out.view("noise+blur").metrics["ece"] = value
     else:

@@ -1,9 +1,15 @@
 """Temperature scaling (Guo et al. 2017): one scalar T > 0 that minimises NLL on held-out logits."""
 
+import math
+
 import numpy as np
 
 from macs_audit.errors import InputError
 from macs_audit.metrics.accumulators import softmax64
+
+LOG_T_BOUND = 5.0  # T in [e^-5, e^5] = [0.007, 148]
+MAX_STEPS = 100
+TOLERANCE = 1e-10  # change of log T at which the search stops
 
 
 def temperature_nll(logits: np.ndarray, labels: np.ndarray, temperature: float) -> float:
@@ -11,18 +17,50 @@ def temperature_nll(logits: np.ndarray, labels: np.ndarray, temperature: float) 
     return float(-log_p[np.arange(len(labels)), labels].mean())
 
 
-def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
-    """Return the T minimising NLL(logits / T); searched over log T in [-5, 5] (T in [0.007, 148])."""
-    from scipy.optimize import minimize_scalar
+def _slope_and_curvature(z: np.ndarray, z_true: np.ndarray, beta: float) -> tuple[float, float]:
+    """First and second derivative in beta = 1/T of the mean NLL of softmax(beta z): mean(E_p[z] - z_y) and
+    mean(Var_p[z]), where p = softmax(beta z) (the NLL is convex in beta)."""
+    scaled = beta * z
+    scaled -= scaled.max(axis=1, keepdims=True)
+    p = np.exp(scaled)
+    p /= p.sum(axis=1, keepdims=True)
+    mean_z = (p * z).sum(axis=1)
+    spread = (p * z * z).sum(axis=1) - mean_z**2
+    return float((mean_z - z_true).mean()), float(np.maximum(spread, 0.0).mean())
 
+
+def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Return the T minimising NLL(logits / T) over T in [0.007, 148].
+
+    The NLL is convex in beta = 1/T, so its minimum is bracketed by the sign of the slope; Newton's method
+    runs on u = log beta = -log T (steps of the right scale whether T is 0.1 or 10), kept inside the
+    bracket (bisected where a step leaves it or the curvature in u is not positive), and stops in a few
+    passes over the logits. Where a step heads past an end of the range and the slope there agrees, the
+    minimum is that end. Logits constant in every row leave the NLL flat: T = 1."""
     if len(labels) == 0:
         raise InputError("temperature scaling needs at least one held-out sample")
     z = np.asarray(logits, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
-    result = minimize_scalar(
-        lambda log_t: temperature_nll(z, labels, np.exp(log_t)),
-        bounds=(-5.0, 5.0),
-        method="bounded",
-        options={"xatol": 1e-6},
-    )
-    return float(np.exp(result.x))
+    z_true = z[np.arange(len(labels)), labels]
+    low, high = -LOG_T_BOUND, LOG_T_BOUND  # the bracket of the minimum in u = log beta
+    u = 0.0
+    slope, curvature = _slope_and_curvature(z, z_true, 1.0)
+    if curvature == 0:
+        return 1.0
+    for _ in range(MAX_STEPS):
+        if slope > 0:
+            high = u
+        else:
+            low = u
+        beta = math.exp(u)
+        du, ddu = beta * slope, beta * beta * curvature + beta * slope  # derivatives in u
+        newton = u - du / ddu if ddu > 0 else math.nan
+        if slope == 0 or abs(newton - u) <= TOLERANCE:  # converged (a step within rounding of the bracket's end)
+            break
+        if newton <= low == -LOG_T_BOUND and _slope_and_curvature(z, z_true, math.exp(low))[0] >= 0:
+            return math.exp(LOG_T_BOUND)
+        if newton >= high == LOG_T_BOUND and _slope_and_curvature(z, z_true, math.exp(high))[0] <= 0:
+            return math.exp(-LOG_T_BOUND)
+        u = newton if low < newton < high else 0.5 * (low + high)
+        slope, curvature = _slope_and_curvature(z, z_true, math.exp(u))
+    return float(math.exp(-u))

@@ -23,7 +23,7 @@ app = typer.Typer(
 app.callback()(console.root)
 # Each command with the one line `macs-audit --help` lists it by (click would cut its docstring's first sentence).
 for command, summary in (
-    (corrupt.corrupt, "Write CIFAR-C corruptions of a data set in the released layout."),
+    (corrupt.corrupt, "Write the 19 corruptions of a data set (any parameter set) in the CIFAR-C layout."),
     (evaluate.evaluate, "Audit a model: calibration, robustness and the CIFAR-C grid."),
     (finetune.finetune, "Fine-tune a PyTorch model (MaCS or a baseline), audited before and after."),
     (calibrate.calibrate, "Fit temperature scaling and write the calibrated model, audited before and after."),

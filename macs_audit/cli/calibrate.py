@@ -1,5 +1,6 @@
-"""`macs-audit calibrate MODEL`: temperature scaling fitted on held-out data, folded into a written model, and
-the before/after audit. The run itself is macs_audit.finetune.calibrate."""
+"""`macs-audit calibrate MODEL`: a post-hoc calibrator (temperature scaling by default, or the best of several)
+fitted on held-out data, folded into a written model, and the before/after audit. The run itself is
+macs_audit.finetune.calibrate."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from macs_audit.cli.options import (
     BOOTSTRAP_OPTION,
     CALIBRATION_SPLIT_OPTION,
     CORRUPTIONS_OPTION,
+    CROP_PCT_OPTION,
     EVAL_DATA_OPTION,
     EVAL_LIMIT_OPTION,
     FORCE_OPTION,
@@ -31,13 +33,25 @@ from macs_audit.cli.options import (
     audit_options,
     model_flags,
 )
-from macs_audit.cli.output import print_before_after
+from macs_audit.cli.output import print_before_after, print_calibrators
 
 
 @handle_errors
 def calibrate(
     model: Path = typer.Argument(..., help=MODEL_HELP),
-    data: Path = typer.Option(..., "--data", help="Held-out data to fit the temperature on (not the test set)."),
+    data: Path = typer.Option(..., "--data", help="Held-out data to fit the calibrator on (not the test set)."),
+    method: str = typer.Option(
+        "temperature",
+        "--method",
+        help="temperature, vector, matrix, dirichlet, isotonic, histogram; several (comma-separated) or all: "
+        "each fitted on --data less a --holdout part, scored on that part, the best by --select written.",
+    ),
+    select: str = typer.Option(
+        "nll", "--select", help="With several methods: choose by nll, ece, smooth_ece, brier or accuracy."
+    ),
+    holdout: float = typer.Option(
+        0.3, "--holdout", help="With several methods: the fraction of --data they are scored (not fitted) on."
+    ),
     out: Path = typer.Option(..., "--out", help="Output directory: the calibrated model and the before/after audit."),
     data_format: str = typer.Option("auto", "--data-format", help="auto, npz, cifar or imagefolder."),
     split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory for --data."),
@@ -47,6 +61,7 @@ def calibrate(
     arch: Optional[str] = ARCH_OPTION,
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
+    crop_pct: Optional[float] = CROP_PCT_OPTION,
     mean: Optional[str] = MEAN_OPTION,
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
@@ -63,11 +78,14 @@ def calibrate(
     quiet: bool = QUIET_OPTION,
     force: bool = FORCE_OPTION,
 ) -> None:
-    """Fit temperature scaling on --data and write MODEL with the temperature folded in, audited before and after."""
+    """Fit a post-hoc calibrator on --data and write MODEL with it folded in, audited before and after."""
+    from macs_audit.calibrators.selection import check_select, parse_methods
     from macs_audit.data.loading import DataSpec
-    from macs_audit.finetune.calibrate import run_calibrate
+    from macs_audit.finetune.calibrate import fitted_name, run_calibrate
 
-    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
+    methods = parse_methods(method)
+    check_select(select)
+    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct)
     audit = audit_options(
         batch_size, calibration_split, bootstrap, seed, perturbations, sensitivity_samples, corruptions, severities
     )
@@ -79,6 +97,9 @@ def calibrate(
             DataSpec(eval_data, "auto", "test", eval_limit, seed),
             out,
             audit,
+            methods=methods,
+            select=select,
+            holdout=holdout,
             device=device,
             trust_pickled=trust_pickled,
             progress=progress,
@@ -86,7 +107,9 @@ def calibrate(
             debug=state["debug"],
         )
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
+    if run.selection is not None:
+        print_calibrators(run.selection.to_dict())
     print_before_after(run.title, run.comparison)
-    for message in run.warnings:  # also in OUT/temperature.json
+    for message in run.warnings:  # also in OUT/calibration.json
         warn(message)
-    stderr.print(f"T = {run.temperature:.4f}; calibrated model written to {run.model}")
+    stderr.print(f"{fitted_name(run.calibrator)}; calibrated model written to {run.model}")

@@ -10,15 +10,21 @@ import typer
 from macs_audit.cli.console import Progress, handle_errors, show_progress, state, stderr, stdout, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
+    CORRUPTION_SET_OPTION,
+    COVERAGE_OPTION,
+    CROP_PCT_OPTION,
     INPUT_SIZE_OPTION,
     MEAN_OPTION,
     MODEL_HELP,
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
+    OOD_DATA_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
+    UNLABELED_OPTION,
     audit_options,
     model_flags,
+    parse_corruption_set,
 )
 
 
@@ -46,6 +52,7 @@ def evaluate(
     arch: Optional[str] = ARCH_OPTION,
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
+    crop_pct: Optional[float] = CROP_PCT_OPTION,
     mean: Optional[str] = MEAN_OPTION,
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
@@ -60,6 +67,12 @@ def evaluate(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     calibration_split: float = typer.Option(
         0.2, "--calibration-split", help="Fraction of the data held out to fit the temperature (0 disables)."
+    ),
+    calibrators: str = typer.Option(
+        "all",
+        "--calibrators",
+        help="Post-hoc calibrators fitted on the temperature's held-out part and scored on the rest, for "
+        "information: all, none, or names (temperature, vector, matrix, dirichlet, isotonic, histogram).",
     ),
     bootstrap: int = typer.Option(
         1000, "--bootstrap", min=0, help="Bootstrap resamples for 95% intervals (0 disables)."
@@ -87,9 +100,13 @@ def evaluate(
     frost_textures: Optional[Path] = typer.Option(
         None, "--frost-textures", help="Directory of frost images (default: built-in procedural textures)."
     ),
+    corruption_set: str = CORRUPTION_SET_OPTION,
     corruption_baseline: Optional[Path] = typer.Option(
         None, "--corruption-baseline", help="A baseline report with the same corruptions, for CE and relative mCE."
     ),
+    coverage: float = COVERAGE_OPTION,
+    ood_data: Optional[Path] = OOD_DATA_OPTION,
+    unlabeled: Optional[Path] = UNLABELED_OPTION,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the JSON report here."),
     predictions: Optional[Path] = typer.Option(None, "--save-predictions", help="Write logits and labels (.npz) here."),
     gate: bool = typer.Option(
@@ -112,12 +129,15 @@ def evaluate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log)."),
 ) -> None:
     """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
-    intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid."""
+    intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid; selective
+    prediction and conformal sets; with --ood-data, OOD detection; with --unlabeled, accuracy without labels."""
     from macs_audit import distributed
     from macs_audit.atomic import destination
     from macs_audit.audit import check_corruption_inputs, run_audit
+    from macs_audit.calibrators.selection import parse_methods
     from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.errors import UsageError
+    from macs_audit.metrics.conformal import check_coverage
     from macs_audit.models.config import sidecar_path
     from macs_audit.models.predictor import load_predictor
     from macs_audit.outputs import check_distinct, check_file
@@ -139,10 +159,13 @@ def evaluate(
         corruptions,
         severities,
         workers=workers,
+        calibrators=() if calibrators.strip() == "none" else tuple(parse_methods(calibrators)),
         sensitivity_directions=sensitivity_directions,
         cifar_c_dir=str(cifar_c) if cifar_c else None,
         frost_textures=str(frost_textures) if frost_textures else None,
+        corruption_set=parse_corruption_set(corruption_set),
         corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,
+        coverage=check_coverage(coverage),
     )
     gate_config = None
     gate_inputs: tuple[Path | None, ...] = ()
@@ -151,7 +174,7 @@ def evaluate(
 
         gate_config = load_config(config)  # a bad config fails now, not after the audit
         gate_inputs = (config or find_config(), baseline or gate_config.baseline_report)
-    inputs = (model, sidecar_path(model), data, corruption_baseline, *gate_inputs)
+    inputs = (model, sidecar_path(model), data, corruption_baseline, ood_data, unlabeled, *gate_inputs)
     check_distinct([("--output", output), ("--save-predictions", predictions)])
     for option, path in (("--output", output), ("--save-predictions", predictions)):
         if path is not None:
@@ -162,7 +185,7 @@ def evaluate(
     check_corruption_inputs(options)  # the --cifar-c folder and frost textures, before the model loads
 
     ctx = distributed.init_from_env(device)  # torchrun: one shard of every view per process
-    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind)
+    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct)
     predictor = load_predictor(
         model,
         flags,
@@ -170,7 +193,13 @@ def evaluate(
         allow_unsafe_pickle=trust_pickled,
         debug=state["debug"],
     )
-    source, data_info = load_data(DataSpec(data, data_format, split, limit, seed), predictor.config.input_size)
+    source, data_info = load_data(
+        DataSpec(data, data_format, split, limit, seed), predictor.config.input_size, predictor.config.crop_pct
+    )
+    for field, path in (("ood_source", ood_data), ("unlabeled_source", unlabeled)):  # labels not needed
+        if path is not None:
+            target, _ = load_data(DataSpec(path, labeled=False), predictor.config.input_size, predictor.config.crop_pct)
+            setattr(options, field, target)
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
         result = run_audit(predictor, source, options, progress=progress, data_info=data_info, ctx=ctx)
     distributed.shutdown(ctx)
@@ -185,6 +214,14 @@ def evaluate(
         write_text(output, result.report.to_json())
         stderr.print(f"report written to {destination(output).describe()}", markup=False, highlight=False)
     warn_about_model(result.report.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
+    summary = result.report.corruption_summary
+    if summary is not None and summary.corruption_set:
+        size = "x".join(map(str, summary.image_size or []))
+        stderr.print(
+            f"corruption parameters: {summary.corruption_set} set on {size} images ({summary.corruption_set_choice})",
+            markup=False,
+            highlight=False,
+        )
     # With the JSON on standard output, the tables go to stderr so that stdout stays one JSON document.
     console = stderr if json_to_stdout else stdout
     console.print(terminal.renderable(result.report))

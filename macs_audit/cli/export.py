@@ -10,6 +10,7 @@ import typer
 from macs_audit.cli.console import handle_errors, state, stderr
 from macs_audit.cli.options import (
     ARCH_OPTION,
+    CROP_PCT_OPTION,
     FORCE_OPTION,
     INPUT_SIZE_OPTION,
     MEAN_OPTION,
@@ -32,6 +33,7 @@ def export(
     arch: Optional[str] = ARCH_OPTION,
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
+    crop_pct: Optional[float] = CROP_PCT_OPTION,
     mean: Optional[str] = MEAN_OPTION,
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
@@ -45,7 +47,7 @@ def export(
 
     path = export_checkpoint(
         checkpoint,
-        model_flags(arch, num_classes, input_size, mean, std, output_kind),
+        model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct),
         out,
         opset=opset,
         trust_pickled=trust_pickled,

@@ -71,6 +71,11 @@ def finetune(
     stop_grad: str = typer.Option(
         DEFAULTS.stop_grad, "--stop-grad", help="View detached inside the KL term: clean, pert or none."
     ),
+    ce_on_perturbed: bool = typer.Option(
+        DEFAULTS.ce_on_perturbed,
+        "--ce-on-perturbed/--ce-on-clean",
+        help="MaCS: the CE term also on the perturbed view (mean of the two), or on the clean view only.",
+    ),
     blur_range: Optional[str] = typer.Option(
         None,
         "--blur-range",
@@ -99,6 +104,11 @@ def finetune(
         min=0,
         help="Also write OUT/checkpoint.pt every N optimizer steps, not only at epoch ends (0: epoch ends only); "
         "--resume continues from the last one.",
+    ),
+    temperature: bool = typer.Option(
+        True,
+        "--temperature/--no-temperature",
+        help="End calibrated: fold a temperature fitted on the validation split into the written model.",
     ),
     name: str = typer.Option(
         "model", "--name", help="File stem of the outputs (NAME.safetensors, NAME.onnx, NAME.json)."
@@ -131,6 +141,7 @@ def finetune(
     """Fine-tune a PyTorch MODEL with MaCS (or a baseline), export it, and audit it before and after."""
     from macs_audit import distributed
     from macs_audit.data.loading import DataSpec
+    from macs_audit.finetune.audits import fixes_table
     from macs_audit.finetune.run import run_finetune
 
     flags = model_flags(arch, num_classes, input_size, mean, std, "logits")
@@ -151,6 +162,7 @@ def finetune(
         lambda_c=lambda_c,
         kl_direction=kl_direction,
         stop_grad=stop_grad,
+        ce_on_perturbed=ce_on_perturbed,
         blur_range=parse_range(blur_range, "--blur-range", DEFAULTS.blur_range),
         noise_range=parse_range(noise_range, "--noise-range", DEFAULTS.noise_range),
         focal_gamma=focal_gamma,
@@ -186,6 +198,7 @@ def finetune(
             ctx=ctx,
             debug=state["debug"],
             force=force,
+            temperature=temperature,
         )
     distributed.shutdown(ctx)
     if run.comparison is None:  # not rank 0: rank 0 prints
@@ -193,5 +206,6 @@ def finetune(
     if run.onnx_skipped:
         stderr.print(f"[yellow]warning:[/] {run.onnx_skipped}; use {run.weights.name}", highlight=False)
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
-    print_before_after(run.title, run.comparison)
-    stderr.print(f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else ""))
+    print_before_after(run.title, run.comparison, fixes_table(run.fixes))
+    scaled = f" (temperature T = {run.temperature:.4f} folded in)" if run.temperature is not None else ""
+    stderr.print(f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else "") + scaled)

@@ -19,6 +19,12 @@ NUM_CLASSES_OPTION = typer.Option(None, "--num-classes", help="Number of classes
 INPUT_SIZE_OPTION = typer.Option(None, "--input-size", help="Model input size H,W (or one number).")
 MEAN_OPTION = typer.Option(None, "--mean", help="Per-channel mean, e.g. 0.4914,0.4822,0.4465.")
 STD_OPTION = typer.Option(None, "--std", help="Per-channel std, e.g. 0.2470,0.2435,0.2616.")
+CROP_PCT_OPTION = typer.Option(
+    None,
+    "--crop-pct",
+    help="Image folders: resize the shorter side to input size / F, then centre-crop (timm's crop_pct, e.g. 0.875). "
+    "Default: the model's sidecar or metadata, else resize whole.",
+)
 MODEL_OUTPUT_OPTION = typer.Option(
     None, "--model-output", help="What the model returns: auto, logits or probabilities."
 )
@@ -51,6 +57,28 @@ CORRUPTIONS_OPTION = typer.Option(
     None, "--corruptions", help="Audit CIFAR-C grid: cifar-c (all 19), benchmark (the 15), or names (default: none)."
 )
 SEVERITIES_OPTION = typer.Option("1-5", "--severities", help="Audit: corruption severities, e.g. 1-5 or 3.")
+CORRUPTION_SET_OPTION = typer.Option(
+    "auto",
+    "--corruption-set",
+    help="Corruption parameters: cifar (32 px), tiny-imagenet (64 px), imagenet (224 px), or auto (the set "
+    "nearest the size of the images corrupted; an error when none is near).",
+)
+# Trust beyond calibration (evaluate): conformal sets, OOD detection, accuracy without labels.
+COVERAGE_OPTION = typer.Option(
+    0.9, "--coverage", help="Target coverage of the conformal prediction sets fitted on the calibration split."
+)
+OOD_DATA_OPTION = typer.Option(
+    None,
+    "--ood-data",
+    help="A second data set to tell apart from --data (OOD detection: AUROC, AUPR, FPR at 95% TPR); any format "
+    "--data reads, labels not needed (an .npz with only x, a folder of images).",
+)
+UNLABELED_OPTION = typer.Option(
+    None,
+    "--unlabeled",
+    help="Unlabeled images whose accuracy is estimated without labels (ATC, DoC), fitted on --data; formats as "
+    "--ood-data.",
+)
 QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log).")
 # Commands that write models (calibrate, export, finetune) refuse to replace an existing output without it.
 FORCE_OPTION = typer.Option(
@@ -65,6 +93,7 @@ def model_flags(
     mean: str | None,
     std: str | None,
     output_kind: str | None,
+    crop_pct: float | None = None,
 ) -> dict:
     """ModelConfig overrides from the command line (None = not given)."""
     return {
@@ -74,6 +103,7 @@ def model_flags(
         "mean": parse_floats(mean, "--mean"),
         "std": parse_floats(std, "--std"),
         "output": output_kind,
+        "crop_pct": crop_pct,
     }
 
 
@@ -176,6 +206,16 @@ def parse_corruptions(text: str | None) -> tuple[str, ...]:
             f"unknown corruption {unknown[0]!r}; use cifar-c, benchmark, or names from: {', '.join(CORRUPTIONS)}"
         )
     return tuple(dict.fromkeys(names))
+
+
+def parse_corruption_set(text: str) -> str:
+    """A parameter set's name or 'auto'."""
+    from macs_audit.views.corruptions.table import PARAMETER_SETS
+
+    text = text.strip()
+    if text != "auto" and text not in PARAMETER_SETS:
+        raise UsageError(f"--corruption-set must be auto or one of: {', '.join(PARAMETER_SETS)}; got {text!r}")
+    return text
 
 
 def parse_severities(text: str | None) -> tuple[int, ...]:

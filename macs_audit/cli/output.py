@@ -165,11 +165,29 @@ def gate_report(
     return 0 if result.passed else 1
 
 
-def print_before_after(title: str, comparison) -> None:
-    """The before/after audit of finetune and calibrate: its title, then the compare command's terminal table."""
+def print_calibrators(selection: dict) -> None:
+    """`calibrate --method all`'s table: each method's held-out scores, the chosen one starred."""
+    from macs_audit.report import Calibrators
+    from macs_audit.reports import terminal
+
+    stdout.print(terminal.calibrator_comparison_table(Calibrators.from_dict(selection)))
+
+
+def print_before_after(title: str, comparison, fixes: tuple[list[str], list[list[str]]] | None = None) -> None:
+    """The before/after audit of finetune and calibrate: its title, the fixes side by side (finetune's
+    `fixes_table`: header and rows, a column per fix), then the compare command's terminal table."""
+    from rich.table import Table
     from rich.text import Text
 
     from macs_audit.reports import terminal
 
     stdout.print(Text(title, style="bold"))
+    if fixes is not None:
+        header, rows = fixes
+        table = Table(title="Which fix", title_justify="left")
+        for i, name in enumerate(header):
+            table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i == 0)  # names wrap, values fit
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))
+        stdout.print(table)
     stdout.print(terminal.comparison_table(comparison))

@@ -19,13 +19,20 @@ from macs_audit.views.corruptions.apply import corrupt_batch
 
 
 def corrupted_batches(
-    source: Source, name: str, severity: int, seed: int, batch_size: int, device: str, frost_textures: str | None = None
+    source: Source,
+    name: str,
+    severity: int,
+    seed: int,
+    batch_size: int,
+    device: str,
+    frost_textures: str | None = None,
+    corruption_set: str = "cifar",
 ) -> Iterator[tuple[int, Any]]:
     """(start, corrupted uint8 batch) for every batch of `source` in order: the batches, cut where
     `evaluate` cuts them, that its corruption view scores."""
 
     def view(images: Any, start: int) -> Any:
-        return corrupt_batch(images, start, name, severity, seed, device, frost_textures)
+        return corrupt_batch(images, start, name, severity, seed, device, frost_textures, corruption_set)
 
     for start, images, _ in prefetched(source, batch_size, view, SINGLE):
         yield start, images
@@ -40,12 +47,14 @@ def write_corruption_grid(
     device: str,
     frost_textures: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    corruption_set: str = "cifar",
 ) -> list[Path]:
-    """Generate `names` at severities 1-5 of `source` and write them to `out` in the released CIFAR-C
-    layout (each file atomically); return the paths written."""
+    """Generate `names` at severities 1-5 of `source` with a parameter set's values and write them to
+    `out` in the released CIFAR-C layout (each file atomically); return the paths written."""
 
     def images_fn(name: str, severity: int) -> Iterator[Any]:
-        for _, batch in corrupted_batches(source, name, severity, seed, batch_size, device, frost_textures):
+        batches = corrupted_batches(source, name, severity, seed, batch_size, device, frost_textures, corruption_set)
+        for _, batch in batches:
             yield batch
 
     return write_cifar_c(out, images_fn, source.labels, names, progress=progress)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from macs_audit.data.sources import Source, load_source
+from macs_audit.data.sources import Source, load_source, pipeline_description
 from macs_audit.data.splits import stratified_subset
 
 
@@ -17,12 +17,18 @@ class DataSpec:
     split: str = "test"  # of a CIFAR python-batches directory
     limit: int | None = None  # a class-stratified subset of this many images
     seed: int = 0  # of that subset
+    labeled: bool = True  # False: labels are not needed (sources.UNLABELED where the data has none)
 
 
-def load_data(spec: DataSpec, image_size: tuple[int, int] | None = None) -> tuple[Source, dict]:
-    """The source `spec` names (ImageFolder images resized to `image_size`) and its data facts for the report."""
-    source = load_source(spec.path, spec.format, spec.split, image_size=image_size)
+def load_data(
+    spec: DataSpec, image_size: tuple[int, int] | None = None, crop_pct: float | None = None
+) -> tuple[Source, dict]:
+    """The source `spec` names (ImageFolder images resized to `image_size`, or resized and centre-cropped
+    with `crop_pct`) and its data facts for the report (`pipeline`: how image-folder images were sized)."""
+    source = load_source(spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct)
     info: dict = {"split": spec.split, "limit": spec.limit}
+    if source.format == "imagefolder" and image_size is not None:
+        info["pipeline"] = pipeline_description(*image_size, crop_pct)
     if spec.limit is not None:
         source = source.subset(stratified_subset(source.labels, spec.limit, spec.seed))
         info["limit_seed"] = spec.seed

@@ -5,11 +5,16 @@ Formats: the built-in CIFAR-10 test set (package data), CIFAR-10/100 python-batc
 class names: `class_names`, `label_names`, `fine_label_names`, `fine_names` or `classes`), and
 ImageFolder directories (one sub-directory of images per class).
 CIFAR-10-C / CIFAR-100-C directories are read by `macs_audit.data.released`.
+
+Where labels are not needed (OOD data, unlabeled target images: `labeled=False`), an npz with only `x` and
+a folder of images without class sub-directories are read too; their images carry the label UNLABELED and
+the source has no class names.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import pickle
 from importlib import resources
 from pathlib import Path
@@ -25,6 +30,7 @@ FORMATS = ("auto", "builtin", "npz", "cifar", "imagefolder")
 # `fine_label_names` of CIFAR-100) and the names other exporters use.
 NPZ_CLASS_NAME_KEYS = ("class_names", "label_names", "fine_label_names", "fine_names", "classes")
 MAX_CLASSES = 1_000_000  # a label at or above this is a data error (an id, a hash), not a class index
+UNLABELED = -1  # the label of every image of a source read without labels
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm"}
 
 
@@ -50,6 +56,11 @@ class Source:
         """Images at `positions` (0..len-1) of this (possibly subset) source."""
         underlying = positions if self.indices is None else self.indices[positions]
         return self.fetch(underlying)
+
+    def image_size(self) -> tuple[int, int]:
+        """(height, width) of the images (all of a source's images share it), read from the first."""
+        height, width = self.images(np.zeros(1, dtype=np.int64)).shape[1:3]
+        return int(height), int(width)
 
     def subset(self, positions: np.ndarray) -> "Source":
         positions = np.asarray(positions, dtype=np.int64)
@@ -97,7 +108,15 @@ def builtin_cifar10_test() -> Source:
     return array_source("builtin:cifar10-test", "builtin", x, y, names)
 
 
-def load_npz(path: Path) -> Source:
+def unlabeled_source(name: str, fmt: str, x: np.ndarray) -> Source:
+    """Images without labels (labels UNLABELED, no class names)."""
+    x = _as_nhwc_uint8(x, name)
+    if len(x) == 0:
+        raise InputError(f"{name}: the data set is empty")
+    return Source(name, fmt, np.full(len(x), UNLABELED, dtype=np.int64), [], lambda idx: np.asarray(x[idx]))
+
+
+def load_npz(path: Path, labeled: bool = True) -> Source:
     try:
         data = np.load(path, allow_pickle=False)
         keys = set(data.files)
@@ -105,6 +124,8 @@ def load_npz(path: Path) -> Source:
         # numpy takes any non-zip file for a pickle and suggests allow_pickle: never, it is not an npz
         reason = "not an .npz (zip) archive" if "pickled" in str(exc) else exc
         raise InputError(f"cannot read {path} as .npz: {reason}") from None
+    if not labeled and "x" in keys and "y" not in keys:
+        return unlabeled_source(str(path), "npz", _npz_array(data, "x", path))
     if not {"x", "y"} <= keys:
         raise InputError(f"{path}: an .npz data file needs arrays 'x' (images) and 'y' (labels); found {sorted(keys)}")
     y = _npz_array(data, "y", path)
@@ -205,10 +226,20 @@ def load_cifar_dir(path: Path, split: str) -> Source:
     return array_source(str(path), "cifar", np.concatenate(xs), np.concatenate(ys), names)
 
 
-def load_imagefolder(path: Path, image_size: tuple[int, int] | None) -> Source:
+def load_imagefolder(
+    path: Path, image_size: tuple[int, int] | None, labeled: bool = True, crop_pct: float | None = None
+) -> Source:
     """root/<class>/<image>; classes sorted by name; images resized to `image_size` (H, W) if given,
-    else to the size of the first image."""
+    else to the size of the first image; with `crop_pct`, resized so the shorter side is size / crop_pct
+    and centre-cropped to `image_size` instead (`resize_and_crop`). Unlabeled (`labeled=False`, no class
+    sub-directories): root/<image>."""
     classes = sorted(d.name for d in path.iterdir() if d.is_dir() and not d.name.startswith("."))
+    if not labeled and not classes:
+        flat = tuple(sorted(f for f in path.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()))
+        if not flat:
+            raise InputError(f"{path}: no images found (expected images in it, or root/<class>/<image>)")
+        fetch = _ImageFolderFetch(flat, *(image_size or _first_size(flat[0])), crop_pct)
+        return Source(str(path), "imagefolder", np.full(len(flat), UNLABELED, dtype=np.int64), [], fetch)
     files, labels = [], []
     for label, cls in enumerate(classes):
         for f in sorted((path / cls).rglob("*")):
@@ -218,11 +249,13 @@ def load_imagefolder(path: Path, image_size: tuple[int, int] | None) -> Source:
     if not files:
         raise InputError(f"{path}: no images found (expected root/<class>/<image> sub-directories)")
 
-    if image_size is None:
-        w, h = _read_image(files[0]).size
-        image_size = (h, w)
-    fetch = _ImageFolderFetch(tuple(files), *image_size)
+    fetch = _ImageFolderFetch(tuple(files), *(image_size or _first_size(files[0])), crop_pct)
     return _validated(Source(str(path), "imagefolder", np.asarray(labels, dtype=np.int64), classes, fetch))
+
+
+def _first_size(f: Path) -> tuple[int, int]:
+    w, h = _read_image(f).size
+    return h, w
 
 
 def _read_image(f: Path):
@@ -235,14 +268,39 @@ def _read_image(f: Path):
         raise InputError(f"cannot read image {f}: {exc}") from None
 
 
+def resize_and_crop(image, h: int, w: int, crop_pct: float):
+    """The ImageNet evaluation pipeline (timm's, torchvision's): resize so the shorter side is
+    floor(min(h, w) / crop_pct) (bicubic, aspect kept), then take the centre (h, w) crop."""
+    from PIL import Image
+
+    short = math.floor(min(h, w) / crop_pct)
+    width, height = image.size
+    if width <= height:  # the long side truncated, as torchvision's Resize(int) does
+        size = (short, int(short * height / width))
+    else:
+        size = (int(short * width / height), short)
+    image = image.resize(size, Image.Resampling.BICUBIC)
+    left, top = int(round((size[0] - w) / 2.0)), int(round((size[1] - h) / 2.0))
+    return image.crop((left, top, left + w, top + h))
+
+
+def pipeline_description(h: int, w: int, crop_pct: float | None) -> str:
+    """How image-folder images become model inputs, for the report."""
+    if crop_pct is None:
+        return f"resized to {h}x{w} (bilinear, aspect not kept)"
+    short = math.floor(min(h, w) / crop_pct)
+    return f"shorter side resized to {short} (bicubic), centre crop {h}x{w} (crop_pct {crop_pct:g})"
+
+
 @dataclasses.dataclass(frozen=True)
 class _ImageFolderFetch:
-    """Reads images by index, resized to (h, w). A plain picklable object (not a closure), so
-    DataLoader worker processes can receive it under any start method."""
+    """Reads images by index, resized to (h, w), or resized and centre-cropped with `crop_pct`. A plain
+    picklable object (not a closure), so DataLoader worker processes can receive it under any start method."""
 
     files: tuple
     h: int
     w: int
+    crop_pct: float | None = None
 
     def __call__(self, idx: np.ndarray) -> np.ndarray:
         from PIL import Image
@@ -250,7 +308,9 @@ class _ImageFolderFetch:
         out = np.empty((len(idx), self.h, self.w, 3), dtype=np.uint8)
         for row, i in enumerate(idx):
             im = _read_image(self.files[i])
-            if im.size != (self.w, self.h):
+            if self.crop_pct is not None:
+                im = resize_and_crop(im, self.h, self.w, self.crop_pct)
+            elif im.size != (self.w, self.h):
                 im = im.resize((self.w, self.h), Image.Resampling.BILINEAR)
             out[row] = np.asarray(im)
         return out
@@ -269,9 +329,15 @@ def detect_format(path: Path) -> str:
 
 
 def load_source(
-    path: str | Path | None = None, fmt: str = "auto", split: str = "test", image_size: tuple[int, int] | None = None
+    path: str | Path | None = None,
+    fmt: str = "auto",
+    split: str = "test",
+    image_size: tuple[int, int] | None = None,
+    labeled: bool = True,
+    crop_pct: float | None = None,
 ) -> Source:
-    """Open a data source. `path=None` gives the built-in CIFAR-10 test set."""
+    """Open a data source. `path=None` gives the built-in CIFAR-10 test set. `labeled=False` also reads
+    images without labels (the module's docstring). `image_size` and `crop_pct`: load_imagefolder's."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown data format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if split not in ("train", "test"):
@@ -283,7 +349,7 @@ def load_source(
         raise InputError(f"data not found: {path}")
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt == "npz":
-        return load_npz(path)
+        return load_npz(path, labeled)
     if fmt == "cifar":
         return load_cifar_dir(path, split)
-    return load_imagefolder(path, image_size)
+    return load_imagefolder(path, image_size, labeled, crop_pct)

@@ -1,9 +1,12 @@
 """The before/after audit of `finetune` and `calibrate`: the same `run_audit` on the same data for the
 model read and the model written, saved as audit_before.json, audit_after.json (Reports) and
-audit_comparison.md (their `compare`, as the compare command's Markdown)."""
+audit_comparison.md (their `compare`, as the compare command's Markdown). `finetune` adds the fixes
+side by side (start model, temperature scaling only, fine-tuned): a row each of the headline metrics,
+so the user sees which fix to use (the temperature-only Report is TEMPERATURE_ONLY_FILE)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable
 
@@ -14,8 +17,42 @@ from macs_audit.distributed import SINGLE, Context
 from macs_audit.report import Report
 
 ProgressFn = Callable[..., None]
-BEFORE, AFTER = "before", "after"
+BEFORE, AFTER, TEMPERATURE_ONLY = "before", "after", "temperature only"
 BEFORE_AFTER_FILES = ("audit_before.json", "audit_after.json", "audit_comparison.md")
+TEMPERATURE_ONLY_FILE = "audit_temperature_only.json"  # finetune: the Report of the temperature-only fix
+# The headline metrics of the fixes table (registry names); a row appears when any report has it.
+FIX_METRICS = ("accuracy", "ece", "nll", "robust_accuracy", "robust_ece", "corruption_accuracy")
+
+
+@dataclasses.dataclass
+class Fix:
+    """One way to fix the model, and the audit of what it gives, on the same evaluation data as the others."""
+
+    name: str
+    report: Report
+
+
+def fixes_table(fixes: list[Fix]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows of formatted cells) of the fixes side by side, laid out as the before/after table: a
+    column per fix (headed by its name), a row per headline metric that any of the reports holds."""
+    from macs_audit.errors import MacsAuditError
+    from macs_audit.gate import observe
+    from macs_audit.metrics.registry import METRICS
+    from macs_audit.reports.tables import fmt
+
+    def value(report: Report, name: str) -> float | None:
+        try:
+            return observe(report, name)[0]
+        except MacsAuditError:  # not audited (e.g. no corruption grid): "-", or no row
+            return None
+
+    cells = []
+    for name in FIX_METRICS:
+        values = [value(fix.report, name) for fix in fixes]
+        if any(v is not None for v in values):
+            metric = METRICS[name]
+            cells.append([metric.title, *(fmt(v, metric.percent) for v in values)])
+    return ["metric", *(fix.name for fix in fixes)], cells
 
 
 def audit_model(
@@ -45,8 +82,11 @@ def audit_model(
     return run_audit(predictor, source, options, progress=labelled, data_info=data_info, ctx=ctx).report
 
 
-def write_before_after(out: Path, before: Report, after: Report, title: str) -> Comparison:
-    """Write the two Reports and their comparison (headed by `title`) into `out`; return the comparison."""
+def write_before_after(
+    out: Path, before: Report, after: Report, title: str, fixes: list[Fix] | None = None
+) -> Comparison:
+    """Write the two Reports and their comparison (headed by `title`) into `out`; return the comparison.
+    With `fixes` (finetune), the comparison starts with the fixes table."""
     from macs_audit.atomic import write_text
     from macs_audit.compare import compare
     from macs_audit.reports import markdown
@@ -55,5 +95,9 @@ def write_before_after(out: Path, before: Report, after: Report, title: str) -> 
     before_file, after_file, comparison_file = BEFORE_AFTER_FILES
     write_text(out / before_file, before.to_json())
     write_text(out / after_file, after.to_json())
-    write_text(out / comparison_file, f"# {title}\n\n{markdown.render_comparison(comparison)}")
+    text = f"# {title}\n\n"
+    if fixes:
+        header, rows = fixes_table(fixes)
+        text += "## Which fix\n\n" + "\n".join(markdown.table(header, rows)) + "\n\n## Before / after\n\n"
+    write_text(out / comparison_file, text + markdown.render_comparison(comparison))
     return comparison

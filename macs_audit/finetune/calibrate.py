@@ -1,7 +1,8 @@
-"""Temperature scaling from files to files: fit T on held-out data, write the model with T folded in (in the
-input's format family: ONNX stays ONNX), and audit both models before and after on the evaluation data.
+"""Post-hoc calibration from files to files: fit one calibrator (or several, keeping the best on a held-out
+part of the fit data), write the model with it folded in (in the input's format family: ONNX stays ONNX),
+and audit both models before and after on the evaluation data.
 
-OUT receives the calibrated model (MODEL's file name) with its sidecar, temperature.json and the
+OUT receives the calibrated model (MODEL's file name) with its sidecar, calibration.json and the
 before/after audit (finetune.audits). Every file is written atomically; nothing here prints. OUT is
 checked before anything is loaded: none of its files may be an input (the model, its sidecar, the
 data), and existing ones are replaced only with `force`. The "before" audit reads the original
@@ -13,47 +14,63 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from macs_audit.atomic import write_text
 from macs_audit.audit import AuditOptions, check_classes, evaluate_view
-from macs_audit.calibrators.temperature import fit_temperature, temperature_nll
+from macs_audit.calibrators.base import LABELS, Calibrator, fit_calibrator
+from macs_audit.calibrators.common import log_softmax, mean_nll
+from macs_audit.calibrators.selection import DEFAULT_SELECT, Selection, compare_calibrators
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_data
+from macs_audit.data.splits import stratified_split
+from macs_audit.errors import UsageError
 from macs_audit.finetune.audits import AFTER, BEFORE, BEFORE_AFTER_FILES, ProgressFn, audit_model, write_before_after
+from macs_audit.models.calibrated import calibration_record, write_calibrated
 from macs_audit.models.config import sidecar_path
 from macs_audit.models.predictor import ONNX_SUFFIXES, load_predictor
-from macs_audit.models.temperature import write_calibrated
 from macs_audit.outputs import check_folder
 from macs_audit.report import Report
 
-TEMPERATURE_FILE = "temperature.json"
+CALIBRATION_FILE = "calibration.json"
+DEFAULT_HOLDOUT = 0.3  # of the fit data, to choose between methods on
 
 
 def output_names(model: Path) -> list[str]:
     """The files a calibration of `model` may write into OUT: the calibrated model (MODEL's stem, in its
-    format family: a torch input becomes .pt or .safetensors), its sidecar, temperature.json, the audits."""
+    format family: a torch input becomes .pt or .safetensors), its sidecar, calibration.json, the audits."""
     suffixes = [".onnx"] if model.suffix.lower() in ONNX_SUFFIXES else [".pt", ".safetensors"]
-    return [*(model.stem + suffix for suffix in suffixes), f"{model.stem}.json", TEMPERATURE_FILE, *BEFORE_AFTER_FILES]
+    return [*(model.stem + suffix for suffix in suffixes), f"{model.stem}.json", CALIBRATION_FILE, *BEFORE_AFTER_FILES]
 
 
 @dataclasses.dataclass
 class CalibrateRun:
-    temperature: float
+    calibrator: Calibrator
     model: Path  # the calibrated model in OUT
     before: Report
     after: Report
     comparison: Comparison
     title: str
     warnings: list[str] = dataclasses.field(default_factory=list)  # see held_out_warnings
+    selection: Selection | None = None  # with several methods: the table the calibrator was chosen by
+
+
+def fitted_name(calibrator: Calibrator) -> str:
+    """'temperature scaling (T = 1.4190)', 'Dirichlet calibration (110 parameters)'."""
+    if calibrator.method == "temperature":
+        return f"{LABELS['temperature']} (T = {calibrator.describe()['parameters']['temperature']:.4f})"
+    return f"{LABELS[calibrator.method]} ({calibrator.n_parameters:,} parameters)"
 
 
 # Changes smaller than these are rounding, not a worse calibration.
 NLL_TOLERANCE, ECE_TOLERANCE = 1e-4, 0.002
 
 
-def held_out_warnings(before: Report, after: Report, temperature: float, fit_accuracy: float) -> list[str]:
-    """A warning when the fitted temperature made the evaluation data's NLL or ECE worse, with the likely
-    reason: fit data the model is far more accurate on than on the evaluation data (its training set,
+def held_out_warnings(before: Report, after: Report, fitted: str, fit_accuracy: float) -> list[str]:
+    """A warning when the fitted calibrator (named `fitted`) made the evaluation data's NLL or ECE worse, with
+    the likely reason: fit data the model is far more accurate on than on the evaluation data (its training set,
     where it is sure and right) teaches it to be surer still; else the two data sets differ."""
     worse = []
     for name, label, tolerance, percent in (("nll", "NLL", NLL_TOLERANCE, False), ("ece", "ECE", ECE_TOLERANCE, True)):
@@ -69,11 +86,29 @@ def held_out_warnings(before: Report, after: Report, temperature: float, fit_acc
             "evaluation data, as on data it was trained on, so the fit makes it surer than it should be elsewhere"
         )
     else:
-        why = "the fit data and the evaluation data differ (or the fit data is too small to fit T on)"
+        why = "the fit data and the evaluation data differ (or the fit data is too small to fit it on)"
     return [
-        f"the fitted temperature (T = {temperature:.4f}) made the held-out metrics worse ({', '.join(worse)}): "
+        f"the fitted {fitted} made the held-out metrics worse ({', '.join(worse)}): "
         f"{why}; fit on held-out data the model was not trained on, like the evaluation data"
     ]
+
+
+def choose_calibrator(
+    logits: np.ndarray, labels: np.ndarray, methods: list[str], select: str, holdout: float, seed: int
+) -> tuple[Calibrator, Selection | None]:
+    """One method: fitted on all of (logits, labels). Several: each fitted on a class-stratified 1 - `holdout`
+    of them and scored on the rest; the best by `select` is returned with the table."""
+    if len(methods) == 1:
+        return fit_calibrator(methods[0], logits, labels), None
+    if not 0 < holdout < 1:
+        raise UsageError(f"--holdout must be in (0, 1), got {holdout}")
+    held, fit = stratified_split(labels, holdout, seed)
+    if len(held) == 0 or len(fit) == 0:
+        raise UsageError(f"--holdout {holdout} leaves no images to fit or to score on ({len(labels)} in --data)")
+    selection = compare_calibrators(logits[fit], labels[fit], logits[held], labels[held], methods, select)
+    best = selection.best.calibrator
+    assert best is not None  # compare_calibrators selects among fitted methods only
+    return best, selection
 
 
 def run_calibrate(
@@ -84,52 +119,62 @@ def run_calibrate(
     out: Path,
     audit: AuditOptions,
     *,
+    methods: tuple[str, ...] | list[str] = ("temperature",),
+    select: str = DEFAULT_SELECT,
+    holdout: float = DEFAULT_HOLDOUT,
     device: str = "auto",
     trust_pickled: bool = False,
     progress: ProgressFn | None = None,
     force: bool = False,
     debug: bool = False,
 ) -> CalibrateRun:
-    """Fit the temperature of `model` on `fit` (batches of audit.batch_size), write the calibrated model to
-    `out`, and audit both on `eval_data` with `audit`. Raises UsageError when a file of `out` would replace
-    an input, or already exists and `force` is not set. `debug` lets the libraries' warnings through while
-    models load."""
+    """Fit `methods` on `fit` (batches of audit.batch_size; several: choose by `select` on a `holdout`
+    part, see choose_calibrator), write the calibrated model to `out`, and audit both on `eval_data` with
+    `audit`. Raises UsageError when a file of `out` would replace an input, or already exists and `force`
+    is not set, and when the fit data is too small for the method. `debug` lets the libraries' warnings
+    through while models load."""
     inputs = (model, sidecar_path(model), fit.path, eval_data.path)
     check_folder(out, output_names(model), inputs=inputs, force=force)
     predictor = load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
     image_size = predictor.config.input_size
-    fit_source, fit_info = load_data(fit, image_size)
-    eval_source, eval_info = load_data(eval_data, image_size)
-    k = check_classes(predictor, fit_source)
+    fit_source, fit_info = load_data(fit, image_size, predictor.config.crop_pct)
+    eval_source, eval_info = load_data(eval_data, image_size, predictor.config.crop_pct)
+    check_classes(predictor, fit_source)
     _, logits = evaluate_view(
-        predictor, fit_source, k, audit.batch_size, progress=progress, description="fit", keep_logits=True
+        predictor,
+        fit_source,
+        predictor.num_classes or fit_source.num_classes,
+        audit.batch_size,
+        progress=progress,
+        description="fit",
+        keep_logits=True,
     )
-    t = fit_temperature(logits, fit_source.labels)
+    assert logits is not None
+    labels = np.asarray(fit_source.labels, dtype=np.int64)
+    calibrator, selection = choose_calibrator(logits, labels, list(methods), select, holdout, fit.seed)
     before = audit_model(
         model, flags, device, eval_source, eval_info, audit, progress, trust_pickled, BEFORE, debug=debug
     )
     out.mkdir(parents=True, exist_ok=True)
-    calibrated = write_calibrated(model, predictor, t, out)
+    fit_data: dict[str, Any] = {"source": fit_source.name, "n": len(fit_source), **fit_info}
+    if selection is not None:
+        fit_data["n_fitted_on"] = selection.n_fit
+    calibrated = write_calibrated(model, predictor, calibrator, out, fit_data)
     after = audit_model(
         calibrated, {}, device, eval_source, eval_info, audit, progress, trust_pickled, AFTER, debug=debug
     )
-    warnings = held_out_warnings(before, after, t, float((logits.argmax(1) == fit_source.labels).mean()))
-    write_text(
-        out / TEMPERATURE_FILE,
-        json.dumps(
-            {
-                "temperature": t,
-                "fit_data": {"source": fit_source.name, "n": len(fit_source), **fit_info},
-                "fit_nll_before": temperature_nll(logits, fit_source.labels, 1.0),
-                "fit_nll_after": temperature_nll(logits, fit_source.labels, t),
-                "model": str(model),
-                "calibrated_model": calibrated.name,
-                "warnings": warnings,
-            },
-            indent=2,
-        )
-        + "\n",
-    )
-    title = f"temperature scaling of {model.name} (T = {t:.4f}): before / after on {eval_source.name}"
+    name = fitted_name(calibrator)
+    warnings = held_out_warnings(before, after, name, float((logits.argmax(1) == labels).mean()))
+    record = {
+        **calibration_record(calibrator, fit_data),
+        "fit_nll_before": mean_nll(log_softmax(logits), labels),
+        "fit_nll_after": mean_nll(calibrator.transform(logits), labels),
+        "model": str(model),
+        "calibrated_model": calibrated.name,
+        "selection": selection.to_dict() if selection is not None else None,
+        "warnings": warnings,
+    }
+    write_text(out / CALIBRATION_FILE, json.dumps(record, indent=2) + "\n")
+    title = f"{name} of {model.name}: before / after on {eval_source.name}"
     comparison = write_before_after(out, before, after, title)
-    return CalibrateRun(t, calibrated, before, after, comparison, title, warnings)
+    return CalibrateRun(calibrator, calibrated, before, after, comparison, title, warnings, selection)

@@ -25,7 +25,6 @@ import torch.nn.functional as F
 
 from macs_audit import distributed
 from macs_audit.atomic import atomic_path
-from macs_audit.data.splits import stratified_split
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
 from macs_audit.finetune import losses
@@ -91,7 +90,7 @@ def augment(x: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.
 def load_train_data(source, options: FinetuneOptions) -> TrainData:
     """Read the whole source once and hold out a class-stratified validation split."""
     labels = np.asarray(source.labels, dtype=np.int64)
-    val_idx, train_idx = stratified_split(labels, options.val_fraction, options.split_seed)
+    val_idx, train_idx = options.split(labels)
     if len(train_idx) < options.batch_size:
         raise UsageError(
             f"the training split has {len(train_idx)} images, fewer than --batch-size {options.batch_size}; "
@@ -159,15 +158,25 @@ def training_step(
     if options.objective == "macs":
         # Two forward passes (clean, perturbed; each with its own batch-norm statistics), both
         # views sharing the crop/flip. With the clean view detached inside the KL (the default),
-        # the gradient splits exactly: clean pass <- CE + margin, perturbed pass <- KL, so the
-        # clean graph is freed before the perturbed pass and memory stays that of one batch.
+        # the gradient splits exactly: clean pass <- CE + margin, perturbed pass <- KL (and its half
+        # of CE with ce_on_perturbed), so the clean graph is freed before the perturbed pass and
+        # memory stays that of one batch.
         perturbed = perturbations.training_view(images, view_gen, options.blur_range, options.noise_range)
-        args = (labels, options.delta, options.lambda_m, options.lambda_c, options.kl_direction, options.stop_grad)
+        args = (
+            labels,
+            options.delta,
+            options.lambda_m,
+            options.lambda_c,
+            options.kl_direction,
+            options.stop_grad,
+            options.ce_on_perturbed,
+        )
         if options.stop_grad == "clean":
             clean = forward(images)
-            losses.macs_loss(clean, clean.detach(), *args).total.backward()  # KL of a view with itself: 0
+            # KL of a view with itself is 0, and a detached view's CE has no gradient.
+            losses.macs_loss(clean, clean.detach(), *args).total.backward()
             t = losses.macs_loss(clean.detach(), forward(perturbed), *args)  # the full loss, grads to T(x) only
-        elif options.stop_grad == "pert":
+        elif options.stop_grad == "pert" and not options.ce_on_perturbed:
             with torch.no_grad():  # the perturbed view is only a target: no graph needed
                 pert = forward(perturbed)
             t = losses.macs_loss(forward(images), pert, *args)
@@ -227,7 +236,8 @@ def load_checkpoint(path: Path) -> dict:
 
 
 def _check_resumable(state: dict, options: FinetuneOptions, data: TrainData, path: Path) -> None:
-    saved = {k: v for k, v in state["options"].items() if k not in RUNTIME_OPTIONS}
+    # An option a checkpoint predates had its default value then.
+    saved = {k: v for k, v in {**FinetuneOptions().to_dict(), **state["options"]}.items() if k not in RUNTIME_OPTIONS}
     now = {k: v for k, v in options.to_dict().items() if k not in RUNTIME_OPTIONS}
     changed = [k for k in now if saved.get(k) != now[k]]
     if changed:

@@ -86,13 +86,15 @@ def macs_loss(
     lambda_c: float = 1.0,
     kl_direction: str = "clean||pert",
     stop_grad: str = "clean",
+    ce_on_perturbed: bool = False,
 ) -> MacsTerms:
     """The MaCS objective on clean logits z = f(x) and perturbed z~ = f(T(x)).
 
-    L_CE = CE(z, y) on the clean view only; L_m = mean max(0, Delta - gamma)^2 with gamma the clean
-    margin; L_c = mean KL(p || p~) ("clean||pert", the paper's form) or KL(p~ || p) ("pert||clean").
+    L_CE = CE(z, y) on the clean view only, or with `ce_on_perturbed` (CE(z, y) + CE(z~, y)) / 2;
+    L_m = mean max(0, Delta - gamma)^2 with gamma the clean margin; L_c = mean KL(p || p~)
+    ("clean||pert", the paper's form) or KL(p~ || p) ("pert||clean").
     `stop_grad` names the view whose distribution is detached inside the KL term only ("clean":
-    the clean prediction is the fixed target, UDA/VAT style); L_CE and L_m always train the clean view.
+    the clean prediction is the fixed target, UDA/VAT style); L_m always trains the clean view.
     """
     if kl_direction not in KL_DIRECTIONS:
         raise ValueError(f"kl_direction must be one of {KL_DIRECTIONS}, got {kl_direction!r}")
@@ -101,6 +103,8 @@ def macs_loss(
     with _no_autocast(clean_logits):
         z, z_pert = _fp32(clean_logits), _fp32(pert_logits)
         ce = F.cross_entropy(z, labels)
+        if ce_on_perturbed:
+            ce = (ce + F.cross_entropy(z_pert, labels)) / 2
         margin = F.relu(delta - logit_margin(z, labels)).pow(2).mean()
         log_p = F.log_softmax(z.detach() if stop_grad == "clean" else z, dim=1)
         log_q = F.log_softmax(z_pert.detach() if stop_grad == "pert" else z_pert, dim=1)

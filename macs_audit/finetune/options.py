@@ -36,6 +36,7 @@ class FinetuneOptions:
     lambda_c: float = 3.0  # weight of the consistency (KL) term
     kl_direction: str = "clean||pert"  # KL(p_clean || p_pert), the paper's form; or "pert||clean"
     stop_grad: str = "clean"  # view detached inside the KL: clean (target) | pert | none
+    ce_on_perturbed: bool = False  # L_CE the mean of CE(clean) and CE(perturbed), not CE(clean) alone
     blur_range: tuple[float, float] = (0.3, 0.8)  # per-sample Gaussian blur sigma of T(x), pixels
     noise_range: tuple[float, float] = (0.01, 0.05)  # per-sample Gaussian noise sigma of T(x), [0,1] units
     # Baselines.
@@ -51,6 +52,12 @@ class FinetuneOptions:
     amp: bool = True
     eval_batch_size: int = 1000
     checkpoint_every: int = 0  # also checkpoint every N optimizer steps (0: at epoch ends only)
+
+    def split(self, labels) -> tuple:
+        """(validation positions, training positions) of `labels`: the class-stratified split a run holds out."""
+        from macs_audit.data.splits import stratified_split
+
+        return stratified_split(labels, self.val_fraction, self.split_seed)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)

@@ -2,10 +2,15 @@
 
 OUT receives NAME.safetensors (or NAME.pt for TorchScript and pickled modules, kept in their format),
 NAME.json (the sidecar), NAME.onnx, checkpoint.pt, finetune_config.json and the before/after audit
-(finetune.audits). Every file is written atomically. Under torchrun (`ctx`) every rank trains and
-audits its shard; rank 0 alone writes. Nothing here prints: progress goes to the callback. OUT is
-checked before anything is loaded: none of its files may be an input (the model, its sidecar, the
-data), and existing outputs are replaced only with `force` (or `resume`, which continues that run).
+(finetune.audits). Unless `temperature` is off, the run ends calibrated: a temperature fitted on the
+validation split it held out is folded into the written model (the sidecar and the config record it).
+The other fix is written beside it for comparison: NAME_temperature_only.* is the start model with a
+temperature fitted on the same validation split, audited on the same evaluation data, so the
+before/after table shows whether fine-tuning was worth its cost. Every file is written atomically.
+Under torchrun (`ctx`) every rank trains and audits its shard; rank 0 alone writes. Nothing here
+prints: progress goes to the callback. OUT is checked before anything is loaded: none of its files
+may be an input (the model, its sidecar, the data), and existing outputs are replaced only with
+`force` (or `resume`, which continues that run).
 """
 
 from __future__ import annotations
@@ -17,12 +22,24 @@ from pathlib import Path
 
 from macs_audit import distributed
 from macs_audit.atomic import write_text
-from macs_audit.audit import AuditOptions
+from macs_audit.audit import AuditOptions, evaluate_view
+from macs_audit.calibrators.temperature import fit_temperature, temperature_nll
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_data
+from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import UsageError
-from macs_audit.finetune.audits import AFTER, BEFORE, BEFORE_AFTER_FILES, ProgressFn, audit_model, write_before_after
+from macs_audit.finetune.audits import (
+    AFTER,
+    BEFORE,
+    BEFORE_AFTER_FILES,
+    TEMPERATURE_ONLY,
+    TEMPERATURE_ONLY_FILE,
+    Fix,
+    ProgressFn,
+    audit_model,
+    write_before_after,
+)
 from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.models.config import sidecar_path
 from macs_audit.models.export import export_if_possible, write_sidecar, write_weights
@@ -32,12 +49,64 @@ from macs_audit.report import Report
 
 CHECKPOINT_FILE = "checkpoint.pt"
 CONFIG_FILE = "finetune_config.json"
+BASELINE_SUFFIX = "_temperature_only"  # NAME_temperature_only.*: the start model with the validation temperature
 
 
 def output_names(name: str) -> list[str]:
     """The files a run writes into OUT besides its checkpoint: NAME's weights (.safetensors, or .pt for
-    TorchScript and pickled modules), sidecar and ONNX export, the run's config and the audits."""
-    return [f"{name}.safetensors", f"{name}.pt", f"{name}.json", f"{name}.onnx", CONFIG_FILE, *BEFORE_AFTER_FILES]
+    TorchScript and pickled modules), sidecar and ONNX export, the temperature-only start model's weights and
+    sidecar, the run's config and the audits."""
+    baseline = name + BASELINE_SUFFIX
+    return [
+        *(f"{name}{ext}" for ext in (".safetensors", ".pt", ".json", ".onnx")),
+        *(f"{baseline}{ext}" for ext in (".safetensors", ".pt", ".json")),
+        CONFIG_FILE,
+        *BEFORE_AFTER_FILES,
+        TEMPERATURE_ONLY_FILE,
+    ]
+
+
+def weights_path(out: Path, stem: str, fmt: str) -> Path:
+    """Where weights of format `fmt` go: safetensors for state dicts, .pt for TorchScript and pickled modules."""
+    return out / (f"{stem}.safetensors" if fmt in ("safetensors", "state-dict") else f"{stem}.pt")
+
+
+def validation_temperature(predictor, val_source: Source, batch_size: int, progress: ProgressFn | None) -> dict:
+    """Fit T on the predictor's logits of the validation split (as the audit reads them); the fit's record."""
+    from macs_audit.audit import check_classes
+
+    k = check_classes(predictor, val_source)
+    _, logits = evaluate_view(
+        predictor, val_source, k, batch_size, progress=progress, description="fit temperature", keep_logits=True
+    )
+    t = fit_temperature(logits, val_source.labels)
+    return {
+        "temperature": t,
+        "fit_data": "the validation split held out of the training data",
+        "n": len(val_source),
+        "nll_before": temperature_nll(logits, val_source.labels, 1.0),
+        "nll_after": temperature_nll(logits, val_source.labels, t),
+    }
+
+
+def with_temperature(model, temperature: float, fmt: str, meta: dict, debug: bool = False):
+    """(copy of `model` whose logits are divided by `temperature`, where it was folded), on CPU: folded into the
+    classifier's weights (the same architecture and keys), or for TorchScript a scripted wrapper that divides.
+    `debug` lets TorchScript's deprecation warnings through."""
+    import copy
+
+    import torch
+
+    from macs_audit.models.backend import library_warnings
+    from macs_audit.models.calibrated import fold_temperature_torch, temperature_wrapper
+
+    model = copy.deepcopy(model).cpu().eval()  # the caller's model stays where it is
+    if fmt == "torchscript":  # no Python head to edit
+        with library_warnings(debug):
+            scripted = torch.jit.script(temperature_wrapper(model, temperature))
+        return scripted, "TorchScript wrapper (logits / T)"
+    example = torch.randn(4, len(meta["mean"]), *meta["input_size"], generator=torch.Generator().manual_seed(0))
+    return fold_temperature_torch(model, temperature, example)
 
 
 @dataclasses.dataclass
@@ -49,6 +118,10 @@ class FinetuneRun:
     after: Report
     comparison: Comparison | None  # after against before; None on ranks other than 0, which write nothing
     title: str
+    temperature: float | None  # folded into the written model; None with temperature off
+    baseline: Report | None = None  # the start model with temperature scaling only (NAME_temperature_only)
+    baseline_temperature: float | None = None
+    fixes: list[Fix] = dataclasses.field(default_factory=list)  # before, temperature only, fine-tuned
 
 
 def run_finetune(
@@ -68,9 +141,12 @@ def run_finetune(
     ctx: Context = SINGLE,
     debug: bool = False,
     force: bool = False,
+    temperature: bool = True,
 ) -> FinetuneRun:
     """Fine-tune the PyTorch `model` on `train` with `options` (its preprocessing and device are taken from
-    the model), write it to `out` as NAME.*, and audit it before and after on `eval_data`.
+    the model), write it to `out` as NAME.* (with a validation temperature folded in unless `temperature`
+    is False), write the start model with temperature scaling only as NAME_temperature_only.*, and audit
+    all three on `eval_data`.
 
     `device` is this rank's device; `debug` lets the libraries' warnings through while models load.
     Raises UsageError for an ONNX model, a checkpoint in `out` without `resume`, an output that would
@@ -112,26 +188,51 @@ def run_finetune(
         )
 
     before = audit_file(model, flags, BEFORE)
-    result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
-    trained = result.model.cpu().eval()
     fmt = predictor.info["format"]
-    weights = out / (f"{name}.safetensors" if fmt in ("safetensors", "state-dict") else f"{name}.pt")
+    meta = cfg.as_metadata()
+    meta["output"] = "logits"
+    sha256 = predictor.info["sha256"]
+    # Every rank computes the same temperatures from the whole validation split; rank 0 writes.
+    val_source = train_source.subset(options.split(train_source.labels)[0])
+    baseline_fit = validation_temperature(predictor, val_source, audit.batch_size, progress)
+    baseline_weights = weights_path(out, name + BASELINE_SUFFIX, fmt)
+    if ctx.is_main:  # before training, which changes the start model's weights in place
+        scaled, folded_into = with_temperature(predictor.model, baseline_fit["temperature"], fmt, meta, debug)
+        write_weights(scaled, baseline_weights, fmt)
+        calibration = {"method": "temperature", **baseline_fit, "folded_into": folded_into}
+        write_sidecar(
+            baseline_weights.with_suffix(".json"),
+            {**meta, "calibration": {**calibration, "from": model.name, "from_sha256": sha256}},
+        )
+    result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
+    # The loop trained predictor.model in place, so the predictor now reads the fine-tuned model.
+    final_fit = validation_temperature(predictor, val_source, audit.batch_size, progress) if temperature else None
+    trained = result.model.cpu().eval()
+    weights = weights_path(out, name, fmt)
+    t_final = final_fit["temperature"] if final_fit is not None else None
     if not ctx.is_main:  # rank 0 writes the outputs; the others join the sharded audit of them
         distributed.barrier(ctx)
         after = audit_file(weights, {}, AFTER)
-        return FinetuneRun(weights, None, None, before, after, None, title)
-    meta = cfg.as_metadata()
-    meta["output"] = "logits"
+        baseline = audit_file(baseline_weights, {}, TEMPERATURE_ONLY)
+        return FinetuneRun(
+            weights, None, None, before, after, None, title, t_final, baseline, baseline_fit["temperature"]
+        )
+    folded_into = None
+    if t_final is not None:
+        trained, folded_into = with_temperature(trained, t_final, fmt, meta, debug)
     write_weights(trained, weights, fmt)
-    sha256 = predictor.info["sha256"]
     summary = {
         "objective": options.objective,
         "from": model.name,
         "from_sha256": sha256,
         "steps": result.steps,
-        "final_val": result.history[-1]["val"] if result.history else None,
+        "final_val": result.history[-1]["val"] if result.history else None,  # before the temperature
+        "temperature": t_final,  # folded into these weights; null: none (--no-temperature)
     }
-    write_sidecar(out / f"{name}.json", {**meta, "finetune": summary})
+    sidecar = {**meta, "finetune": summary}
+    if final_fit is not None:
+        sidecar["calibration"] = {"method": "temperature", **final_fit, "folded_into": folded_into}
+    write_sidecar(out / f"{name}.json", sidecar)
     onnx_skipped = export_if_possible(trained, out / f"{name}.onnx", meta, fmt)
     onnx_path = None if onnx_skipped else out / f"{name}.onnx"
     write_text(
@@ -154,6 +255,8 @@ def run_finetune(
                     "severities": list(audit.severities),
                 },
                 "steps": result.steps,
+                "temperature": final_fit,
+                "temperature_only": {**baseline_fit, "model": baseline_weights.name},
                 "resumed_from_epoch": result.resumed_from_epoch,
                 "resumed_from_step": result.resumed_from_step,
                 "history": result.history,
@@ -165,5 +268,16 @@ def run_finetune(
     )
     distributed.barrier(ctx)  # the weights are written before the other ranks read them
     after = audit_file(weights, {}, AFTER)
-    comparison = write_before_after(out, before, after, title)
-    return FinetuneRun(weights, onnx_path, onnx_skipped, before, after, comparison, title)
+    baseline = audit_file(baseline_weights, {}, TEMPERATURE_ONLY)
+    t0 = baseline_fit["temperature"]
+    fixes = [
+        Fix("start model", before),
+        Fix(f"temperature scaling only, T = {t0:.3f}", baseline),
+        Fix(
+            f"{options.objective} fine-tuning" + (f" + T = {t_final:.3f}" if t_final is not None else ", no T"),
+            after,
+        ),
+    ]
+    comparison = write_before_after(out, before, after, title, fixes)
+    write_text(out / TEMPERATURE_ONLY_FILE, baseline.to_json())
+    return FinetuneRun(weights, onnx_path, onnx_skipped, before, after, comparison, title, t_final, baseline, t0, fixes)

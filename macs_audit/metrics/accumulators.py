@@ -21,7 +21,6 @@ from macs_audit.metrics import estimators
 from macs_audit.metrics.margins import logit_margin
 
 N_BINS = 15
-MIN_BOOTSTRAP_SAMPLES = 2  # one sample resampled is always itself: a zero-width interval that claims certainty
 MARGIN_TARGET = 1.0  # "fraction of samples with margin below a target": the MaCS Delta default
 CONVENTIONS = {
     "softmax": "float64, from the logits",
@@ -32,8 +31,8 @@ CONVENTIONS = {
     ),
     "classwise_ece": "15 equal-width bins per class, averaged over classes (Kull et al. 2019)",
     "smooth_ece": (
-        "Blasiok-Nakkiran smooth ECE: reflected Gaussian kernel, bandwidth at the fixed point smECE = sigma "
-        "(bisected on [0.001, 1]), confidences on a 5,000-cell grid"
+        "Blasiok-Nakkiran smooth ECE: Gaussian kernel reflected at 0 and 1, bandwidth at the fixed point "
+        "smECE = sigma on [0.001, 1] (solved to 1e-9), confidences on a 5,000-cell grid"
     ),
     "l2_ece": "sqrt of sum_b (n_b/N) (acc_b - conf_b)^2 over the adaptive ECE's 15 equal-mass bins (plug-in)",
     "debiased_l2_ece": "the L2 ECE less each bin's sampling variance acc_b (1 - acc_b) / (n_b - 1) (Kumar et al. 2019)",
@@ -43,7 +42,6 @@ CONVENTIONS = {
     "margin": "z[y] - max_{j != y} z[j] on raw logits, true label",
     "margin_target": MARGIN_TARGET,
     "units": "fractions in [0,1] (not percent)",
-    "bootstrap": "percentile intervals over resamples of the evaluated samples",
 }
 
 
@@ -70,10 +68,8 @@ def ece_from_bins(count: np.ndarray, conf_sum: np.ndarray, correct_sum: np.ndarr
 def adaptive_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> float:
     """Equal-mass ECE: contiguous groups of sorted confidences, sizes differing by at most one."""
     n = len(confidence)
-    order = np.lexsort((correct, confidence))  # deterministic under any input order
-    conf, hit = confidence[order], correct[order].astype(np.float64)
-    groups = np.array_split(np.arange(n), min(n_bins, n))
-    return float(sum(abs(hit[g].sum() - conf[g].sum()) for g in groups if len(g)) / n)
+    _, conf_sum, hit_sum = estimators.group_sums(estimators.SortedPrefix(confidence, correct), min(n_bins, n))
+    return float(np.abs(hit_sum - conf_sum).sum() / n)
 
 
 @dataclasses.dataclass
@@ -104,6 +100,7 @@ class CalibrationAccumulator:
         self._confidence: list[np.ndarray] = []
         self._is_correct: list[np.ndarray] = []
         self._nll: list[np.ndarray] = []
+        self._brier: list[np.ndarray] = []
         self._margin: list[np.ndarray] = []
 
     def update(self, logits: np.ndarray, labels: np.ndarray) -> None:
@@ -136,7 +133,8 @@ class CalibrationAccumulator:
         self.count += n
         self.correct += int(hit.sum())
         self.nll_sum += float(nll.sum())
-        self.brier_sum += float(((p - onehot) ** 2).sum())
+        brier = ((p - onehot) ** 2).sum(axis=1)
+        self.brier_sum += float(brier.sum())
         self.margin_sum += float(margin.sum())
         self.margin_below += int((margin < self.margin_target).sum())
         self.logit_norm_sum += float(np.linalg.norm(z, axis=1).sum())
@@ -154,6 +152,7 @@ class CalibrationAccumulator:
         self._confidence.append(conf)
         self._is_correct.append(hit)
         self._nll.append(nll)
+        self._brier.append(brier)
         self._margin.append(margin)
 
     def merge(self, other: "CalibrationAccumulator") -> "CalibrationAccumulator":
@@ -181,7 +180,7 @@ class CalibrationAccumulator:
             "class_bin_hit_sum",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in ("_confidence", "_is_correct", "_nll", "_margin"):
+        for name in ("_confidence", "_is_correct", "_nll", "_brier", "_margin"):
             getattr(self, name).extend(getattr(other, name))
         return self
 
@@ -194,6 +193,7 @@ class CalibrationAccumulator:
             "confidence": cat(self._confidence, np.float64),
             "correct": cat(self._is_correct, bool),
             "nll": cat(self._nll, np.float64),
+            "brier": cat(self._brier, np.float64),
             "margin": cat(self._margin, np.float64),
         }
 
@@ -208,6 +208,12 @@ class CalibrationAccumulator:
             "mean_confidence": [None if np.isnan(v) else float(v) for v in conf],
             "accuracy": [None if np.isnan(v) else float(v) for v in acc],
         }
+
+    def smooth_reliability(self) -> dict:
+        """The smoothed reliability curve (estimators.smooth_reliability) at smooth ECE's bandwidth."""
+        s = self.samples()
+        _, sigma = estimators.smooth_ece(s["confidence"], s["correct"])
+        return estimators.smooth_reliability(s["confidence"], s["correct"], sigma)
 
     def compute(self) -> dict[str, float]:
         n = self.count
@@ -243,45 +249,3 @@ def calibration_metrics(logits: np.ndarray, labels: np.ndarray, num_classes: int
     acc = CalibrationAccumulator(num_classes)
     acc.update(logits, labels)
     return acc.compute()
-
-
-def bootstrap_note(n: int, n_resamples: int) -> str | None:
-    """Why `n` samples get no intervals although `n_resamples` were asked for; None when they get them."""
-    if n_resamples > 0 and n < MIN_BOOTSTRAP_SAMPLES:
-        return f"no intervals: a bootstrap needs at least {MIN_BOOTSTRAP_SAMPLES} samples, got {n}"
-    return None
-
-
-def bootstrap_intervals(
-    acc: CalibrationAccumulator, n_resamples: int = 1000, seed: int = 0, level: float = 0.95
-) -> dict[str, list[float]]:
-    """Percentile bootstrap intervals for accuracy, ECE and NLL over the accumulated samples; {} when
-    `n_resamples` is 0 or there are fewer than MIN_BOOTSTRAP_SAMPLES samples (bootstrap_note says why).
-
-    Each resample is a vector of draw counts per sample; every statistic is then a matrix product
-    of the counts with per-sample (per-bin) values, which is much faster than gathering.
-    """
-    s = acc.samples()
-    n = len(s["confidence"])
-    if n_resamples <= 0 or n < MIN_BOOTSTRAP_SAMPLES:
-        return {}
-    rng = np.random.default_rng(seed)
-    bins = bin_index(s["confidence"], acc.n_bins)
-    gap = s["correct"] - s["confidence"]  # per-sample contribution to its bin's n_b * (acc_b - conf_b)
-    per_bin_gap = np.zeros((n, acc.n_bins))
-    per_bin_gap[np.arange(n), bins] = gap
-    values = np.column_stack([s["correct"].astype(np.float64), s["nll"]])
-    stats: dict[str, list[np.ndarray]] = {"accuracy": [], "ece": [], "nll": []}
-    chunk = max(1, 4_000_000 // n)  # bound memory: resample in chunks
-    for start in range(0, n_resamples, chunk):
-        m = min(chunk, n_resamples - start)
-        idx = rng.integers(0, n, size=(m, n))
-        counts = (
-            np.bincount((idx + n * np.arange(m)[:, None]).ravel(), minlength=m * n).reshape(m, n).astype(np.float64)
-        )
-        stats["ece"].extend((np.abs(counts @ per_bin_gap).sum(axis=1) / n).tolist())
-        acc_nll = counts @ values / n
-        stats["accuracy"].extend(acc_nll[:, 0].tolist())
-        stats["nll"].extend(acc_nll[:, 1].tolist())
-    alpha = (1 - level) / 2
-    return {k: [float(np.quantile(v, alpha)), float(np.quantile(v, 1 - alpha))] for k, v in stats.items()}

@@ -60,14 +60,31 @@ def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:
 
 
 def baseline_errors(views, clean_accuracy: float, baseline) -> dict:
+    """CE and relative CE against a baseline report's corruption views (`errors_against`)."""
+    base = {(v.corruption, v.severity): 1 - v.metrics["accuracy"] for v in baseline.views if v.kind == "corruption"}
+    described = {"model": baseline.model.path, "sha256": baseline.model.sha256}
+    return errors_against(views, clean_accuracy, base, 1 - baseline.clean.metrics["accuracy"], described)
+
+
+def alexnet_errors(views, clean_accuracy: float) -> dict:
+    """CE and relative CE against AlexNet's published ImageNet-C errors (metrics/alexnet.py): the
+    benchmark's own normalisation, for the `imagenet` corruption set."""
+    from macs_audit.metrics import alexnet
+
+    described = {"model": alexnet.NAME, "clean_error_source": alexnet.CLEAN_ERROR_SOURCE}
+    return errors_against(views, clean_accuracy, alexnet.errors_by_cell(), alexnet.CLEAN_ERROR, described)
+
+
+def errors_against(
+    views, clean_accuracy: float, base: dict[tuple[str, int], float], base_clean_err: float, described: dict
+) -> dict:
     """CE_c = sum_s E_sc / sum_s E^base_sc and
     relative CE_c = sum_s (E_sc - E_clean) / sum_s (E^base_sc - E^base_clean),
-    each averaged over the benchmark corruptions both reports hold (docs/method.md §2)."""
+    each averaged over the benchmark corruptions both hold (docs/method.md §2); `base` maps
+    (corruption, severity) to the baseline's error."""
     from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS
 
-    base = {(v.corruption, v.severity): 1 - v.metrics["accuracy"] for v in baseline.views if v.kind == "corruption"}
     ours = {(v.corruption, v.severity): 1 - v.metrics["accuracy"] for v in views}
-    base_clean_err = 1 - baseline.clean.metrics["accuracy"]
     ce, rel = {}, {}
     for name in BENCHMARK_CORRUPTIONS:
         sevs = [s for (c, s) in ours if c == name and (c, s) in base]
@@ -83,7 +100,7 @@ def baseline_errors(views, clean_accuracy: float, baseline) -> dict:
     defined_ce = [v for v in ce.values() if v is not None]
     defined_rel = [v for v in rel.values() if v is not None]
     return {
-        "baseline": {"model": baseline.model.path, "sha256": baseline.model.sha256},
+        "baseline": described,
         "ce": ce,
         "relative_ce": rel,
         "mce": float(np.mean(defined_ce)) if defined_ce else None,

@@ -1,9 +1,10 @@
 """Calibration-error estimators beyond the binned ECE, on top-label (confidence, correct) pairs.
 
 - smooth ECE (Blasiok and Nakkiran, 2023): the residual r = correct - confidence smoothed by a
-  Gaussian kernel reflected at 0 and 1, integrated against the kernel density of the confidences,
-  at the bandwidth sigma* where the estimate equals the bandwidth (the fixed point; it exists
-  because the estimate falls as sigma grows).
+  Gaussian kernel reflected at 0 and 1 (folded back into [0, 1] as often as it leaves it, as in the
+  paper), integrated against the kernel density of the confidences, at the bandwidth sigma* where
+  the estimate equals the bandwidth (the fixed point; it exists because the estimate falls as sigma
+  grows).
 - L2 ECE over equal-mass bins, plug-in and debiased (Kumar, Liang and Ma, 2019): the debiased form
   subtracts each bin's sampling variance acc_b (1 - acc_b) / (n_b - 1) from its squared gap before
   the square root, which removes the upward bias of the plug-in estimate.
@@ -18,120 +19,245 @@ accumulators keep, so merged batches and torch.distributed ranks give the same v
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 N_BINS = 15
 # Smooth ECE: confidences are binned onto GRID_CELLS cells of [0, 1] (a position error of at most
-# 1e-4, against bandwidths of at least MIN_SIGMA = 5 cells), the kernel is applied by FFT convolution,
-# and the bandwidth's fixed point is bisected to 2^-BISECTION_STEPS of [0, 1].
+# 1e-4, against bandwidths of at least MIN_SIGMA = 5 cells), the kernel is applied in the Fourier
+# domain, and the bandwidth's fixed point is solved to ROOT_TOLERANCE.
 GRID_CELLS = 5000
 MIN_SIGMA = 1e-3
-BISECTION_STEPS = 20
+ROOT_TOLERANCE = 1e-9
+MAX_ROOT_STEPS = 100
 
 
-def _sorted_pairs(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((correct, confidence))
-    return np.asarray(confidence, dtype=np.float64)[order], np.asarray(correct, dtype=np.float64)[order]
+def sorted_order(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray:
+    """The order of the equal-mass bins: by confidence, ties broken by correctness (deterministic)."""
+    return np.lexsort((correct, confidence))
 
 
-def _equal_mass_sums(conf: np.ndarray, hit: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(counts, confidence sums, correct sums) of `n_bins` contiguous groups of sorted pairs."""
-    n = len(conf)
-    bounds = np.array([len(g) for g in np.array_split(np.arange(n), n_bins)])
-    starts = np.concatenate([[0], np.cumsum(bounds)[:-1]])
-    return bounds, np.add.reduceat(conf, starts), np.add.reduceat(hit, starts)
+class SortedPrefix:
+    """Prefix sums of (confidence, correct) in sorted order, for one or more weightings of the samples.
+
+    `weights` (rows, N) are draw counts (a bootstrap resample per row; None: every sample once). A row
+    stands for the data set in which sample i appears weights[i] times; `sums(bounds)` returns, per row,
+    the confidence and correct sums of the first P samples of that data set for each position P, so
+    equal-mass groups of a resample cost a lookup, not a sort.
+    """
+
+    def __init__(self, confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray | None = None):
+        order = sorted_order(confidence, correct)
+        self.conf = np.asarray(confidence, dtype=np.float64)[order]
+        self.hit = np.asarray(correct, dtype=np.float64)[order]
+        w = np.ones((1, len(order))) if weights is None else np.asarray(weights, dtype=np.float64)[:, order]
+        w = np.ascontiguousarray(w)  # the prefix sums are read flat, row after row
+        self.rows, self.n = w.shape
+        self.total = int(round(w[0].sum())) if self.n else 0  # samples per row
+        self.cum_count = np.cumsum(w, axis=1)
+        self.cum_conf = np.cumsum(w * self.conf, axis=1).ravel()
+        self.cum_hit = np.cumsum(w * self.hit, axis=1).ravel()
+        self._laid_out = (self.cum_count + (np.arange(self.rows) * (self.total + 1))[:, None]).ravel()
+        self.cum_count = self.cum_count.ravel()
+
+    def sums(self, positions: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(confidence sums, correct sums), each (len(rows), len(positions)): of the first P samples per row."""
+        rows = np.arange(self.rows) if rows is None else rows
+        # One searchsorted over the rows laid end to end: row r's counts offset by r * (total + 1) stay sorted.
+        queries = positions[None, :] + (rows * (self.total + 1))[:, None]
+        found = np.searchsorted(self._laid_out, queries.ravel(), side="right").reshape(queries.shape)
+        some = found > (rows * self.n)[:, None]  # at least one whole sample of the row lies before P
+        last = np.where(some, found - 1, 0)  # flat index of the last whole sample
+        following = np.minimum(found - (rows * self.n)[:, None], self.n - 1)  # the sample P cuts into
+        counted = np.where(some, self.cum_count[last], 0.0)
+        partial = positions[None, :] - counted  # copies of the following sample that fall before P
+        out = []
+        for cum, value in ((self.cum_conf, self.conf), (self.cum_hit, self.hit)):
+            out.append(np.where(some, cum[last], 0.0) + partial * value[following])
+        return out[0], out[1]
 
 
-def l2_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS, debiased: bool = True) -> float:
-    """sqrt(sum_b (n_b / N) (acc_b - conf_b)^2) over equal-mass bins; debiased: each bin's squared gap
-    less acc_b (1 - acc_b) / (n_b - 1) (bins of one sample contribute nothing), clipped at 0."""
-    n = len(confidence)
-    if n == 0:
-        return float("nan")
-    conf, hit = _sorted_pairs(confidence, correct)
-    count, conf_sum, hit_sum = _equal_mass_sums(conf, hit, min(n_bins, n))
+def equal_mass_bounds(n: int, bins: int) -> np.ndarray:
+    """Group boundaries 0 = P_0 < ... < P_bins = n of n sorted samples in `bins` contiguous groups whose
+    sizes differ by at most one, the larger first (np.array_split's)."""
+    j = np.arange(bins + 1)
+    return j * (n // bins) + np.minimum(j, n % bins)
+
+
+def group_sums(prefix: SortedPrefix, bins: int, rows: np.ndarray | None = None):
+    """(counts (bins,), confidence sums, correct sums (rows, bins)) of `bins` equal-mass groups."""
+    bounds = equal_mass_bounds(prefix.total, bins)
+    conf, hit = prefix.sums(bounds, rows)
+    return np.diff(bounds).astype(np.float64), np.diff(conf, axis=1), np.diff(hit, axis=1)
+
+
+def l2_of_groups(count: np.ndarray, conf_sum: np.ndarray, hit_sum: np.ndarray, debiased: bool) -> np.ndarray:
+    """sqrt(sum_b (n_b / N) (acc_b - conf_b)^2) per row; debiased: each bin's squared gap less
+    acc_b (1 - acc_b) / (n_b - 1) (bins of one sample contribute nothing), the sum clipped at 0."""
     acc, mean_conf = hit_sum / count, conf_sum / count
     squared = (acc - mean_conf) ** 2
     if debiased:
         with np.errstate(divide="ignore", invalid="ignore"):
             variance = np.where(count > 1, acc * (1 - acc) / (count - 1), 0.0)
         squared = np.where(count > 1, squared - variance, 0.0)
-    return float(math.sqrt(max(0.0, float((count / n * squared).sum()))))
+    return np.sqrt(np.maximum(0.0, (count / count.sum() * squared).sum(axis=-1)))
+
+
+def l2_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS, debiased: bool = True) -> float:
+    """The L2 ECE over `n_bins` equal-mass bins (`l2_of_groups`), plug-in or debiased."""
+    n = len(confidence)
+    if n == 0:
+        return float("nan")
+    count, conf_sum, hit_sum = group_sums(SortedPrefix(confidence, correct), min(n_bins, n))
+    return float(l2_of_groups(count, conf_sum, hit_sum, debiased)[0])
+
+
+def ece_sweep_of(prefix: SortedPrefix) -> tuple[np.ndarray, np.ndarray]:
+    """(ECE, bins) per row: the L1 equal-mass ECE at the largest bin count whose bin accuracies are monotone
+    (non-decreasing in confidence), searched upwards from one bin until monotonicity first fails."""
+    n = prefix.total
+    best = np.ones(prefix.rows, dtype=np.int64)
+    searching = np.arange(prefix.rows)
+    for bins in range(2, n + 1):
+        if len(searching) == 0:
+            break
+        count, _, hit_sum = group_sums(prefix, bins, searching)
+        monotone = ~np.any(np.diff(hit_sum / count, axis=1) < 0, axis=1)
+        best[searching[monotone]] = bins
+        searching = searching[monotone]
+    ece = np.empty(prefix.rows)
+    for bins in np.unique(best):
+        rows = np.flatnonzero(best == bins)
+        _, conf_sum, hit_sum = group_sums(prefix, int(bins), rows)
+        ece[rows] = np.abs(hit_sum - conf_sum).sum(axis=1) / n
+    return ece, best
 
 
 def ece_sweep(confidence: np.ndarray, correct: np.ndarray) -> tuple[float, int]:
-    """(ECE, bins): the L1 equal-mass ECE at the largest bin count whose bin accuracies are monotone
-    (non-decreasing in confidence), searched upwards from one bin until monotonicity first fails."""
-    n = len(confidence)
-    if n == 0:
+    """(ECE, bins) of ECE-sweep (`ece_sweep_of`) on one set of samples."""
+    if len(confidence) == 0:
         return float("nan"), 0
-    conf, hit = _sorted_pairs(confidence, correct)
-    best = 1
-    for bins in range(2, n + 1):
-        count, _, hit_sum = _equal_mass_sums(conf, hit, bins)
-        if np.any(np.diff(hit_sum / count) < 0):
-            break
-        best = bins
-    count, conf_sum, hit_sum = _equal_mass_sums(conf, hit, best)
-    return float(np.abs(hit_sum - conf_sum).sum() / n), best
+    ece, bins = ece_sweep_of(SortedPrefix(confidence, correct))
+    return float(ece[0]), int(bins[0])
 
 
-def _grid_masses(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per grid cell of [0, 1]: the fraction of samples, and the sum of their residuals over N."""
-    conf = np.asarray(confidence, dtype=np.float64)
-    cell = np.minimum((conf * GRID_CELLS).astype(np.int64), GRID_CELLS - 1)
-    n = len(conf)
-    density = np.bincount(cell, minlength=GRID_CELLS) / n
-    residual = np.bincount(cell, weights=np.asarray(correct, dtype=np.float64) - conf, minlength=GRID_CELLS) / n
-    return density, residual
+def residual_masses(cells: np.ndarray, residual: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Per grid cell of [0, 1]: the (weighted) sum of the residuals correct - confidence over N, the number
+    of samples (the sum of the weights). `weights` (rows, N) gives one row per weighting (a bootstrap
+    resample's draw counts); None weighs every sample once."""
+    if weights is None:
+        return np.bincount(cells, weights=residual, minlength=GRID_CELLS)[None, :] / len(cells)
+    rows, n = weights.shape
+    flat = (np.arange(rows)[:, None] * GRID_CELLS + cells[None, :]).ravel()
+    sums = np.bincount(flat, weights=(weights * residual).ravel(), minlength=rows * GRID_CELLS)
+    return sums.reshape(rows, GRID_CELLS) / weights.sum(axis=1, keepdims=True)
 
 
-def _reflected_smooth(masses: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian smoothing of per-cell masses with the kernel reflected at 0 and 1 (FFT convolution:
-    numpy's, since importing scipy.signal costs more than the whole estimate)."""
-    cells = len(masses)
-    extended = np.concatenate([masses[::-1], masses, masses[::-1]])
-    half = min(int(math.ceil(6 * sigma * cells)), cells + cells // 2)
-    offsets = np.arange(-half, half + 1) / cells
-    kernel = np.exp(-0.5 * (offsets / sigma) ** 2)
-    size = len(extended) + len(kernel) - 1
-    full = np.fft.irfft(np.fft.rfft(extended, size) * np.fft.rfft(kernel, size), size)
-    return full[half + cells : half + 2 * cells]
+def grid_cells(confidence: np.ndarray) -> np.ndarray:
+    """The grid cell of each confidence (GRID_CELLS equal cells of [0, 1], 1 in the last)."""
+    return np.minimum((np.asarray(confidence, dtype=np.float64) * GRID_CELLS).astype(np.int64), GRID_CELLS - 1)
 
 
-def _smooth_ece_of_masses(density: np.ndarray, residual: np.ndarray, sigma: float) -> np.ndarray:
-    # |smoothed residual| times the density is |kernel-weighted residual sum| / N: the smoother's
-    # denominator cancels, and so does the kernel's normalisation in the ratio.
-    return np.abs(_reflected_smooth(residual, sigma)).sum(axis=-1) / _reflected_smooth(density, sigma).sum(axis=-1)
+def _mirror_spectrum(masses: np.ndarray) -> np.ndarray:
+    """The DFT of each row's mirror-periodic extension (the masses, then reversed: period 2 in [0, 1] units)."""
+    return np.fft.rfft(np.concatenate([masses, masses[:, ::-1]], axis=1), axis=1)
+
+
+def _smooth_ece_of_spectrum(spectrum: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """smECE of each row at its bandwidth: sum over the cells of |residual masses smoothed by the reflected
+    Gaussian kernel|. Reflection at 0 and 1 folds the kernel back into [0, 1], so it keeps every sample's
+    mass and the kernel density needs no normalisation; on the mirror-periodic extension the smoothing is
+    a product with the Gaussian's transform, exp(-(pi f sigma)^2 / 2) at frequency f (exact to 1e-30 for
+    bandwidths of 5 cells or more)."""
+    # Frequencies whose gain is below 1e-30 for every row are left out (irfft pads them with zeros).
+    kept = min(spectrum.shape[1], int(math.ceil(math.sqrt(2 * 69.1) / (math.pi * float(sigma.min())))) + 1)
+    frequency = np.arange(kept)
+    gain = np.exp(-0.5 * (np.pi * frequency[None, :] * sigma[:, None]) ** 2)
+    smoothed = np.fft.irfft(spectrum[:, :kept] * gain, 2 * GRID_CELLS, axis=1)[:, :GRID_CELLS]
+    return np.abs(smoothed).sum(axis=1)
 
 
 def smooth_ece_at(confidence: np.ndarray, correct: np.ndarray, sigma: float) -> float:
     """smECE at bandwidth sigma: the integral over [0, 1] of |kernel-smoothed residual| times the kernel density."""
-    density, residual = _grid_masses(confidence, correct)
-    return float(_smooth_ece_of_masses(density, residual, sigma))
+    conf = np.asarray(confidence, dtype=np.float64)
+    masses = residual_masses(grid_cells(conf), np.asarray(correct, dtype=np.float64) - conf)
+    return float(_smooth_ece_of_spectrum(_mirror_spectrum(masses), np.array([sigma]))[0])
+
+
+def smooth_ece_of_masses(masses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(smECE, sigma*) of each row of residual masses: the bandwidth where smECE_sigma = sigma, on
+    [MIN_SIGMA, 1]. smECE_sigma - sigma falls as sigma grows, so the root is bracketed and found by the
+    Illinois variant of regula falsi, all rows at once. A row calibrated to within MIN_SIGMA stops there."""
+    spectrum = _mirror_spectrum(masses)
+    rows = len(spectrum)
+
+    def excess(sigma: np.ndarray, which: np.ndarray) -> np.ndarray:
+        return _smooth_ece_of_spectrum(spectrum[which], sigma) - sigma
+
+    everyone = np.arange(rows)
+    lo, hi = np.full(rows, MIN_SIGMA), np.ones(rows)
+    g_lo, g_hi = excess(lo, everyone), excess(hi, everyone)
+    sigma = np.where(g_lo <= 0, lo, hi)  # the ends, where the root lies outside the range
+    value = np.where(g_lo <= 0, g_lo + lo, g_hi + hi)
+    active = (g_lo > 0) & (g_hi < 0)
+    last_side = np.zeros(rows, dtype=np.int8)  # Illinois: halve the end that stayed put twice running
+    for _ in range(MAX_ROOT_STEPS):
+        rows_left = np.flatnonzero(active)
+        if len(rows_left) == 0:
+            break
+        a, b, ga, gb = lo[rows_left], hi[rows_left], g_lo[rows_left], g_hi[rows_left]
+        c = (a * gb - b * ga) / (gb - ga)
+        gc = excess(c, rows_left)
+        sigma[rows_left], value[rows_left] = c, gc + c
+        above = gc > 0
+        move_lo, move_hi = rows_left[above], rows_left[~above]
+        lo[move_lo], g_lo[move_lo] = c[above], gc[above]
+        hi[move_hi], g_hi[move_hi] = c[~above], gc[~above]
+        g_hi[move_lo[last_side[move_lo] == -1]] /= 2
+        g_lo[move_hi[last_side[move_hi] == 1]] /= 2
+        last_side[move_lo], last_side[move_hi] = -1, 1
+        active[rows_left] = (np.abs(gc) > ROOT_TOLERANCE) & (hi[rows_left] - lo[rows_left] > ROOT_TOLERANCE)
+    return value, sigma
 
 
 def smooth_ece(confidence: np.ndarray, correct: np.ndarray) -> tuple[float, float]:
-    """(smECE, sigma*): smECE at the bandwidth where it equals the bandwidth, found by bisection on
-    [MIN_SIGMA, 1] (smECE_sigma - sigma falls as sigma grows). A model calibrated to within MIN_SIGMA
-    stops at MIN_SIGMA."""
+    """(smECE, sigma*) of top-label (confidence, correct) pairs; see `smooth_ece_of_masses`."""
     if len(confidence) == 0:
         return float("nan"), float("nan")
-    density, residual = _grid_masses(confidence, correct)
+    conf = np.asarray(confidence, dtype=np.float64)
+    masses = residual_masses(grid_cells(conf), np.asarray(correct, dtype=np.float64) - conf)
+    value, sigma = smooth_ece_of_masses(masses)
+    return float(value[0]), float(sigma[0])
 
-    def at(sigma: float) -> float:
-        return float(_smooth_ece_of_masses(density, residual, sigma))
 
-    lo, hi = MIN_SIGMA, 1.0
-    if at(lo) <= lo:
-        return at(lo), lo
-    if at(hi) >= hi:
-        return at(hi), hi
-    for _ in range(BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        if at(mid) > mid:
-            lo = mid
-        else:
-            hi = mid
-    return at(hi), hi
+CURVE_POINTS = 101  # where the smoothed reliability curve is reported: confidences 0, 0.01, ..., 1
+
+
+def smooth_reliability(confidence: np.ndarray, correct: np.ndarray, sigma: float) -> dict[str, Any]:
+    """The smoothed reliability curve at bandwidth `sigma` (smooth ECE's sigma*): at CURVE_POINTS confidences
+    t, the kernel-smoothed accuracy t + r(t), where r is the kernel regression of correct - confidence on the
+    confidence, and the kernel density of the confidences (the same reflected kernel and grid as smooth ECE).
+    Where the density is below 1e-3 of its peak the accuracy is None: too few samples to draw it."""
+    conf = np.asarray(confidence, dtype=np.float64)
+    cells = grid_cells(conf)
+    masses = np.vstack(
+        [
+            residual_masses(cells, np.asarray(correct, dtype=np.float64) - conf),
+            residual_masses(cells, np.ones_like(conf)),  # the density's masses
+        ]
+    )
+    frequency = np.arange(GRID_CELLS + 1)
+    gain = np.exp(-0.5 * (np.pi * frequency * sigma) ** 2)
+    residual, density = np.fft.irfft(_mirror_spectrum(masses) * gain, 2 * GRID_CELLS, axis=1)[:, :GRID_CELLS]
+    at = np.minimum((np.linspace(0.0, 1.0, CURVE_POINTS) * GRID_CELLS).astype(np.int64), GRID_CELLS - 1)
+    centres = (at + 0.5) / GRID_CELLS
+    with np.errstate(divide="ignore", invalid="ignore"):
+        accuracy = centres + residual[at] / density[at]
+    enough = density[at] >= 1e-3 * density.max()
+    return {
+        "sigma": float(sigma),
+        "confidence": [round(float(t), 6) for t in centres],
+        "accuracy": [float(np.clip(a, 0.0, 1.0)) if ok else None for a, ok in zip(accuracy, enough, strict=True)],
+        "density": [float(d * GRID_CELLS) for d in density[at]],  # per unit confidence, integrates to 1
+    }

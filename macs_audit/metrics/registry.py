@@ -38,6 +38,10 @@ class Place(enum.Enum):
     TEMPERATURE = "temperature"  # report.temperature_scaling
     ROBUSTNESS = "robustness"  # report.robustness, or the robust view
     CORRUPTION = "corruption"  # report.corruption_summary: means over the corruption grid
+    SELECTIVE = "selective"  # report.clean.metrics too (every view's metrics hold them), shown in their own table
+    CONFORMAL = "conformal"  # report.conformal
+    OOD = "ood"  # report.ood
+    UNLABELED = "unlabeled"  # report.unlabeled
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +61,7 @@ class Metric:
     # Its label where the model outputs probabilities: the predictor turns them into log-probabilities,
     # so a statistic of the logit vector is then one of log p ("" where the label holds either way).
     on_probabilities: str = ""
+    interval: str = ""  # where its section holds its 95% interval, for a metric outside the views
 
     @property
     def report_key(self) -> str:
@@ -81,7 +86,7 @@ class Metric:
         """The metric named on its own, in gate checks and comparisons: 'clean ECE'."""
         if self.named:
             return self.named
-        if self.gate and self.place is Place.CLEAN:
+        if self.gate and self.place in (Place.CLEAN, Place.SELECTIVE):
             return f"clean {self.with_unit}"
         return self.label
 
@@ -111,9 +116,60 @@ def outputs_probabilities(output: str | None) -> bool:
 
 _F, _ER, _R, _NATS, _N = Unit.FRACTION, Unit.ERROR_RATIO, Unit.RATIO, Unit.NATS, Unit.NUMBER
 _CLEAN, _T, _ROB, _CORR = Place.CLEAN, Place.TEMPERATURE, Place.ROBUSTNESS, Place.CORRUPTION
+_SEL, _CONF, _OOD, _UNL = Place.SELECTIVE, Place.CONFORMAL, Place.OOD, Place.UNLABELED
+_CALIBRATION_SPLIT, _OOD_DATA, _UNLABELED_DATA = "--calibration-split F, F > 0", "--ood-data", "--unlabeled"
+_OOD_SCORES = {"msp": "max softmax", "max_logit": "max logit", "energy": "energy"}
+
+
+def _conformal(name: str, method: str, key: str, label: str, unit: Unit, higher: bool, made_by: str) -> Metric:
+    return Metric(
+        name,
+        f"{label} ({method.upper()})",
+        unit,
+        higher,
+        _CONF,
+        gate=True,
+        key=f"{'corruption_mean' if 'corruptions' in name else 'methods'}.{method}.{key}",
+        named=f"conformal {label} ({method.upper()})",
+        made_by=made_by,
+    )
+
+
+def _ood(score: str, key: str, label: str, higher: bool) -> Metric:
+    suffix = "" if score == "msp" else f"_{score}"
+    return Metric(
+        f"ood_{key}{suffix}",
+        f"{label}, {_OOD_SCORES[score]}",
+        _F,
+        higher,
+        _OOD,
+        gate=True,
+        key=f"scores.{score}.{key}",
+        interval=f"scores.{score}.intervals.{key}",
+        named=f"OOD {label}, {_OOD_SCORES[score]} score",
+        made_by=_OOD_DATA,
+    )
+
+
+def _estimate(estimator: str, label: str) -> Metric:
+    suffix = "" if estimator == "atc_mc" else f"_{estimator}"
+    return Metric(
+        f"estimated_accuracy{suffix}",
+        f"estimated accuracy, {label}",
+        _F,
+        True,
+        _UNL,
+        gate=True,
+        key=f"estimates.{estimator}.accuracy",
+        interval=f"estimates.{estimator}.interval",
+        named=f"estimated unlabeled accuracy ({label})",
+        made_by=_UNLABELED_DATA,
+    )
+
+
 _ROBUST_VIEW, _SENSITIVITY = "--perturbations noise+blur", "--sensitivity-samples N, N > 0"
 _GRID_15, _GRID_19 = "--corruptions benchmark or cifar-c", "--corruptions cifar-c"
-_BASELINE = "--corruptions and --corruption-baseline"
+_BASELINE = "--corruptions with --corruption-baseline, or the imagenet set (AlexNet's errors)"
 
 # In the order tables and `compare` list them.
 METRICS: dict[str, Metric] = {
@@ -221,6 +277,70 @@ METRICS: dict[str, Metric] = {
             made_by=_BASELINE,
         ),
         Metric("relative_mce", "relative mCE", _R, False, _CORR, gate=True, made_by=_BASELINE),
+        # Selective prediction on the max-softmax confidence, in every view's metrics (metrics/selective.py).
+        Metric("aurc", "AURC", _F, False, _SEL, gate=True),
+        Metric("e_aurc", "E-AURC", _F, False, _SEL, gate=True),
+        Metric("risk_at_80_coverage", "risk at 80% coverage", _F, False, _SEL, gate=True),
+        Metric("risk_at_90_coverage", "risk at 90% coverage", _F, False, _SEL, gate=True),
+        Metric("risk_at_95_coverage", "risk at 95% coverage", _F, False, _SEL, gate=True),
+        Metric("coverage_at_1_risk", "coverage at 1% risk", _F, True, _SEL, gate=True),
+        Metric("coverage_at_5_risk", "coverage at 5% risk", _F, True, _SEL, gate=True),
+        Metric("misclassification_auroc", "misclassification AUROC", _F, True, _SEL, gate=True),
+        # report.conformal (metrics/conformal.py).
+        _conformal("conformal_coverage", "lac", "coverage", "coverage", _F, True, _CALIBRATION_SPLIT),
+        _conformal("conformal_set_size", "lac", "mean_set_size", "mean set size", _N, False, _CALIBRATION_SPLIT),
+        _conformal(
+            "conformal_worst_class_coverage",
+            "lac",
+            "worst_class_coverage",
+            "worst class's coverage",
+            _F,
+            True,
+            _CALIBRATION_SPLIT,
+        ),
+        _conformal("conformal_coverage_aps", "aps", "coverage", "coverage", _F, True, _CALIBRATION_SPLIT),
+        _conformal("conformal_set_size_aps", "aps", "mean_set_size", "mean set size", _N, False, _CALIBRATION_SPLIT),
+        _conformal(
+            "conformal_worst_class_coverage_aps",
+            "aps",
+            "worst_class_coverage",
+            "worst class's coverage",
+            _F,
+            True,
+            _CALIBRATION_SPLIT,
+        ),
+        _conformal(
+            "conformal_coverage_corruptions",
+            "lac",
+            "coverage",
+            "coverage, corruptions",
+            _F,
+            True,
+            f"{_CALIBRATION_SPLIT} and --corruptions",
+        ),
+        _conformal(
+            "conformal_lowest_coverage_corruptions",
+            "lac",
+            "lowest_coverage",
+            "coverage, worst corruption",
+            _F,
+            True,
+            f"{_CALIBRATION_SPLIT} and --corruptions",
+        ),
+        # report.ood (metrics/ood.py): in-distribution is the positive class.
+        *(
+            _ood(score, key, label, higher)
+            for score in _OOD_SCORES
+            for key, label, higher in (
+                ("auroc", "AUROC", True),
+                ("aupr", "AUPR-In", True),
+                ("fpr95", "FPR at 95% TPR", False),
+            )
+        ),
+        # report.unlabeled (metrics/label_free.py).
+        _estimate("atc_mc", "ATC-MC"),
+        _estimate("atc_ne", "ATC-NE"),
+        _estimate("doc", "DoC"),
     ]
 }
 

@@ -9,6 +9,11 @@ For a locally linear margin, (d/m) sum_j (u_j . g)^2 / ||g||^2 is (close to) chi
 per-sample estimate sqrt(...) is biased low by the factor c_m = E[sqrt(chi^2_m / m)]; we divide it
 out. The stated error of the estimate of L^ is 3 standard errors of the per-sample estimates
 (the sampling error over images and directions), plus the bias correction's own approximation.
+
+The first-order flip radius gamma / ||grad gamma|| is how far (pixel L2) a sample sits from the
+decision boundary of its true class. A misclassified sample (gamma <= 0) has no such distance (its
+radius is negative), so the median is taken over the correctly classified samples (gamma > 0) only:
+over all samples it would fall with the error rate and turn negative above 50% error.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ def sensitivity(
     batch_size: int = 256,
     ctx=None,
 ) -> dict:
-    """L^, its stated error, the method, and the median first-order flip radius gamma / ||grad gamma||.
+    """L^, its stated error, the method, the subset's mean margin, and the median first-order flip radius
+    gamma / ||grad gamma|| over the correctly classified images (how many: `flip_radius_samples`).
 
     Batches are independent (each draws its directions from a generator seeded by its start), so
     under torch.distributed (`ctx`) each rank computes its own batches and the results are gathered.
@@ -101,15 +107,19 @@ def sensitivity(
             error = 3 * float(norms.std(ddof=1) / math.sqrt(len(norms)))
         else:  # a standard error needs two samples: no stated error rather than an infinite one
             error, error_note = None, "needs at least 2 images"
-    with np.errstate(divide="ignore", invalid="ignore"):
-        radius = float(np.median(np.where(norms > 0, gamma / norms, np.inf)))
+    correct = gamma > 0  # the flip radius is a distance to the boundary only where the sample is right
+    with np.errstate(divide="ignore"):  # a zero gradient: the sample never flips (infinite radius)
+        radii = np.where(norms[correct] > 0, gamma[correct] / norms[correct], np.inf)
+    radius = float(np.median(radii)) if len(radii) else math.inf
     return {
         "lipschitz": float(norms.mean()),
         "lipschitz_error": error,
         "method": method,
         "n": int(len(norms)),
         "mean_margin_subset": float(gamma.mean()),
-        "median_flip_radius": radius if np.isfinite(radius) else None,  # None: a flat (constant) model
+        # None: no correctly classified image, or a flat (constant) model whose radii are infinite
+        "median_flip_radius": radius if math.isfinite(radius) else None,
+        "flip_radius_samples": int(correct.sum()),
         "units": "margin (logit) per unit L2 norm in [0,1] pixel space",
         **({"lipschitz_error_note": error_note} if error_note else {}),
     }

@@ -24,6 +24,11 @@ KEYS = {
     "mean": "per-channel mean subtracted after scaling pixels to [0,1]",
     "std": "per-channel std divided by after subtracting the mean",
     "output": "'logits', 'probabilities', or 'auto' (detect softmax outputs)",
+    "crop_pct": (
+        "the fraction of the resized image the centre crop keeps (timm's crop_pct, e.g. 0.875): image-folder "
+        "images are resized so their shorter side is input_size / crop_pct, then centre-cropped to input_size; "
+        "absent, they are resized to input_size whole"
+    ),
     "class_names": "class names, in label order",
 }
 
@@ -37,6 +42,7 @@ class ModelConfig:
     std: tuple[float, ...] = CIFAR10_STD
     output: str = "auto"
     class_names: list[str] | None = None
+    crop_pct: float | None = None
     sources: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> where it came from
 
     def as_metadata(self) -> dict[str, Any]:
@@ -133,8 +139,11 @@ def _validate(cfg: ModelConfig) -> ModelConfig:
         cfg.mean = tuple(float(v) for v in cfg.mean)
         cfg.std = tuple(float(v) for v in cfg.std)
         cfg.num_classes = None if cfg.num_classes is None else int(cfg.num_classes)
+        cfg.crop_pct = None if cfg.crop_pct is None else float(cfg.crop_pct)
     except (TypeError, ValueError, IndexError):
         raise UsageError("input_size must be [height, width]; mean and std lists of numbers") from None
+    if cfg.crop_pct is not None and not 0 < cfg.crop_pct <= 1:
+        raise UsageError(f"crop_pct must be in (0, 1], got {cfg.crop_pct}")
     if min(cfg.input_size) < 1:
         raise UsageError(f"input_size must be positive, got {list(cfg.input_size)}")
     if len(cfg.mean) != len(cfg.std) or any(s <= 0 for s in cfg.std):

@@ -165,6 +165,15 @@ def render(report: Report, gate: GateResult | None = None) -> str:
             _table(["metric", "raw", "scaled"], rows),
         ]
 
+    calibrators = tables.calibrator_rows(report)
+    if calibrators:
+        caption, header, calibrator_rows = calibrators
+        body += [
+            '<h2 id="calibrators">Post-hoc calibrators</h2>',
+            f'<p class="note">{esc(caption)}</p>',
+            _table(header, calibrator_rows),
+        ]
+
     margin = plots.margin_histogram(report)
     if margin:
         body += [
@@ -202,6 +211,19 @@ def render(report: Report, gate: GateResult | None = None) -> str:
         summary = tables.corruption_summary_rows(report)
         if summary:
             body.append(_table(["summary", "value"], summary))
+
+    for anchor, title, header, trust_rows in tables.trust_tables(report):
+        body += [f'<h2 id="{anchor}">{esc(title)}</h2>', '<div class="row"><div>', _table(header, trust_rows), "</div>"]
+        if anchor == "selective":
+            body.append(
+                _image(
+                    plots.risk_coverage(report.clean),
+                    "risk-coverage curve",
+                    "Error rate of the predictions kept when the model abstains on the least confident; dashed: "
+                    "the best possible ranking at this accuracy.",
+                )
+            )
+        body.append("</div>")
 
     body += [
         '<h2 id="model">Model, data and runtime</h2>',

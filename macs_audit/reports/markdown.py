@@ -77,6 +77,12 @@ def render(report: Report, gate: GateResult | None = None) -> str:
         lines += ["### Temperature scaling", "", esc(caption), ""]
         lines += table(["metric", "raw", "scaled"], rows) + [""]
 
+    calibrators = tables.calibrator_rows(report)
+    if calibrators:
+        caption, header, calibrator_rows = calibrators
+        lines += ["### Post-hoc calibrators", "", esc(caption), ""]
+        lines += table(header, calibrator_rows) + [""]
+
     rb = tables.robustness_rows(report)
     if rb:
         lines += ["### Robustness", ""] + table(["metric", "value"], rb) + [""]
@@ -94,6 +100,9 @@ def render(report: Report, gate: GateResult | None = None) -> str:
         summary = tables.corruption_summary_rows(report)
         if summary:
             lines += table(["summary", "value"], summary) + [""]
+
+    for _, title, header, trust_rows in tables.trust_tables(report):
+        lines += [f"### {esc(title)}", ""] + table(header, trust_rows) + [""]
 
     lines += ["<details><summary>Conventions</summary>", ""]
     lines += table(["convention", "value"], tables.convention_rows(report), "ll") + ["", "</details>", ""]

@@ -107,6 +107,17 @@ def reliability(
                 linewidth=1.2,
                 label=f"{_CONFIDENCE.label} {100 * conf_all:.1f}%",
             )
+    smooth = view.smooth_reliability if len(series) == 1 else None
+    if smooth:  # the smoothed curve behind smooth ECE, at its bandwidth
+        points = [(t, a) for t, a in zip(smooth["confidence"], smooth["accuracy"], strict=True) if a is not None]
+        top.plot(
+            [t for t, _ in points],
+            [a for _, a in points],
+            color="#111111",
+            linewidth=1.6,
+            label=f"smoothed (smooth ECE {100 * view.metrics.get('smooth_ece', float('nan')):.2f}%, "
+            f"sigma {smooth['sigma']:.3f})",
+        )
     top.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy in bin", title="Reliability diagram (15 equal-width bins)")
     top.legend(loc="upper left", fontsize=8)
     bottom.set(
@@ -169,4 +180,26 @@ def corruption_heatmap(report: Report) -> bytes | None:
     ax.set_yticks(range(len(names)), [_text(n) for n in names], fontsize=8)
     ax.set(xlabel="severity", title="Accuracy (%) by corruption and severity")
     fig.colorbar(image, ax=ax, label="accuracy", fraction=0.05)
+    return _png(fig)
+
+
+def risk_coverage(view: ViewResult) -> bytes | None:
+    """Selective risk against coverage (the view's `risk_coverage` curve), with the oracle ranking's curve at
+    the same accuracy: no error is kept until every correct prediction is."""
+    curve = view.risk_coverage
+    if not curve or not curve.get("coverage"):
+        return None
+    coverage, risk = [100 * c for c in curve["coverage"]], [100 * r for r in curve["risk"]]
+    error = curve["risk"][-1]  # at full coverage: the error rate
+    oracle = [100 * max(0.0, 1 - (1 - error) / c) for c in curve["coverage"]]
+    fig = _figure(6.0, 4.2)
+    ax = fig.subplots()
+    ax.plot(coverage, risk, color="#3366cc", linewidth=2, label="model (max softmax)")
+    ax.plot(coverage, oracle, color="#888888", linestyle="--", linewidth=1, label="oracle ranking")
+    ax.set_xlabel("coverage (%)")
+    ax.set_ylabel("selective risk: error rate kept (%)")
+    ax.set_xlim(0, 100)
+    ax.set_ylim(0, max(1.0, 1.1 * max(risk)))
+    ax.grid(True, linestyle=":", alpha=0.6)
+    ax.legend(loc="upper left")
     return _png(fig)

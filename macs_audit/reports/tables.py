@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from macs_audit.gate import GateResult, format_value
 from macs_audit.metrics.registry import METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Place, in_place
-from macs_audit.report import Report, ViewResult
+from macs_audit.report import Calibrators, Report, ViewResult
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
@@ -111,6 +111,34 @@ def temperature_rows(report: Report) -> tuple[str, list[tuple[str, str, str]]] |
         if name in ts.raw
     ]
     return caption, rows
+
+
+CALIBRATOR_SCORES = ("accuracy", "nll", "ece", "smooth_ece", "brier")  # calibrators/selection.py SCORES
+
+
+def calibrator_table(section: Calibrators) -> tuple[str, list[str], list[list[str]]]:
+    """(caption, header, rows) of a calibrator comparison: one row per method, the selected one starred."""
+    header = ["method", *(METRICS[name].label for name in CALIBRATOR_SCORES), "parameters"]
+    rows = []
+    for row in section.methods:
+        label = str(row.get("method"))
+        if row.get("method") == section.selected:
+            label += " *"
+        if row.get("refused"):
+            rows.append([label, *("-" for _ in CALIBRATOR_SCORES), "not fitted: split too small"])
+            continue
+        scores = row.get("scores") or {}
+        values = [fmt(scores.get(name), METRICS[name].percent) for name in CALIBRATOR_SCORES]
+        rows.append([label, *values, f"{row.get('n_parameters', 0):,}"])
+    caption = (
+        f"fitted on {section.n_fit:,} held-out images, scored on the other {section.n_eval:,}; "
+        f"* best by {METRICS[section.select].with_unit}"
+    )
+    return caption, header, rows
+
+
+def calibrator_rows(report: Report) -> tuple[str, list[str], list[list[str]]] | None:
+    return None if report.calibrators is None else calibrator_table(report.calibrators)
 
 
 def robustness_rows(report: Report) -> list[tuple[str, str]]:
@@ -252,3 +280,76 @@ def comparison_rows(comparison: Comparison) -> list[list[str]]:
         [r.section, r.label, fmt(r.a, r.percent), fmt(r.b, r.percent), format_delta(r.delta, r.percent), r.status]
         for r in comparison.rows
     ]
+
+
+# Selective prediction, conformal sets, OOD detection and the unlabeled estimate: (anchor, title, header, rows).
+TrustTable = tuple[str, str, list[str], list[list[str]]]
+
+
+def _located_rows(report: Report, place: Place) -> list[list[str]]:
+    """[label, value, 95% CI] for every metric of `place` the report holds (gate.locate finds them)."""
+    from macs_audit.gate import locate
+
+    rows = []
+    for metric in in_place(place):
+        value, ci = locate(report, metric)
+        if isinstance(value, (int, float)):
+            rows.append([metric.table_label, fmt(value, metric.percent), _interval(ci, metric.percent)])
+    return rows
+
+
+def _conformal_rows(report: Report) -> list[list[str]]:
+    cf = report.conformal
+    if cf is None:
+        return []
+    names = report.data.class_names or []
+
+    def row(label: str, stats: dict) -> list[str]:
+        worst = stats.get("worst_class")
+        name = f" ({names[worst]})" if isinstance(worst, int) and 0 <= worst < len(names) else ""
+        return [
+            label,
+            fmt(stats.get("coverage"), True),
+            fmt(stats.get("mean_set_size"), False),
+            fmt(stats.get("worst_class_coverage"), True) + name if "worst_class_coverage" in stats else "",
+        ]
+
+    rows = [row(f"{method.upper()}, clean", stats) for method, stats in cf.methods.items()]
+    for view in report.views:
+        for method, stats in (view.conformal or {}).items():
+            if view.kind == "perturbation":
+                rows.append(row(f"{method.upper()}, {view.name}", stats))
+    for method, stats in (cf.corruption_mean or {}).items():
+        rows.append(row(f"{method.upper()}, mean over corruptions", stats))
+        rows.append(
+            [f"{method.upper()}, lowest: {stats.get('lowest_view')}", fmt(stats.get("lowest_coverage"), True), "", ""]
+        )
+    return rows
+
+
+def trust_tables(report: Report) -> list[TrustTable]:
+    """The tables of the sections the report has, in order."""
+    out: list[TrustTable] = []
+    selective = _located_rows(report, Place.SELECTIVE)
+    if selective:
+        title = "Selective prediction: abstain on the least confident (max softmax)"
+        out.append(("selective", title, ["metric", "value"], [r[:2] for r in selective]))
+    cf = report.conformal
+    if cf is not None:
+        title = (
+            f"Conformal sets: target coverage {fmt(cf.target_coverage, True)}, fitted on {cf.n_calibration:,} "
+            f"held-out images, scored on the other {cf.n_eval:,}"
+        )
+        out.append(("conformal", title, ["sets", "coverage", "mean set size", "worst class"], _conformal_rows(report)))
+    if report.ood is not None:
+        o = report.ood
+        title = f"OOD detection: {o.n_in:,} evaluation images (positive) against {o.n_out:,} of {o.source}"
+        out.append(("ood", title, ["metric, score", "value", "95% CI"], _located_rows(report, Place.OOD)))
+    if report.unlabeled is not None:
+        u = report.unlabeled
+        title = (
+            f"Accuracy without labels: {u.n:,} images of {u.source} (fitted on the evaluation data, accuracy "
+            f"{fmt(u.source_accuracy, True)})"
+        )
+        out.append(("unlabeled", title, ["estimator", "value", "95% CI"], _located_rows(report, Place.UNLABELED)))
+    return out

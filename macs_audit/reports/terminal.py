@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from macs_audit.metrics.registry import METRICS
-from macs_audit.report import Report
+from macs_audit.report import Calibrators, Report
 from macs_audit.reports import tables
 from macs_audit.reports.tables import fmt
 
@@ -59,6 +59,22 @@ def temperature_table(report: Report) -> Table | None:
     return table
 
 
+def calibrators_table(report: Report) -> Table | None:
+    return None if report.calibrators is None else calibrator_comparison_table(report.calibrators)
+
+
+def calibrator_comparison_table(section: Calibrators) -> Table:
+    """The post-hoc calibrators side by side (the audit's section, or `calibrate --method all`'s choice)."""
+    caption, header, rows = tables.calibrator_table(section)
+    table = Table(title=f"Post-hoc calibrators: {caption}", title_justify="left")
+    table.add_column(header[0], no_wrap=True)
+    for name in header[1:]:
+        table.add_column(name, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def robustness_table(report: Report) -> Table | None:
     """Perturbation views side by side with clean, plus sensitivity and the margin-to-sensitivity ratio."""
     views = report.views_of("perturbation")
@@ -86,6 +102,20 @@ def robustness_table(report: Report) -> Table | None:
         )
         table.caption_justify = "left"
     return table
+
+
+def trust_tables(report: Report) -> list[Table]:
+    """Selective prediction, conformal sets, OOD detection and the unlabeled estimate, where the report has them."""
+    out = []
+    for _, title, header, rows in tables.trust_tables(report):
+        table = Table(title=escape(title), title_justify="left")
+        table.add_column(header[0])
+        for name in header[1:]:
+            table.add_column(name, justify="right")
+        for row in rows:
+            table.add_row(*(escape(cell) for cell in row))
+        out.append(table)
+    return out
 
 
 class Fitted:
@@ -219,7 +249,13 @@ def corruption_table(report: Report) -> RenderableType | None:
 def renderable(report: Report, gate: GateResult | None = None) -> Group:
     """The report's tables, then the gate table if given."""
     parts: list[RenderableType] = [titled(clean_table(report))]
-    for extra in (temperature_table(report), robustness_table(report), corruption_table(report)):
+    for extra in (
+        temperature_table(report),
+        calibrators_table(report),
+        robustness_table(report),
+        corruption_table(report),
+        *trust_tables(report),
+    ):
         if extra is not None:
             parts.append(titled(extra))
     parts.append(

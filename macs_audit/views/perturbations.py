@@ -12,11 +12,11 @@ import torch.nn.functional as F
 
 from macs_audit.errors import UsageError
 from macs_audit.views.perturbation_params import (
-    EVAL_BLUR_SIGMA,
     EVAL_NOISE_SIGMA,
     EVAL_VIEWS,
     TRAIN_BLUR_RANGE,
     TRAIN_NOISE_RANGE,
+    eval_blur_sigma,
 )
 
 
@@ -62,13 +62,14 @@ def noise_and_blur(images: torch.Tensor, blur_sigma, noise_sigma, generator: tor
 
 
 def evaluation_view(name: str, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """The fixed-strength perturbation views of the audit."""
+    """The fixed-strength perturbation views of the audit (the blur scaled with the image size)."""
+    blur = eval_blur_sigma(*images.shape[-2:])
     if name == "noise":
         return gaussian_noise(images, EVAL_NOISE_SIGMA, generator)
     if name == "blur":
-        return gaussian_blur(images, EVAL_BLUR_SIGMA).clamp(0, 1)
+        return gaussian_blur(images, blur).clamp(0, 1)
     if name == "noise+blur":
-        return noise_and_blur(images, EVAL_BLUR_SIGMA, EVAL_NOISE_SIGMA, generator)
+        return noise_and_blur(images, blur, EVAL_NOISE_SIGMA, generator)
     raise UsageError(f"unknown perturbation {name!r}; choose from {', '.join(EVAL_VIEWS)}")
 
 

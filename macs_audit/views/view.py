@@ -59,15 +59,18 @@ def perturbation(name: str, seed: int, device: str) -> View:
     return View(name, "perturbation", transform)
 
 
-def corruption(name: str, severity: int, seed: int, device: str, frost_textures: str | None) -> View:
-    """A corruption at a severity, generated batch by batch (seeded by the batch's position)."""
+def corruption(
+    name: str, severity: int, seed: int, device: str, frost_textures: str | None, corruption_set: str = "cifar"
+) -> View:
+    """A corruption at a severity with a parameter set's values, generated batch by batch (seeded by
+    the batch's position)."""
 
     def transform(images: Any, start: int) -> Any:
         import torch
 
         from macs_audit.views.corruptions.apply import corrupt_batch
 
-        out = corrupt_batch(images, start, name, severity, seed, device, frost_textures)
+        out = corrupt_batch(images, start, name, severity, seed, device, frost_textures, corruption_set)
         return to_unit_float(out if torch.is_tensor(images) else out.cpu().numpy())
 
     return View(f"{name}@{severity}", "corruption", transform, corruption=name, severity=severity)

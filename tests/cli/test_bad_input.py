@@ -359,14 +359,35 @@ ROWS: list[Row] = [
     Row(
         "corrupt-out-is-a-file", ("corrupt", "--data", "{data}", "--out", "f.txt"), 2, "is a file", _file("f.txt", "x")
     ),
+    # post-hoc calibrators: unknown names, and a fit split too small for the method's parameters
+    Row(
+        "calibrate-unknown-method",
+        (*CALIBRATE, "--out", "cal", "--method", "platt"),
+        2,
+        "unknown calibration method platt",
+    ),
+    Row(
+        "calibrate-unknown-select",
+        (*CALIBRATE, "--out", "cal", "--select", "auroc"),
+        2,
+        "--select 'auroc' is not a score",
+    ),
+    Row(
+        "calibrate-split-too-small",
+        (*CALIBRATE, "--out", "cal", "--method", "isotonic"),
+        2,
+        "needs a calibration split of at least 100 images, got 60",
+    ),
+    Row("evaluate-crop-pct-above-one", (*EVALUATE, "--crop-pct", "1.5"), 2, "crop_pct must be in (0, 1], got 1.5"),
+    Row("evaluate-unknown-calibrator", (*EVALUATE, "--calibrators", "platt"), 2, "unknown calibration method platt"),
     # commands that write models never replace an input, and an existing output only with --force
     Row("calibrate-out-is-the-model-folder", (*CALIBRATE, "--out", "{tmp}"), 2, "would replace the input"),
     Row(
         "calibrate-existing-output",
         (*CALIBRATE, "--out", "cal"),
         2,
-        "already holds temperature.json; pass --force",
-        _file("cal/temperature.json", "{}"),
+        "already holds calibration.json; pass --force",
+        _file("cal/calibration.json", "{}"),
     ),
     Row(
         "export-existing-onnx",

@@ -11,6 +11,7 @@ from conftest import linear_onnx
 from typer.testing import CliRunner
 
 from macs_audit.cli import app
+from macs_audit.report import SCHEMA_VERSION
 
 runner = CliRunner()
 
@@ -37,10 +38,14 @@ def test_evaluate_onnx_writes_report_and_predictions(tmp_path, onnx_model, npz_d
     )
     assert result.exit_code == 0, result.output
     data = json.loads(report.read_text())
-    assert data["schema_version"] == "1.1"
+    assert data["schema_version"] == SCHEMA_VERSION
     assert data["model"]["provider"] == "CPUExecutionProvider" and data["model"]["format"] == "onnx"
     assert data["data"]["n"] == 60 and data["conventions"]["ece_bins"] == 15
-    assert set(data["clean"]["intervals"]) == {"accuracy", "ece", "nll"}
+    from macs_audit.metrics.bootstrap import ERROR_METRICS, MEAN_METRICS
+
+    assert set(data["clean"]["intervals"]) == {*MEAN_METRICS, *ERROR_METRICS}
+    assert data["calibrators"]["methods"][0]["method"] == "uncalibrated"  # the uncalibrated row first
+    assert len(data["clean"]["smooth_reliability"]["accuracy"]) == 101
     assert data["temperature_scaling"]["n_fit"] == 30
     # Anyone can recompute every number from the saved predictions.
     saved = np.load(preds)
@@ -151,7 +156,9 @@ def test_one_image_gives_null_intervals_with_the_reason_not_inf(tmp_path, onnx_m
         assert data["conventions"]["bootstrap_note"] == "no intervals: a bootstrap needs at least 2 samples, got 1"
         assert "n/a (n = 1)" in result.stdout
     else:
-        assert set(data["clean"]["intervals"]) == {"accuracy", "ece", "nll"}
+        from macs_audit.metrics.bootstrap import ERROR_METRICS, MEAN_METRICS
+
+        assert set(data["clean"]["intervals"]) == {*MEAN_METRICS, *ERROR_METRICS}
         assert "bootstrap_note" not in data["conventions"]
 
 

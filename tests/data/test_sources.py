@@ -188,3 +188,30 @@ def test_stratified_subset():
     assert (pos == stratified_subset(labels, 91, seed=0)).all()
     assert not (pos == stratified_subset(labels, 91, seed=1)).all()
     assert len(stratified_subset(labels, 5000)) == len(labels)
+
+
+def test_image_folders_resize_the_shorter_side_then_centre_crop_as_torchvision_does(tmp_path):
+    """With crop_pct, an image folder is read as timm/torchvision evaluate ImageNet: Resize(floor(224 /
+    0.875) = 256, bicubic) on the shorter side, then CenterCrop(224); the report says which pipeline ran."""
+    from PIL import Image
+    from torchvision import transforms
+
+    from macs_audit.data.loading import DataSpec, load_data
+
+    rng = np.random.default_rng(0)
+    for name, size in (("wide", (300, 200)), ("tall", (181, 333))):
+        (tmp_path / "a").mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).save(
+            tmp_path / "a" / f"{name}.png"
+        )
+    source, info = load_data(DataSpec(tmp_path), (224, 224), crop_pct=0.875)
+    reference = transforms.Compose(
+        [transforms.Resize(256, interpolation=transforms.InterpolationMode.BICUBIC), transforms.CenterCrop(224)]
+    )
+    images = source.images(np.arange(2))
+    for row, name in enumerate(("tall", "wide")):  # files sorted by name
+        with Image.open(tmp_path / "a" / f"{name}.png") as im:
+            assert np.array_equal(images[row], np.asarray(reference(im.convert("RGB"))))
+    assert info["pipeline"] == "shorter side resized to 256 (bicubic), centre crop 224x224 (crop_pct 0.875)"
+    _, whole = load_data(DataSpec(tmp_path), (224, 224))
+    assert whole["pipeline"] == "resized to 224x224 (bilinear, aspect not kept)"

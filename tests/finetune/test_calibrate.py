@@ -15,9 +15,9 @@ from macs_audit.cli import app
 from macs_audit.errors import InputError
 from macs_audit.metrics.accumulators import calibration_metrics
 from macs_audit.models import architectures  # noqa: F401
+from macs_audit.models.calibrated import fold_temperature_onnx, fold_temperature_torch
 from macs_audit.models.export import save_safetensors, write_sidecar
 from macs_audit.models.predictor import load_predictor
-from macs_audit.models.temperature import fold_temperature_onnx, fold_temperature_torch
 
 runner = CliRunner()
 
@@ -120,14 +120,16 @@ def test_calibrate_cli_lowers_heldout_nll_onnx(tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    t = json.loads((out / "temperature.json").read_text())
+    t = json.loads((out / "calibration.json").read_text())
+    assert t["method"] == "temperature" and t["fit_data"]["n"] == 200 and t["selection"] is None
+    t["temperature"] = t["parameters"]["temperature"]
     assert t["temperature"] > 2 and t["fit_nll_after"] < t["fit_nll_before"]
     x, y = tiny_images(200, seed=3)  # data neither the fit nor the audit saw
     assert heldout_nll(out / "model.onnx", x, y) < heldout_nll(model, x, y)
     before = json.loads((out / "audit_before.json").read_text())["clean"]["metrics"]
     after = json.loads((out / "audit_after.json").read_text())["clean"]["metrics"]
     assert after["nll"] < before["nll"] and after["accuracy"] == before["accuracy"]
-    assert f"temperature scaling of model.onnx (T = {t['temperature']:.4f})" in result.output
+    assert f"temperature scaling (T = {t['temperature']:.4f}) of model.onnx" in result.output
     assert "A = before, B = after" in result.output and "| clean |" in (out / "audit_comparison.md").read_text()
 
 

@@ -18,16 +18,18 @@ runner = CliRunner()
 def test_a_worse_held_out_nll_warns_and_names_the_training_data_as_the_likely_cause():
     before = synthetic_report(accuracy=0.80, ece=0.03)
     after = synthetic_report(accuracy=0.80, ece=0.09)  # NLL and ECE both higher after
-    (message,) = held_out_warnings(before, after, 0.41, fit_accuracy=0.999)
+    (message,) = held_out_warnings(before, after, "temperature scaling (T = 0.4100)", fit_accuracy=0.999)
     assert "T = 0.4100" in message and "NLL 0.7300 -> 0.7900" in message and "ECE 3.00% -> 9.00%" in message
     assert "99.9% accurate on the fit data but 80.0% on the evaluation data" in message
     assert "trained on" in message
-    (other,) = held_out_warnings(before, after, 0.41, fit_accuracy=0.80)
+    (other,) = held_out_warnings(before, after, "temperature scaling (T = 0.4100)", fit_accuracy=0.80)
     assert "differ" in other and "trained on" in other  # the advice stands; the cause is not the training set
-    assert held_out_warnings(after, before, 2.0, fit_accuracy=0.999) == []  # better held out: nothing to say
+    assert (
+        held_out_warnings(after, before, "temperature scaling (T = 2.0000)", fit_accuracy=0.999) == []
+    )  # better held out: nothing to say
 
 
-def test_calibrate_fit_on_data_the_model_gets_right_warns_on_stderr_and_in_temperature_json(tmp_path):
+def test_calibrate_fit_on_data_the_model_gets_right_warns_on_stderr_and_in_calibration_json(tmp_path):
     """Fit data labelled with the model's own predictions (it is 100% right there, like its training set):
     the fit sharpens the model, which the evaluation data punishes."""
     model = linear_onnx(tmp_path / "model.onnx")
@@ -40,13 +42,14 @@ def test_calibrate_fit_on_data_the_model_gets_right_warns_on_stderr_and_in_tempe
     args += ["--bootstrap", "0", "--perturbations", "none", "--sensitivity-samples", "0", "--calibration-split", "0"]
     result = runner.invoke(app, [*args, "--data", str(tmp_path / "train.npz"), "--out", str(tmp_path / "bad")])
     assert result.exit_code == 0, result.output
-    saved = json.loads((tmp_path / "bad" / "temperature.json").read_text())
-    assert saved["temperature"] < 1 and len(saved["warnings"]) == 1
-    assert "warning: the fitted temperature" in result.stderr and "100.0% accurate on the fit data" in result.stderr
+    saved = json.loads((tmp_path / "bad" / "calibration.json").read_text())
+    assert saved["parameters"]["temperature"] < 1 and len(saved["warnings"]) == 1
+    assert "warning: the fitted temperature scaling (T = " in result.stderr
+    assert "100.0% accurate on the fit data" in result.stderr
     assert "made the held-out metrics worse (NLL" in " ".join(result.stderr.split())
     x, y = tiny_images(200, seed=3)  # held-out data like the evaluation data: the fit helps, no warning
     np.savez(tmp_path / "val.npz", x=x, y=y)
     result = runner.invoke(app, [*args, "--data", str(tmp_path / "val.npz"), "--out", str(tmp_path / "good")])
     assert result.exit_code == 0, result.output
-    assert json.loads((tmp_path / "good" / "temperature.json").read_text())["warnings"] == []
+    assert json.loads((tmp_path / "good" / "calibration.json").read_text())["warnings"] == []
     assert "warning" not in result.stderr

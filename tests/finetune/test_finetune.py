@@ -241,14 +241,16 @@ def test_schedule_and_augmentation():
     assert shifted.shape == x.shape and torch.equal(shifted, augment(x, torch.Generator().manual_seed(1)))
 
 
-@pytest.mark.parametrize("stop_grad", ["clean", "pert", "none"])
-def test_training_step_gradient_is_the_macs_loss_gradient(stop_grad):
+@pytest.mark.parametrize(
+    "stop_grad, ce_on_perturbed", [("clean", False), ("pert", False), ("none", False), ("clean", True), ("pert", True)]
+)
+def test_training_step_gradient_is_the_macs_loss_gradient(stop_grad, ce_on_perturbed):
     """The step splits the backward pass to save memory; the gradient must be that of the one loss."""
     from macs_audit.finetune import losses
     from macs_audit.finetune.loop import Preprocess, training_step
     from macs_audit.views import perturbations
 
-    opts = options(objective="macs", stop_grad=stop_grad, lambda_m=0.5, lambda_c=2.0)
+    opts = options(objective="macs", stop_grad=stop_grad, lambda_m=0.5, lambda_c=2.0, ce_on_perturbed=ce_on_perturbed)
     x = torch.rand(8, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
     y = torch.arange(8) % 10
     prep = Preprocess(opts, torch.device("cpu"))
@@ -262,10 +264,98 @@ def test_training_step_gradient_is_the_macs_loss_gradient(stop_grad):
             pert = perturbations.training_view(x, view_gen, opts.blur_range, opts.noise_range)
             clean_logits, pert_logits = model(prep(x)), model(prep(pert))
             loss = losses.macs_loss(
-                clean_logits, pert_logits, y, opts.delta, opts.lambda_m, opts.lambda_c, opts.kl_direction, stop_grad
+                clean_logits,
+                pert_logits,
+                y,
+                opts.delta,
+                opts.lambda_m,
+                opts.lambda_c,
+                opts.kl_direction,
+                stop_grad,
+                ce_on_perturbed,
             ).total
             loss.backward()
         grads.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
     assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-6)
     for a, b in zip(grads[0][1], grads[1][1], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_finetune_ends_calibrated_and_shows_the_temperature_only_fix(start_model, tmp_path):
+    """By default the written model (safetensors and ONNX) is the fine-tuned model with the temperature fitted
+    on the validation split folded in: its logits are those of the same run with --no-temperature divided by
+    T, and evaluate reads back the NLL of those logits at T. The start model with temperature scaling only
+    is written and audited beside it, and the before/after table shows the fixes side by side."""
+    from macs_audit.calibrators.temperature import fit_temperature, temperature_nll
+    from macs_audit.models.preprocessing import to_unit_float
+
+    def run(out, *extra):
+        args = ["finetune", str(start_model), "--data", str(tmp_path / "train.npz"), "--out", str(out)]
+        args += ["--eval-data", str(tmp_path / "test.npz"), "--epochs", "1", "--batch-size", "32", "--lr", "0.01"]
+        args += ["--device", "cpu", "--bootstrap", "0", "--sensitivity-samples", "0", "--quiet", *extra]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        return result
+
+    shown = run(tmp_path / "scaled")
+    run(tmp_path / "raw", "--no-temperature")
+    raw, scaled = tmp_path / "raw", tmp_path / "scaled"
+    sidecar = json.loads((scaled / "model.json").read_text())
+    t = sidecar["calibration"]["temperature"]
+    assert sidecar["finetune"]["temperature"] == t and sidecar["calibration"]["n"] == 20
+    assert json.loads((scaled / "finetune_config.json").read_text())["temperature"]["temperature"] == t
+    assert json.loads((raw / "model.json").read_text())["finetune"]["temperature"] is None
+    assert "calibration" not in json.loads((raw / "model.json").read_text())
+    assert abs(np.log(t)) > 0.05  # a temperature that changes the logits, so the checks below can fail
+
+    # T is the fit on the unscaled model's logits of the validation split the run held out.
+    train = np.load(tmp_path / "train.npz")
+    val = FinetuneOptions().split(train["y"])[0]
+    unscaled = load_predictor(raw / "model.safetensors", device="cpu")
+    assert t == pytest.approx(fit_temperature(unscaled.predict(to_unit_float(train["x"][val])), train["y"][val]))
+    # The written models give the unscaled logits / T; the audit of them reads back the NLL at T.
+    test = np.load(tmp_path / "test.npz")
+    x = to_unit_float(test["x"])
+    z = unscaled.predict(x)
+    for path in (scaled / "model.safetensors", scaled / "model.onnx"):
+        np.testing.assert_allclose(load_predictor(path, device="cpu").predict(x), z / t, rtol=1e-4, atol=1e-5)
+    after = json.loads((scaled / "audit_after.json").read_text())["clean"]["metrics"]
+    assert after["nll"] == pytest.approx(temperature_nll(z, test["y"], t), rel=1e-5)
+    np.testing.assert_allclose(load_predictor(raw / "model.onnx", device="cpu").predict(x), z, rtol=1e-4, atol=1e-5)
+
+    # The temperature-only fix: the start model with its own validation temperature, audited like the others.
+    start = load_predictor(start_model, device="cpu")
+    t0 = fit_temperature(start.predict(to_unit_float(train["x"][val])), train["y"][val])
+    baseline = json.loads((scaled / "model_temperature_only.json").read_text())["calibration"]
+    assert baseline["temperature"] == pytest.approx(t0)
+    only = load_predictor(scaled / "model_temperature_only.safetensors", device="cpu")
+    np.testing.assert_allclose(only.predict(x), start.predict(x) / t0, rtol=1e-4, atol=1e-5)
+    only_report = json.loads((scaled / "audit_temperature_only.json").read_text())
+    assert only_report["clean"]["metrics"]["nll"] == pytest.approx(
+        temperature_nll(start.predict(x), test["y"], t0), rel=1e-5
+    )
+    comparison = (scaled / "audit_comparison.md").read_text()
+    header = f"| metric | start model | temperature scaling only, T = {t0:.3f} | macs fine-tuning + T = {t:.3f} |"
+    assert "## Which fix" in comparison and header in comparison
+    nll = (after["nll"], only_report["clean"]["metrics"]["nll"])
+    assert "| clean NLL (nats) | " in comparison and f"| {nll[1]:.4f} | {nll[0]:.4f} |" in comparison
+    assert "Which fix" in shown.output and "temperature scaling" in shown.output
+    assert "| macs fine-tuning, no T |" in (raw / "audit_comparison.md").read_text()
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "torchscript"])
+def test_with_temperature_divides_the_logits_and_leaves_the_model_alone(fmt):
+    from macs_audit.finetune.run import with_temperature
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+    net.append(torch.nn.Linear(4, 10))
+    model = torch.jit.script(net) if fmt == "torchscript" else net
+    meta = {"mean": [0.5] * 3, "input_size": [SIZE, SIZE]}
+    x = torch.rand(3, 3, SIZE, SIZE)
+    with torch.no_grad():
+        before = model(x)
+        scaled, where = with_temperature(model, 2.5, fmt, meta)
+        torch.testing.assert_close(scaled(x), before / 2.5, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(model(x), before)  # the caller's model is not scaled
+    assert ("wrapper" in where) == (fmt == "torchscript")

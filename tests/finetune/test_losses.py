@@ -51,6 +51,11 @@ def test_macs_loss_matches_hand_computation():
     assert t2.consistency.item() == pytest.approx(reverse, rel=1e-5)
     # Delta 3: both samples are below the target: ((3-1)^2 + (3+1)^2) / 2 = 10.
     assert losses.macs_loss(z, zp, y, delta=3.0).margin.item() == pytest.approx(10.0)
+    # CE on both views: the mean of the clean and the perturbed cross-entropy.
+    ce_pert = (-math.log(softmax_list(PERT[0])[0]) - math.log(softmax_list(PERT[1])[0])) / 2
+    both = losses.macs_loss(z, zp, y, lambda_m=0.1, lambda_c=1.0, ce_on_perturbed=True)
+    assert both.ce.item() == pytest.approx((ce + ce_pert) / 2, rel=1e-6)
+    assert both.total.item() == pytest.approx((ce + ce_pert) / 2 + 0.1 * margin + consistency, rel=1e-6)
 
 
 def test_margin_gradient_is_hand_computed():

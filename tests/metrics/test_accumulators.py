@@ -170,24 +170,6 @@ def test_accumulator_rejects_bad_inputs():
         acc.compute()
 
 
-def test_bootstrap_intervals_are_seeded_and_contain_the_estimate():
-    logits, labels = random_case(400, 10, 3, scale=1.5)
-    acc = CalibrationAccumulator(10)
-    acc.update(logits, labels)
-    m = acc.compute()
-    a = accumulators.bootstrap_intervals(acc, 300, seed=1)
-    assert a == accumulators.bootstrap_intervals(acc, 300, seed=1)
-    assert a != accumulators.bootstrap_intervals(acc, 300, seed=2)
-    for key in ("accuracy", "nll"):
-        assert a[key][0] <= m[key] <= a[key][1]
-    assert a["ece"][0] < a["ece"][1]
-    # The resampled ECE uses the same bins: the no-resample identity would reproduce m["ece"].
-    s = acc.samples()
-    b = bin_index(s["confidence"])
-    ece = np.abs(np.bincount(b, s["correct"], 15) - np.bincount(b, s["confidence"], 15)).sum() / 400
-    assert ece == pytest.approx(m["ece"])
-
-
 def test_temperature_scaling_recovers_planted_temperature():
     rng = np.random.default_rng(0)
     true_logits = rng.normal(size=(4000, 10)) * 2
@@ -202,17 +184,3 @@ def test_stratified_split_is_seeded_and_stratified():
     assert len(np.intersect1d(held, rest)) == 0 and len(held) + len(rest) == 200
     assert np.bincount(labels[held]).tolist() == [10] * 5
     assert (held == stratified_split(labels, 0.25, seed=3)[0]).all()
-
-
-def test_bootstrap_of_one_sample_gives_no_interval_and_says_why():
-    """One sample resampled is always itself: a zero-width interval would claim certainty."""
-    from macs_audit.metrics.accumulators import bootstrap_note
-
-    acc = CalibrationAccumulator(3)
-    acc.update(np.array([[2.0, 0.0, 0.0]]), np.array([0]))
-    assert accumulators.bootstrap_intervals(acc, 100) == {}
-    assert bootstrap_note(1, 100) == "no intervals: a bootstrap needs at least 2 samples, got 1"
-    assert bootstrap_note(1, 0) is None and bootstrap_note(2, 100) is None
-    acc.update(np.array([[0.0, 2.0, 0.0]]), np.array([0]))
-    intervals = accumulators.bootstrap_intervals(acc, 100)
-    assert set(intervals) == {"accuracy", "ece", "nll"} and all(np.isfinite(intervals["nll"]))

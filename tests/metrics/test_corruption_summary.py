@@ -57,3 +57,26 @@ def test_corruption_summary_means_and_mce():
 def test_partial_grid_has_no_benchmark_means():
     summary = summarize_corruptions(corruption_views({("fog", 1): 0.5, ("fog", 2): 0.3}), 0.9)
     assert "mean_accuracy_15" not in summary and summary["mean_accuracy_selected"] == pytest.approx(0.4)
+
+
+def test_alexnet_normalisation_uses_the_published_imagenet_c_errors():
+    """AlexNet's table (metrics/alexnet.py) holds all 19 corruptions; its per-corruption means are the
+    published averages; a model with exactly AlexNet's errors has CE 1 on every benchmark corruption."""
+    from types import SimpleNamespace
+
+    from macs_audit.metrics import alexnet
+    from macs_audit.metrics.corruption_summary import alexnet_errors
+    from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, CORRUPTIONS
+
+    assert set(alexnet.ERRORS) == set(CORRUPTIONS)
+    assert np.mean(alexnet.ERRORS["gaussian_noise"]) == pytest.approx(0.886428, abs=1e-9)
+    assert np.mean(alexnet.ERRORS["saturate"]) == pytest.approx(0.658248, abs=1e-9)
+    views = [
+        SimpleNamespace(corruption=name, severity=s, metrics={"accuracy": 1 - error})
+        for (name, s), error in alexnet.errors_by_cell().items()
+    ]
+    result = alexnet_errors(views, clean_accuracy=1 - alexnet.CLEAN_ERROR)
+    assert sorted(result["ce"]) == sorted(BENCHMARK_CORRUPTIONS)
+    assert all(v == pytest.approx(1.0) for v in result["ce"].values()) and result["mce"] == pytest.approx(1.0)
+    assert result["relative_mce"] == pytest.approx(1.0)
+    assert "torchvision" in result["baseline"]["clean_error_source"]

@@ -100,3 +100,23 @@ def test_empty_input_is_nan_not_an_error():
     assert np.isnan(E.smooth_ece(empty, empty.astype(bool))[0])
     assert np.isnan(E.l2_ece(empty, empty.astype(bool)))
     assert np.isnan(E.ece_sweep(empty, empty.astype(bool))[0])
+
+
+def test_smoothed_reliability_curve_follows_a_known_calibration_function():
+    """Confidence uniform on [0.5, 1), right with probability c - 0.05: the curve is c - 0.05 inside the
+    support (the kernel blurs its ends), the density integrates to 1, and no accuracy is drawn where there
+    are no samples (well below 0.5)."""
+    from macs_audit.metrics.estimators import smooth_ece, smooth_reliability
+
+    rng = np.random.default_rng(0)
+    confidence = rng.uniform(0.5, 1.0, 20_000)
+    correct = rng.random(20_000) < confidence - 0.05
+    _, sigma = smooth_ece(confidence, correct)
+    curve = smooth_reliability(confidence, correct, sigma)
+    t = np.array(curve["confidence"])
+    inside = (t > 0.55) & (t < 0.95)
+    accuracy = np.array([a for a, keep in zip(curve["accuracy"], inside, strict=True) if keep])
+    assert np.abs(accuracy - (t[inside] - 0.05)).max() < 0.02
+    assert np.trapezoid(curve["density"], t) == pytest.approx(1.0, abs=1e-3)
+    assert all(a is None for a, x in zip(curve["accuracy"], t, strict=True) if x < 0.3)
+    assert curve["sigma"] == sigma and len(t) == 101

@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from macs_audit.metrics.registry import GATE_METRICS, METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Place, Unit, in_place
-from macs_audit.report import CorruptionMeans, CorruptionSummary, Robustness, TemperatureScaling, load_report
+from macs_audit.report import (
+    Conformal,
+    CorruptionMeans,
+    CorruptionSummary,
+    OODDetection,
+    Robustness,
+    TemperatureScaling,
+    Unlabeled,
+    load_report,
+)
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_models" / "resnet9_c10_ce.audit.json"
 
@@ -32,7 +41,7 @@ def test_every_clean_metric_the_audit_writes_has_one_row():
 @pytest.mark.skipif(not SAMPLE.exists(), reason="sample report not committed")
 def test_the_committed_sample_report_holds_registry_metrics_only():
     written = set(load_report(SAMPLE).clean.metrics) - {"n"}
-    assert written <= {m.name for m in in_place(Place.CLEAN)}
+    assert written <= {m.name for m in in_place(Place.CLEAN) + in_place(Place.SELECTIVE)}
 
 
 def test_every_metric_names_a_key_its_section_has():
@@ -40,9 +49,13 @@ def test_every_metric_names_a_key_its_section_has():
         Place.TEMPERATURE: TemperatureScaling,
         Place.ROBUSTNESS: Robustness,
         Place.CORRUPTION: CorruptionSummary,
+        Place.CONFORMAL: Conformal,
+        Place.OOD: OODDetection,
+        Place.UNLABELED: Unlabeled,
     }
     for metric in METRICS.values():
-        if metric.place is Place.CLEAN or metric.name == "robust_ece":  # a view's metrics; the robust view's ECE
+        # a view's metrics; the robust view's ECE
+        if metric.place in (Place.CLEAN, Place.SELECTIVE) or metric.name == "robust_ece":
             continue
         first = metric.report_key.split(".")[0]
         assert first in _field_names(sections[metric.place]), metric.name
@@ -61,7 +74,7 @@ def test_labels_are_unambiguous_where_they_are_shown_together():
 def test_gate_metrics_have_a_direction_and_say_how_they_are_made():
     for metric in GATE_METRICS.values():
         assert metric.higher_is_better is not None, metric.name
-        assert metric.place is Place.CLEAN or metric.made_by, metric.name
+        assert metric.place in (Place.CLEAN, Place.SELECTIVE) or metric.made_by, metric.name
 
 
 def test_units_decide_percent_and_bounds():

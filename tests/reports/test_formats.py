@@ -11,10 +11,10 @@ import pytest
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit import reports
-from macs_audit.compare import compare
+from macs_audit.compare import SECTIONS, compare
 from macs_audit.errors import UsageError
 from macs_audit.gate import parse_config, run_gate
-from macs_audit.report import Report
+from macs_audit.report import SCHEMA_VERSION, Report
 from macs_audit.reports import html, json_report, junit, markdown, plots, terminal
 
 EVIL = '<script>alert("x")</script>'
@@ -55,7 +55,7 @@ def evil_report():
 def test_json_round_trips_and_carries_the_gate(report, gate_result):
     text = json_report.render(report, gate_result)
     data = json.loads(text)
-    assert data["schema_version"] == "1.1"
+    assert data["schema_version"] == SCHEMA_VERSION
     assert data["gate"]["passed"] is False and data["gate"]["n_failed"] == 2
     back = Report.from_json(text)  # the extra "gate" key does not stop the report being read back
     assert back.to_dict() == report.to_dict()
@@ -206,7 +206,7 @@ def test_compare_deltas_and_regressions():
     assert rows["temperature"].status == "same"
     assert rows["ece"] in comparison.regressions and rows["accuracy"] not in comparison.regressions
     sections = [r.section for r in comparison.rows]
-    assert sections == sorted(sections, key=["clean", "temperature", "robustness", "perturbation", "corruption"].index)
+    assert sections == sorted(sections, key=SECTIONS.index)
 
 
 def test_compare_notes_incomparable_reports():

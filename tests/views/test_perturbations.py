@@ -40,3 +40,19 @@ def test_perturbation_view_does_not_depend_on_batch_split():
     whole = view(images, 0)
     assert np.array_equal(whole, view(images, 0))
     assert not np.array_equal(whole, perturbation("noise+blur", seed=1, device="cpu")(images, 0))
+
+
+def test_evaluation_blur_scales_with_the_image_side():
+    # 0.7 px at 32x32 (today's CIFAR value, exactly), the same fraction of the image at other sizes
+    assert perturbation_params.eval_blur_sigma(32, 32) == 0.7
+    assert perturbation_params.eval_blur_sigma(224, 300) == pytest.approx(4.9)
+    for side in (32, 224):
+        x = torch.rand(2, 3, side, side, generator=torch.Generator().manual_seed(side))
+        sigma = 0.7 * side / 32
+        assert torch.equal(
+            perturbations.evaluation_view("blur", x, torch.Generator()),
+            perturbations.gaussian_blur(x, sigma).clamp(0, 1),
+        )
+        expected = perturbations.noise_and_blur(x, sigma, 0.08, torch.Generator().manual_seed(3))
+        assert torch.equal(perturbations.evaluation_view("noise+blur", x, torch.Generator().manual_seed(3)), expected)
+    assert "4.9 px" in perturbation_params.describe(224, 224)["noise+blur"]

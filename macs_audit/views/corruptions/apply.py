@@ -13,9 +13,10 @@ import torch
 from macs_audit.errors import InputError, UsageError
 from macs_audit.views.corruptions import blur, digital, noise, spatter, weather
 from macs_audit.views.corruptions.jpeg import jpeg_compression
-from macs_audit.views.corruptions.table import CIFAR, CORRUPTIONS
+from macs_audit.views.corruptions.table import CORRUPTIONS, parameter_set
 
-# name -> op(images, severity's parameters, generator); frost also takes its textures.
+# name -> op(images, severity's parameters, generator); frost and elastic_transform also take the
+# parameter set (frost sizes, elastic length), frost its textures too.
 OPS: dict[str, Callable[..., torch.Tensor]] = {
     "gaussian_noise": noise.gaussian_noise,
     "shot_noise": noise.shot_noise,
@@ -40,19 +41,26 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
 
 
 def corrupt(
-    images: torch.Tensor, name: str, severity: int, seed: int, frost_textures: str | None = None
+    images: torch.Tensor,
+    name: str,
+    severity: int,
+    seed: int,
+    frost_textures: str | None = None,
+    corruption_set: str = "cifar",
 ) -> torch.Tensor:
     """Apply corruption ``name`` at ``severity`` (1-5) to uint8 images (N, H, W, 3).
 
     Returns a new uint8 tensor of the same shape on the same device. ``seed`` seeds a
     ``torch.Generator`` on the images' device; deterministic corruptions ignore it.
     ``frost_textures`` (frost only) is a directory of frost images; None uses the built-in
-    procedural textures. The parameters are the CIFAR set of the table.
+    procedural textures. ``corruption_set`` names the parameter set of the table (cifar,
+    tiny-imagenet or imagenet).
     """
     if name not in OPS:
         raise UsageError(f"unknown corruption {name!r}; choose one of: {', '.join(CORRUPTIONS)}")
     if isinstance(severity, bool) or not isinstance(severity, int) or not 1 <= severity <= 5:
         raise UsageError(f"corruption severity must be an integer 1-5, got {severity!r}")
+    pset = parameter_set(corruption_set)
     if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim != 4 or images.shape[-1] != 3:
         got = (
             f"{images.dtype} tensor of shape {tuple(images.shape)}"
@@ -66,10 +74,12 @@ def corrupt(
         return images.clone()
     gen = torch.Generator(device=images.device)
     gen.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
-    param = CIFAR.parameters[name][severity - 1]
+    param = pset.parameters[name][severity - 1]
     with ieee_float32_products():
         if name == "frost":
-            out = weather.frost(images, param, gen, frost_textures)
+            out = weather.frost(images, param, gen, pset, frost_textures)
+        elif name == "elastic_transform":
+            out = digital.elastic_transform(images, param, gen, pset)
         else:
             out = OPS[name](images, param, gen)
     return out.contiguous()
@@ -83,14 +93,23 @@ def batch_seed(seed: int, name: str, severity: int, start: int) -> int:
 
 
 def corrupt_batch(
-    images: Any, start: int, name: str, severity: int, seed: int, device: str, frost_textures: str | None = None
+    images: Any,
+    start: int,
+    name: str,
+    severity: int,
+    seed: int,
+    device: str,
+    frost_textures: str | None = None,
+    corruption_set: str = "cifar",
 ) -> Any:
     """uint8 (N, H, W, C) images (numpy, or a tensor on any device) at data-set position `start`
     -> the corrupted uint8 (N, H, W, C) tensor on `device`. The one home of the seeding rule: the batch
     at `start` gets batch_seed(seed, name, severity, start), so the bytes depend on the batch size and
     the seed only, not on how batches are spread over processes or whether they are read from files."""
     x = (images if torch.is_tensor(images) else torch.from_numpy(images)).to(device)
-    return corrupt(x, name, severity, seed=batch_seed(seed, name, severity, start), frost_textures=frost_textures)
+    return corrupt(
+        x, name, severity, batch_seed(seed, name, severity, start), frost_textures, corruption_set=corruption_set
+    )
 
 
 @contextlib.contextmanager

@@ -8,9 +8,11 @@ import functools
 import numpy as np
 import torch
 import torch.nn.functional as F
+from PIL import Image
 
 from macs_audit.views.corruptions.ops import gaussian, to_uint8, to_uint8_same_layout, unit
 from macs_audit.views.corruptions.randomness import uniform, uniform16
+from macs_audit.views.corruptions.table import ParameterSet
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,13 +64,16 @@ def contrast(img: torch.Tensor, c: float, gen: torch.Generator) -> torch.Tensor:
 _CONTRAST_PIECE = 1 << 18  # elements
 
 
-def elastic_transform(img: torch.Tensor, param, gen: torch.Generator) -> torch.Tensor:
+def elastic_transform(img: torch.Tensor, param, gen: torch.Generator, pset: ParameterSet) -> torch.Tensor:
     """(1) cv2.warpAffine by a random affine map of three jittered anchor points, then (2)
-    scipy map_coordinates at (row + dy, col + dx) with Gaussian-smoothed uniform noise fields."""
+    scipy map_coordinates at (row + dy, col + dx) with Gaussian-smoothed uniform noise fields.
+    The parameters are fractions of the set's elastic length (32, 64, 244), scaled with the
+    image's shorter side."""
     # grid_sample reads a channels-last batch as fast as a contiguous one: no transposing copy
     x = unit(img).permute(0, 3, 1, 2)
     n, _, h, w = x.shape
-    alpha, sigma, affine = (p * min(h, w) for p in param)  # x IMSIZE = 32 for CIFAR
+    length = min(h, w) * pset.elastic_length / pset.size  # exact at the set's side (244.0 at 224)
+    alpha, sigma, affine = (p * length for p in param)
     dev = x.device
     cx, cy, s = w // 2, h // 2, min(h, w) // 3
     src = torch.tensor(
@@ -166,10 +171,64 @@ def _round_up_mean(a, b, out=None):
 
 def pixelate(img: torch.Tensor, c: float, gen: torch.Generator) -> torch.Tensor:
     """PIL resize(BOX) to int(size * c), then resize(BOX) back (Pillow: horizontal pass, then
-    vertical, uint8 after each), as uint8 gathers and rounded averages."""
+    vertical, uint8 after each): for c in [1/2, 1] as uint8 gathers and rounded averages, for
+    smaller c (boxes of more than two pixels) as Pillow's fixed-point box sums."""
+    n, h, w, _ = img.shape
+    if img.device.type == "cpu" and h * w > 1024:  # Pillow's own resize is faster there (4x at 224 px)
+        return _pixelate_pillow(img, float(c))
+    if not all(size <= 2 * int(size * c) for size in (h, w)):
+        return _pixelate_boxes(img, float(c))
     if img.device.type == "cpu":
         return _pixelate_cpu(img, float(c))
     return _pixelate_gathered(img, float(c))
+
+
+def _pixelate_pillow(img: torch.Tensor, c: float) -> torch.Tensor:
+    """``pixelate`` through Pillow, image by image (CPU tensors)."""
+    n, h, w, _ = img.shape
+    out = np.empty((n, h, w, 3), dtype=np.uint8)
+    for i, image in enumerate(img.numpy()):
+        small = Image.fromarray(image).resize((int(w * c), int(h * c)), Image.Resampling.BOX)
+        out[i] = np.asarray(small.resize((w, h), Image.Resampling.BOX))
+    return torch.from_numpy(out)
+
+
+_PRECISION_BITS = 22  # Pillow's fixed-point resampling weights for 8-bit images
+
+
+@functools.lru_cache(maxsize=None)
+def _box_plan(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One axis of Pillow's BOX resize: each output's box as a range [first, last) of inputs, and
+    its weight per member in Pillow's 22-bit fixed point, int(2^22 / members + 1/2)."""
+    member = _pil_box_members(in_size, out_size)
+    first = member.argmax(axis=1)
+    last = first + member.sum(axis=1).astype(np.int64)  # Pillow's boxes are contiguous
+    weight = np.floor(0.5 + (1.0 / (last - first)) * (1 << _PRECISION_BITS)).astype(np.int64)
+    return first, last, weight
+
+
+def _box_resize(x: torch.Tensor, axis: int, size: int) -> torch.Tensor:
+    """Pillow's 8-bit BOX pass along axis 1 (rows) or 2 (columns) of uint8 (N, H, W, C):
+    (2^21 + weight * sum of the box's members) >> 22, clipped. Box sums are differences of a
+    running sum (exact in int32); one-member boxes (all of them when enlarging: weight 2^22) are
+    copies."""
+    first, last, weight = (torch.as_tensor(a, device=x.device) for a in _box_plan(x.shape[axis], size))
+    if bool((last - first == 1).all()):
+        return x.index_select(axis, first)
+    running = torch.cumsum(x, dim=axis, dtype=torch.int32)
+    running = torch.cat([torch.zeros_like(running.narrow(axis, 0, 1)), running], dim=axis)
+    sums = running.index_select(axis, last) - running.index_select(axis, first)
+    shape = [1, 1, 1, 1]
+    shape[axis] = size
+    levels = sums.to(torch.int64).mul_(weight.view(shape)).add_(1 << (_PRECISION_BITS - 1))
+    return levels.bitwise_right_shift_(_PRECISION_BITS).clamp_(0, 255).to(torch.uint8)
+
+
+def _pixelate_boxes(img: torch.Tensor, c: float) -> torch.Tensor:
+    """``pixelate`` for any c: two Pillow resizes, each horizontal then vertical."""
+    n, h, w, _ = img.shape
+    small = _box_resize(_box_resize(img, 2, int(w * c)), 1, int(h * c))
+    return _box_resize(_box_resize(small, 2, w), 1, h)
 
 
 def _pixelate_gathered(img: torch.Tensor, c: float) -> torch.Tensor:

@@ -381,8 +381,11 @@ def _roundtrip_chunk(images, k):
 def jpeg_compression(img: torch.Tensor, quality: int, gen: torch.Generator) -> torch.Tensor:
     """The jpeg_compression corruption: Pillow JPEG encode at ``quality`` (other settings
     default) and decode, through ``roundtrip`` (bit-identical) when the sides are multiples of
-    16, else through Pillow itself, one image at a time on the CPU."""
-    if supports(img.shape[1], img.shape[2]):
+    16, else through Pillow itself, one image at a time on the CPU. On the CPU, images larger
+    than 32x32 go through Pillow too: libjpeg-turbo's SIMD code is several times faster there
+    (measured 6x at 224x224), with the same bytes."""
+    h, w = img.shape[1], img.shape[2]
+    if supports(h, w) and (img.device.type != "cpu" or h * w <= 1024):
         return roundtrip(img, quality)
     arr = img.cpu().numpy()
     out = np.empty_like(arr)

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 
 def to_float(images: torch.Tensor, unit: bool = True) -> torch.Tensor:
@@ -22,6 +23,9 @@ def to_uint8(x: torch.Tensor, unit: bool = True) -> torch.Tensor:
     truncate -> contiguous uint8 (N, H, W, C). Overwrites x."""
     x = x.clamp_(0.0, 1.0).mul_(255.0) if unit else x.clamp_(0.0, 255.0)
     n, c, h, w = x.shape
+    pixels = x.permute(0, 2, 3, 1)
+    if pixels.is_contiguous():  # channels-last planes: already the (N, H, W, C) layout
+        return to_uint8_same_layout(pixels)
     levels = to_uint8_same_layout(x).reshape(n, c, h * w)  # the cast truncates
     out = torch.empty((n, h, w, c), dtype=torch.uint8, device=x.device)
     pixels = out.view(n, h * w, c)
@@ -107,13 +111,33 @@ def _separable(x: torch.Tensor, mh: np.ndarray, mw: np.ndarray) -> torch.Tensor:
     return th @ x @ tw
 
 
+# Border modes torch pads natively (r < side, which the kernel-width condition of `gaussian` ensures).
+_TORCH_PADS = {"nearest": "replicate", "mirror": "reflect"}
+
+
 def gaussian(x: torch.Tensor, sigma: float, mode: str = "nearest", truncate: float = 4.0) -> torch.Tensor:
-    """skimage/scipy gaussian filter over the last two axes of x (each plane separately)."""
+    """skimage/scipy gaussian filter over the last two axes of x (each plane separately): up to
+    32x32 (and for kernels wider than a quarter of the image) as two matrix products, else as two
+    depthwise 1-D convolutions of the border-padded planes ((H + W) against 2 (2r + 1)
+    multiply-adds a pixel)."""
     k = _gaussian_kernel(float(sigma), float(truncate))
     if len(k) == 1:
         return x
     h, w = x.shape[-2:]
-    return _separable(x, _filter_matrix(h, k, mode), _filter_matrix(w, k, mode))
+    if h * w <= 1024 or 4 * len(k) > min(h, w):
+        return _separable(x, _filter_matrix(h, k, mode), _filter_matrix(w, k, mode))
+    r = len(k) // 2
+    c = x.shape[1]
+    if mode in _TORCH_PADS:
+        padded = F.pad(x, (r, r, r, r), mode=_TORCH_PADS[mode])
+    else:  # scipy's 'reflect' (half-sample symmetric) has no torch padding mode
+        rows = torch.as_tensor(_pad_index(h, r, mode), device=x.device)
+        cols = torch.as_tensor(_pad_index(w, r, mode), device=x.device)
+        padded = x.index_select(-2, rows).index_select(-1, cols)
+    padded = padded.contiguous(memory_format=torch.channels_last)
+    weight = torch.tensor(k, dtype=x.dtype, device=x.device)
+    out = F.conv2d(padded, weight.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+    return F.conv2d(out, weight.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
 
 
 @functools.lru_cache(maxsize=None)
@@ -124,9 +148,12 @@ def _separable_terms(kernel: tuple[tuple[float, ...], ...]):
 
 
 def filter2d(x: torch.Tensor, kernel: tuple[tuple[float, ...], ...], mode: str) -> torch.Tensor:
-    """cv2.filter2D-style correlation with an odd square kernel over the last two axes, as a
-    sum of separable matrix products (the defocus kernels have rank 1 or 2)."""
+    """cv2.filter2D-style correlation with an odd square kernel over the last two axes: up to
+    32x32 as a sum of separable matrix products (the CIFAR defocus kernels have rank 1 or 2),
+    on larger images as ``filter2d_direct``."""
     h, w = x.shape[-2:]
+    if h * w > 1024 and mode in _TORCH_PADS and min(h, w) > len(kernel) // 2:
+        return filter2d_direct(x, kernel, mode)
     out = None
     for col, row in _separable_terms(kernel):
         term = _separable(x, _filter_matrix(h, col, mode), _filter_matrix(w, row, mode))
@@ -135,10 +162,34 @@ def filter2d(x: torch.Tensor, kernel: tuple[tuple[float, ...], ...], mode: str) 
     return out
 
 
+def filter2d_direct(x: torch.Tensor, kernel: tuple[tuple[float, ...], ...], mode: str = "mirror") -> torch.Tensor:
+    """``filter2d`` for images larger than 32x32 and wider than the kernel radius, where a kernel
+    of rank r costs r (H + W) multiply-adds a pixel as matrix products: a depthwise convolution
+    (k^2 a pixel, fastest on channels-last planes), or for kernels of 15 taps and more a product
+    of FFTs of the padded planes (its circular wrap reaches only the padding). Planes (N, C, H, W)
+    or (N, H, W); border mode 'nearest' or 'mirror'."""
+    planes = x if x.ndim == 4 else x.unsqueeze(1)
+    c, h, w = planes.shape[1:]
+    k = torch.tensor(kernel, dtype=x.dtype, device=x.device)
+    r = k.shape[0] // 2
+    padded = F.pad(planes, (r, r, r, r), mode=_TORCH_PADS[mode])
+    if len(kernel) < 15:
+        out = F.conv2d(padded.contiguous(memory_format=torch.channels_last), k.expand(c, 1, -1, -1), groups=c)
+    else:
+        size = tuple(-(-(side + 2 * r) // 64) * 64 for side in (h, w))  # sizes with small prime factors
+        # correlation = convolution with the flipped kernel; the valid outputs start at 2r
+        spectrum = torch.fft.rfft2(padded, s=size) * torch.fft.rfft2(k.flip(0, 1), s=size)
+        out = torch.fft.irfft2(spectrum, s=size)[..., 2 * r : 2 * r + h, 2 * r : 2 * r + w]
+    return out if x.ndim == 4 else out.squeeze(1)
+
+
 def box3(x: torch.Tensor, mode: str = "mirror") -> torch.Tensor:
-    """cv2.blur(ksize=(3, 3)) with its default BORDER_REFLECT_101, in float."""
+    """cv2.blur(ksize=(3, 3)) with its default BORDER_REFLECT_101, in float (larger than 32x32: as
+    ``filter2d_direct`` with the 1/9 kernel)."""
     k = (1.0 / 3.0,) * 3
     h, w = x.shape[-2:]
+    if h * w > 1024 and min(h, w) > 1:
+        return filter2d_direct(x, ((1.0 / 9.0,) * 3,) * 3, mode)
     return _separable(x, _filter_matrix(h, k, mode), _filter_matrix(w, k, mode))
 
 
@@ -169,9 +220,20 @@ def clipped_zoom_matrix(n: int, z: float) -> np.ndarray:
 
 
 def clipped_zoom(x: torch.Tensor, z: float) -> torch.Tensor:
-    """The reference's clipped_zoom on (N, C, H, W), as two small matrix products."""
+    """The reference's clipped_zoom on (N, C, H, W): up to 32x32 as two small matrix products;
+    larger images (where those products cost (H + W) multiply-adds a pixel) as bilinear
+    interpolation of the crop with aligned corners, which samples where scipy.ndimage.zoom
+    (order 1, grid_mode False) does, positions computed in float32 (fastest on a channels-last x)."""
     h, w = x.shape[-2:]
-    return _separable(x, clipped_zoom_matrix(h, float(z)), clipped_zoom_matrix(w, float(z)))
+    if h * w <= 1024:
+        return _separable(x, clipped_zoom_matrix(h, float(z)), clipped_zoom_matrix(w, float(z)))
+    crop_h, crop_w = int(np.ceil(h / z)), int(np.ceil(w / z))
+    top, left = (h - crop_h) // 2, (w - crop_w) // 2
+    out_h, out_w = int(round(crop_h * z)), int(round(crop_w * z))
+    crop = x[..., top : top + crop_h, left : left + crop_w]
+    zoomed = F.interpolate(crop, size=(out_h, out_w), mode="bilinear", align_corners=True)
+    trim_h, trim_w = (out_h - h) // 2, (out_w - w) // 2
+    return zoomed[..., trim_h : trim_h + h, trim_w : trim_w + w]
 
 
 def imagemagick_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles_deg: torch.Tensor) -> torch.Tensor:
@@ -196,6 +258,8 @@ def imagemagick_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles
     # int32 offsets and indices (half the memory traffic of int64; N H W < 2^31 per batch)
     ox = torch.ceil(taps[None, :] * torch.cos(theta)[:, None] - 0.5).int()  # (N, width)
     oy = torch.ceil(taps[None, :] * torch.sin(theta)[:, None] - 0.5).int()
+    if x.device.type == "cpu" and h * w > 1024:
+        return _motion_blur_shifted(x, k, ox, oy)
     rows = torch.arange(h, dtype=torch.int32, device=x.device)
     cols = torch.arange(w, dtype=torch.int32, device=x.device)
     first_pixel = (torch.arange(n, dtype=torch.int32, device=x.device) * (h * w))[:, None, None]
@@ -213,3 +277,20 @@ def imagemagick_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles
         torch.index_select(pixels, 0, source.view(-1), out=gathered)
         out.add_(gathered, alpha=k[t])
     return out.add_(0.5).floor_().clamp_(0, 255).view(n, h, w, c)
+
+
+def _motion_blur_shifted(x: torch.Tensor, k: list[float], ox: torch.Tensor, oy: torch.Tensor) -> torch.Tensor:
+    """``imagemagick_motion_blur`` image by image on the CPU, for images larger than 32x32: each
+    tap adds a shifted window of the edge-replicated image (whole rows of memory) instead of a
+    gather of single pixels; the same values in the same order, so the same result."""
+    n, h, w, c = x.shape
+    out = x * k[0]
+    for i in range(n):
+        dx, dy = ox[i].tolist(), oy[i].tolist()
+        r = max(max(map(abs, dx)), max(map(abs, dy)))
+        rows = torch.arange(-r, h + r).clamp_(0, h - 1)
+        cols = torch.arange(-r, w + r).clamp_(0, w - 1)
+        padded = x[i].index_select(0, rows).index_select(1, cols)  # edges replicated by r
+        for t in range(1, len(dx)):
+            out[i].add_(padded[r + dy[t] : r + dy[t] + h, r + dx[t] : r + dx[t] + w], alpha=k[t])
+    return out.add_(0.5).floor_().clamp_(0, 255)

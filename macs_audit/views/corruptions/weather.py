@@ -22,7 +22,7 @@ from macs_audit.views.corruptions.ops import (
     zero_below,
 )
 from macs_audit.views.corruptions.randomness import uniform
-from macs_audit.views.corruptions.table import CIFAR
+from macs_audit.views.corruptions.table import CIFAR, ParameterSet, parameter_set
 
 FROST_SEED = 20190108  # fixed seed of the procedural frost textures
 _FROST_REFERENCE_NAMES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")
@@ -48,11 +48,14 @@ def snow(img: torch.Tensor, param, gen: torch.Generator) -> torch.Tensor:
     return to_uint8(x.add_(flakes).add_(flakes.flip(-1, -2)))
 
 
-def frost(img: torch.Tensor, param, gen: torch.Generator, frost_textures: str | None) -> torch.Tensor:
-    """clip(w_img x + w_frost crop) with a random crop of a random texture per image."""
+def frost(
+    img: torch.Tensor, param, gen: torch.Generator, pset: ParameterSet, frost_textures: str | None
+) -> torch.Tensor:
+    """clip(w_img x + w_frost crop) with a random crop of a random texture per image, the textures
+    at the set's sizes."""
     w_img, w_frost = param
     n, h, w, _ = img.shape
-    textures, sizes = _frost_stack(frost_textures, h, w, img.device)
+    textures, sizes = _frost_stack(frost_textures, pset, h, w, img.device)
     k = len(sizes)
     dev = img.device
     idx = torch.randint(0, k, (n,), generator=gen, device=dev)
@@ -111,13 +114,17 @@ def fog(img: torch.Tensor, param, gen: torch.Generator) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------
 # Frost textures
 # --------------------------------------------------------------------------------------------
-def frost_texture_info(frost_textures: str | None) -> str:
-    """What the report should record about the frost textures used."""
+def frost_texture_info(frost_textures: str | None, corruption_set: str = "cifar") -> str:
+    """What the report should record about the frost textures used with a parameter set."""
+    pset = parameter_set(corruption_set)
     if frost_textures is None:
-        sizes = ", ".join(f"{w}x{h}" for h, w in CIFAR.frost_sizes)
-        return f"procedural (seed {FROST_SEED}; {len(CIFAR.frost_sizes)} textures, W x H {sizes})"
+        sizes = ", ".join(f"{w}x{h}" for h, w in pset.frost_sizes)
+        factor = pset.frost_scale / CIFAR.frost_scale
+        enlarged = "" if factor == 1 else f", drawn at 1/{factor:g} of that and enlarged bicubically"
+        return f"procedural (seed {FROST_SEED}; {len(pset.frost_sizes)} textures, W x H {sizes}{enlarged})"
     path = os.path.abspath(os.fspath(frost_textures))
-    return f"{path}: {', '.join(_frost_files(path))}"
+    resize = "" if pset.frost_scale == 1 else f", resized by {pset.frost_scale}"
+    return f"{path}: {', '.join(_frost_files(path))}{resize}"
 
 
 def _frost_files(directory: str) -> list[str]:
@@ -136,9 +143,10 @@ def _frost_files(directory: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=8)
-def load_user_frost(directory: str) -> tuple[np.ndarray, ...]:
-    """User frost images as RGB uint8 arrays, resized as the reference resizes its photographs
-    (bilinear, half-pixel centres like cv2.INTER_LINEAR without its fixed-point rounding)."""
+def load_user_frost(directory: str, scale: float = CIFAR.frost_scale) -> tuple[np.ndarray, ...]:
+    """User frost images as RGB uint8 arrays, resized by ``scale`` as the reference resizes its
+    photographs (bilinear, half-pixel centres like cv2.INTER_LINEAR without its fixed-point
+    rounding; no resize at scale 1)."""
     textures = []
     for name in _frost_files(directory):
         path = os.path.join(directory, name)
@@ -148,7 +156,10 @@ def load_user_frost(directory: str) -> tuple[np.ndarray, ...]:
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read frost texture {path}: {exc}") from None
         h, w = rgb.shape[:2]
-        size = (max(1, int(round(h * CIFAR.frost_scale))), max(1, int(round(w * CIFAR.frost_scale))))
+        if scale == 1:
+            textures.append(rgb.copy())
+            continue
+        size = (max(1, int(round(h * scale))), max(1, int(round(w * scale))))
         t = torch.from_numpy(rgb.copy()).permute(2, 0, 1)[None].float()
         t = F.interpolate(t, size=size, mode="bilinear", align_corners=False, antialias=False)
         textures.append(t[0].permute(1, 2, 0).add_(0.5).floor_().clamp_(0, 255).to(torch.uint8).numpy())
@@ -206,19 +217,37 @@ def procedural_frost(index: int, h: int, w: int) -> np.ndarray:
     return (v[..., None] * tint * 255.0).floor().to(torch.uint8).numpy()
 
 
-def _frost_stack(frost_textures: str | None, h: int, w: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+@functools.lru_cache(maxsize=16)
+def set_frost(index: int, h: int, w: int, scale: float) -> np.ndarray:
+    """Procedural texture ``index`` at (h, w) for a set that resizes its photographs by ``scale``:
+    drawn with the detail of photographs resized by CIFAR's 0.2 (the sizes the textures are
+    designed at) and enlarged bicubically by scale / 0.2, so a set that keeps its photographs
+    larger sees the same frost larger, as it sees the reference's photographs."""
+    factor = CIFAR.frost_scale / scale
+    base = (max(1, int(round(h * factor))), max(1, int(round(w * factor))))
+    texture = procedural_frost(index, *base)
+    if base == (h, w):
+        return texture
+    t = torch.from_numpy(texture).permute(2, 0, 1)[None].float()
+    t = F.interpolate(t, size=(h, w), mode="bicubic", align_corners=False)
+    return t[0].permute(1, 2, 0).round_().clamp_(0, 255).to(torch.uint8).numpy()
+
+
+def _frost_stack(
+    frost_textures: str | None, pset: ParameterSet, h: int, w: int, device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """All textures as one zero-padded float tensor (K, Hmax, Wmax, 3) plus their (K, 2) sizes."""
     if frost_textures is None:
-        sizes = [(max(th, h + 1), max(tw, w + 1)) for th, tw in CIFAR.frost_sizes]
-        textures = [procedural_frost(i, th, tw) for i, (th, tw) in enumerate(sizes)]
+        sizes = [(max(th, h + 1), max(tw, w + 1)) for th, tw in pset.frost_sizes]
+        textures = [set_frost(i, th, tw, pset.frost_scale) for i, (th, tw) in enumerate(sizes)]
     else:
         directory = os.path.abspath(os.fspath(frost_textures))
-        textures = list(load_user_frost(directory))
+        textures = list(load_user_frost(directory, pset.frost_scale))
         names = _frost_files(directory)
         for name, t in zip(names, textures, strict=True):
             if t.shape[0] < h + 1 or t.shape[1] < w + 1:
                 raise InputError(
-                    f"frost texture {name} is {t.shape[1]}x{t.shape[0]} after the {CIFAR.frost_scale} resize, "
+                    f"frost texture {name} is {t.shape[1]}x{t.shape[0]} after the {pset.frost_scale} resize, "
                     f"smaller than the {w + 1}x{h + 1} needed for {w}x{h} images; use larger images"
                 )
     hmax = max(t.shape[0] for t in textures)

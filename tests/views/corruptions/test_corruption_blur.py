@@ -92,10 +92,11 @@ def _ref_motion_blur(img, radius, sigma, angle):
     return np.floor(out + 0.5)
 
 
-def test_motion_blur_kernel_matches_imagemagick_description():
-    x = sample_images(5, seed=7)
+@pytest.mark.parametrize("size", [32, 48])  # gathers up to 32x32, shifted windows above (CPU)
+def test_motion_blur_kernel_matches_imagemagick_description(size):
+    x = sample_images(5, seed=7, size=size)
     angles = torch.tensor([-45.0, -10.3, 0.0, 33.3, 135.0], dtype=torch.float64)
-    for radius, sigma in CIFAR.parameters["motion_blur"] + ((14, 12),):
+    for radius, sigma in CIFAR.parameters["motion_blur"] + ((14, 12), (20, 15)):
         ours = imagemagick_motion_blur(x.float(), radius, sigma, angles).numpy()
         for i, angle in enumerate(angles.tolist()):
             ref = _ref_motion_blur(x[i].numpy().astype(np.float64), radius, sigma, angle)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import scipy.ndimage as ndi
 import torch
 
-from macs_audit.views.corruptions.ops import to_float, to_uint8, zero_below
+from macs_audit.views.corruptions.ops import filter2d_direct, gaussian, to_float, to_uint8, zero_below
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
@@ -36,3 +38,31 @@ def test_uint8_round_trip_in_grey_levels():
         to_uint8(torch.tensor([-3.0, 0.99, 254.7, 300.0]).view(1, 1, 2, 2), unit=False).view(-1),
         torch.tensor([0, 0, 254, 255], dtype=torch.uint8),
     )
+
+
+@pytest.mark.parametrize("size", [5, 17])  # a depthwise convolution, then FFTs (15 taps and more)
+def test_filter2d_direct_matches_scipy_correlate(size):
+    rng = np.random.default_rng(size)
+    x = torch.from_numpy(rng.random((2, 3, 50, 41)))
+    kernel = rng.random((size, size))  # not symmetric: a flipped kernel would fail
+    ours = filter2d_direct(x, tuple(map(tuple, kernel.tolist()))).numpy()
+    ref = [[ndi.correlate(x[i, c].numpy(), kernel, mode="mirror") for c in range(3)] for i in range(2)]
+    assert np.abs(ours - np.array(ref)).max() < 1e-9
+
+
+@pytest.mark.parametrize("mode", ["nearest", "reflect", "mirror"])
+def test_gaussian_on_larger_images_matches_scipy(mode):
+    # above 32x32 the filter runs as depthwise convolutions of the padded planes
+    x = torch.from_numpy(np.random.default_rng(2).random((2, 3, 100, 90)))
+    for sigma in (1.0, 2.5):
+        ours = gaussian(x, sigma, mode, 3.0).numpy()
+        ref = [
+            [ndi.gaussian_filter(x[i, c].numpy(), sigma, mode=mode, truncate=3.0) for c in range(3)] for i in range(2)
+        ]
+        assert np.abs(ours - np.array(ref)).max() < 1e-12, (mode, sigma)
+
+
+def test_to_uint8_of_channels_last_planes():
+    x = torch.rand(2, 3, 7, 5) * 300 - 20
+    ours = to_uint8(x.contiguous(memory_format=torch.channels_last), unit=False)
+    assert ours.is_contiguous() and torch.equal(ours, to_uint8(x.clone(), unit=False))

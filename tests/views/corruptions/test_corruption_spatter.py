@@ -10,10 +10,11 @@ from macs_audit.views.corruptions.ops import gaussian
 from macs_audit.views.corruptions.spatter import _water_mask, canny, chamfer_distance, equalize_hist
 
 
-def test_spatter_opencv_chain_against_cv2():
+@pytest.mark.parametrize(("n", "size"), [(40, 32), (6, 96)])  # matrix filters, then convolutions
+def test_spatter_opencv_chain_against_cv2(n, size):
     cv2 = pytest.importorskip("cv2")  # benchmark-only dependency; skipped where absent
     gen = torch.Generator().manual_seed(0)
-    liquid = torch.randn(40, 1, 32, 32, generator=gen) * 0.3 + 0.65
+    liquid = torch.randn(n, 1, size, size, generator=gen) * 0.3 + 0.65
     liquid = gaussian(liquid, 1.0)
     liquid = torch.where(liquid < 0.69, torch.zeros_like(liquid), liquid)
     liquid8 = liquid.clamp(0, 1).mul(255).floor()

@@ -1,0 +1,353 @@
+"""Where does MaCS fine-tuning lose clean accuracy? The trade-off map on the validation split.
+
+Every run fine-tunes the CE sample model with the loop behind `macs-audit finetune` and is scored on the
+validation split only (the class-stratified 10% of the training data that `finetune` holds out and the
+start model never saw); the test set plays no part. Per run:
+
+  clean accuracy, ECE, NLL             raw logits
+  clean NLL and ECE after T            cross-fitted: T fitted on one half of the split, scored on the
+                                       other, both ways (the T the run would fold in is fitted on all of it)
+  robust accuracy, ECE, NLL after T    the audit's noise+blur view (blur 0.7 then noise 0.08, seed 0)
+
+Factors (MaCS with Delta 1, lambda_m 0.1): the strength of the training perturbations (the shipped blur
+and noise ranges times 0.5, 1 or 1.5), lambda_c, the peak learning rate, the budget (1 or 3 epochs),
+and whether the CE term also sees the perturbed view. CE fine-tuning at each (learning rate, epochs)
+budget is the reference, and the start model (no fine-tuning) a point of the map.
+
+Grids: `ofat` (the shipped defaults, then one factor changed at a time: 9 MaCS runs, 4 CE runs) or
+`full` (the factorial: 108 MaCS runs, 6 CE runs). The rule that picks defaults: the most robust MaCS
+configuration whose clean validation accuracy is within --tolerance (0.3 points) of CE fine-tuning's
+at the same budget; `report` says so when none qualifies.
+
+    python experiments/finetune_cifar10/tradeoff.py run --data-dir DATA [--grid ofat] [--runs a,b] [--seeds 0]
+    python experiments/finetune_cifar10/tradeoff.py report     # tradeoff.md and front.png from the results
+
+Each run writes OUT/runs/<name>.json and is skipped when that file exists; checkpoints (WORK/ckpt, every
+--checkpoint-every steps) resume a stopped run. A smoke test with a tiny budget (5 steps an epoch):
+
+    python experiments/finetune_cifar10/tradeoff.py run --data-dir DATA --limit 200 --batch-size 32 \\
+        --out runs/tradeoff_smoke --work runs/tradeoff_smoke_work --runs start,ce_lr0.02_e1_s0,macs_p1_c3_lr0.02_e1_cec_s0
+
+DATA is a folder holding cifar10_train.npz (arrays x, uint8 N x 32 x 32 x 3, and y).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+START = ROOT / "sample_models" / "resnet9_c10_ce.safetensors"
+
+# The budget every run shares (as run.py's final runs); only the factors below change.
+BUDGET = dict(optimizer="sgd", weight_decay=5e-4, warmup=0.1, val_fraction=0.1, split_seed=0, delta=1.0, lambda_m=0.1)
+DEFAULT = dict(strength=1.0, lambda_c=3.0, lr=0.02, epochs=1.0, ce_on_perturbed=False)  # the shipped MaCS defaults
+LEVELS = dict(strength=(0.5, 1.0, 1.5), lambda_c=(0.3, 1.0, 3.0), lr=(0.005, 0.01, 0.02), epochs=(1.0, 3.0))
+LEVELS["ce_on_perturbed"] = (False, True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    objective: str  # macs | ce | start (the start model, not fine-tuned)
+    strength: float = 1.0  # factor on the shipped blur and noise ranges of T(x)
+    lambda_c: float = 3.0
+    lr: float = 0.02
+    epochs: float = 1.0
+    ce_on_perturbed: bool = False
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        if self.objective == "start":
+            return "start"
+        if self.objective == "ce":
+            return f"ce_lr{self.lr:g}_e{self.epochs:g}_s{self.seed}"
+        views = "ceb" if self.ce_on_perturbed else "cec"  # CE on both views / on the clean view only
+        return f"macs_p{self.strength:g}_c{self.lambda_c:g}_lr{self.lr:g}_e{self.epochs:g}_{views}_s{self.seed}"
+
+
+def grid(kind: str, seeds: list[int]) -> list[Config]:
+    """The start model, the MaCS configurations of `kind` and a CE reference at each of their budgets."""
+    if kind == "ofat":
+        changes = [{}] + [{k: v} for k, levels in LEVELS.items() for v in levels if v != DEFAULT[k]]
+        factors = [{**DEFAULT, **change} for change in changes]
+    else:
+        factors = [dict(zip(LEVELS, values, strict=True)) for values in itertools.product(*LEVELS.values())]
+    configs = [Config("start")]
+    for seed in seeds:
+        macs = [Config("macs", seed=seed, **f) for f in factors]
+        budgets = dict.fromkeys((c.lr, c.epochs) for c in macs)
+        configs += [Config("ce", lr=lr, epochs=epochs, seed=seed) for lr, epochs in budgets] + macs
+    return configs
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------- runs
+def options_for(config: Config, cfg, args):
+    from macs_audit.finetune.options import FinetuneOptions
+
+    defaults = FinetuneOptions()
+    scale = config.strength
+    return FinetuneOptions(
+        **BUDGET,
+        objective="ce" if config.objective == "start" else config.objective,
+        batch_size=args.batch_size,
+        lr=config.lr,
+        epochs=config.epochs,
+        lambda_c=config.lambda_c,
+        ce_on_perturbed=config.ce_on_perturbed,
+        blur_range=(scale * defaults.blur_range[0], scale * defaults.blur_range[1]),
+        noise_range=(scale * defaults.noise_range[0], scale * defaults.noise_range[1]),
+        seed=config.seed,
+        input_size=tuple(cfg.input_size),
+        mean=tuple(cfg.mean),
+        std=tuple(cfg.std),
+        device=args.device,
+        checkpoint_every=args.checkpoint_every,
+    ).validate()
+
+
+def train_source(args):
+    from macs_audit.data.sources import load_source
+    from macs_audit.data.splits import stratified_subset
+
+    source = load_source(args.data_dir / "cifar10_train.npz")
+    return source.subset(stratified_subset(source.labels, args.limit, seed=0)) if args.limit else source
+
+
+def validation_scores(model, source, options) -> dict:
+    """The run's scores on the validation split `finetune` holds out of `source`."""
+    import torch
+    from run import robust_logits, summary  # run.py beside this script: the same view and metrics
+
+    from macs_audit.calibrators.temperature import fit_temperature
+    from macs_audit.data.splits import stratified_split
+    from macs_audit.finetune.loop import predict_logits
+
+    val = options.split(source.labels)[0]
+    x = torch.from_numpy(np.asarray(source.images(val))).permute(0, 3, 1, 2).contiguous()
+    y = source.labels[val]
+    clean, robust = predict_logits(model, x, options), robust_logits(model, x, options)
+    t = fit_temperature(clean, y)  # what `finetune` folds into the model
+    # Cross-fitted scores after T: each half scaled by the T fitted on the other half.
+    a, b = stratified_split(y, 0.5, 0)
+    crossed = clean.astype(np.float64)
+    crossed[a], crossed[b] = crossed[a] / fit_temperature(clean[b], y[b]), crossed[b] / fit_temperature(clean[a], y[a])
+    return {
+        "n_val": int(len(y)),
+        "temperature": t,
+        "val": summary(clean, y),
+        "val_after_t": summary(crossed, y),
+        "val_robust": summary(robust, y),
+        "val_robust_after_t": summary(robust / t, y),
+    }
+
+
+def run_one(config: Config, args) -> None:
+    from macs_audit.atomic import write_text
+    from macs_audit.finetune.loop import finetune
+    from macs_audit.models.predictor import load_predictor
+
+    path = args.out / "runs" / f"{config.name}.json"
+    if path.exists():
+        return
+    predictor = load_predictor(args.start, device=args.device)
+    source = train_source(args)
+    options = options_for(config, predictor.config, args)
+    log(f"{config.name}: start")
+    started, history, steps = time.time(), [], 0
+    model = predictor.model
+    if config.objective != "start":
+        ckpt = args.work / "ckpt" / f"{config.name}.pt"
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        last = [0.0]
+
+        def progress(description, done, total, terms=None):
+            if terms and time.time() - last[0] > 60:
+                last[0] = time.time()
+                shown = " ".join(f"{k} {v:.4g}" for k, v in terms.items())
+                log(f"  {config.name} {description} {done}/{total} {shown}")
+
+        result = finetune(model.train(), source, options, progress, checkpoint=ckpt, resume=ckpt.exists())
+        model, history, steps = result.model, result.history, result.steps
+    scores = validation_scores(model.eval(), source, options)
+    record = {
+        "name": config.name,
+        "config": dataclasses.asdict(config),
+        "options": options.to_dict(),
+        "limit": args.limit,
+        "steps": steps,
+        "seconds": round(time.time() - started, 1),
+        "history": history,
+        **scores,
+    }
+    write_text(path, json.dumps(record, indent=2) + "\n")
+    v, r = scores["val"], scores["val_robust"]
+    log(
+        f"{config.name}: acc {v['accuracy']:.4f} nll after T {scores['val_after_t']['nll']:.4f} "
+        f"robust acc {r['accuracy']:.4f} T {scores['temperature']:.3f} ({record['seconds']:.0f}s)"
+    )
+
+
+# ----------------------------------------------------------------------------------------- report
+def load_runs(out: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "runs").glob("*.json"))}
+
+
+def reference(run: dict, runs: dict[str, dict]) -> dict | None:
+    """The CE run at the same budget (learning rate, epochs, seed) as `run`."""
+    c = run["config"]
+    return runs.get(f"ce_lr{c['lr']:g}_e{c['epochs']:g}_s{c['seed']}")
+
+
+def choose(runs: dict[str, dict], tolerance: float) -> tuple[str | None, list[str]]:
+    """The most robust MaCS run whose clean validation accuracy is within `tolerance` of its CE reference's,
+    and the names of those that qualify."""
+    eligible = []
+    for name, run in runs.items():
+        ref = reference(run, runs) if run["config"]["objective"] == "macs" else None
+        if ref is not None and run["val"]["accuracy"] >= ref["val"]["accuracy"] - tolerance:
+            eligible.append(name)
+    best = max(eligible, key=lambda n: runs[n]["val_robust"]["accuracy"], default=None)
+    return best, eligible
+
+
+def pareto(points: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """The points no other point beats on both coordinates (higher is better), by the first coordinate."""
+    front = [p for p in points if not any(q[0] >= p[0] and q[1] >= p[1] and q[:2] != p[:2] for q in points)]
+    return sorted(front)
+
+
+def report(args) -> str:
+    from macs_audit.atomic import write_text
+
+    runs = load_runs(args.out)
+    if not runs:
+        raise SystemExit(f"no results in {args.out / 'runs'}: run the `run` phase first")
+    best, eligible = choose(runs, args.tolerance)
+    rows = [
+        "| run | steps | val acc. % | vs CE (pp) | val NLL | NLL after T | ECE after T % | T | robust acc. % "
+        "| robust ECE after T % | seconds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, run in sorted(runs.items(), key=lambda kv: -kv[1]["val"]["accuracy"]):
+        ref = reference(run, runs) if run["config"]["objective"] == "macs" else None
+        gap = f"{100 * (run['val']['accuracy'] - ref['val']['accuracy']):+.2f}" if ref else "-"
+        mark = " (chosen)" if name == best else (" (within tolerance)" if name in eligible else "")
+        v, after, rob = run["val"], run["val_after_t"], run["val_robust"]
+        rows.append(
+            f"| {name}{mark} | {run['steps']} | {100 * v['accuracy']:.2f} | {gap} | {v['nll']:.4f} | "
+            f"{after['nll']:.4f} | {100 * after['ece']:.2f} | {run['temperature']:.3f} | {100 * rob['accuracy']:.2f} | "
+            f"{100 * run['val_robust_after_t']['ece']:.2f} | {run['seconds']:.0f} |"
+        )
+    if best:
+        verdict = f"Chosen by the rule: {best}."
+    else:
+        verdict = (
+            f"No MaCS configuration is within {100 * args.tolerance:.1f} points of CE fine-tuning's clean validation "
+            "accuracy at its budget: ship presets on the front instead."
+        )
+    n_val = next(iter(runs.values()))["n_val"]
+    text = (
+        f"# MaCS fine-tuning: the trade-off on the validation split ({n_val:,} images)\n\n"
+        f"Rule: the most robust MaCS configuration whose clean validation accuracy is within "
+        f"{100 * args.tolerance:.1f} points of CE fine-tuning's at the same learning rate and epochs. {verdict}\n\n"
+        + "\n".join(rows)
+        + "\n"
+    )
+    write_text(args.out / "tradeoff.md", text)
+    plot(runs, best, args.out / "front.png")
+    return text
+
+
+def plot(runs: dict[str, dict], best: str | None, path: Path) -> None:
+    """Clean accuracy against robust accuracy (the front) and against the NLL after T, one point per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5))
+    macs = {n: r for n, r in runs.items() if r["config"]["objective"] == "macs"}
+    others = {n: r for n, r in runs.items() if n not in macs}
+    acc = {n: 100 * r["val"]["accuracy"] for n, r in runs.items()}
+    robust = {n: 100 * r["val_robust"]["accuracy"] for n, r in runs.items()}
+    nll = {n: r["val_after_t"]["nll"] for n, r in runs.items()}
+    if macs:
+        shade = left.scatter(
+            [acc[n] for n in macs], [robust[n] for n in macs], c=[nll[n] for n in macs], cmap="viridis_r", zorder=3
+        )
+        fig.colorbar(shade, ax=left, label="clean NLL after T (validation, cross-fitted)")
+        front = pareto([(acc[n], robust[n], n) for n in runs])
+        left.plot([p[0] for p in front], [p[1] for p in front], "--", color="grey", label="front", zorder=2)
+    for n in others:
+        marker = "s" if n == "start" else "x"
+        left.scatter(acc[n], robust[n], marker=marker, color="black", zorder=4)
+    for n in runs:
+        left.annotate(n.rsplit("_s", 1)[0], (acc[n], robust[n]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        right.scatter(acc[n], nll[n], color="tab:blue" if n in macs else "black", marker="o" if n in macs else "x")
+    if best:
+        for axis, y in ((left, robust[best]), (right, nll[best])):
+            axis.scatter(acc[best], y, marker="*", s=250, facecolor="none", edgecolor="red", label="chosen", zorder=5)
+    left.set(xlabel="clean accuracy % (validation)", ylabel="noise+blur accuracy % (validation)")
+    left.set_title("robustness against clean accuracy (x: CE, square: start model)")
+    right.set(xlabel="clean accuracy % (validation)", ylabel="clean NLL after T (validation, cross-fitted)")
+    right.set_title("calibrated NLL against clean accuracy")
+    left.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("phase", choices=["run", "report", "list"])
+    parser.add_argument("--data-dir", type=Path, help="folder with cifar10_train.npz (the run phase)")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "tradeoff", help="results folder")
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "finetune_tradeoff", help="checkpoints")
+    parser.add_argument("--start", type=Path, default=START, help="the start model (safetensors with a sidecar)")
+    parser.add_argument("--grid", choices=["ofat", "full"], default="ofat")
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds of every fine-tuning run")
+    parser.add_argument("--runs", default="", help="a comma-separated subset of the grid's run names (see `list`)")
+    parser.add_argument("--limit", type=int, default=0, help="a stratified subset of the training data (smoke tests)")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--checkpoint-every", type=int, default=100, help="optimizer steps between checkpoints")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared machine)")
+    parser.add_argument("--tolerance", type=float, default=0.003, help="accuracy below CE's the rule allows")
+    args = parser.parse_args()
+    configs = grid(args.grid, [int(s) for s in args.seeds.split(",")])
+    only = {r for r in args.runs.split(",") if r}
+    unknown = only - {c.name for c in configs}
+    if unknown:
+        parser.error(f"not in the {args.grid} grid: {', '.join(sorted(unknown))} (see `list`)")
+    if args.phase == "list":
+        print("\n".join(c.name for c in configs))
+        return
+    if args.phase == "run":
+        import torch
+
+        if args.data_dir is None:
+            parser.error("--data-dir is required for the run phase")
+        torch.set_num_threads(args.threads)
+        for config in configs:
+            if not only or config.name in only:
+                run_one(config, args)
+    print(report(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""95% bootstrap intervals for every calibration metric of a view, from one set of resamples.
+
+Each resample is a vector of draw counts per sample (seeded; the same draws for every metric), and
+every statistic of a resample is computed from the counts directly: means as matrix products, binned
+ECE and MCE from per-bin sums, the equal-mass estimators (adaptive ECE, L2 ECEs, ECE-sweep) from
+prefix sums in sorted order (estimators.SortedPrefix), smooth ECE from the resample's residual masses.
+The accumulators keep every per-sample array these need, so merged batches and torch.distributed
+ranks give the intervals of one process exactly.
+
+Two kinds of interval (docs/method.md, "Intervals"):
+
+- means (accuracy, NLL, Brier): the percentile interval of the resampled values;
+- calibration errors (ECE and every estimator like it): a resample's error is the error of a noisier
+  data set, so it is biased upwards twice over (the estimate already is), and the percentile interval
+  sits above the estimate. The interval given is the percentile interval shifted down by the bootstrap
+  estimate of that bias, mean(resampled) - estimate (bias-corrected; Efron and Tibshirani 1993, 10.5),
+  clipped to [0, 1]: centred on the bias-corrected estimate, it contains the point estimate and covers
+  the true error at about its nominal level where the percentile interval does not (tests/metrics/
+  test_bootstrap.py measures both).
+
+Classwise ECE has no interval: it bins every (sample, class) pair, K x 15 sums per resample.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from macs_audit.metrics import estimators
+from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
+
+MIN_BOOTSTRAP_SAMPLES = 2  # one sample resampled is always itself: a zero-width interval that claims certainty
+MEAN_METRICS = ("accuracy", "nll", "brier")
+ERROR_METRICS = ("ece", "mce", "adaptive_ece", "smooth_ece", "l2_ece", "debiased_l2_ece", "ece_sweep")
+DRAWS_PER_CHUNK = 4_000_000  # resample counts held at once (rows x samples): bounds the memory
+CONVENTION = (
+    "95% bootstrap intervals, one set of resampled draw counts for every metric: percentile intervals for "
+    "accuracy, NLL and Brier; for the calibration errors the percentile interval shifted down by the bootstrap "
+    "bias estimate mean(resampled) - estimate, clipped to [0, 1]; no interval for classwise ECE"
+)
+
+
+def bootstrap_note(n: int, n_resamples: int) -> str | None:
+    """Why `n` samples get no intervals although `n_resamples` were asked for; None when they get them."""
+    if n_resamples > 0 and n < MIN_BOOTSTRAP_SAMPLES:
+        return f"no intervals: a bootstrap needs at least {MIN_BOOTSTRAP_SAMPLES} samples, got {n}"
+    return None
+
+
+def resampled_metrics(acc: CalibrationAccumulator, n_resamples: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Every metric of MEAN_METRICS and ERROR_METRICS on each of `n_resamples` seeded resamples."""
+    s = acc.samples()
+    n = len(s["confidence"])
+    rng = np.random.default_rng(seed)
+    bins = bin_index(s["confidence"], acc.n_bins)
+    in_bin = np.zeros((n, acc.n_bins))
+    in_bin[np.arange(n), bins] = 1.0
+    per_bin_gap = in_bin * (s["correct"] - s["confidence"])[:, None]  # summed: n_b (acc_b - conf_b)
+    means = np.column_stack([s["correct"].astype(np.float64), s["nll"], s["brier"]])
+    cells = estimators.grid_cells(s["confidence"])
+    residual = s["correct"] - s["confidence"]
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in MEAN_METRICS + ERROR_METRICS}
+    chunk = max(1, DRAWS_PER_CHUNK // n)
+    for start in range(0, n_resamples, chunk):
+        m = min(chunk, n_resamples - start)
+        draws = rng.integers(0, n, size=(m, n))
+        counts = np.bincount((draws + n * np.arange(m)[:, None]).ravel(), minlength=m * n).reshape(m, n)
+        counts = counts.astype(np.float64)
+        for name, column in zip(MEAN_METRICS, (counts @ means / n).T, strict=True):
+            parts[name].append(column)
+        gap, size = counts @ per_bin_gap, counts @ in_bin
+        parts["ece"].append(np.abs(gap).sum(axis=1) / n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            parts["mce"].append(np.nanmax(np.where(size > 0, np.abs(gap) / size, np.nan), axis=1))
+        prefix = estimators.SortedPrefix(s["confidence"], s["correct"], counts)
+        size15, conf_sum, hit_sum = estimators.group_sums(prefix, min(acc.n_bins, n))
+        parts["adaptive_ece"].append(np.abs(hit_sum - conf_sum).sum(axis=1) / n)
+        parts["l2_ece"].append(estimators.l2_of_groups(size15, conf_sum, hit_sum, debiased=False))
+        parts["debiased_l2_ece"].append(estimators.l2_of_groups(size15, conf_sum, hit_sum, debiased=True))
+        parts["ece_sweep"].append(estimators.ece_sweep_of(prefix)[0])
+        masses = estimators.residual_masses(cells, residual, counts)
+        parts["smooth_ece"].append(estimators.smooth_ece_of_masses(masses)[0])
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def bias_corrected_interval(estimate: float, resampled: np.ndarray, level: float = 0.95) -> list[float]:
+    """The percentile interval of `resampled` less the bootstrap bias mean(resampled) - estimate, in [0, 1]."""
+    alpha = (1 - level) / 2
+    bias = float(resampled.mean()) - estimate
+    low, high = np.quantile(resampled, [alpha, 1 - alpha]) - bias
+    return [float(np.clip(low, 0.0, 1.0)), float(np.clip(high, 0.0, 1.0))]
+
+
+def percentile_interval(resampled: np.ndarray, level: float = 0.95) -> list[float]:
+    alpha = (1 - level) / 2
+    return [float(v) for v in np.quantile(resampled, [alpha, 1 - alpha])]
+
+
+def bootstrap_intervals(
+    acc: CalibrationAccumulator,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    estimates: dict[str, float] | None = None,
+) -> dict[str, list[float]]:
+    """Intervals for MEAN_METRICS and ERROR_METRICS over the accumulated samples (see the module's
+    docstring); `estimates` are the point estimates (acc.compute(), computed here when not given).
+    {} when `n_resamples` is 0 or there are fewer than MIN_BOOTSTRAP_SAMPLES samples (bootstrap_note says why)."""
+    if n_resamples <= 0 or acc.count < MIN_BOOTSTRAP_SAMPLES:
+        return {}
+    estimates = acc.compute() if estimates is None else estimates
+    resampled = resampled_metrics(acc, n_resamples, seed)
+    intervals = {name: percentile_interval(resampled[name], level) for name in MEAN_METRICS}
+    for name in ERROR_METRICS:
+        intervals[name] = bias_corrected_interval(float(estimates[name]), resampled[name], level)
+    return intervals
