@@ -63,7 +63,7 @@ class AuditOptions:
     sensitivity_directions: int = 8  # finite-difference directions (ONNX models)
     corruptions: tuple[str, ...] = ()  # of corruptions.CORRUPTIONS
     severities: tuple[int, ...] = (1, 2, 3, 4, 5)
-    cifar_c_dir: str | None = None  # read released CIFAR-C files instead of generating
+    cifar_c_dir: str | None = None  # read released files (CIFAR-C .npy or an image tree) instead of generating
     frost_textures: str | None = None
     corruption_set: str = "auto"  # cifar, tiny-imagenet, imagenet, or auto: the one nearest the images' size
     corruption_baseline: Report | None = None  # for CE / relative mCE
@@ -246,7 +246,7 @@ def run_audit(
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
     num_classes = check_classes(predictor, source)
-    check_corruption_inputs(options, source)  # a mismatched --cifar-c folder fails before the clean pass
+    check_corruption_inputs(options, source)  # a mismatched --corrupted-data folder fails before the clean pass
     acc, logits = evaluate_view(
         predictor,
         source,
@@ -407,16 +407,17 @@ def audit_trust(
 
 
 def check_corruption_inputs(options: AuditOptions, source: Source | None = None) -> None:
-    """Fail before any audit when the corruption grid cannot run: a --cifar-c folder that lacks a requested
-    corruption or (given the clean `source`) was made from other data, or an unusable frost texture folder."""
+    """Fail before any audit when the corruption grid cannot run: a --corrupted-data folder that lacks a requested
+    corruption or severity, holds an empty folder, or (given the clean `source`) was made from other data or
+    names other classes; or an unusable frost texture folder."""
     if not options.corruptions:
         return
     if source is not None:
         corruption_parameters(options, source)  # no set for the images' size: fail before the clean pass
     if options.cifar_c_dir:
-        from macs_audit.data.released import check_cifar_c
+        from macs_audit.data.released import check_released
 
-        check_cifar_c(options.cifar_c_dir, options.corruptions, source)
+        check_released(options.cifar_c_dir, options.corruptions, options.severities, source)
     elif options.frost_textures:
         from macs_audit.views.corruptions.weather import frost_texture_info  # imports torch, as the grid does
 
@@ -535,14 +536,14 @@ def corruption_grid(
 ) -> list[ViewResult]:
     """Every corruption x severity, generated on `device` or read from released files; with `sets`, each
     view's conformal coverage."""
-    from macs_audit.data.released import cifar_c_source
+    from macs_audit.data.released import released_source
 
     grid = [(c, s) for c in options.corruptions for s in options.severities]
     corruption_set = corruption_parameters(options, source)["corruption_set"]
     results = []
     for i, (name, severity) in enumerate(grid):
         if options.cifar_c_dir:
-            view_source = cifar_c_source(options.cifar_c_dir, source, name, severity)
+            view_source = released_source(options.cifar_c_dir, source, name, severity)
             view = views.read_corruption(name, severity)
         else:
             view_source = source

@@ -1,4 +1,5 @@
-"""`macs-audit corrupt`: write the corruptions of any data set (any parameter set) in the released CIFAR-C layout."""
+"""`macs-audit corrupt`: write the corruptions of any data set (any parameter set) in a released layout: the
+CIFAR-C `.npy` files or the ImageNet-C / Tiny-ImageNet-C image tree."""
 
 from __future__ import annotations
 
@@ -13,13 +14,32 @@ from macs_audit.cli.options import CORRUPTION_SET_OPTION
 
 @handle_errors
 def corrupt(
-    out: Path = typer.Option(..., "--out", help="Output directory (<corruption>.npy per corruption + labels.npy)."),
+    out: Path = typer.Option(..., "--out", help="Output directory (created if missing)."),
+    layout: str = typer.Option(
+        "npy",
+        "--layout",
+        help="npy: the CIFAR-C layout (<corruption>.npy + labels.npy, severities 1-5). tree: the ImageNet-C layout "
+        "<corruption>/<severity>/<class>/<n>.<ext>, JPEG quality 85 for the tiny-imagenet and imagenet sets (as "
+        "released), PNG for cifar; a rerun keeps the finished files.",
+    ),
     data: Optional[Path] = typer.Option(None, "--data", help="Clean data (default: the built-in CIFAR-10 test set)."),
     data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar or imagefolder."),
     split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory: test or train."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Corrupt a class-stratified subset of N images."),
+    input_size: Optional[str] = typer.Option(
+        None,
+        "--input-size",
+        help="Image folders: read the images at H,W (or one number), as evaluate does for a model of that input "
+        "size. Default: the first image's size.",
+    ),
+    crop_pct: Optional[float] = typer.Option(
+        None,
+        "--crop-pct",
+        help="Image folders, with --input-size: resize the shorter side to size / F, then centre-crop, as evaluate "
+        "does for a model with that crop_pct (ImageNet-C's pipeline: --input-size 224 --crop-pct 0.875).",
+    ),
     corruptions: str = typer.Option("cifar-c", "--corruptions", help="cifar-c (all 19), benchmark (the 15), or names."),
-    severities: str = typer.Option("1-5", "--severities", help="Must be 1-5 for the released layout."),
+    severities: str = typer.Option("1-5", "--severities", help="Severities; the npy layout holds all of 1-5."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the random corruptions (with --batch-size)."),
     batch_size: int = typer.Option(
         500,
@@ -36,9 +56,9 @@ def corrupt(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log)."),
 ) -> None:
     """Generate the corruptions (19 x 5 severities, the parameter set of --corruption-set) into OUT in the
-    CIFAR-C layout, written atomically."""
-    from macs_audit.cli.options import parse_corruption_set, parse_corruptions, parse_severities
-    from macs_audit.data.grid import write_corruption_grid
+    CIFAR-C layout or the ImageNet-C image tree (--layout), written atomically."""
+    from macs_audit.cli.options import parse_corruption_set, parse_corruptions, parse_severities, parse_size
+    from macs_audit.data.grid import write_corruption_grid, write_corruption_tree
     from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.data.released import output_names
     from macs_audit.errors import UsageError
@@ -47,8 +67,14 @@ def corrupt(
     from macs_audit.views.corruptions.table import choose_parameter_set
     from macs_audit.views.corruptions.weather import frost_texture_info
 
-    if parse_severities(severities) != (1, 2, 3, 4, 5):
-        raise UsageError("the released CIFAR-C layout holds all 5 severities: use --severities 1-5")
+    if layout not in ("npy", "tree"):
+        raise UsageError(f"--layout must be npy or tree, got {layout!r}")
+    levels = parse_severities(severities)
+    size = parse_size(input_size)
+    if crop_pct is not None and (size is None or not 0 < crop_pct <= 1):
+        raise UsageError(f"--crop-pct needs --input-size and a value in (0, 1], got {crop_pct}")
+    if layout == "npy" and levels != (1, 2, 3, 4, 5):
+        raise UsageError("the released CIFAR-C layout holds all 5 severities: use --severities 1-5 (or --layout tree)")
     requested_set = parse_corruption_set(corruption_set)
     names = parse_corruptions(corruptions)
     if not names:
@@ -56,18 +82,32 @@ def corrupt(
     frost = str(frost_textures) if frost_textures else None
     if frost is not None:
         frost_texture_info(frost)  # a missing or empty folder fails now, not at the frost corruption
-    check_folder(out, output_names(names), inputs=(data,))  # existing files are replaced, inputs never
+    if layout == "npy":
+        check_folder(out, output_names(names), inputs=(data,))  # existing files are replaced, inputs never
+    else:
+        check_folder(out, [])
+        if data is not None and data.is_dir() and out.resolve().is_relative_to(data.resolve()):
+            raise UsageError(f"--out {out} is inside the data folder {data}; choose a folder outside it")
     device = resolve_device(device)
-    source, _ = load_data(DataSpec(data, data_format, split, limit, seed))
+    source, _ = load_data(
+        DataSpec(data, data_format, split, limit, seed), (size[0], size[1]) if size else None, crop_pct
+    )
     height, width = source.image_size()
     pset, how = choose_parameter_set(requested_set, height, width)
     stderr.print(f"corruption parameters: {pset.name} set on {height}x{width} images ({how})", markup=False)
     with Progress(show_progress(quiet)) as progress:
-        written = write_corruption_grid(
-            out, source, names, seed, batch_size, device, frost, progress=progress, corruption_set=pset.name
-        )
+        if layout == "npy":
+            files = write_corruption_grid(
+                out, source, names, seed, batch_size, device, frost, progress=progress, corruption_set=pset.name
+            )
+            wrote = f"wrote {len(files)} files"
+        else:
+            written, kept = write_corruption_tree(
+                out, source, names, levels, seed, batch_size, device, frost, progress, pset.name
+            )
+            wrote = f"wrote {written:,} image files" + (f" (kept {kept:,} finished ones)" if kept else "")
     frost_info = frost_texture_info(frost, pset.name) if "frost" in names else "not generated"
     stderr.print(
-        f"wrote {len(written)} files to {out} ({len(source):,} images x 5 severities per corruption; "
+        f"{wrote} to {out} ({len(source):,} images x {len(levels)} severities per corruption; "
         f"seed {seed}; frost: {frost_info})"
     )

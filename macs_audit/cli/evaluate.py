@@ -95,7 +95,11 @@ def evaluate(
     ),
     severities: str = typer.Option("1-5", "--severities", help="Corruption severities, e.g. 1-5 or 3 or 1,3,5."),
     cifar_c: Optional[Path] = typer.Option(
-        None, "--cifar-c", help="Read the released CIFAR-10-C/100-C directory instead of generating the corruptions."
+        None,
+        "--corrupted-data",
+        "--cifar-c",
+        help="Read released corruptions instead of generating them: a CIFAR-10-C/100-C directory (<corruption>.npy, "
+        "labels.npy) or an ImageNet-C / Tiny-ImageNet-C tree (<corruption>/<severity>/<class>/<image>).",
     ),
     frost_textures: Optional[Path] = typer.Option(
         None, "--frost-textures", help="Directory of frost images (default: built-in procedural textures)."
@@ -146,7 +150,7 @@ def evaluate(
 
     # Everything that can be checked without the model is checked first: options, gate config, outputs.
     if cifar_c and not corruptions:
-        raise UsageError("--cifar-c needs --corruptions (e.g. --corruptions cifar-c)")
+        raise UsageError("--corrupted-data / --cifar-c needs --corruptions (e.g. --corruptions cifar-c)")
     if frost_textures and not corruptions:
         raise UsageError("--frost-textures needs --corruptions (e.g. --corruptions frost)")
     options = audit_options(
@@ -182,7 +186,7 @@ def evaluate(
     json_to_stdout = output is not None and destination(output).fd == 1
     if json_to_stdout and predictions is not None and destination(predictions).fd == 1:
         raise UsageError("--output and --save-predictions cannot both go to standard output")
-    check_corruption_inputs(options)  # the --cifar-c folder and frost textures, before the model loads
+    check_corruption_inputs(options)  # the --corrupted-data folder and frost textures, before the model loads
 
     ctx = distributed.init_from_env(device)  # torchrun: one shard of every view per process
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct)

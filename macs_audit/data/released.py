@@ -1,4 +1,6 @@
-"""The released CIFAR-10-C / CIFAR-100-C directory layout: read it memory-mapped, write it.
+"""The released CIFAR-10-C / CIFAR-100-C directory layout: read it memory-mapped, write it; and which
+released layout a corrupted-data folder holds (`check_released`, `released_source`): this one, or the
+ImageNet-C / Tiny-ImageNet-C image tree (data.image_tree).
 
 Layout (Zenodo 2535967 / 3555552): one ``<corruption>.npy`` per corruption, uint8 of shape
 (5 * n, H, W, 3) and severity-major (rows [(s - 1) * n, s * n) hold severity s, images in
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from macs_audit.atomic import atomic_path, output_error, remove_stale_temporaries
+from macs_audit.data import image_tree
 from macs_audit.errors import InputError, UsageError
 from macs_audit.views.corruptions.table import CORRUPTIONS, SEVERITIES
 
@@ -327,3 +330,25 @@ def cifar_c_source(directory, clean_source, name: str, severity: int):
         return np.asarray(cc.images(name, severity)[idx])
 
     return dataclasses.replace(clean_source, name=str(directory), format="cifar-c", indices=rows, fetch=fetch)
+
+
+def check_released(
+    directory: str | os.PathLike, corruptions: Iterable[str], severities: Iterable[int], clean_source=None
+) -> None:
+    """Fail now, before any audit, when the corrupted-data folder (either layout) cannot serve `corruptions`
+    at `severities` for `clean_source` (when given)."""
+    names = list(corruptions)
+    if not image_tree.is_image_tree(directory):
+        check_cifar_c(directory, names, clean_source)
+        return
+    sevs = list(severities)
+    image_tree.check_image_tree(directory, names, sevs, clean_source.class_names if clean_source else None)
+    if clean_source is not None and names and sevs:
+        image_tree.tree_source(directory, clean_source, names[0], sevs[0])  # raises when not the data's images
+
+
+def released_source(directory: str | os.PathLike, clean_source, name: str, severity: int):
+    """The released images of one corruption x severity, aligned with `clean_source`, from either layout."""
+    if image_tree.is_image_tree(directory):
+        return image_tree.tree_source(directory, clean_source, name, severity)
+    return cifar_c_source(directory, clean_source, name, severity)
