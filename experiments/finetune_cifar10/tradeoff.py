@@ -26,7 +26,7 @@ Each run writes OUT/runs/<name>.json and is skipped when that file exists; check
 --checkpoint-every steps) resume a stopped run. A smoke test with a tiny budget (5 steps an epoch):
 
     python experiments/finetune_cifar10/tradeoff.py run --data-dir DATA --limit 200 --batch-size 32 \\
-        --out runs/tradeoff_smoke --work runs/tradeoff_smoke_work --runs start,ce_lr0.02_e1_s0,macs_p1_c3_lr0.02_e1_cec_s0
+        --out runs/smoke --work runs/smoke_work --runs start,ce_lr0.02_e1_s0,macs_p1_c3_lr0.02_e1_cec_s0
 
 DATA is a folder holding cifar10_train.npz (arrays x, uint8 N x 32 x 32 x 3, and y).
 """
