@@ -10,6 +10,7 @@ from macs_audit.metrics.accumulators import softmax64
 LOG_T_BOUND = 5.0  # T in [e^-5, e^5] = [0.007, 148]
 MAX_STEPS = 100
 TOLERANCE = 1e-10  # change of log T at which the search stops
+BLOCK_VALUES = 1 << 18  # logits per block of rows (2 MiB of float64)
 
 
 def temperature_nll(logits: np.ndarray, labels: np.ndarray, temperature: float) -> float:
@@ -19,14 +20,21 @@ def temperature_nll(logits: np.ndarray, labels: np.ndarray, temperature: float) 
 
 def _slope_and_curvature(z: np.ndarray, z_true: np.ndarray, beta: float) -> tuple[float, float]:
     """First and second derivative in beta = 1/T of the mean NLL of softmax(beta z): mean(E_p[z] - z_y) and
-    mean(Var_p[z]), where p = softmax(beta z) (the NLL is convex in beta)."""
-    scaled = beta * z
-    scaled -= scaled.max(axis=1, keepdims=True)
-    p = np.exp(scaled)
-    p /= p.sum(axis=1, keepdims=True)
-    mean_z = (p * z).sum(axis=1)
-    spread = (p * z * z).sum(axis=1) - mean_z**2
-    return float((mean_z - z_true).mean()), float(np.maximum(spread, 0.0).mean())
+    mean(Var_p[z]), where p = softmax(beta z) (the NLL is convex in beta). Rows go in blocks that stay in
+    the CPU cache: the passes over each block then cost far less than over the whole array."""
+    slope = spread = 0.0
+    rows = max(1, BLOCK_VALUES // z.shape[1])
+    for start in range(0, len(z), rows):
+        block = z[start : start + rows]
+        p = beta * block
+        p -= p.max(axis=1, keepdims=True)
+        np.exp(p, out=p)
+        p /= p.sum(axis=1, keepdims=True)
+        weighted = p * block
+        mean_z = weighted.sum(axis=1)
+        slope += float((mean_z - z_true[start : start + rows]).sum())
+        spread += float(np.maximum((weighted * block).sum(axis=1) - mean_z**2, 0.0).sum())
+    return slope / len(z), spread / len(z)
 
 
 def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
