@@ -79,7 +79,8 @@ def finetune(
     blur_range: Optional[str] = typer.Option(
         None,
         "--blur-range",
-        help=f"Per-sample blur sigma range of T(x) (default {DEFAULTS.blur_range[0]},{DEFAULTS.blur_range[1]}).",
+        help=f"Per-sample blur sigma range of T(x), pixels of a 32 px image, scaled with the image side "
+        f"(default {DEFAULTS.blur_range[0]},{DEFAULTS.blur_range[1]}).",
     ),
     noise_range: Optional[str] = typer.Option(
         None,

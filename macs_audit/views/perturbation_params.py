@@ -8,7 +8,8 @@ EVAL_REFERENCE_SIDE = 32
 EVAL_NOISE_SIGMA = 0.08
 EVAL_VIEWS = ("noise", "blur", "noise+blur")
 ROBUST_VIEW = "noise+blur"
-# MaCS training view defaults [ours]: per-sample blur sigma ~ U[0.3, 0.8], then noise sigma ~ U[0.01, 0.05].
+# MaCS training view defaults [ours]: per-sample blur sigma ~ U[0.3, 0.8] pixels at EVAL_REFERENCE_SIDE (scaled with
+# the shorter side, as the evaluation blur), then noise sigma ~ U[0.01, 0.05].
 TRAIN_BLUR_RANGE = (0.3, 0.8)
 TRAIN_NOISE_RANGE = (0.01, 0.05)
 

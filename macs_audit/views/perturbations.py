@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from macs_audit.errors import UsageError
 from macs_audit.views.perturbation_params import (
     EVAL_NOISE_SIGMA,
+    EVAL_REFERENCE_SIDE,
     EVAL_VIEWS,
     TRAIN_BLUR_RANGE,
     TRAIN_NOISE_RANGE,
@@ -76,9 +77,12 @@ def evaluation_view(name: str, images: torch.Tensor, generator: torch.Generator)
 def training_view(
     images: torch.Tensor, generator: torch.Generator, blur_range=TRAIN_BLUR_RANGE, noise_range=TRAIN_NOISE_RANGE
 ) -> torch.Tensor:
-    """MaCS's perturbed view T(x): per-sample random blur then random noise strengths."""
+    """MaCS's perturbed view T(x): per-sample random blur then random noise strengths. The blur range is in
+    pixels of a 32 px image and scales with the images' shorter side (as the evaluation views' blur does):
+    exactly the given range at 32x32, twice it at 64x64."""
     n = images.shape[0]
     u = torch.rand(2, n, generator=generator, device=images.device, dtype=images.dtype)
-    blur = blur_range[0] + (blur_range[1] - blur_range[0]) * u[0]
+    scale = min(images.shape[-2:]) / EVAL_REFERENCE_SIDE
+    blur = (blur_range[0] + (blur_range[1] - blur_range[0]) * u[0]) * scale
     noise = noise_range[0] + (noise_range[1] - noise_range[0]) * u[1]
     return noise_and_blur(images, blur, noise, generator)

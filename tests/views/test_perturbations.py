@@ -56,3 +56,14 @@ def test_evaluation_blur_scales_with_the_image_side():
         expected = perturbations.noise_and_blur(x, sigma, 0.08, torch.Generator().manual_seed(3))
         assert torch.equal(perturbations.evaluation_view("noise+blur", x, torch.Generator().manual_seed(3)), expected)
     assert "4.9 px" in perturbation_params.describe(224, 224)["noise+blur"]
+
+
+def test_training_blur_range_scales_with_the_image_side():
+    """MaCS's T(x) draws its blur in pixels of a 32 px image: the same draws blur a 64 px image twice as much,
+    and a 32 px image exactly as the range says (no noise, so the blur alone is compared)."""
+    for side, scale in ((32, 1.0), (64, 2.0)):
+        images = torch.rand(4, 3, side, side, generator=torch.Generator().manual_seed(1))
+        got = perturbations.training_view(images, torch.Generator().manual_seed(5), (0.3, 0.8), (0.0, 0.0))
+        u = torch.rand(2, 4, generator=torch.Generator().manual_seed(5))
+        expected = perturbations.gaussian_blur(images, (0.3 + 0.5 * u[0]) * scale).clamp(0, 1)
+        assert torch.allclose(got, expected, atol=1e-6)
