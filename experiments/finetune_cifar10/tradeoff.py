@@ -252,8 +252,11 @@ def report(args) -> str:
             f"{after['nll']:.4f} | {100 * after['ece']:.2f} | {run['temperature']:.3f} | {100 * rob['accuracy']:.2f} | "
             f"{100 * run['val_robust_after_t']['ece']:.2f} | {run['seconds']:.0f} |"
         )
+    finished_macs = [n for n, r in runs.items() if r["config"]["objective"] == "macs"]
     if best:
         verdict = f"Chosen by the rule: {best}."
+    elif not finished_macs:
+        verdict = "No MaCS run has finished yet: nothing to choose from (the CE runs and the start model are below)."
     else:
         verdict = (
             f"No MaCS configuration is within {100 * args.tolerance:.1f} points of CE fine-tuning's clean validation "
