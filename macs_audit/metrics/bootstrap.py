@@ -27,11 +27,11 @@ import numpy as np
 
 from macs_audit.metrics import estimators
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
+from macs_audit.metrics.resampling import draw_counts
 
 MIN_BOOTSTRAP_SAMPLES = 2  # one sample resampled is always itself: a zero-width interval that claims certainty
 MEAN_METRICS = ("accuracy", "nll", "brier")
 ERROR_METRICS = ("ece", "mce", "adaptive_ece", "smooth_ece", "l2_ece", "debiased_l2_ece", "ece_sweep")
-DRAWS_PER_CHUNK = 4_000_000  # resample counts held at once (rows x samples): bounds the memory
 CONVENTION = (
     "95% bootstrap intervals, one set of resampled draw counts for every metric: percentile intervals for "
     "accuracy, NLL and Brier; for the calibration errors the percentile interval shifted down by the bootstrap "
@@ -59,12 +59,7 @@ def resampled_metrics(acc: CalibrationAccumulator, n_resamples: int, seed: int =
     cells = estimators.grid_cells(s["confidence"])
     residual = s["correct"] - s["confidence"]
     parts: dict[str, list[np.ndarray]] = {name: [] for name in MEAN_METRICS + ERROR_METRICS}
-    chunk = max(1, DRAWS_PER_CHUNK // n)
-    for start in range(0, n_resamples, chunk):
-        m = min(chunk, n_resamples - start)
-        draws = rng.integers(0, n, size=(m, n))
-        counts = np.bincount((draws + n * np.arange(m)[:, None]).ravel(), minlength=m * n).reshape(m, n)
-        counts = counts.astype(np.float64)
+    for counts in draw_counts(n, n_resamples, rng):
         for name, column in zip(MEAN_METRICS, (counts @ means / n).T, strict=True):
             parts[name].append(column)
         gap, size = counts @ per_bin_gap, counts @ in_bin
