@@ -16,11 +16,12 @@ from macs_audit.cli.options import CORRUPTION_SET_OPTION
 def corrupt(
     out: Path = typer.Option(..., "--out", help="Output directory (created if missing)."),
     layout: str = typer.Option(
-        "npy",
+        "auto",
         "--layout",
-        help="npy: the CIFAR-C layout (<corruption>.npy + labels.npy, severities 1-5). tree: the ImageNet-C layout "
-        "<corruption>/<severity>/<class>/<n>.<ext>, JPEG quality 85 for the tiny-imagenet and imagenet sets (as "
-        "released), PNG for cifar; a rerun keeps the finished files.",
+        help="auto: the layout the chosen set was released in (npy for cifar, tree for tiny-imagenet and "
+        "imagenet). npy: the CIFAR-C layout (<corruption>.npy + labels.npy, severities 1-5). tree: the ImageNet-C "
+        "layout <corruption>/<severity>/<class>/<n>.<ext>, JPEG quality 85 for the tiny-imagenet and imagenet "
+        "sets (as released), PNG for cifar; a rerun keeps the finished files.",
     ),
     data: Optional[Path] = typer.Option(None, "--data", help="Clean data (default: the built-in CIFAR-10 test set)."),
     data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar or imagefolder."),
@@ -60,21 +61,18 @@ def corrupt(
     from macs_audit.cli.options import parse_corruption_set, parse_corruptions, parse_severities, parse_size
     from macs_audit.data.grid import write_corruption_grid, write_corruption_tree
     from macs_audit.data.loading import DataSpec, load_data
-    from macs_audit.data.released import output_names
     from macs_audit.errors import UsageError
     from macs_audit.models.predictor import resolve_device
     from macs_audit.outputs import check_folder
     from macs_audit.views.corruptions.table import choose_parameter_set
     from macs_audit.views.corruptions.weather import frost_texture_info
 
-    if layout not in ("npy", "tree"):
-        raise UsageError(f"--layout must be npy or tree, got {layout!r}")
+    if layout not in ("auto", "npy", "tree"):
+        raise UsageError(f"--layout must be auto, npy or tree, got {layout!r}")
     levels = parse_severities(severities)
     size = parse_size(input_size)
     if crop_pct is not None and (size is None or not 0 < crop_pct <= 1):
         raise UsageError(f"--crop-pct needs --input-size and a value in (0, 1], got {crop_pct}")
-    if layout == "npy" and levels != (1, 2, 3, 4, 5):
-        raise UsageError("the released CIFAR-C layout holds all 5 severities: use --severities 1-5 (or --layout tree)")
     requested_set = parse_corruption_set(corruption_set)
     names = parse_corruptions(corruptions)
     if not names:
@@ -82,19 +80,23 @@ def corrupt(
     frost = str(frost_textures) if frost_textures else None
     if frost is not None:
         frost_texture_info(frost)  # a missing or empty folder fails now, not at the frost corruption
-    if layout == "npy":
-        check_folder(out, output_names(names), inputs=(data,))  # existing files are replaced, inputs never
-    else:
+
+    if layout != "auto":
+        _check_outputs(layout, out, names, levels, data)
+    else:  # the layout follows the images' size; whether OUT can be written does not wait for it
         check_folder(out, [])
-        if data is not None and data.is_dir() and out.resolve().is_relative_to(data.resolve()):
-            raise UsageError(f"--out {out} is inside the data folder {data}; choose a folder outside it")
     device = resolve_device(device)
     source, _ = load_data(
         DataSpec(data, data_format, split, limit, seed), (size[0], size[1]) if size else None, crop_pct
     )
     height, width = source.image_size()
     pset, how = choose_parameter_set(requested_set, height, width)
-    stderr.print(f"corruption parameters: {pset.name} set on {height}x{width} images ({how})", markup=False)
+    if layout == "auto":  # the layout the set was released in, known once the images' size is
+        layout = "npy" if pset.name == "cifar" else "tree"
+        _check_outputs(layout, out, names, levels, data)
+    stderr.print(
+        f"corruption parameters: {pset.name} set on {height}x{width} images ({how}); {layout} layout", markup=False
+    )
     with Progress(show_progress(quiet)) as progress:
         if layout == "npy":
             files = write_corruption_grid(
@@ -111,3 +113,20 @@ def corrupt(
         f"{wrote} to {out} ({len(source):,} images x {len(levels)} severities per corruption; "
         f"seed {seed}; frost: {frost_info})"
     )
+
+
+def _check_outputs(layout: str, out: Path, names: tuple[str, ...], levels: tuple[int, ...], data: Path | None) -> None:
+    """Before anything is generated: the npy layout holds all 5 severities; its existing files are replaced,
+    inputs never; a tree is not written inside the data folder."""
+    from macs_audit.data.released import output_names
+    from macs_audit.errors import UsageError
+    from macs_audit.outputs import check_folder
+
+    if layout == "npy" and levels != (1, 2, 3, 4, 5):
+        raise UsageError("the released CIFAR-C layout holds all 5 severities: use --severities 1-5 (or --layout tree)")
+    if layout == "npy":
+        check_folder(out, output_names(names), inputs=(data,))
+    else:
+        check_folder(out, [])
+        if data is not None and data.is_dir() and out.resolve().is_relative_to(data.resolve()):
+            raise UsageError(f"--out {out} is inside the data folder {data}; choose a folder outside it")

@@ -76,9 +76,12 @@ def test_layout_and_severity_options(tmp_path):
     data, _ = _data(tmp_path, 64)
     base = ["corrupt", "--data", str(data), "--out", str(tmp_path / "o"), "--corruptions", "contrast"]
     result = runner.invoke(app, [*base, "--layout", "zip"])
-    assert result.exit_code == 2 and "--layout must be npy or tree" in result.output
-    result = runner.invoke(app, [*base, "--severities", "1-2"])
+    assert result.exit_code == 2 and "--layout must be auto, npy or tree" in result.output
+    result = runner.invoke(app, [*base, "--layout", "npy", "--severities", "1-2"])
     assert result.exit_code == 2 and "--layout tree" in result.output
+    result = runner.invoke(app, [*base, "--severities", "1-2"])  # 64 px: tiny-imagenet, released as a tree
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "o" / "contrast").iterdir()) == ["1", "2"]
     folder = tmp_path / "imgs"
     (folder / "a").mkdir(parents=True)
     result = runner.invoke(

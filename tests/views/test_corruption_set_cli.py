@@ -31,7 +31,10 @@ def test_auto_set_generated_written_and_read(tmp_path, size, expected):
     result = runner.invoke(app, ["corrupt", "--data", str(data), "--out", str(grid), *GRID])
     assert result.exit_code == 0, result.output
     assert f"{expected} set on {size}x{size} images (auto" in result.output
-    assert np.load(grid / "pixelate.npy").shape == (50, size, size, 3)
+    # Written in the layout the set was released in: an image tree, one folder per severity and class.
+    assert "tree layout" in result.output
+    assert sorted(p.name for p in (grid / "pixelate").iterdir()) == ["1", "2", "3", "4", "5"]
+    assert sum(1 for _ in (grid / "pixelate" / "3").rglob("*.jpg")) == 10
 
     result, generated = _evaluate(model, data, tmp_path / "g.json", *GRID)
     assert result.exit_code == 0, result.output
@@ -50,10 +53,12 @@ def test_auto_set_generated_written_and_read(tmp_path, size, expected):
     else:
         assert "ce" not in summary  # no published baseline for Tiny-ImageNet-C
 
-    result, read = _evaluate(model, data, tmp_path / "r.json", *GRID, "--cifar-c", str(grid))
+    result, read = _evaluate(model, data, tmp_path / "r.json", *GRID, "--corrupted-data", str(grid))
     assert result.exit_code == 0, result.output
     assert read["corruption_summary"]["corruption_set_choice"] == "read from files"
-    assert [v["metrics"] for v in read["views"]] == [v["metrics"] for v in generated["views"]]
+    # JPEG, as released: the predictions read back agree with the generated ones up to its loss.
+    for got, want in zip(read["views"], generated["views"], strict=True):
+        assert abs(got["metrics"]["accuracy"] - want["metrics"]["accuracy"]) <= 0.2
 
 
 def test_a_size_far_from_every_set_needs_the_flag(tmp_path):
