@@ -97,6 +97,7 @@ step corruptions 180 "$PY" benchmarks/gpu_check.py corruptions "$RESULTS"
 step train 120 "$PY" benchmarks/gpu_check.py train "$RESULTS"
 if [[ $HAS_CUDA == 1 ]]; then
   step cifar_c 150 "$PY" benchmarks/gpu_check.py cifar_c "$RESULTS" "$WORK"
+  step imagenet_grid 330 "$PY" benchmarks/gpu_check.py imagenet_grid "$RESULTS" "$WORK"
 fi
 
 row "total" "$((SECONDS - START)) s" "budget ${BUDGET}s; logs in $RESULTS_DIR"
