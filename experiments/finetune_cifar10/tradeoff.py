@@ -253,7 +253,15 @@ def report(args) -> str:
             f"{100 * run['val_robust_after_t']['ece']:.2f} | {run['seconds']:.0f} |"
         )
     finished_macs = [n for n, r in runs.items() if r["config"]["objective"] == "macs"]
-    if best:
+    planned = [c.name for c in grid(args.grid, [int(s) for s in args.seeds.split(",")])]
+    missing = [name for name in planned if name not in runs]
+    if missing:  # a partial map chooses nothing: a run still to come may be the one the rule picks
+        verdict = (
+            f"{len(planned) - len(missing)} of the {len(planned)} runs of the {args.grid} grid have finished, so "
+            f"nothing is chosen yet (still to run: {', '.join(missing)})."
+            + (f" So far the rule would pick {best}." if best else "")
+        )
+    elif best:
         verdict = f"Chosen by the rule: {best}."
     elif not finished_macs:
         verdict = "No MaCS run has finished yet: nothing to choose from (the CE runs and the start model are below)."
