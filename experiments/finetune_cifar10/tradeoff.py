@@ -49,10 +49,16 @@ sys.path.insert(0, str(HERE))
 START = ROOT / "sample_models" / "resnet9_c10_ce.safetensors"
 
 # The budget every run shares (as run.py's final runs); only the factors below change.
-BUDGET = dict(optimizer="sgd", weight_decay=5e-4, warmup=0.1, val_fraction=0.1, split_seed=0, delta=1.0, lambda_m=0.1)
-DEFAULT = dict(strength=1.0, lambda_c=3.0, lr=0.02, epochs=1.0, ce_on_perturbed=False)  # the shipped MaCS defaults
+BUDGET = dict(optimizer="sgd", weight_decay=5e-4, warmup=0.1, val_fraction=0.1, split_seed=0, delta=1.0)
+# The MaCS defaults shipped before this map (bn_stats "both": the perturbed pass also moved batch norm's
+# running statistics).
+DEFAULT = dict(strength=1.0, lambda_c=3.0, lr=0.02, epochs=1.0, ce_on_perturbed=False, bn_stats="both")
 LEVELS = dict(strength=(0.5, 1.0, 1.5), lambda_c=(0.3, 1.0, 3.0), lr=(0.005, 0.01, 0.02), epochs=(1.0, 3.0))
 LEVELS["ce_on_perturbed"] = (False, True)
+LEVELS["bn_stats"] = ("both", "clean")
+# A second round of the ofat grid, around the most accurate MaCS run of the first (lambda_c 1): the margin
+# term off, gentler perturbations, batch-norm statistics of clean images only.
+SECOND_ROUND = [dict(lambda_c=1.0, lambda_m=0.0), dict(lambda_c=1.0, strength=0.5), dict(lambda_c=1.0, bn_stats="clean")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,9 +66,11 @@ class Config:
     objective: str  # macs | ce | start (the start model, not fine-tuned)
     strength: float = 1.0  # factor on the shipped blur and noise ranges of T(x)
     lambda_c: float = 3.0
+    lambda_m: float = 0.1
     lr: float = 0.02
     epochs: float = 1.0
     ce_on_perturbed: bool = False
+    bn_stats: str = "both"
     seed: int = 0
 
     @property
@@ -72,14 +80,16 @@ class Config:
         if self.objective == "ce":
             return f"ce_lr{self.lr:g}_e{self.epochs:g}_s{self.seed}"
         views = "ceb" if self.ce_on_perturbed else "cec"  # CE on both views / on the clean view only
-        return f"macs_p{self.strength:g}_c{self.lambda_c:g}_lr{self.lr:g}_e{self.epochs:g}_{views}_s{self.seed}"
+        bn = "_bnc" if self.bn_stats == "clean" else ""  # batch-norm running statistics from clean images only
+        margin = "" if self.lambda_m == 0.1 else f"_m{self.lambda_m:g}"
+        return f"macs_p{self.strength:g}_c{self.lambda_c:g}{margin}_lr{self.lr:g}_e{self.epochs:g}_{views}{bn}_s{self.seed}"
 
 
 def grid(kind: str, seeds: list[int]) -> list[Config]:
     """The start model, the MaCS configurations of `kind` and a CE reference at each of their budgets."""
     if kind == "ofat":
         changes = [{}] + [{k: v} for k, levels in LEVELS.items() for v in levels if v != DEFAULT[k]]
-        factors = [{**DEFAULT, **change} for change in changes]
+        factors = [{**DEFAULT, **change} for change in changes + SECOND_ROUND]
     else:
         factors = [dict(zip(LEVELS, values, strict=True)) for values in itertools.product(*LEVELS.values())]
     configs = [Config("start")]
@@ -107,7 +117,9 @@ def options_for(config: Config, cfg, args):
         lr=config.lr,
         epochs=config.epochs,
         lambda_c=config.lambda_c,
+        lambda_m=config.lambda_m,
         ce_on_perturbed=config.ce_on_perturbed,
+        bn_stats=config.bn_stats,
         blur_range=(scale * defaults.blur_range[0], scale * defaults.blur_range[1]),
         noise_range=(scale * defaults.noise_range[0], scale * defaults.noise_range[1]),
         seed=config.seed,

@@ -76,6 +76,11 @@ def finetune(
         "--ce-on-perturbed/--ce-on-clean",
         help="MaCS: the CE term also on the perturbed view (mean of the two), or on the clean view only.",
     ),
+    bn_stats: str = typer.Option(
+        DEFAULTS.bn_stats,
+        "--bn-stats",
+        help="MaCS: views whose batch statistics update batch norm's running statistics: clean or both.",
+    ),
     blur_range: Optional[str] = typer.Option(
         None,
         "--blur-range",
@@ -164,6 +169,7 @@ def finetune(
         kl_direction=kl_direction,
         stop_grad=stop_grad,
         ce_on_perturbed=ce_on_perturbed,
+        bn_stats=bn_stats,
         blur_range=parse_range(blur_range, "--blur-range", DEFAULTS.blur_range),
         noise_range=parse_range(noise_range, "--noise-range", DEFAULTS.noise_range),
         focal_gamma=focal_gamma,

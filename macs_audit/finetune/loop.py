@@ -12,6 +12,7 @@ goes to `progress(description, done, total, terms)`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import math
@@ -135,6 +136,27 @@ def make_optimizer(model: torch.nn.Module, options: FinetuneOptions) -> torch.op
     return torch.optim.SGD(groups, lr=options.lr, momentum=options.momentum, nesterov=options.momentum > 0)
 
 
+@contextlib.contextmanager
+def running_stats_kept(model: torch.nn.Module):
+    """Batch norm inside runs in training mode (normalising by the batch's own statistics) but leaves
+    the running statistics, which evaluation uses, as they were.
+
+    The pass updates copies: the originals are swapped back afterwards, not overwritten, because
+    autograd keeps the updated buffers for the backward pass."""
+    norms = [
+        m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+    ]
+    kept = [(m.running_mean, m.running_var, m.num_batches_tracked) for m in norms]
+    for m in norms:
+        m.running_mean, m.running_var = m.running_mean.clone(), m.running_var.clone()
+        m.num_batches_tracked = m.num_batches_tracked.clone()
+    try:
+        yield
+    finally:
+        for m, (mean, var, count) in zip(norms, kept, strict=True):
+            m.running_mean, m.running_var, m.num_batches_tracked = mean, var, count
+
+
 def training_step(
     model,
     images: torch.Tensor,
@@ -151,9 +173,12 @@ def training_step(
     finite before the optimizer step. Forward passes run under bf16 autocast when `amp`.
     """
 
-    def forward(x):
+    def forward(x, update_bn_stats: bool = True):
         with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=amp):
-            return model(prep(x))
+            if update_bn_stats:
+                return model(prep(x))
+            with running_stats_kept(model):
+                return model(prep(x))
 
     if options.objective == "macs":
         # Two forward passes (clean, perturbed; each with its own batch-norm statistics), both
@@ -162,6 +187,7 @@ def training_step(
         # of CE with ce_on_perturbed), so the clean graph is freed before the perturbed pass and
         # memory stays that of one batch.
         perturbed = perturbations.training_view(images, view_gen, options.blur_range, options.noise_range)
+        pert_updates_bn = options.bn_stats == "both"
         args = (
             labels,
             options.delta,
@@ -175,13 +201,13 @@ def training_step(
             clean = forward(images)
             # KL of a view with itself is 0, and a detached view's CE has no gradient.
             losses.macs_loss(clean, clean.detach(), *args).total.backward()
-            t = losses.macs_loss(clean.detach(), forward(perturbed), *args)  # the full loss, grads to T(x) only
+            t = losses.macs_loss(clean.detach(), forward(perturbed, pert_updates_bn), *args)  # grads to T(x) only
         elif options.stop_grad == "pert" and not options.ce_on_perturbed:
             with torch.no_grad():  # the perturbed view is only a target: no graph needed
-                pert = forward(perturbed)
+                pert = forward(perturbed, pert_updates_bn)
             t = losses.macs_loss(forward(images), pert, *args)
         else:
-            t = losses.macs_loss(forward(images), forward(perturbed), *args)
+            t = losses.macs_loss(forward(images), forward(perturbed, pert_updates_bn), *args)
         t.total.backward()
         return t.total.detach(), {"ce": t.ce, "margin": t.margin, "kl": t.consistency}
     loss = losses.OBJECTIVE_LOSSES[options.objective](forward, images, labels, options, data_gen)

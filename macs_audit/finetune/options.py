@@ -11,6 +11,7 @@ OBJECTIVES = ("macs", "ce", "focal", "label-smoothing", "mixup")
 OPTIMIZERS = ("sgd", "adamw")
 KL_DIRECTIONS = ("clean||pert", "pert||clean")
 STOP_GRADS = ("clean", "pert", "none")
+BN_STATS = ("clean", "both")
 
 
 @dataclasses.dataclass
@@ -37,6 +38,9 @@ class FinetuneOptions:
     kl_direction: str = "clean||pert"  # KL(p_clean || p_pert), the paper's form; or "pert||clean"
     stop_grad: str = "clean"  # view detached inside the KL: clean (target) | pert | none
     ce_on_perturbed: bool = False  # L_CE the mean of CE(clean) and CE(perturbed), not CE(clean) alone
+    # Views whose batch statistics update the batch-norm running statistics (the ones evaluation uses):
+    # "clean" keeps them those of clean images; "both" lets the perturbed pass shift them too.
+    bn_stats: str = "both"
     blur_range: tuple[float, float] = (0.3, 0.8)  # per-sample Gaussian blur sigma of T(x), pixels
     noise_range: tuple[float, float] = (0.01, 0.05)  # per-sample Gaussian noise sigma of T(x), [0,1] units
     # Baselines.
@@ -86,6 +90,7 @@ class FinetuneOptions:
             (self.optimizer in OPTIMIZERS, f"--optimizer must be sgd or adamw, got {self.optimizer!r}"),
             (self.kl_direction in KL_DIRECTIONS, f"--kl-direction must be one of {', '.join(KL_DIRECTIONS)}"),
             (self.stop_grad in STOP_GRADS, f"--stop-grad must be one of {', '.join(STOP_GRADS)}"),
+            (self.bn_stats in BN_STATS, f"--bn-stats must be one of {', '.join(BN_STATS)}, got {self.bn_stats!r}"),
             (self.epochs > 0, f"--epochs must be positive, got {self.epochs}"),
             (self.batch_size >= 2, f"--batch-size must be at least 2, got {self.batch_size}"),
             (

@@ -281,6 +281,46 @@ def test_training_step_gradient_is_the_macs_loss_gradient(stop_grad, ce_on_pertu
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("stop_grad", ["clean", "pert", "none"])
+def test_bn_stats_clean_keeps_the_running_statistics_of_clean_images(stop_grad):
+    """With bn_stats "clean", the perturbed pass normalises by its own batch statistics (the same loss
+    and gradient as "both") but leaves batch norm's running statistics as the clean pass set them."""
+    from macs_audit.finetune.loop import Preprocess, training_step
+
+    x = torch.rand(8, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(8) % 10
+    results = {}
+    for bn_stats in ("clean", "both"):
+        opts = options(objective="macs", stop_grad=stop_grad, bn_stats=bn_stats)
+        model = tiny_model()
+        loss, _ = training_step(
+            model,
+            x,
+            y,
+            opts,
+            Preprocess(opts, torch.device("cpu")),
+            torch.Generator(),
+            torch.Generator().manual_seed(3),
+        )
+        results[bn_stats] = (loss.item(), [p.grad.clone() for p in model.parameters()], model.state_dict())
+    clean_only = tiny_model().train()
+    clean_only(Preprocess(options(), torch.device("cpu"))(x))
+    expected = clean_only.state_dict()
+    stats = [k for k in expected if "running_" in k or "num_batches" in k]
+    assert stats
+    for key in stats:
+        torch.testing.assert_close(results["clean"][2][key], expected[key], rtol=0, atol=0)
+    assert any(not torch.equal(results["both"][2][k], expected[k]) for k in stats if "running_mean" in k)
+    assert results["clean"][0] == pytest.approx(results["both"][0], rel=1e-6)
+    for a, b in zip(results["clean"][1], results["both"][1], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_bn_stats_is_checked():
+    with pytest.raises(UsageError, match="--bn-stats"):
+        options(bn_stats="perturbed").validate()
+
+
 def test_finetune_ends_calibrated_and_shows_the_temperature_only_fix(start_model, tmp_path):
     """By default the written model (safetensors and ONNX) is the fine-tuned model with the temperature fitted
     on the validation split folded in: its logits are those of the same run with --no-temperature divided by
