@@ -58,7 +58,11 @@ LEVELS["ce_on_perturbed"] = (False, True)
 LEVELS["bn_stats"] = ("both", "clean")
 # A second round of the ofat grid, around the most accurate MaCS run of the first (lambda_c 1): the margin
 # term off, gentler perturbations, batch-norm statistics of clean images only.
-SECOND_ROUND = [dict(lambda_c=1.0, lambda_m=0.0), dict(lambda_c=1.0, strength=0.5), dict(lambda_c=1.0, bn_stats="clean")]
+SECOND_ROUND = [
+    dict(lambda_c=1.0, lambda_m=0.0),
+    dict(lambda_c=1.0, strength=0.5),
+    dict(lambda_c=1.0, bn_stats="clean"),
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +86,8 @@ class Config:
         views = "ceb" if self.ce_on_perturbed else "cec"  # CE on both views / on the clean view only
         bn = "_bnc" if self.bn_stats == "clean" else ""  # batch-norm running statistics from clean images only
         margin = "" if self.lambda_m == 0.1 else f"_m{self.lambda_m:g}"
-        return f"macs_p{self.strength:g}_c{self.lambda_c:g}{margin}_lr{self.lr:g}_e{self.epochs:g}_{views}{bn}_s{self.seed}"
+        budget = f"lr{self.lr:g}_e{self.epochs:g}"
+        return f"macs_p{self.strength:g}_c{self.lambda_c:g}{margin}_{budget}_{views}{bn}_s{self.seed}"
 
 
 def grid(kind: str, seeds: list[int]) -> list[Config]:

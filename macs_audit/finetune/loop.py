@@ -143,18 +143,19 @@ def running_stats_kept(model: torch.nn.Module):
 
     The pass updates copies: the originals are swapped back afterwards, not overwritten, because
     autograd keeps the updated buffers for the backward pass."""
-    norms = [
-        m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
-    ]
-    kept = [(m.running_mean, m.running_var, m.num_batches_tracked) for m in norms]
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    names = ("running_mean", "running_var", "num_batches_tracked")
+    norms = [m for m in norms if all(getattr(m, name) is not None for name in names)]
+    kept = [tuple(getattr(m, name) for name in names) for m in norms]
     for m in norms:
-        m.running_mean, m.running_var = m.running_mean.clone(), m.running_var.clone()
-        m.num_batches_tracked = m.num_batches_tracked.clone()
+        for name in names:
+            setattr(m, name, getattr(m, name).clone())
     try:
         yield
     finally:
-        for m, (mean, var, count) in zip(norms, kept, strict=True):
-            m.running_mean, m.running_var, m.num_batches_tracked = mean, var, count
+        for m, buffers in zip(norms, kept, strict=True):
+            for name, buffer in zip(names, buffers, strict=True):
+                setattr(m, name, buffer)
 
 
 def training_step(
