@@ -1,22 +1,25 @@
-"""Publish the experiment's MaCS model (seed 0, chosen defaults) as sample_models/resnet9_c10_macs.*
+"""Publish the experiment's MaCS model (seed 0, the shipped defaults) as sample_models/resnet9_c10_macs.*
 
     python experiments/finetune_cifar10/make_sample_model.py
     macs-audit evaluate sample_models/resnet9_c10_macs.onnx -o sample_models/resnet9_c10_macs.audit.json
 
-The weights are those of the run `macs_s0` of run.py (no retraining); the sidecar records its
-options and the start model's hash. The same model comes from the CLI (up to float rounding
-from the thread count):
+The weights are those of the run `macs_s0` of run.py (no retraining) with the run's validation
+temperature folded into the classifier, as `finetune` ends by default; the sidecar records the
+options, the temperature and the start model's hash. The same model comes from the CLI (up to float
+rounding from the thread count):
 
     macs-audit finetune sample_models/resnet9_c10_ce.safetensors --data cifar10_train.npz \\
-        --out runs/macs --epochs 1 --seed 0 --device cpu   (with the chosen MaCS defaults)
+        --out runs/macs --seed 0 --device cpu
 """
 
 import json
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file
 
 from macs_audit.models.backend import file_sha256
+from macs_audit.models.calibrated import fold_temperature_torch
 from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
 from macs_audit.models.torch import build_timm_model
 
@@ -30,7 +33,9 @@ OUT = ROOT / "sample_models/resnet9_c10_macs"
 def main() -> None:
     start_meta = json.loads(START.with_suffix(".json").read_text())
     meta = {k: start_meta[k] for k in ("arch", "num_classes", "input_size", "mean", "std", "output", "class_names")}
-    model = build_timm_model(meta["arch"], meta["num_classes"], load_file(str(WEIGHTS))).eval()
+    trained = build_timm_model(meta["arch"], meta["num_classes"], load_file(str(WEIGHTS))).eval()
+    t = RUN["temperature"]
+    model, folded_into = fold_temperature_torch(trained, t, torch.rand(4, 3, *meta["input_size"]))
     save_safetensors(model, OUT.with_suffix(".safetensors"))
     options = RUN["options"]
     write_sidecar(
@@ -44,7 +49,14 @@ def main() -> None:
                 "options": {k: v for k, v in options.items() if k not in ("device", "eval_batch_size")},
                 "steps": RUN["history"][-1]["step"],
                 "experiment": "experiments/finetune_cifar10 (run macs_s0)",
-                "test": {k: RUN["clean"][k] for k in ("accuracy", "ece", "nll")},
+                "temperature": t,
+                "test": {k: RUN["clean_after_t"][k] for k in ("accuracy", "ece", "nll")},
+            },
+            "calibration": {
+                "method": "temperature",
+                "temperature": t,
+                "fit_data": "the validation split held out of the training data",
+                "folded_into": folded_into,
             },
         },
     )

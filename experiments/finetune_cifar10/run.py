@@ -74,7 +74,8 @@ SWEEP = [
     (1.0, 0.1, 10.0),
     (2.0, 0.3, 3.0),
 ]
-FINAL = [(objective, seed) for seed in (0, 1, 2) for objective in ("macs", "ce", "focal", "label-smoothing", "mixup")]
+OBJECTIVES = ("macs", "ce", "focal", "label-smoothing", "mixup", "macs-robust")  # macs-robust: --preset robust
+FINAL = [(objective, seed) for seed in (0, 1, 2) for objective in OBJECTIVES]
 
 
 def log(message: str) -> None:
@@ -177,10 +178,18 @@ def corruption_accuracy(model, options) -> dict:
 
 
 def test_metrics(model, options) -> dict:
+    """Test-set scores, raw and after the temperature `finetune` folds in by default (fitted on the
+    validation split; it changes no prediction, so the CIFAR-10-C accuracies hold for both)."""
     x, y = test_data()
+    x_val, y_val = validation_data(options)
+    t = fit_temperature(predict_logits(model, x_val, options), y_val)
+    clean, robust = predict_logits(model, x, options), robust_logits(model, x, options)
     return {
-        "clean": summary(predict_logits(model, x, options), y),
-        "robust": summary(robust_logits(model, x, options), y),
+        "temperature": t,
+        "clean": summary(clean, y),
+        "robust": summary(robust, y),
+        "clean_after_t": summary(clean / t, y),
+        "robust_after_t": summary(robust / t, y),
         "cifar10c": corruption_accuracy(model, options),
     }
 
@@ -297,19 +306,24 @@ def chosen_config(score=selection_score) -> tuple[float, float, float]:
     return tuple(min(runs, key=score)["config"])
 
 
+def final_options(objective: str, cfg, epochs: float, seed: int) -> FinetuneOptions:
+    """MaCS with the shipped defaults (`macs`) or a preset (`macs-robust`); the baselines with theirs."""
+    if objective.startswith("macs-"):
+        from macs_audit.finetune.options import PRESETS
+
+        return base_options(cfg, objective="macs", epochs=epochs, seed=seed, **PRESETS[objective.removeprefix("macs-")])
+    return base_options(cfg, objective=objective, epochs=epochs, seed=seed)
+
+
 def run_final(epochs: float, only: list[str] | None = None) -> None:
     todo = [(o, s) for o, s in FINAL if only is None or f"{o}_s{s}" in only]
-    if any(o == "macs" for o, _ in todo):
-        delta, lm, lc = chosen_config()
-        log(f"final runs with MaCS (Delta, lambda_m, lambda_c) = ({delta}, {lm}, {lc})")
     for objective, seed in todo:
         name = f"{objective}_s{seed}"
         path = RESULTS / "runs" / f"{name}.json"
         if path.exists():
             continue
         _, cfg = start_model()
-        extra = dict(delta=delta, lambda_m=lm, lambda_c=lc) if objective == "macs" else {}
-        options = base_options(cfg, objective=objective, epochs=epochs, seed=seed, **extra)
+        options = final_options(objective, cfg, epochs, seed)
         log(f"final {name}: start")
         result, seconds = train_run(name, options, save_weights=True)
         evaluation = test_metrics(result.model, options)
@@ -344,40 +358,51 @@ def tables() -> str:
     runs = {p.stem: json.loads(p.read_text()) for p in sorted((RESULTS / "runs").glob("*.json"))}
     t_val = runs["ts_val"]["temperature"] if "ts_val" in runs else float("nan")
     groups = [
-        ("start (CE sample model, no fine-tuning)", ["start"]),
-        (f"temperature scaling of the start model (T = {t_val:.3f}, fit on the validation split)", ["ts_val"]),
+        ("start (CE sample model, no fine-tuning)", ["start"], ""),
+        (f"temperature scaling alone (start model, T = {t_val:.3f} fit on the validation split)", ["ts_val"], ""),
     ]
     labels = {
         "ce": "CE",
         "focal": "focal (gamma 3)",
         "label-smoothing": "label smoothing (0.1)",
         "mixup": "mixup (alpha 0.2)",
-        "macs": "MaCS",
+        "macs": "MaCS, shipped defaults",
+        "macs-robust": "MaCS, --preset robust",
     }
-    if "macs_s0" in runs:
-        o = runs["macs_s0"]["options"]
-        labels["macs"] = f"MaCS (Delta {o['delta']:g}, lambda_m {o['lambda_m']:g}, lambda_c {o['lambda_c']:g})"
     for objective, label in labels.items():
+        if f"{objective}_s0" in runs and objective.startswith("macs"):
+            o = runs[f"{objective}_s0"]["options"]
+            blur, noise = o["blur_range"], o["noise_range"]
+            label += f" (lambda_c {o['lambda_c']:g}, lambda_m {o['lambda_m']:g}, blur {blur}, noise {noise})"
         names = sorted(n for n in runs if n.startswith(objective + "_s"))
         if names:
-            groups.append((f"{label} fine-tuned", names))
+            groups.append((f"{label} fine-tuned", names, ""))
+            if all("clean_after_t" in runs[n] for n in names):
+                ts = mean_std([runs[n]["temperature"] for n in names], 1, 3)
+                groups.append((f"{label} fine-tuned + T (T = {ts})", names, "_after_t"))
     lines = [
         "| method | seeds | accuracy % | ECE % | NLL | robust acc. % | robust ECE % "
         "| CIFAR-10-C acc. % (19x5) | (15x5) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for label, names in groups:
+    severity = ["| method | seeds | severity 1 | 2 | 3 | 4 | 5 |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for label, names, after in groups:
         rs = [runs[n] for n in names if n in runs]
         if not rs:
             continue
+        clean, robust = f"clean{after}", f"robust{after}"
         lines.append(
-            f"| {label} | {len(rs)} | {mean_std([r['clean']['accuracy'] for r in rs])} | "
-            f"{mean_std([r['clean']['ece'] for r in rs])} | {mean_std([r['clean']['nll'] for r in rs], 1, 4)} | "
-            f"{mean_std([r['robust']['accuracy'] for r in rs])} | {mean_std([r['robust']['ece'] for r in rs])} | "
+            f"| {label} | {len(rs)} | {mean_std([r[clean]['accuracy'] for r in rs])} | "
+            f"{mean_std([r[clean]['ece'] for r in rs])} | {mean_std([r[clean]['nll'] for r in rs], 1, 4)} | "
+            f"{mean_std([r[robust]['accuracy'] for r in rs])} | {mean_std([r[robust]['ece'] for r in rs])} | "
             f"{mean_std([r['cifar10c']['mean_19x5'] for r in rs])} | "
             f"{mean_std([r['cifar10c']['mean_15x5'] for r in rs])} |"
         )
-    final = "\n".join(lines) + "\n"
+        if not after and names[0] != "ts_val":
+            per = [mean_std([r["cifar10c"]["per_severity"][s] for r in rs]) for s in range(5)]
+            severity.append(f"| {label.split(' (')[0]} | {len(rs)} | " + " | ".join(per) + " |")
+    final = "\n".join(lines) + "\n\nCIFAR-10-C accuracy % by severity (mean of the 19 corruptions):\n\n"
+    final += "\n".join(severity) + "\n"
     write_text(
         RESULTS / "final.md",
         "# Fine-tuning CIFAR-10: test results (10,000 test images; mean ± std over seeds)\n\n" + final,

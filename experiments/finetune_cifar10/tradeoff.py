@@ -20,7 +20,7 @@ configuration whose clean validation accuracy is within --tolerance (0.3 points)
 at the same budget; `report` says so when none qualifies.
 
     python experiments/finetune_cifar10/tradeoff.py run --data-dir DATA [--grid ofat] [--runs a,b] [--seeds 0]
-    python experiments/finetune_cifar10/tradeoff.py report     # tradeoff.md and front.png from the results
+    python experiments/finetune_cifar10/tradeoff.py report     # tradeoff.md and docs/finetune-tradeoff.png
 
 Each run writes OUT/runs/<name>.json and is skipped when that file exists; checkpoints (WORK/ckpt, every
 --checkpoint-every steps) resume a stopped run. A smoke test with a tiny budget (5 steps an epoch):
@@ -241,6 +241,28 @@ def choose(runs: dict[str, dict], tolerance: float) -> tuple[str | None, list[st
     return best, eligible
 
 
+ROBUST_FACTOR = 2.0  # the calibrated preset must at least double CE's noise+blur accuracy
+ROBUST_COST = 0.025  # the robust preset may cost up to 2.5 points of clean accuracy (the old defaults' cost)
+
+
+def choose_presets(runs: dict[str, dict]) -> dict[str, str]:
+    """The presets shipped when no run meets the tolerance, each by its rule (names of runs):
+    calibrated: the most accurate MaCS run whose noise+blur accuracy is at least ROBUST_FACTOR times CE's;
+    robust: the most robust MaCS run whose clean accuracy is at most ROBUST_COST below CE's."""
+    rules = {"calibrated": ([], "val"), "robust": ([], "val_robust")}
+    for name, run in runs.items():
+        ref = reference(run, runs) if run["config"]["objective"] == "macs" else None
+        if ref is None:
+            continue
+        if run["val_robust"]["accuracy"] >= ROBUST_FACTOR * ref["val_robust"]["accuracy"]:
+            rules["calibrated"][0].append(name)
+        if run["val"]["accuracy"] >= ref["val"]["accuracy"] - ROBUST_COST:
+            rules["robust"][0].append(name)
+    return {
+        preset: max(names, key=lambda n: runs[n][key]["accuracy"]) for preset, (names, key) in rules.items() if names
+    }
+
+
 def pareto(points: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
     """The points no other point beats on both coordinates (higher is better), by the first coordinate."""
     front = [p for p in points if not any(q[0] >= p[0] and q[1] >= p[1] and q[:2] != p[:2] for q in points)]
@@ -254,6 +276,7 @@ def report(args) -> str:
     if not runs:
         raise SystemExit(f"no results in {args.out / 'runs'}: run the `run` phase first")
     best, eligible = choose(runs, args.tolerance)
+    presets = {} if best else choose_presets(runs)
     rows = [
         "| run | steps | val acc. % | vs CE (pp) | val NLL | NLL after T | ECE after T % | T | robust acc. % "
         "| robust ECE after T % | seconds |",
@@ -263,6 +286,7 @@ def report(args) -> str:
         ref = reference(run, runs) if run["config"]["objective"] == "macs" else None
         gap = f"{100 * (run['val']['accuracy'] - ref['val']['accuracy']):+.2f}" if ref else "-"
         mark = " (chosen)" if name == best else (" (within tolerance)" if name in eligible else "")
+        mark += "".join(f" (preset {preset})" for preset, chosen in presets.items() if chosen == name)
         v, after, rob = run["val"], run["val_after_t"], run["val_robust"]
         rows.append(
             f"| {name}{mark} | {run['steps']} | {100 * v['accuracy']:.2f} | {gap} | {v['nll']:.4f} | "
@@ -285,7 +309,10 @@ def report(args) -> str:
     else:
         verdict = (
             f"No MaCS configuration is within {100 * args.tolerance:.1f} points of CE fine-tuning's clean validation "
-            "accuracy at its budget: ship presets on the front instead."
+            "accuracy at its budget: presets instead. calibrated (the defaults): the most accurate run whose "
+            f"noise+blur accuracy is at least {ROBUST_FACTOR:g}x CE's, {presets.get('calibrated', 'none')}; robust: "
+            f"the most robust run within {100 * ROBUST_COST:.1f} points of CE's clean accuracy, "
+            f"{presets.get('robust', 'none')}."
         )
     n_val = next(iter(runs.values()))["n_val"]
     text = (
@@ -296,11 +323,11 @@ def report(args) -> str:
         + "\n"
     )
     write_text(args.out / "tradeoff.md", text)
-    plot(runs, best, args.out / "front.png")
+    plot(runs, best, presets, args.figure)
     return text
 
 
-def plot(runs: dict[str, dict], best: str | None, path: Path) -> None:
+def plot(runs: dict[str, dict], best: str | None, presets: dict[str, str], path: Path) -> None:
     """Clean accuracy against robust accuracy (the front) and against the NLL after T, one point per run."""
     import matplotlib
 
@@ -326,9 +353,10 @@ def plot(runs: dict[str, dict], best: str | None, path: Path) -> None:
     for n in runs:
         left.annotate(n.rsplit("_s", 1)[0], (acc[n], robust[n]), fontsize=6, xytext=(3, 3), textcoords="offset points")
         right.scatter(acc[n], nll[n], color="tab:blue" if n in macs else "black", marker="o" if n in macs else "x")
-    if best:
-        for axis, y in ((left, robust[best]), (right, nll[best])):
-            axis.scatter(acc[best], y, marker="*", s=250, facecolor="none", edgecolor="red", label="chosen", zorder=5)
+    marked = {"chosen": best} if best else {f"preset {p}": n for p, n in presets.items()}
+    for (label, name), colour in zip(marked.items(), ("red", "darkorange"), strict=False):
+        for axis, y in ((left, robust[name]), (right, nll[name])):
+            axis.scatter(acc[name], y, marker="*", s=250, facecolor="none", edgecolor=colour, label=label, zorder=5)
     left.set(xlabel="clean accuracy % (validation)", ylabel="noise+blur accuracy % (validation)")
     left.set_title("robustness against clean accuracy (x: CE, square: start model)")
     right.set(xlabel="clean accuracy % (validation)", ylabel="clean NLL after T (validation, cross-fitted)")
@@ -355,6 +383,7 @@ def main() -> None:
     parser.add_argument("--checkpoint-every", type=int, default=100, help="optimizer steps between checkpoints")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared machine)")
+    parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "finetune-tradeoff.png", help="the map")
     parser.add_argument("--tolerance", type=float, default=0.003, help="accuracy below CE's the rule allows")
     args = parser.parse_args()
     configs = grid(args.grid, [int(s) for s in args.seeds.split(",")])

@@ -31,13 +31,15 @@ from macs_audit.cli.options import (
     parse_range,
 )
 from macs_audit.cli.output import print_before_after
-from macs_audit.finetune.options import FinetuneOptions
+from macs_audit.errors import UsageError
+from macs_audit.finetune.options import PRESETS, FinetuneOptions
 
 DEFAULTS = FinetuneOptions()
 
 
 @handle_errors
 def finetune(
+    cli_context: typer.Context,
     model: Path = typer.Argument(
         ..., help="PyTorch model: .safetensors/.pt state dict with --arch (or a sidecar JSON), or TorchScript."
     ),
@@ -48,6 +50,12 @@ def finetune(
         ..., "--out", help="Output directory: weights, ONNX, config, checkpoint, before/after audit."
     ),
     objective: str = typer.Option(DEFAULTS.objective, "--objective", help="macs, ce, focal, label-smoothing or mixup."),
+    preset: str = typer.Option(
+        DEFAULTS.preset,
+        "--preset",
+        help=f"MaCS preset ({', '.join(PRESETS)}): calibrated costs the least clean accuracy, robust buys more "
+        "robustness for more of it (docs/finetune-experiment.md); flags given explicitly override it.",
+    ),
     epochs: float = typer.Option(
         DEFAULTS.epochs, "--epochs", help="Passes over the training split (fractions allowed)."
     ),
@@ -177,6 +185,14 @@ def finetune(
         mixup_alpha=mixup_alpha,
         checkpoint_every=checkpoint_every,
     )
+    # Flags given on the command line win over the preset's values. (Compared by name: typer may
+    # bundle its own click, whose ParameterSource is not click's.)
+    sources = {name: cli_context.get_parameter_source(name) for name in cli_context.params}
+    given = {name for name, source in sources.items() if source is not None and source.name == "COMMANDLINE"}
+    if objective == "macs":
+        options = options.with_preset(preset, keep=frozenset(given))
+    elif "preset" in given:
+        raise UsageError(f"--preset sets MaCS hyperparameters; it does not apply to --objective {objective}")
     audit = audit_options(
         audit_batch_size,
         calibration_split,

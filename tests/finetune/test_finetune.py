@@ -13,7 +13,7 @@ from macs_audit.cli import app
 from macs_audit.data.sources import array_source
 from macs_audit.errors import InputError, UsageError
 from macs_audit.finetune.loop import augment, finetune, load_checkpoint, lr_at
-from macs_audit.finetune.options import FinetuneOptions
+from macs_audit.finetune.options import PRESETS, FinetuneOptions
 from macs_audit.models import architectures  # noqa: F401
 from macs_audit.models.export import save_safetensors, write_sidecar
 from macs_audit.models.predictor import load_predictor
@@ -72,6 +72,8 @@ def test_finetune_cli_two_epochs(start_model, tmp_path):
             "cpu",
             "--bootstrap",
             "0",
+            "--preset",
+            "robust",
             "--lambda-c",
             "0.5",
             "--checkpoint-every",
@@ -93,6 +95,11 @@ def test_finetune_cli_two_epochs(start_model, tmp_path):
         assert (out / name).is_file(), name
     config = json.loads((out / "finetune_config.json").read_text())
     assert config["options"]["objective"] == "macs" and config["options"]["lambda_c"] == 0.5
+    # The preset's other values apply; flags given explicitly (--lambda-c, --epochs) override the preset's.
+    assert config["options"]["preset"] == "robust" and config["options"]["epochs"] == 2
+    for key, value in PRESETS["robust"].items():
+        if key not in ("lambda_c", "epochs"):
+            assert config["options"][key] == (list(value) if isinstance(value, tuple) else value), key
     assert config["options"]["checkpoint_every"] == 3 and config["resumed_from_step"] is None
     assert len(config["history"]) == 2 and config["split"]["n_val"] == 20
     # The before/after is the compare command's table and Markdown, headed by what was done.
@@ -314,6 +321,33 @@ def test_bn_stats_clean_keeps_the_running_statistics_of_clean_images(stop_grad):
     assert results["clean"][0] == pytest.approx(results["both"][0], rel=1e-6)
     for a, b in zip(results["clean"][1], results["both"][1], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_the_defaults_are_the_calibrated_preset():
+    defaults = FinetuneOptions()
+    assert defaults.preset == "calibrated"
+    assert {k: getattr(defaults, k) for k in PRESETS["calibrated"]} == PRESETS["calibrated"]
+    robust = defaults.with_preset("robust", keep=frozenset({"lambda_c"}))
+    assert robust.preset == "robust" and robust.lambda_c == defaults.lambda_c
+    assert all(getattr(robust, k) == v for k, v in PRESETS["robust"].items() if k != "lambda_c")
+    with pytest.raises(UsageError, match="--preset must be one of calibrated, robust"):
+        defaults.with_preset("fast")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--preset", "fast"], "--preset must be one of"),
+        (["--objective", "ce", "--preset", "robust"], "does not apply to --objective ce"),
+    ],
+)
+def test_preset_errors_are_one_line_usage_errors(start_model, tmp_path, args, message):
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["finetune", str(start_model), "--data", str(tmp_path / "train.npz"), "--out", str(out), *args]
+    )
+    assert result.exit_code == 2 and message in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.exists()
 
 
 def test_bn_stats_is_checked():
