@@ -308,10 +308,10 @@ def chosen_config(score=selection_score) -> tuple[float, float, float]:
 
 def final_options(objective: str, cfg, epochs: float, seed: int) -> FinetuneOptions:
     """MaCS with the shipped defaults (`macs`) or a preset (`macs-robust`); the baselines with theirs."""
-    if objective.startswith("macs-"):
-        from macs_audit.finetune.options import PRESETS
-
-        return base_options(cfg, objective="macs", epochs=epochs, seed=seed, **PRESETS[objective.removeprefix("macs-")])
+    if objective.startswith("macs-"):  # the preset's values as `finetune --preset` sets them (epochs included)
+        return base_options(cfg, objective="macs", epochs=epochs, seed=seed).with_preset(
+            objective.removeprefix("macs-")
+        )
     return base_options(cfg, objective=objective, epochs=epochs, seed=seed)
 
 
