@@ -53,8 +53,10 @@ def finetune(
     preset: str = typer.Option(
         DEFAULTS.preset,
         "--preset",
-        help=f"MaCS preset ({', '.join(PRESETS)}): calibrated costs the least clean accuracy, robust buys more "
-        "robustness for more of it (docs/finetune-experiment.md); flags given explicitly override it.",
+        help="MaCS preset, a measured point of docs/finetune-experiment.md: calibrated (the defaults: the least "
+        "accuracy lost) or robust (more robustness for more accuracy and 3x the steps). "
+        + "; ".join(f"{name}: " + ", ".join(f"{k} {v}" for k, v in values.items()) for name, values in PRESETS.items())
+        + ". Flags given explicitly override the preset.",
     ),
     epochs: float = typer.Option(
         DEFAULTS.epochs, "--epochs", help="Passes over the training split (fractions allowed)."
