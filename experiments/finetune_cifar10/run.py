@@ -6,10 +6,12 @@ one epoch of one run; fine-tuning checkpoints live in runs/finetune_cifar10/ and
   prepare  cache the CIFAR-10-C subset (1,000 stratified test images, 19 corruptions x 5
            severities; C_EVAL of them are scored)
   start    the start model, and temperature scaling of it (T fitted on the validation split)
-  sweep    MaCS (Delta, lambda_m, lambda_c) configurations with a short budget; the choice is the
+  sweep    MaCS (Delta, lambda_m, lambda_c) configurations with a short budget, which chose Delta and
+           lambda_m (lambda_c and the rest: the trade-off map of tradeoff.py); the choice was the
            lowest mean of clean and noise+blur NLL on the validation split
-  final    CE, focal, label smoothing, mixup, MaCS (chosen config): same budget, seeds 0-2 for each;
-           reported on the whole CIFAR-10 test set
+  final    CE, focal, label smoothing, mixup, MaCS (the shipped defaults) and MaCS --preset robust:
+           same budget (the preset's own epochs), seeds 0-2; every run scored on the whole CIFAR-10
+           test set with and without the temperature `finetune` folds in (fitted on the validation split)
   table    the markdown tables in results/
 
 The validation split is the class-stratified 10% (5,000 images) of the training data that
@@ -270,6 +272,7 @@ def run_sweep(epochs: float, only: list[str] | None = None) -> None:
             continue
         _, cfg = start_model()
         extra = {} if config is None else dict(delta=config[0], lambda_m=config[1], lambda_c=config[2])
+        extra["bn_stats"] = "both"  # as when the sweep ran, before --bn-stats existed
         options = base_options(cfg, objective=objective, epochs=epochs, seed=0, **extra)
         log(f"sweep {name}: start")
         result, seconds = train_run(f"sweep_{name}", options, save_weights=False)
