@@ -33,7 +33,7 @@ OUT = ROOT / "sample_models/resnet9_c10_macs"
 def main() -> None:
     start_meta = json.loads(START.with_suffix(".json").read_text())
     meta = {k: start_meta[k] for k in ("arch", "num_classes", "input_size", "mean", "std", "output", "class_names")}
-    trained = build_timm_model(meta["arch"], meta["num_classes"], load_file(str(WEIGHTS))).eval()
+    trained = build_timm_model(meta["arch"], meta["num_classes"], load_file(str(WEIGHTS)))[0].eval()
     t = RUN["temperature"]
     model, folded_into = fold_temperature_torch(trained, t, torch.rand(4, 3, *meta["input_size"]))
     save_safetensors(model, OUT.with_suffix(".safetensors"))
