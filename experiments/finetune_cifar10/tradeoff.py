@@ -233,14 +233,17 @@ def reference(run: dict, runs: dict[str, dict]) -> dict | None:
     return runs.get(f"ce_lr{c['lr']:g}_e{c['epochs']:g}_s{c['seed']}")
 
 
+def with_references(runs: dict[str, dict]) -> list[tuple[str, dict, dict]]:
+    """(name, run, its CE reference) for every MaCS run whose CE reference has finished."""
+    pairs = ((n, r, reference(r, runs)) for n, r in runs.items() if r["config"]["objective"] == "macs")
+    return [(n, r, ref) for n, r, ref in pairs if ref is not None]
+
+
 def choose(runs: dict[str, dict], tolerance: float) -> tuple[str | None, list[str]]:
     """The most robust MaCS run whose clean validation accuracy is within `tolerance` of its CE reference's,
     and the names of those that qualify."""
-    eligible = []
-    for name, run in runs.items():
-        ref = reference(run, runs) if run["config"]["objective"] == "macs" else None
-        if ref is not None and run["val"]["accuracy"] >= ref["val"]["accuracy"] - tolerance:
-            eligible.append(name)
+    pairs = with_references(runs)
+    eligible = [n for n, r, ref in pairs if r["val"]["accuracy"] >= ref["val"]["accuracy"] - tolerance]
     best = max(eligible, key=lambda n: runs[n]["val_robust"]["accuracy"], default=None)
     return best, eligible
 
@@ -253,18 +256,14 @@ def choose_presets(runs: dict[str, dict]) -> dict[str, str]:
     """The presets shipped when no run meets the tolerance, each by its rule (names of runs):
     calibrated: the most accurate MaCS run whose noise+blur accuracy is at least ROBUST_FACTOR times CE's;
     robust: the most robust MaCS run whose clean accuracy is at most ROBUST_COST below CE's."""
-    rules = {"calibrated": ([], "val"), "robust": ([], "val_robust")}
-    for name, run in runs.items():
-        ref = reference(run, runs) if run["config"]["objective"] == "macs" else None
-        if ref is None:
-            continue
-        if run["val_robust"]["accuracy"] >= ROBUST_FACTOR * ref["val_robust"]["accuracy"]:
-            rules["calibrated"][0].append(name)
-        if run["val"]["accuracy"] >= ref["val"]["accuracy"] - ROBUST_COST:
-            rules["robust"][0].append(name)
-    return {
-        preset: max(names, key=lambda n: runs[n][key]["accuracy"]) for preset, (names, key) in rules.items() if names
+    pairs = with_references(runs)
+    doubled = [n for n, r, ref in pairs if r["val_robust"]["accuracy"] >= ROBUST_FACTOR * ref["val_robust"]["accuracy"]]
+    cheap = [n for n, r, ref in pairs if r["val"]["accuracy"] >= ref["val"]["accuracy"] - ROBUST_COST]
+    chosen = {
+        "calibrated": max(doubled, key=lambda n: runs[n]["val"]["accuracy"], default=None),
+        "robust": max(cheap, key=lambda n: runs[n]["val_robust"]["accuracy"], default=None),
     }
+    return {preset: name for preset, name in chosen.items() if name}
 
 
 def pareto(points: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:

@@ -175,11 +175,9 @@ def training_step(
     """
 
     def forward(x, update_bn_stats: bool = True):
-        with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=amp):
-            if update_bn_stats:
-                return model(prep(x))
-            with running_stats_kept(model):
-                return model(prep(x))
+        keep_stats = contextlib.nullcontext() if update_bn_stats else running_stats_kept(model)
+        with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=amp), keep_stats:
+            return model(prep(x))
 
     if options.objective == "macs":
         # Two forward passes (clean, perturbed; each with its own batch-norm statistics), both
