@@ -55,7 +55,8 @@ def frost(
     at the set's sizes."""
     w_img, w_frost = param
     n, h, w, _ = img.shape
-    textures, sizes = _frost_stack(frost_textures, pset, h, w, img.device)
+    directory = None if frost_textures is None else os.path.abspath(os.fspath(frost_textures))
+    textures, sizes = _frost_stack(directory, pset, h, w, str(img.device))
     k = len(sizes)
     dev = img.device
     idx = torch.randint(0, k, (n,), generator=gen, device=dev)
@@ -64,11 +65,48 @@ def frost(
     # randint(0, H - h) and randint(0, W - w): exclusive upper bounds
     r0 = (torch.rand(n, generator=gen, device=dev) * (th - h)).long().clamp_(max=th - h - 1)
     c0 = (torch.rand(n, generator=gen, device=dev) * (tw - w)).long().clamp_(max=tw - w - 1)
-    rows = r0[:, None, None] + torch.arange(h, device=dev)[None, :, None]
-    cols = c0[:, None, None] + torch.arange(w, device=dev)[None, None, :]
-    crop = textures[idx[:, None, None], rows, cols]  # (N, h, w, 3) float 0..255
-    out = img.float().mul_(w_img).add_(crop.mul_(w_frost))  # in place: fewer fresh buffers
-    return to_uint8_same_layout(out.clamp_(0, 255))
+    crop = _frost_crops(textures, idx, r0, c0, h, w)  # (N, h, w, 3) uint8
+    if dev.type != "cpu":
+        out = img.float().mul_(w_img).add_(crop.float().mul_(w_frost))  # in place: fewer fresh buffers
+        return to_uint8_same_layout(out.clamp_(0, 255))
+    # On the CPU the same float32 blend read from a table of all 256 x 256 pairs (64 KB, in the
+    # core's cache), piece by piece: two cheap integer passes and a gather instead of float
+    # conversions of 12 MB buffers (3x faster at 224 px, the same bytes).
+    table = _frost_blend_table(float(w_img), float(w_frost))
+    flat, texture = img.reshape(-1), crop.reshape(-1)
+    out = torch.empty_like(flat)
+    index = torch.empty(min(_BLEND_PIECE, flat.numel()), dtype=torch.int32)
+    for start in range(0, flat.numel(), _BLEND_PIECE):
+        part = index[: min(_BLEND_PIECE, flat.numel() - start)]
+        part.copy_(flat[start : start + len(part)]).bitwise_left_shift_(8).add_(texture[start : start + len(part)])
+        torch.index_select(table, 0, part, out=out[start : start + len(part)])
+    return out.view(img.shape)
+
+
+_BLEND_PIECE = 1 << 17  # elements per piece of frost's table blend: its int32 index stays in cache
+
+
+@functools.lru_cache(maxsize=None)
+def _frost_blend_table(w_img: float, w_frost: float) -> torch.Tensor:
+    """uint8 (256 * 256,): cell 256 x + t holds frost's float32 blend of image level x and texture
+    level t, computed as the GPU path computes it (x w_img + t w_frost, clipped, truncated)."""
+    levels = torch.arange(256, dtype=torch.float32)
+    blend = (levels * w_img)[:, None] + (levels * w_frost)[None, :]
+    return to_uint8_same_layout(blend.clamp_(0, 255)).reshape(-1)
+
+
+def _frost_crops(
+    textures: torch.Tensor, idx: torch.Tensor, r0: torch.Tensor, c0: torch.Tensor, h: int, w: int
+) -> torch.Tensor:
+    """The (h, w) window at (r0, c0) of texture idx, per image: on the CPU one slice copy each
+    (whole rows of memory; a pixel gather costs 5x more at 224 px), elsewhere one gather."""
+    if textures.device.type == "cpu":
+        return torch.stack(
+            [textures[i, r : r + h, c : c + w] for i, r, c in zip(idx.tolist(), r0.tolist(), c0.tolist(), strict=True)]
+        )
+    rows = r0[:, None, None] + torch.arange(h, device=textures.device)[None, :, None]
+    cols = c0[:, None, None] + torch.arange(w, device=textures.device)[None, None, :]
+    return textures[idx[:, None, None], rows, cols]
 
 
 def _plasma(n: int, size: int, decay: float, gen: torch.Generator, device) -> torch.Tensor:
@@ -233,15 +271,16 @@ def set_frost(index: int, h: int, w: int, scale: float) -> np.ndarray:
     return t[0].permute(1, 2, 0).round_().clamp_(0, 255).to(torch.uint8).numpy()
 
 
+@functools.lru_cache(maxsize=8)
 def _frost_stack(
-    frost_textures: str | None, pset: ParameterSet, h: int, w: int, device
+    directory: str | None, pset: ParameterSet, h: int, w: int, device: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """All textures as one zero-padded float tensor (K, Hmax, Wmax, 3) plus their (K, 2) sizes."""
-    if frost_textures is None:
+    """All textures as one zero-padded uint8 tensor (K, Hmax, Wmax, 3) plus their (K, 2) sizes,
+    on ``device``; kept for the next batch (building it took a fifth of frost's time at 224 px)."""
+    if directory is None:
         sizes = [(max(th, h + 1), max(tw, w + 1)) for th, tw in pset.frost_sizes]
         textures = [set_frost(i, th, tw, pset.frost_scale) for i, (th, tw) in enumerate(sizes)]
     else:
-        directory = os.path.abspath(os.fspath(frost_textures))
         textures = list(load_user_frost(directory, pset.frost_scale))
         names = _frost_files(directory)
         for name, t in zip(names, textures, strict=True):
@@ -252,8 +291,8 @@ def _frost_stack(
                 )
     hmax = max(t.shape[0] for t in textures)
     wmax = max(t.shape[1] for t in textures)
-    stack = torch.zeros((len(textures), hmax, wmax, 3), dtype=torch.float32)
+    stack = torch.zeros((len(textures), hmax, wmax, 3), dtype=torch.uint8)
     for i, t in enumerate(textures):
-        stack[i, : t.shape[0], : t.shape[1]] = torch.from_numpy(t).float()
+        stack[i, : t.shape[0], : t.shape[1]] = torch.from_numpy(t)
     sizes_t = torch.tensor([t.shape[:2] for t in textures], dtype=torch.long)
     return stack.to(device), sizes_t.to(device)
