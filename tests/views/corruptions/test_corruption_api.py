@@ -118,6 +118,23 @@ def test_shape_dtype_determinism(name):
     assert torch.equal(x, sample_images(4, seed=1))  # the input is not modified
 
 
+def test_cpu_chunks_draw_as_batches_of_their_own(monkeypatch):
+    """Above 32x32 a CPU batch is corrupted in chunks that draw from the one generator in turn:
+    the first chunk's bytes are those of a batch of its own, and the whole is deterministic."""
+    from macs_audit.views.corruptions import apply
+
+    monkeypatch.setattr(apply, "_CPU_CHUNK_PIXELS", 2 * 40 * 40)  # chunks of 2 images
+    x = torch.from_numpy(np.random.default_rng(3).integers(0, 256, (5, 40, 40, 3), dtype=np.uint8))
+    for name in CORRUPTIONS:
+        whole = corrupt(x, name, 3, seed=11, corruption_set="tiny-imagenet")
+        assert whole.is_contiguous() and torch.equal(whole, corrupt(x, name, 3, 11, corruption_set="tiny-imagenet"))
+        assert torch.equal(whole[:2], corrupt(x[:2], name, 3, 11, corruption_set="tiny-imagenet")), name
+        if name in DETERMINISTIC:  # nothing random: chunks or not, the same bytes
+            monkeypatch.setattr(apply, "_CPU_CHUNK_PIXELS", 10**9)
+            assert torch.equal(whole, corrupt(x, name, 3, 11, corruption_set="tiny-imagenet")), name
+            monkeypatch.setattr(apply, "_CPU_CHUNK_PIXELS", 2 * 40 * 40)
+
+
 def test_non_square_and_odd_sizes():
     rng = np.random.default_rng(0)
     x = torch.from_numpy(rng.integers(0, 256, (2, 24, 40, 3), dtype=np.uint8))

@@ -40,24 +40,33 @@ def test_uint8_round_trip_in_grey_levels():
     )
 
 
-@pytest.mark.parametrize("size", [5, 17])  # a depthwise convolution, then FFTs (15 taps and more)
-def test_filter2d_direct_matches_scipy_correlate(size):
+# a depthwise convolution, then FFTs (15 taps and more); one channel: shifted windows, then FFTs
+@pytest.mark.parametrize("channels", [3, 1])
+@pytest.mark.parametrize("size", [5, 17])
+def test_filter2d_direct_matches_scipy_correlate(size, channels):
     rng = np.random.default_rng(size)
-    x = torch.from_numpy(rng.random((2, 3, 50, 41)))
+    x = torch.from_numpy(rng.random((2, channels, 50, 41)))
     kernel = rng.random((size, size))  # not symmetric: a flipped kernel would fail
     ours = filter2d_direct(x, tuple(map(tuple, kernel.tolist()))).numpy()
-    ref = [[ndi.correlate(x[i, c].numpy(), kernel, mode="mirror") for c in range(3)] for i in range(2)]
+    ref = [[ndi.correlate(x[i, c].numpy(), kernel, mode="mirror") for c in range(channels)] for i in range(2)]
     assert np.abs(ours - np.array(ref)).max() < 1e-9
+    if channels == 1:  # (N, H, W) planes, and a strided view (the spatter mask's layout)
+        strided = x[:, 0].transpose(1, 2).contiguous().transpose(1, 2)
+        planes = filter2d_direct(strided, tuple(map(tuple, kernel.tolist())))
+        assert np.abs(planes.numpy() - np.array(ref)[:, 0]).max() < 1e-9
 
 
+@pytest.mark.parametrize("channels", [3, 1])
 @pytest.mark.parametrize("mode", ["nearest", "reflect", "mirror"])
-def test_gaussian_on_larger_images_matches_scipy(mode):
-    # above 32x32 the filter runs as depthwise convolutions of the padded planes
-    x = torch.from_numpy(np.random.default_rng(2).random((2, 3, 100, 90)))
+def test_gaussian_on_larger_images_matches_scipy(mode, channels):
+    # above 32x32 the filter runs as depthwise convolutions of the padded planes (one channel:
+    # as shifted windows)
+    x = torch.from_numpy(np.random.default_rng(2).random((2, channels, 100, 90)))
     for sigma in (1.0, 2.5):
         ours = gaussian(x, sigma, mode, 3.0).numpy()
         ref = [
-            [ndi.gaussian_filter(x[i, c].numpy(), sigma, mode=mode, truncate=3.0) for c in range(3)] for i in range(2)
+            [ndi.gaussian_filter(x[i, c].numpy(), sigma, mode=mode, truncate=3.0) for c in range(channels)]
+            for i in range(2)
         ]
         assert np.abs(ours - np.array(ref)).max() < 1e-12, (mode, sigma)
 
