@@ -103,7 +103,51 @@ def compiled_work(cv2, torch, pset):
         for i in range(len(images)):
             torch.index_select(table, 0, torch.add(offsets, x[i], out=index), out=out[i])
 
+    def elastic(images, s, rng):
+        alpha, sigma, affine = (p * 244 for p in params["elastic_transform"][s - 1])
+        size = 2 * int(3 * sigma + 0.5) + 1  # scipy's radius at truncate 3
+        centre = np.float32([[112 + 74, 112 + 74], [112 + 74, 112 - 74], [112 - 74, 112 - 74]])
+        cols, rows = np.meshgrid(np.arange(224, dtype=np.float32), np.arange(224, dtype=np.float32))
+        for im in images:
+            jitter = centre + rng.uniform(-affine, affine, centre.shape).astype(np.float32)
+            warped = cv2.warpAffine(
+                im.astype(np.float32),
+                cv2.getAffineTransform(centre, jitter),
+                (224, 224),
+                borderMode=cv2.BORDER_REFLECT_101,
+            )
+            if alpha == 0:
+                continue
+            fields = [
+                cv2.GaussianBlur(rng.uniform(-1, 1, (224, 224)).astype(np.float32), (size, size), sigma) * alpha
+                for _ in range(2)
+            ]
+            cv2.remap(warped, cols + fields[0], rows + fields[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT)
+
+    def saturate(images, s, rng):
+        mult, add = params["saturate"][s - 1]
+        for im in images:
+            hsv = cv2.cvtColor(im.astype(np.float32) / 255, cv2.COLOR_RGB2HSV)
+            hsv[..., 1] = np.clip(hsv[..., 1] * mult + add, 0, 1)
+            cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
+
+    def snow(images, s, rng):
+        loc, scale, zoom, _, radius, sigma, _ = params["snow"][s - 1]
+        width = 2 * int(math.ceil(radius)) + 1
+        kernel = np.zeros((2 * width + 1, 2 * width + 1), dtype=np.float32)
+        kernel[width, width:] = np.exp(-(np.arange(width + 1) ** 2) / (2.0 * sigma * sigma))
+        kernel /= kernel.sum()
+        for im in images:  # the snow layer: normal draws, zoom, motion blur; then the blend's grey
+            layer = rng.normal(loc, scale, (224, 224)).astype(np.float32)
+            crop = int(math.ceil(224 / zoom))
+            layer = cv2.resize(layer[:crop, :crop], (224, 224), interpolation=cv2.INTER_LINEAR)
+            cv2.filter2D(layer, -1, kernel, borderType=cv2.BORDER_REPLICATE)
+            cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)
+
     return {
+        "elastic_transform": ("cv2.warpAffine, 2 x cv2.GaussianBlur of the fields, cv2.remap", elastic),
+        "saturate": ("cv2.cvtColor RGB -> HSV -> RGB, float32", saturate),
+        "snow": ("numpy normal draws, cv2.resize, cv2.filter2D line, cv2 grey", snow),
         "defocus_blur": ("cv2.filter2D, float32, its 2-D kernel", defocus),
         "gaussian_blur": ("cv2.GaussianBlur, float32 (separable, SIMD)", gaussian_blur),
         "motion_blur": ("cv2.filter2D, float32, the line kernel", motion_blur),
