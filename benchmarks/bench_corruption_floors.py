@@ -144,7 +144,14 @@ def compiled_work(cv2, torch, pset):
             cv2.filter2D(layer, -1, kernel, borderType=cv2.BORDER_REPLICATE)
             cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)
 
+    def fog(images, s, rng):
+        from imagecorruptions.corruptions import plasma_fractal  # after load_reference's shims
+
+        for _ in images:
+            plasma_fractal(mapsize=256, wibbledecay=params["fog"][s - 1][1])
+
     return {
+        "fog": ("the reference's own numpy diamond-square map, 256 x 256, alone", fog),
         "elastic_transform": ("cv2.warpAffine, 2 x cv2.GaussianBlur of the fields, cv2.remap", elastic),
         "saturate": ("cv2.cvtColor RGB -> HSV -> RGB, float32", saturate),
         "snow": ("numpy normal draws, cv2.resize, cv2.filter2D line, cv2 grey", snow),
