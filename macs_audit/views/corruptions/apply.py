@@ -72,6 +72,7 @@ def corrupt(
         raise InputError(f"corruptions need images of at least 4x4 pixels, got {images.shape[1]}x{images.shape[2]}")
     if images.shape[0] == 0:
         return images.clone()
+    images = images.contiguous()  # the ops view pixels as flat rows (a strided view would not allow it)
     gen = torch.Generator(device=images.device)
     gen.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
     param = pset.parameters[name][severity - 1]

@@ -85,11 +85,11 @@ def _contrast_tables(img: torch.Tensor, c: float) -> torch.Tensor:
     # table index of every value: its level plus 256 x its channel
     offsets = torch.arange(channels, dtype=torch.int32).mul_(256).repeat(h * w)
     index = torch.empty_like(offsets)
-    flat, out = img.reshape(n, -1), torch.empty_like(img)
+    flat, out = img.reshape(n, -1), torch.empty((n, h * w * channels), dtype=torch.uint8)
     for i in range(n):
         torch.add(offsets, flat[i], out=index)
-        torch.index_select(tables[i], 0, index, out=out[i].view(-1))
-    return out
+        torch.index_select(tables[i], 0, index, out=out[i])
+    return out.view(img.shape)
 
 
 def elastic_transform(img: torch.Tensor, param, gen: torch.Generator, pset: ParameterSet) -> torch.Tensor:

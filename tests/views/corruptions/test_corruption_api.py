@@ -135,6 +135,15 @@ def test_cpu_chunks_draw_as_batches_of_their_own(monkeypatch):
             monkeypatch.setattr(apply, "_CPU_CHUNK_PIXELS", 2 * 40 * 40)
 
 
+@pytest.mark.parametrize("side, corruption_set", [(20, "cifar"), (48, "tiny-imagenet")])
+def test_strided_input_gives_the_contiguous_result(side, corruption_set):
+    base = torch.from_numpy(np.random.default_rng(4).integers(0, 256, (2, side, side, 3), dtype=np.uint8))
+    strided = base.transpose(1, 2)  # a view: rows and columns swapped
+    for name in CORRUPTIONS:
+        ours = corrupt(strided, name, 3, seed=5, corruption_set=corruption_set)
+        assert torch.equal(ours, corrupt(strided.contiguous(), name, 3, seed=5, corruption_set=corruption_set)), name
+
+
 def test_non_square_and_odd_sizes():
     rng = np.random.default_rng(0)
     x = torch.from_numpy(rng.integers(0, 256, (2, 24, 40, 3), dtype=np.uint8))
