@@ -40,6 +40,12 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
+# Pixels per chunk of a CPU corruption on images larger than 32x32 (32 images at 224 px). Part of
+# the output contract there: the chunks draw in turn, so a new value changes the seeded bytes of
+# larger batches.
+_CPU_CHUNK_PIXELS = 32 * 224 * 224
+
+
 def corrupt(
     images: torch.Tensor,
     name: str,
@@ -90,11 +96,8 @@ def corrupt(
     return out
 
 
-# Pixels per chunk of a CPU corruption on images larger than 32x32 (32 images at 224 px).
-_CPU_CHUNK_PIXELS = 32 * 224 * 224
-
-
-def _apply(images, name, param, gen, pset, frost_textures) -> torch.Tensor:
+def _apply(images: torch.Tensor, name: str, param, gen: torch.Generator, pset, frost_textures) -> torch.Tensor:
+    """One corruption on one batch (or chunk), drawing from ``gen``."""
     if name == "frost":
         return weather.frost(images, param, gen, pset, frost_textures)
     if name == "elastic_transform":

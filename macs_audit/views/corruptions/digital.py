@@ -49,8 +49,8 @@ def contrast(img: torch.Tensor, c: float, gen: torch.Generator) -> torch.Tensor:
         return to_uint8_same_layout(torch.add(means * (1 - c), x, alpha=c).clamp_(0, 255))
     # On the CPU a reduction and a broadcast over a 3-wide axis are slow: the channel sums are
     # one product with a 0/1 matrix and c x + (1 - c) m a second product that writes the
-    # result, piecewise so the temporaries stay in cache. The sums are integers below 2^24 up
-    # to 256x256 pixels: exact in float32, like torch.mean's (corrupt() keeps the products
+    # result, piecewise so the temporaries stay in cache. The sums (up to 32x32 here) are
+    # integers below 2^24: exact in float32, like torch.mean's (corrupt() keeps the products
     # IEEE float32 whatever the user's matmul precision).
     pick = torch.eye(channels).repeat(h * w, 1)  # (h w channels, channels)
     spread = pick.t() * ((1 - c) / (h * w))  # channel sums -> (1 - c) m at every position

@@ -54,6 +54,8 @@ def test_filter2d_direct_matches_scipy_correlate(size, channels):
         strided = x[:, 0].transpose(1, 2).contiguous().transpose(1, 2)
         planes = filter2d_direct(strided, tuple(map(tuple, kernel.tolist())))
         assert np.abs(planes.numpy() - np.array(ref)[:, 0]).max() < 1e-9
+        zeros = ((0.0,) * size,) * size
+        assert not filter2d_direct(x, zeros).any()
 
 
 @pytest.mark.parametrize("channels", [3, 1])
