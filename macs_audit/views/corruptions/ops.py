@@ -204,17 +204,20 @@ def _correlate_single_planes(
     for one channel, where it has no fast path. Either a 2-D ``kernel`` (rows of taps) or a
     ``separable`` 1-D filter applied along the columns (rows pass), then along the rows."""
     n, _, h, w = x.shape
-    r = len(separable) // 2 if separable else len(kernel or ()) // 2
+    if separable is not None:
+        r = len(separable) // 2
+        passes = [[(t, 0, wgt) for t, wgt in enumerate(separable)], [(0, t, wgt) for t, wgt in enumerate(separable)]]
+    else:
+        assert kernel is not None, "a 2-D kernel or a separable filter"
+        r = len(kernel) // 2
+        taps = [(a, b, wgt) for a, row in enumerate(kernel) for b, wgt in enumerate(row) if wgt != 0]
+        passes = [taps or [(r, r, 0.0)]]  # an all-zero kernel: zeros
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, whatever x's strides
     for start in range(0, n, _SHIFTED_CHUNK):
         padded = F.pad(x[start : start + _SHIFTED_CHUNK], (r, r, r, r), mode=_TORCH_PADS[mode])
-        target = out[start : start + _SHIFTED_CHUNK]
-        if separable:
-            rows = _add_taps(padded, [(t, 0, wgt) for t, wgt in enumerate(separable)], h, padded.shape[-1])
-            _add_taps(rows, [(0, t, wgt) for t, wgt in enumerate(separable)], h, w, out=target)
-        else:
-            taps = [(a, b, wgt) for a, row in enumerate(kernel or ()) for b, wgt in enumerate(row) if wgt != 0]
-            _add_taps(padded, taps or [(r, r, 0.0)], h, w, out=target)  # an all-zero kernel: zeros
+        if len(passes) == 2:  # rows pass (columns stay padded for the columns pass)
+            padded = _add_taps(padded, passes[0], h, padded.shape[-1])
+        _add_taps(padded, passes[-1], h, w, out=out[start : start + _SHIFTED_CHUNK])
     return out
 
 
