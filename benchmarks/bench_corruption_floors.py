@@ -221,6 +221,9 @@ def main() -> None:
     images = sample_photos(args.images, 224)
     work = compiled_work(cv2, torch, IMAGENET)
     names = args.only or list(work)
+    unknown = [name for name in names if name not in work]
+    if unknown:
+        ap.error(f"--only: no floor measured for {', '.join(unknown)}; choose from {', '.join(work)}")
     rng = np.random.default_rng(0)
     rows = []
     for name in names:

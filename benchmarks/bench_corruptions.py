@@ -264,6 +264,9 @@ def main() -> None:
     log(f"{len(images)} images x 5 severities; reference: {reference}")
     ours, ref_rates, ref_errors, ratios = {}, {}, {}, {}
     names = args.only or CORRUPTIONS
+    unknown = [name for name in names if name not in CORRUPTIONS]
+    if unknown:
+        ap.error(f"--only: unknown corruption {', '.join(unknown)}; choose from {', '.join(CORRUPTIONS)}")
     for name in names:
         rates, error = time_pair(torch, corruptions, ic_corrupt, name, images, args.rounds, pset.name)
         if error:
