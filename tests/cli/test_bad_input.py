@@ -579,6 +579,8 @@ ROWS: list[Row] = [
         "--objective must be one of",
         _resnet9("net.safetensors"),
     ),
+    # ---------------------------------------------------- models, data, options, export and training
+    # ------------------------------------------- reports, configs, writers and strings from the data
 ]
 
 
