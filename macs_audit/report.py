@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from macs_audit.errors import InputError
 
 SCHEMA_VERSION = "1.2"
+MAX_DEPTH = 64  # of nested arrays and objects in a report file (a report written by evaluate has about 6)
 DEFAULT_ROBUST_VIEW = "noise+blur"  # the view robustness.robust_accuracy is measured on
 
 S = TypeVar("S", bound="Section")
@@ -54,6 +58,122 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# --------------------------------------------------------------------------------------------
+# Reading: every key the schema names is checked against its field's type annotation
+# --------------------------------------------------------------------------------------------
+
+
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    """The resolved type of each schema field of a Section or of Report (annotations are strings here)."""
+    if cls not in _FIELD_TYPES:
+        hints = typing.get_type_hints(cls)
+        _FIELD_TYPES[cls] = {
+            f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name not in ("extra_keys", "_keys")
+        }
+    return _FIELD_TYPES[cls]
+
+
+def _required(field: dataclasses.Field) -> bool:
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+
+
+def _describe(hint: Any) -> str:
+    """A type as the message names it, in JSON's words: `an object`, `an array of numbers`, `a string`."""
+    if isinstance(hint, type) and issubclass(hint, (Section, Report, Mapping)):
+        return "an object"
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args if a is not type(None))
+    if origin is list:
+        if args[0] is Any:
+            return "an array"
+        item = _describe(args[0])
+        return f"an array of {'arrays' if item.startswith('an array') else item.split(' ', 1)[1] + 's'}"
+    if origin is dict:
+        return "an object"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(hint, "a value")
+
+
+def _shown(value: Any) -> str:
+    """The value a message says it got: null, true, 5, "text" (shortened), an array, an object."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value if len(value) <= 40 else value[:40] + "...", ensure_ascii=False)
+    return "an array" if isinstance(value, (list, tuple)) else "an object" if isinstance(value, Mapping) else "?"
+
+
+def _expected(where: str, hint: Any, value: Any) -> InputError:
+    return InputError(f"{where}: expected {_describe(hint)}, got {_shown(value)}")
+
+
+def _read(value: Any, hint: Any, where: str) -> Any:
+    """`value` checked against the type `hint` (and sections read): the one reader of every field.
+
+    JSON's types stand for Python's: an integer is a number, true and false are not; an array is a list
+    (a tuple from the audit too). Raises InputError naming the JSON path of the first value that does not fit."""
+    if hint is Any:
+        return value
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        for option in options[:-1]:
+            try:
+                return _read(value, option, where)
+            except InputError:
+                continue
+        try:
+            return _read(value, options[-1], where)
+        except InputError:
+            if len(options) == 1:
+                raise
+            raise _expected(where, hint, value) from None
+    if isinstance(hint, type) and issubclass(hint, Section):
+        return hint.from_dict(value, where)
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise _expected(where, hint, value)
+        return [_read(item, args[0], f"{where}[{i}]") for i, item in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise _expected(where, hint, value)
+        return {key: _read(item, args[1], f"{where}.{key}") for key, item in value.items()}
+    fits = {
+        str: lambda v: isinstance(v, str),
+        int: lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
+        float: lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool),
+        bool: lambda v: isinstance(v, bool),
+    }[hint]
+    if not fits(value):
+        raise _expected(where, hint, value)
+    return value
+
+
+def _depth_within(data: Any, limit: int) -> bool:
+    """Whether arrays and objects nest at most `limit` deep (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= limit:
+                    return False
+                stack.append((child, depth + 1))
+    return True
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number (an undefined value is null)")
+
+
 @dataclasses.dataclass
 class Section:
     """Base of the Report's sections; see the module docstring."""
@@ -61,42 +181,35 @@ class Section:
     extra_keys: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
     _keys: list[str] = dataclasses.field(default_factory=list, kw_only=True, repr=False, compare=False)
 
-    # field -> section type, for fields holding a section or a {name: section} mapping
-    _sections: ClassVar[dict[str, type[Section]]] = {}
-    _section_maps: ClassVar[dict[str, type[Section]]] = {}
-
     @classmethod
     def _field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls) if f.name not in ("extra_keys", "_keys")]
 
     @classmethod
-    def from_dict(cls: type[S], data: Mapping[str, Any]) -> S:
+    def from_dict(cls: type[S], data: Mapping[str, Any], where: str = "") -> S:
+        """Read a section, checking every key the schema names against its field's type (see `_read`).
+        `where`: the section's JSON path in the report (`clean`, `views[3]`), which messages name."""
+        where = where or cls.__name__
         if not isinstance(data, Mapping):
-            raise InputError(f"malformed macs-audit report: {cls.__name__} is {type(data).__name__}, not an object")
-        names = set(cls._field_names())
+            raise _expected(where, cls, data)
+        hints = _field_types(cls)
         kwargs: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for key, value in data.items():
-            if key not in names:
-                extra[key] = value
-            elif value is not None and key in cls._sections:
-                kwargs[key] = cls._sections[key].from_dict(value)
-            elif value is not None and key in cls._section_maps:
-                if not isinstance(value, Mapping):
-                    raise InputError(f"malformed macs-audit report: {cls.__name__}.{key} is not an object")
-                kwargs[key] = {name: cls._section_maps[key].from_dict(v) for name, v in value.items()}
+            if key in hints:
+                kwargs[key] = _read(value, hints[key], f"{where}.{key}")
             else:
-                kwargs[key] = value
-        try:
-            section = cls(**kwargs, extra_keys=extra)
-        except TypeError as exc:
-            raise InputError(f"malformed macs-audit report: {cls.__name__}: {exc}") from None
+                extra[key] = value
+        missing = [f.name for f in dataclasses.fields(cls) if f.name in hints and f.name not in kwargs and _required(f)]
+        if missing:
+            raise InputError(f"{where}.{missing[0]}: missing (a required key)")
+        section = cls(**kwargs, extra_keys=extra)
         section._keys = list(data)
         return section
 
     @classmethod
-    def from_dict_or_none(cls: type[S], data: Mapping[str, Any] | None) -> S | None:
-        return None if data is None else cls.from_dict(data)
+    def from_dict_or_none(cls: type[S], data: Mapping[str, Any] | None, where: str = "") -> S | None:
+        return None if data is None else cls.from_dict(data, where)
 
     def to_dict(self) -> dict[str, Any]:
         fields = {f.name: f for f in dataclasses.fields(self) if f.name not in ("extra_keys", "_keys")}
@@ -145,8 +258,6 @@ class ViewResult(Section):
     # Perturbation and corruption views: the conformal sets' statistics on the held-out images of the view,
     # method -> {coverage, mean_set_size, worst_class_coverage, worst_class} (report.conformal has the clean ones).
     conformal: dict[str, dict[str, Any]] | None = None
-
-    _sections = {"reliability": Reliability}
 
 
 @dataclasses.dataclass
@@ -291,8 +402,6 @@ class Robustness(Section):
     robustness_ratio: float | None = None  # null when L^ is 0
     median_flip_radius: float | None = None
 
-    _sections = {"sensitivity": Sensitivity}
-
 
 @dataclasses.dataclass
 class CorruptionMeans(Section):
@@ -341,8 +450,6 @@ class CorruptionSummary(Section):
     corruption_set: str | None = None  # the parameter set: cifar, tiny-imagenet or imagenet
     corruption_set_choice: str | None = None  # how it was chosen (auto, the flag, or released files)
     image_size: list[int] | None = None  # [height, width] of the images corrupted
-
-    _section_maps = {"corruptions": CorruptionMeans, "families": FamilyMeans}
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -444,44 +551,35 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
-        """Read a report of this major schema version; top-level keys it does not name (a `gate`) are ignored."""
+        """Read a report of this major schema version, every key the schema names checked against its type
+        (InputError naming the JSON path of the first that does not fit); top-level keys it does not name
+        (a `gate`) are ignored."""
         if not isinstance(data, dict) or "schema_version" not in data:
             raise InputError("not a macs-audit report (no schema_version)")
-        major = str(data["schema_version"]).split(".")[0]
-        if major != SCHEMA_VERSION.split(".")[0]:
-            raise InputError(
-                f"report schema {data['schema_version']} is not supported (this version reads {SCHEMA_VERSION})"
-            )
-        try:
-            return cls(
-                model=ModelInfo.from_dict(data["model"]),
-                data=DataInfo.from_dict(data["data"]),
-                runtime=Runtime.from_dict(data["runtime"]),
-                conventions=Conventions.from_dict(data["conventions"]),
-                seeds=dict(data["seeds"]),
-                clean=ViewResult.from_dict(data["clean"]),
-                temperature_scaling=TemperatureScaling.from_dict_or_none(data.get("temperature_scaling")),
-                calibrators=Calibrators.from_dict_or_none(data.get("calibrators")),
-                margin_histogram=MarginHistogram.from_dict_or_none(data.get("margin_histogram")),
-                views=[ViewResult.from_dict(v) for v in data.get("views", [])],
-                robustness=Robustness.from_dict_or_none(data.get("robustness")),
-                corruption_summary=CorruptionSummary.from_dict_or_none(data.get("corruption_summary")),
-                conformal=Conformal.from_dict_or_none(data.get("conformal")),
-                ood=OODDetection.from_dict_or_none(data.get("ood")),
-                unlabeled=Unlabeled.from_dict_or_none(data.get("unlabeled")),
-                tool=Tool.from_dict(data.get("tool", {})),
-                created=data.get("created", ""),
-                schema_version=data["schema_version"],
-            )
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"malformed macs-audit report: {exc}") from None
+        version = data["schema_version"]
+        if not isinstance(version, str):
+            raise _expected("schema_version", str, version)
+        if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+            raise InputError(f"report schema {version} is not supported (this version reads {SCHEMA_VERSION})")
+        kwargs: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            if field.name in data:
+                kwargs[field.name] = _read(data[field.name], _field_types(cls)[field.name], field.name)
+            elif _required(field):
+                raise InputError(f"{field.name}: missing (a required key)")
+        return cls(**kwargs)
 
     @classmethod
     def from_json(cls, text: str) -> Report:
+        """Parse and read a report (see from_dict). Strict JSON: no NaN or Infinity, at most MAX_DEPTH levels."""
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_constant=_no_constant)
+        except RecursionError:
+            raise InputError(f"not a macs-audit report: nested more than {MAX_DEPTH} levels deep") from None
         except ValueError as exc:
-            raise InputError(f"report is not valid JSON: {exc}") from None
+            raise InputError(f"not valid JSON: {exc}") from None
+        if not _depth_within(data, MAX_DEPTH):
+            raise InputError(f"not a macs-audit report: nested more than {MAX_DEPTH} levels deep")
         return cls.from_dict(data)
 
 
@@ -495,4 +593,7 @@ def load_report(path: str | Path) -> Report:
         raise InputError(f"{path} is not a macs-audit report: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise InputError(f"cannot read report {path}: {exc.strerror}") from None
-    return Report.from_json(text)
+    try:
+        return Report.from_json(text)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None

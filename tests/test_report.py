@@ -56,10 +56,20 @@ def test_optional_keys_are_left_out_unless_the_schema_writes_null():
     [
         (lambda d: d.update(schema_version="2.0"), "schema 2.0 is not supported"),
         (lambda d: d.pop("schema_version"), "no schema_version"),
-        (lambda d: d.pop("clean"), "malformed"),
-        (lambda d: d.update(model=[1, 2]), "ModelInfo is list, not an object"),
-        (lambda d: d["temperature_scaling"].pop("temperature"), "malformed.*temperature"),
-        (lambda d: d["corruption_summary"].update(corruptions=3), "corruptions is not an object"),
+        (lambda d: d.pop("clean"), "^clean: missing"),
+        (lambda d: d.update(model=[1, 2]), "^model: expected an object, got an array$"),
+        (lambda d: d["temperature_scaling"].pop("temperature"), "^temperature_scaling.temperature: missing"),
+        (lambda d: d["corruption_summary"].update(corruptions=3), "^corruption_summary.corruptions: expected an obj"),
+        # every key the schema names is checked against its type; the message gives its JSON path
+        (lambda d: d["clean"].update(metrics=None), "^clean.metrics: expected an object, got null$"),
+        (lambda d: d["clean"].update(metrics=[0.5]), "^clean.metrics: expected an object, got an array$"),
+        (lambda d: d["clean"]["metrics"].update(ece="low"), '^clean.metrics.ece: expected a number, got "low"$'),
+        (lambda d: d["data"].update(class_names=5), "^data.class_names: expected an array of strings, got 5$"),
+        (lambda d: d["data"]["class_names"].__setitem__(2, 7), r"^data.class_names\[2\]: expected a string, got 7$"),
+        (lambda d: d.update(created=5), "^created: expected a string, got 5$"),
+        (lambda d: d["seeds"].update(bootstrap=True), "^seeds.bootstrap: expected an integer, got true$"),
+        (lambda d: d["views"][1].pop("kind"), r"^views\[1\].kind: missing"),
+        (lambda d: d.update(schema_version=1.2), "^schema_version: expected a string, got 1.2$"),
     ],
 )
 def test_a_malformed_report_is_an_input_error(change, message):
@@ -71,7 +81,21 @@ def test_a_malformed_report_is_an_input_error(change, message):
 
 def test_not_json_is_an_input_error(tmp_path):
     (tmp_path / "r.json").write_text("{")
-    with pytest.raises(InputError, match="not valid JSON"):
+    with pytest.raises(InputError, match="r.json: not valid JSON"):
+        load_report(tmp_path / "r.json")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),  # json's own recursion limit
+        ('{"schema_version": "1.2", "x": ' + "[" * 65 + "]" * 65 + "}", "nested more than 64 levels deep"),
+        ('{"schema_version": "1.2", "x": NaN}', "NaN is not a JSON number"),
+    ],
+)
+def test_a_report_file_json_cannot_hold_is_an_input_error_naming_it(tmp_path, text, message):
+    (tmp_path / "r.json").write_text(text)
+    with pytest.raises(InputError, match=f"r.json: .*{message}"):
         load_report(tmp_path / "r.json")
     with pytest.raises(InputError, match="report not found"):
         load_report(tmp_path / "missing.json")

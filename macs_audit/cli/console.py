@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from macs_audit.errors import MacsAuditError
+from macs_audit.text import printable
 
 stdout = Console()
 stderr = Console(stderr=True)
@@ -41,7 +42,8 @@ def root(
 
 
 def handle_errors(func: F) -> F:
-    """Turn MacsAuditError into a one-line message and its exit code; anything else into exit 3."""
+    """Turn MacsAuditError into a one-line message and its exit code; anything else into exit 3. What a message
+    quotes from the data or the command line (a file name, a class name) is shown through `printable`."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -52,7 +54,7 @@ def handle_errors(func: F) -> F:
         except MacsAuditError as exc:
             if state["debug"]:
                 raise
-            stderr.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
+            stderr.print(f"[bold red]error:[/] {escape(printable(exc))}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             stderr.print("interrupted")
@@ -61,8 +63,9 @@ def handle_errors(func: F) -> F:
             if state["debug"]:
                 raise
             where = f"{exc.filename}: " if exc.filename else ""
+            reason = printable(where + (exc.strerror or str(exc)))
             stderr.print(
-                f"[bold red]error:[/] {escape(where + (exc.strerror or str(exc)))} (rerun with --debug for details)",
+                f"[bold red]error:[/] {escape(reason)} (rerun with --debug for details)",
                 markup=True,
                 highlight=False,
                 soft_wrap=True,
@@ -73,7 +76,7 @@ def handle_errors(func: F) -> F:
                 raise
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             stderr.print(
-                f"[bold red]error:[/] unexpected {type(exc).__name__}: {escape(first)} "
+                f"[bold red]error:[/] unexpected {type(exc).__name__}: {escape(printable(first))} "
                 "(rerun with --debug for details)",
                 markup=True,
                 highlight=False,
@@ -86,7 +89,7 @@ def handle_errors(func: F) -> F:
 
 def warn(message: str) -> None:
     """One line on stderr that the run went on but its user should know something (never for errors)."""
-    stderr.print(f"[yellow]warning:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
+    stderr.print(f"[yellow]warning:[/] {escape(printable(message))}", markup=True, highlight=False, soft_wrap=True)
 
 
 def warn_about_model(warnings: list[str] | None) -> None:

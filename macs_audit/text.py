@@ -1,0 +1,22 @@
+"""Strings from the data made safe to show: the one home of that rule, used by every output format
+(terminal, Markdown, HTML, JUnit XML, TOML comments) and by the CLI's error and warning lines.
+
+A report, a file name or a class name can hold any character. Shown raw, an ANSI escape sequence
+clears the screen or recolours a log, a line break forges a log line, a bidirectional override
+reorders what is read, and XML 1.0 cannot hold control characters at all (the JUnit file would not
+parse). `printable` writes every character Python's `str.isprintable()` rejects (control
+characters, line and paragraph separators, format characters such as bidirectional overrides and
+zero-width marks, lone surrogates, unassigned code points) in Python's escape notation instead, as
+`repr()` would: ESC as `\\x1b`, a line break as `\\n`, U+202E as `\\u202e`. Everything else,
+spaces and non-ASCII letters included, is kept; a backslash already in the text is kept as it is.
+"""
+
+from __future__ import annotations
+
+
+def printable(text: object) -> str:
+    """`text` as a string with every unprintable character written as its escape (see the module docstring)."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
