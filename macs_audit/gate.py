@@ -22,12 +22,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import reprlib
 from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics.registry import GATE_METRICS, METRICS, VIEW_METRICS, Metric, Place
-from macs_audit.report import Report, ViewResult
+from macs_audit.report import MAX_DEPTH, Report, ViewResult, within_depth
 from macs_audit.views.corruptions.table import CORRUPTIONS
 
 # Values equal to a bound pass; this absorbs floating-point rounding in `baseline + allowance`.
@@ -112,20 +113,34 @@ def format_value(value: float, percent: bool) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def _short(value: Any) -> str:
+    """A config value as a message quotes it: repr, shortened (a nested array shows its first levels)."""
+    return reprlib.repr(value)
+
+
 def _toml_load(path: Path) -> dict:
+    """Parse a TOML file (a regular file: a FIFO or a device is never read). Raises UsageError naming `path`."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
+    too_deep = UsageError(f"{path} cannot be used: arrays or tables nested more than {MAX_DEPTH} levels deep")
+    if not path.is_file():
+        raise UsageError(f"cannot read {path}: not a regular file")
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            doc = tomllib.load(fh)
+    except RecursionError:  # tomllib parses nested arrays recursively
+        raise too_deep from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except OSError as exc:
         raise UsageError(f"cannot read gate config {path}: {exc.strerror}") from None
+    if not within_depth(doc, MAX_DEPTH):
+        raise too_deep
+    return doc
 
 
 def _gate_table(doc: dict, path: Path) -> tuple[dict | None, str]:
@@ -165,7 +180,7 @@ def _unknown_key(key: str, known, where: str) -> UsageError:
 def _number(value: Any, where: str, non_negative: bool = False) -> float:
     # bool is an int in Python; `max_ece = true` is a mistake, not 1.0.
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise UsageError(f"{where} must be a finite number, got {type(value).__name__} {value!r}")
+        raise UsageError(f"{where} must be a finite number, got {type(value).__name__} {_short(value)}")
     if non_negative and value < 0:
         raise UsageError(f"{where} must be >= 0, got {value!r}")
     return float(value)
@@ -182,7 +197,7 @@ def _fraction(value: float, metric: Metric, where: str) -> float:
 
 def _table(value: Any, where: str) -> dict:
     if not isinstance(value, dict):
-        raise UsageError(f"{where} must be a table, got {type(value).__name__} {value!r}")
+        raise UsageError(f"{where} must be a table, got {type(value).__name__} {_short(value)}")
     return value
 
 
@@ -194,7 +209,7 @@ def parse_config(table: dict, source: str = "<config>", base_dir: Path | None = 
         where = f"{source}: {key}"
         if key == "use_interval":
             if not isinstance(value, bool):
-                raise UsageError(f"{where} must be true or false, got {type(value).__name__} {value!r}")
+                raise UsageError(f"{where} must be true or false, got {type(value).__name__} {_short(value)}")
             cfg.use_interval = value
         elif key in ABSOLUTE_KEYS:
             cfg.thresholds[key] = _fraction(_number(value, where), METRICS[ABSOLUTE_KEYS[key]], where)
@@ -238,7 +253,7 @@ def _parse_baseline(table: dict, cfg: GateConfig, where: str, base_dir: Path | N
     for key, value in table.items():
         if key == "report":
             if not isinstance(value, str) or not value:
-                raise UsageError(f"{where}: report must be a path string, got {type(value).__name__} {value!r}")
+                raise UsageError(f"{where}: report must be a path string, got {type(value).__name__} {_short(value)}")
             cfg.baseline_report = (base_dir or Path.cwd()) / value
         elif key in BASELINE_KEYS:
             name, relative = BASELINE_KEYS[key]
@@ -581,14 +596,16 @@ def write_starting_config(
 ) -> str:
     """Add a starting gate table to the TOML file `path` (created, or appended to when it has no gate table
     yet), atomically; return the table's name. A file that already has one is refused: init never
-    replaces thresholds."""
-    from macs_audit.atomic import write_text
+    replaces thresholds. A stream (`-`, a FIFO, a character device) is written to like every output
+    (macs_audit.atomic.destination), never read: it gets the table alone."""
+    from macs_audit.atomic import destination, write_text
 
     table = "gate" if path.name == CONFIG_FILE else "tool.macs-audit.gate"
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory; give a TOML file (pyproject.toml or {CONFIG_FILE})")
     existing = ""
-    if path.exists():
-        if path.is_dir():
-            raise UsageError(f"{path} is a directory; give a TOML file (pyproject.toml or {CONFIG_FILE})")
+    dest = destination(path)  # a block device or a socket: UsageError
+    if dest.file is not None and dest.file.exists():
         found, source = _gate_table(_toml_load(path), path)
         if found is not None:
             raise UsageError(

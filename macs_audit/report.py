@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from macs_audit.errors import InputError
 
 SCHEMA_VERSION = "1.2"
-MAX_DEPTH = 64  # of nested arrays and objects in a report file (a report written by evaluate has about 6)
+MAX_DEPTH = 64  # of nested arrays and objects in a report or gate config (a report written by evaluate has about 6)
 DEFAULT_ROBUST_VIEW = "noise+blur"  # the view robustness.robust_accuracy is measured on
 
 S = TypeVar("S", bound="Section")
@@ -156,7 +156,7 @@ def _read(value: Any, hint: Any, where: str) -> Any:
     return value
 
 
-def _depth_within(data: Any, limit: int) -> bool:
+def within_depth(data: Any, limit: int) -> bool:
     """Whether arrays and objects nest at most `limit` deep (walked without recursion)."""
     stack = [(data, 1)]
     while stack:
@@ -578,7 +578,7 @@ class Report:
             raise InputError(f"not a macs-audit report: nested more than {MAX_DEPTH} levels deep") from None
         except ValueError as exc:
             raise InputError(f"not valid JSON: {exc}") from None
-        if not _depth_within(data, MAX_DEPTH):
+        if not within_depth(data, MAX_DEPTH):
             raise InputError(f"not a macs-audit report: nested more than {MAX_DEPTH} levels deep")
         return cls.from_dict(data)
 

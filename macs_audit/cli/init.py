@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from macs_audit.cli.console import handle_errors, stderr
+from macs_audit.text import printable
 
 OUT_HELP = (
     "TOML file to add the table to: macs-audit.toml gets [gate], any other (pyproject.toml) "
@@ -32,20 +33,26 @@ def init(
     """Write starting gate thresholds from a saved report: its values loosened by a margin. Never replaces a
     gate table that exists; appends to a pyproject.toml that has none."""
     from macs_audit import gate as gate_core
+    from macs_audit.atomic import destination
+    from macs_audit.outputs import check_file
     from macs_audit.report import load_report
 
-    report = load_report(report_path)
     if out is not None and str(out) == "-":
+        report = load_report(report_path)
         typer.echo(gate_core.starting_config(report, "tool.macs-audit.gate", margin, relative_margin, report_path.name))
         return
     if out is None:
         out = Path("pyproject.toml") if Path("pyproject.toml").is_file() else Path(gate_core.CONFIG_FILE)
+    if not out.is_dir():  # a directory gets write_starting_config's own message
+        check_file(out, inputs=(report_path,), option="--out")  # every output's checks, before the report is read
+    report = load_report(report_path)
     table = gate_core.write_starting_config(out, report, margin, relative_margin, report_path.name)
-    found = out.name in ("pyproject.toml", gate_core.CONFIG_FILE) and out.resolve().parent == Path.cwd().resolve()
-    check = f"macs-audit gate {report_path}" + ("" if found else f" --config {out}")
-    stderr.print(
-        f"[{table}] written to {out}; `{check}` passes on this report; tighten the thresholds as the model improves",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
+    if destination(out).is_stream:
+        message = f"[{table}] written to {out}"
+    else:
+        found = out.name in ("pyproject.toml", gate_core.CONFIG_FILE) and out.resolve().parent == Path.cwd().resolve()
+        check = f"macs-audit gate {report_path}" + ("" if found else f" --config {out}")
+        message = (
+            f"[{table}] written to {out}; `{check}` passes on this report; tighten the thresholds as the model improves"
+        )
+    stderr.print(printable(message), markup=False, highlight=False, soft_wrap=True)
