@@ -21,6 +21,7 @@ from macs_audit.cli.console import stderr, stdout, warn
 from macs_audit.errors import UsageError
 from macs_audit.outputs import check_distinct, check_file
 from macs_audit.reports import ALIASES, EXTENSIONS, FORMATS
+from macs_audit.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -83,7 +84,7 @@ def emit(targets: list[tuple[str, Path | None]], render: Callable[[str], Any], c
                 typer.echo(content, nl=not str(content).endswith("\n"))
         else:
             write_text(path, terminal.to_text(content) if name == "terminal" else str(content))
-            stderr.print(f"{name} written to {destination(path).describe()}", markup=False, highlight=False)
+            stderr.print(printable(f"{name} written to {destination(path).describe()}"), markup=False, highlight=False)
 
 
 def append_step_summary(markdown_text: str) -> bool:
@@ -181,13 +182,13 @@ def print_before_after(title: str, comparison, fixes: tuple[list[str], list[list
 
     from macs_audit.reports import terminal
 
-    stdout.print(Text(title, style="bold"))
+    stdout.print(Text(printable(title), style="bold"))
     if fixes is not None:
         header, rows = fixes
         table = Table(title="Which fix", title_justify="left")
         for i, name in enumerate(header):
-            table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i == 0)  # names wrap, values fit
-        for row in rows:
-            table.add_row(*(Text(cell) for cell in row))
+            table.add_column(Text(printable(name)), justify="left" if i == 0 else "right", no_wrap=i == 0)
+        for row in rows:  # names wrap, values fit
+            table.add_row(*(Text(printable(cell)) for cell in row))
         stdout.print(table)
     stdout.print(terminal.comparison_table(comparison))

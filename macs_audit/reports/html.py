@@ -1,7 +1,8 @@
 """HTML format: one self-contained file (inline CSS, PNG plots as data: URIs, no script, no network).
 
-Every string that comes from the report is passed through `esc` (html.escape), numbers included,
-so a class name such as `<script>` is shown, never run. A Content-Security-Policy meta tag forbids
+Every string that comes from the report is passed through `esc` (html.escape, after macs_audit.text's
+`printable` writes unprintable characters as escapes), numbers included, so a class name such as
+`<script>` is shown, never run. A Content-Security-Policy meta tag forbids
 scripts and any fetch, as a second line of defence.
 """
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from macs_audit.metrics.registry import METRICS, Metric
 from macs_audit.report import Report
 from macs_audit.reports import plots, tables
+from macs_audit.text import printable
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
@@ -49,7 +51,7 @@ footer { margin-top: 40px; font-size: .8rem; color: #5b6570; }
 
 
 def esc(value: object) -> str:
-    return _html.escape(str(value), quote=True)
+    return _html.escape(printable(value), quote=True)
 
 
 def _image(png: bytes | None, alt: str, caption: str = "") -> str:

@@ -5,7 +5,8 @@ Structure (the common denominator of Jenkins, GitLab, GitHub test reporters):
   <testsuite name tests failures errors skipped time timestamp>
     <properties><property name value/>...</properties>
     <testcase classname name time>[<failure message type>detail</failure>]<system-out>detail</system-out></testcase>
-ElementTree does the XML escaping.
+ElementTree does the XML escaping; every attribute and text goes through macs_audit.text's `printable`
+first, as XML 1.0 cannot hold control characters (an ESC in a model's name would make the file unparsable).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from macs_audit.errors import UsageError
 from macs_audit.gate import format_value
 from macs_audit.report import Report
 from macs_audit.reports.tables import comparison_rows, shown
+from macs_audit.text import printable
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
@@ -34,18 +36,20 @@ def _document(
     failures = sum(1 for _, _, message, _ in cases if message is not None)
     counts = {"tests": str(len(cases)), "failures": str(failures), "errors": "0", "skipped": "0", "time": "0"}
     root = ET.Element("testsuites", {"name": "macs-audit", **counts})
-    suite = ET.SubElement(root, "testsuite", {"name": suite_name, **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": printable(suite_name), **counts})
     if timestamp:  # the JUnit schema's timestamp has no time zone; reports are written in UTC
-        suite.set("timestamp", timestamp[:19])
+        suite.set("timestamp", printable(timestamp[:19]))
     props = ET.SubElement(suite, "properties")
     for name, value in properties.items():
-        ET.SubElement(props, "property", {"name": name, "value": str(value)})
+        ET.SubElement(props, "property", {"name": printable(name), "value": printable(value)})
     for classname, name, message, text in cases:
-        case = ET.SubElement(suite, "testcase", {"classname": classname, "name": name, "time": "0"})
+        case = ET.SubElement(
+            suite, "testcase", {"classname": printable(classname), "name": printable(name), "time": "0"}
+        )
         if message is not None:
-            failure = ET.SubElement(case, "failure", {"message": message, "type": failure_type})
-            failure.text = text
-        ET.SubElement(case, "system-out").text = text
+            failure = ET.SubElement(case, "failure", {"message": printable(message), "type": failure_type})
+            failure.text = printable(text)
+        ET.SubElement(case, "system-out").text = printable(text)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=False).join(
         ['<?xml version="1.0" encoding="UTF-8"?>\n', "\n"]

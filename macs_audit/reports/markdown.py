@@ -2,7 +2,8 @@
 
 The verdict comes first, then the gate table, then the metrics; conventions go in a collapsed
 <details> block. Every string taken from the report is escaped: GitHub renders inline HTML, and a
-`|` in a class name or path would break a table.
+`|` in a class name or path would break a table; unprintable characters (an ESC, a line break) are
+written as their escapes first (macs_audit.text).
 """
 
 from __future__ import annotations
@@ -11,18 +12,19 @@ from typing import TYPE_CHECKING
 
 from macs_audit.report import Report
 from macs_audit.reports import tables
+from macs_audit.text import printable
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
     from macs_audit.gate import GateResult
 
 # HTML-significant characters become entities; Markdown-significant ones get a backslash.
-_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": " ", "\n": " ", **{c: "\\" + c for c in "\\`*_[]|#!~"}}
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", **{c: "\\" + c for c in "\\`*_[]|#!~"}}
 
 
 def esc(text: object) -> str:
-    """Escape Markdown and inline HTML so report strings render as plain text."""
-    return "".join(_ESCAPES.get(ch, ch) for ch in str(text))
+    """Escape Markdown and inline HTML so report strings render as plain text, on one line."""
+    return "".join(_ESCAPES.get(ch, ch) for ch in printable(text))
 
 
 def table(header: list[str], rows: list[list[str]] | list[tuple], align: str | None = None) -> list[str]:

@@ -10,6 +10,7 @@ import io
 
 from macs_audit.metrics.registry import METRICS
 from macs_audit.report import Report, ViewResult
+from macs_audit.text import printable
 
 DPI = 100
 _ACCURACY, _ECE, _CONFIDENCE = METRICS["accuracy"], METRICS["ece"], METRICS["mean_confidence"]
@@ -22,8 +23,9 @@ def _figure(width: float, height: float, **kwargs):
 
 
 def _text(value: object) -> str:
-    """A report string as literal plot text: '$' would otherwise start matplotlib mathtext."""
-    return str(value).replace("$", r"\$")
+    """A report string as literal plot text: unprintable characters escaped (macs_audit.text), and '$', which
+    would otherwise start matplotlib mathtext."""
+    return printable(value).replace("$", r"\$")
 
 
 def _png(fig) -> bytes:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -17,6 +16,7 @@ from macs_audit.metrics.registry import METRICS
 from macs_audit.report import Calibrators, Report
 from macs_audit.reports import tables
 from macs_audit.reports.tables import fmt
+from macs_audit.text import printable
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
@@ -25,20 +25,20 @@ if TYPE_CHECKING:
 WIDTH = 120  # of the plain text written to files
 
 
+def _text(value: object, style: str = "") -> Text:
+    """A string for the console: never read as rich markup (a class named `[red]x` shows as written), its
+    unprintable characters escaped (macs_audit.text: an ESC from a report never reaches the terminal).
+    Every string this module hands rich goes through it."""
+    return value if isinstance(value, Text) else Text(printable(value), style=style)
+
+
 def clean_table(report: Report) -> Table:
-    # Titles go through rich markup: escape paths, which may contain [brackets].
-    table = Table(
-        title=escape(
-            f"Calibration audit: {tables.shown(report.model.path)} on "
-            f"{tables.shown(report.data.source)} (n={report.clean.metrics['n']:,})"
-        ),
-        title_justify="left",
-    )
+    table = Table(title=_text(f"Calibration audit: {tables.title(report)}"), title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("95% CI", justify="right")
     for row in tables.clean_rows(report):
-        table.add_row(*row)
+        table.add_row(*map(_text, row))
     return table
 
 
@@ -47,15 +47,17 @@ def temperature_table(report: Report) -> Table | None:
     if ts is None or section is None:
         return None
     table = Table(
-        title=f"Temperature scaling: T = {ts.temperature:.3f} fitted on {tables.shown(ts.n_fit, 0):,} "
-        f"held-out images, scored on the other {tables.shown(ts.n_eval, 0):,}",
+        title=_text(
+            f"Temperature scaling: T = {ts.temperature:.3f} fitted on {tables.shown(ts.n_fit, 0):,} "
+            f"held-out images, scored on the other {tables.shown(ts.n_eval, 0):,}"
+        ),
         title_justify="left",
     )
     table.add_column("metric")
     table.add_column("raw", justify="right")
     table.add_column("scaled", justify="right")
     for row in section[1]:
-        table.add_row(*row)
+        table.add_row(*map(_text, row))
     return table
 
 
@@ -66,12 +68,12 @@ def calibrators_table(report: Report) -> Table | None:
 def calibrator_comparison_table(section: Calibrators) -> Table:
     """The post-hoc calibrators side by side (the audit's section, or `calibrate --method all`'s choice)."""
     caption, header, rows = tables.calibrator_table(section)
-    table = Table(title=f"Post-hoc calibrators: {caption}", title_justify="left")
+    table = Table(title=_text(f"Post-hoc calibrators: {caption}"), title_justify="left")
     table.add_column(header[0], no_wrap=True)
     for name in header[1:]:
         table.add_column(name, justify="right")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*map(_text, row))
     return table
 
 
@@ -81,13 +83,13 @@ def robustness_table(report: Report) -> Table | None:
     rob = report.robustness
     if not views and not rob:
         return None
-    table = Table(title="Robustness", title_justify="left")
+    table = Table(title=_text("Robustness"), title_justify="left")
     name, *labels = tables.view_header()
     table.add_column(name)
     for label in labels:
         table.add_column(label, justify="right")
     for view in [report.clean] + views:
-        table.add_row(*tables.view_row(view))
+        table.add_row(*map(_text, tables.view_row(view)))
     sens = rob.sensitivity if rob is not None else None
     if rob is not None and sens is not None:
         ratio, radius, lipschitz = METRICS["robustness_ratio"], METRICS["median_flip_radius"], METRICS["lipschitz"]
@@ -95,7 +97,7 @@ def robustness_table(report: Report) -> Table | None:
         if sens.lipschitz_error is None and sens.lipschitz_error_note:
             error = f" +- n/a ({sens.lipschitz_error_note})"
         method = str(tables.shown(sens.method)).split(" (")[0]
-        table.caption = (
+        table.caption = _text(
             f"{lipschitz.label} = {sens.lipschitz:.3f}{error} ({method}, n={sens.n}); "
             f"margin / L^ = {fmt(rob.robustness_ratio, ratio.percent)}; "
             f"{radius.label} {fmt(rob.median_flip_radius, radius.percent)} ({radius.note})"
@@ -108,12 +110,12 @@ def trust_tables(report: Report) -> list[Table]:
     """Selective prediction, conformal sets, OOD detection and the unlabeled estimate, where the report has them."""
     out = []
     for _, title, header, rows in tables.trust_tables(report):
-        table = Table(title=escape(title), title_justify="left")
+        table = Table(title=_text(title), title_justify="left")
         table.add_column(header[0])
         for name in header[1:]:
             table.add_column(name, justify="right")
         for row in rows:
-            table.add_row(*(escape(cell) for cell in row))
+            table.add_row(*map(_text, row))
         out.append(table)
     return out
 
@@ -160,7 +162,9 @@ def titled(table: RenderableType) -> RenderableType:
     table.title = table.caption = None
 
     def line(text: str | Text, style: str) -> Text:
-        return text if isinstance(text, Text) else Text.from_markup(text, style=style)
+        text = _text(text).copy()
+        text.stylize(style)
+        return text
 
     parts: list[RenderableType] = [table]
     if title is not None:
@@ -198,16 +202,18 @@ def corruption_table(report: Report) -> RenderableType | None:
         table.add_column(mean_acc, justify="right", no_wrap=True)
         table.add_column(mean_ece, justify="right", no_wrap=True)
         for name, c in summary.corruptions.items():
-            row: list[str | Text] = [c.family, name + (" *" if c.extra else "")]
+            row = [_text(c.family), _text(name + (" *" if c.extra else ""))]
             for s in severities:
                 m = cells.get((name, s))
                 row.append(Text(f"{100 * m['accuracy']:.1f}", style=_heat(m["accuracy"])) if m else Text("-"))
-            row += [fmt(c.accuracy, accuracy.percent), fmt(c.ece, ece.percent)]
+            row += [_text(fmt(c.accuracy, accuracy.percent)), _text(fmt(c.ece, ece.percent))]
             table.add_row(*row)
         return table
 
     narrow = compact(grid("acc", ece.label))
-    narrow.caption = f"s{severities[0]}-s{severities[-1]}: accuracy (%) by severity; acc, {ece.label}: mean over them"
+    narrow.caption = _text(
+        f"s{severities[0]}-s{severities[-1]}: accuracy (%) by severity; acc, {ece.label}: mean over them"
+    )
     narrow.caption_justify = "left"
     lines = []
     for name, c in summary.corruptions.items():
@@ -215,7 +221,7 @@ def corruption_table(report: Report) -> RenderableType | None:
             f"{100 * cells[(name, s)]['accuracy']:.1f}" if (name, s) in cells else "-" for s in severities
         )
         lines.append(
-            Text(
+            _text(
                 f"{name}{' *' if c.extra else ''} ({c.family}): {values}; mean {accuracy.label} "
                 f"{fmt(c.accuracy, accuracy.percent)}, {ece.label} {fmt(c.ece, ece.percent)}"
             )
@@ -240,9 +246,9 @@ def corruption_table(report: Report) -> RenderableType | None:
             f"mCE vs baseline {100 * summary.mce:.1f}%, {relative.label} {fmt(summary.relative_mce, relative.percent)}"
         )
     return Group(
-        Text(f"CIFAR-C accuracy by corruption and severity ({summary.source or ''})", style="italic"),
+        _text(f"CIFAR-C accuracy by corruption and severity ({summary.source or ''})", style="italic"),
         Fitted(grid("mean acc", f"mean {ece.label}"), narrow, Group(*lines)),
-        *(Text(note, style="dim") for note in notes),
+        *(_text(note, style="dim") for note in notes),
     )
 
 
@@ -259,7 +265,7 @@ def renderable(report: Report, gate: GateResult | None = None) -> Group:
         if extra is not None:
             parts.append(titled(extra))
     parts.append(
-        Text(
+        _text(
             f"model: {report.model.format} via {report.runtime.provider} on "
             f"{report.runtime.device}; output {report.model.output}",
             style="dim",
@@ -268,7 +274,7 @@ def renderable(report: Report, gate: GateResult | None = None) -> Group:
     # The preprocessing applied (marked when it is the CIFAR-10 default nobody chose), and warnings.
     for key, value in tables.header_rows(report):
         if key in ("input", "checkpoint", "warning"):
-            parts.append(Text(f"{key}: {value}", style="bold yellow" if key == "warning" else "dim"))
+            parts.append(_text(f"{key}: {value}", style="bold yellow" if key == "warning" else "dim"))
     if gate is not None:
         return Group(Group(*parts), gate_table(gate))
     return Group(*parts)
@@ -278,7 +284,7 @@ def gate_table(gate: GateResult) -> Group:
     """The verdict, then a row per check: a table where it fits, else two lines per check (the check's
     config key whole on the first)."""
     basis = "95% CI pessimistic end" if gate.use_interval else "point estimates"
-    verdict = Text(f"{tables.gate_verdict(gate)} ({basis})", style="bold green" if gate.passed else "bold red")
+    verdict = _text(f"{tables.gate_verdict(gate)} ({basis})", style="bold green" if gate.passed else "bold red")
     rows = tables.gate_rows(gate)
     table = Table()
     table.add_column("")
@@ -292,9 +298,9 @@ def gate_table(gate: GateResult) -> Group:
     stacked.add_column("check")
     for status, name, metric, observed, threshold, detail in rows:
         style = "green" if status == "PASS" else "bold red"
-        table.add_row(Text(status, style=style), *(Text(c) for c in (name, metric, observed, threshold, detail)))
-        body = Text(f"{name}: {observed} {threshold}\n")
-        body.append(f"{metric}; {detail}", style="dim")
+        table.add_row(Text(status, style=style), *map(_text, (name, metric, observed, threshold, detail)))
+        body = _text(f"{name}: {observed} {threshold}\n")
+        body.append(printable(f"{metric}; {detail}"), style="dim")
         stacked.add_row(Text(status, style=style), body)
     return Group(verdict, Fitted(table, stacked))
 
@@ -315,13 +321,13 @@ def comparison_table(comparison: Comparison) -> Group:
             table.add_column(name, justify=justify, no_wrap=name != "metric")  # type: ignore[arg-type]
         for i, (section, label, va, vb, delta, status) in enumerate(rows):
             style = styles.get(status, "")
-            cells = [Text(label), Text(va), Text(vb), Text(delta, style=style), Text(status, style=style or "dim")]
+            cells = [_text(label), _text(va), _text(vb), _text(delta, style), _text(status, style or "dim")]
             last = i + 1 == len(rows) or rows[i + 1][0] != section
-            table.add_row(*([Text(section)] if with_section else []), *cells, end_section=last and not with_section)
+            table.add_row(*([_text(section)] if with_section else []), *cells, end_section=last and not with_section)
         return table
 
-    notes = [Text(f"note: {note}", style="yellow") for note in comparison.notes]
-    heading = Text(title, style="bold red" if n else "bold green")
+    notes = [_text(f"note: {note}", style="yellow") for note in comparison.notes]
+    heading = _text(title, style="bold red" if n else "bold green")
     return Group(heading, Fitted(layout(True), compact(layout(False)), unwrapped=True), *notes)
 
 
