@@ -19,7 +19,7 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from macs_audit.errors import InputError
 
@@ -28,6 +28,46 @@ MAX_DEPTH = 64  # of nested arrays and objects in a report or gate config (a rep
 DEFAULT_ROBUST_VIEW = "noise+blur"  # the view robustness.robust_accuracy is measured on
 
 S = TypeVar("S", bound="Section")
+
+
+@dataclasses.dataclass(frozen=True)
+class Length:
+    """A field's array has exactly this many items (`Annotated[list[float], Length(2)]`: an interval)."""
+
+    n: int
+
+
+class Keys:
+    """The keys the schema names in a free-form object (`Annotated[dict[str, Any], Keys(coverage=float)]`):
+    each present is checked on reading like a section's field; the object stays a plain dict, and keys
+    it does not name are kept unchecked."""
+
+    def __init__(self, **types: Any):
+        self.types = types
+
+
+Pair = Annotated[list[float], Length(2)]  # a 95% interval [low, high]
+Size = Annotated[list[int], Length(2)]  # [height, width]
+# The free-form objects docs/report-schema.md describes key by key:
+SetStats = Annotated[
+    dict[str, Any],
+    Keys(threshold=float | None, coverage=float, mean_set_size=float, worst_class_coverage=float, worst_class=int),
+]
+SetMeans = Annotated[dict[str, Any], Keys(coverage=float, mean_set_size=float, lowest_coverage=float, lowest_view=str)]
+DetectionScores = Annotated[
+    dict[str, Any], Keys(auroc=float | None, aupr=float | None, fpr95=float | None, intervals=dict[str, Pair])
+]
+Estimate = Annotated[
+    dict[str, Any], Keys(accuracy=float | None, interval=Pair | None, threshold=float | None, offset=float | None)
+]
+CalibratorRow = Annotated[
+    dict[str, Any],
+    Keys(method=str, label=str, scores=dict[str, float | None], n_parameters=int, refused=str | None),
+]
+SmoothCurve = Annotated[
+    dict[str, Any],
+    Keys(sigma=float, confidence=list[float], accuracy=list[float | None], density=list[float]),
+]
 
 
 def null_when_absent() -> Any:
@@ -69,7 +109,7 @@ _FIELD_TYPES: dict[type, dict[str, Any]] = {}
 def _field_types(cls: type) -> dict[str, Any]:
     """The resolved type of each schema field of a Section or of Report (annotations are strings here)."""
     if cls not in _FIELD_TYPES:
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
         _FIELD_TYPES[cls] = {
             f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name not in ("extra_keys", "_keys")
         }
@@ -85,6 +125,10 @@ def _describe(hint: Any) -> str:
     if isinstance(hint, type) and issubclass(hint, (Section, Report, Mapping)):
         return "an object"
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        lengths = [m.n for m in args[1:] if isinstance(m, Length)]
+        inner = _describe(args[0])
+        return inner.replace("an array of ", f"an array of {lengths[0]} ") if lengths else inner
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_describe(a) for a in args if a is not type(None))
     if origin is list:
@@ -120,6 +164,16 @@ def _read(value: Any, hint: Any, where: str) -> Any:
     if hint is Any:
         return value
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        value = _read(value, args[0], where)
+        for meta in args[1:]:
+            if isinstance(meta, Length) and len(value) != meta.n:
+                raise InputError(f"{where}: expected {_describe(hint)}, got an array of {len(value)}")
+            if isinstance(meta, Keys):
+                for key, key_hint in meta.types.items():
+                    if key in value:
+                        _read(value[key], key_hint, f"{where}.{key}")
+        return value
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -245,19 +299,19 @@ class ViewResult(Section):
     name: str
     kind: str  # "clean" | "perturbation" | "corruption"
     metrics: dict[str, float]  # metric name (macs_audit.metrics.registry) -> value
-    intervals: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # name -> 95% [low, high]
+    intervals: dict[str, Pair] = dataclasses.field(default_factory=dict)  # name -> 95% [low, high]
     reliability: Reliability | None = null_when_absent()
     corruption: str | None = null_when_absent()
     severity: int | None = null_when_absent()
     family: str | None = null_when_absent()
     # Clean and perturbation views: the smoothed reliability curve at smooth ECE's bandwidth
     # (metrics.estimators.smooth_reliability): sigma, confidence, accuracy (None where too few samples), density.
-    smooth_reliability: dict[str, Any] | None = None
+    smooth_reliability: SmoothCurve | None = None
     # The clean view only: the risk-coverage curve of selective prediction (metrics.selective.curve_points).
     risk_coverage: dict[str, list[float]] | None = None
     # Perturbation and corruption views: the conformal sets' statistics on the held-out images of the view,
     # method -> {coverage, mean_set_size, worst_class_coverage, worst_class} (report.conformal has the clean ones).
-    conformal: dict[str, dict[str, Any]] | None = None
+    conformal: dict[str, SetStats] | None = None
 
 
 @dataclasses.dataclass
@@ -270,7 +324,7 @@ class ModelInfo(Section):
     sha256: str | None = None
     arch: str | None = None
     num_classes: int | None = None
-    input_size: list[int] | None = None
+    input_size: Size | None = None
     mean: list[float] | None = None
     std: list[float] | None = None
     output: str | None = None
@@ -366,7 +420,7 @@ class Calibrators(Section):
     selected: str
     n_fit: int
     n_eval: int
-    methods: list[dict[str, Any]]
+    methods: list[CalibratorRow]
     split: str | None = None
     seed: int | None = None
 
@@ -465,10 +519,10 @@ class Conformal(Section):
     target_coverage: float
     n_calibration: int
     n_eval: int
-    methods: dict[str, dict[str, Any]]
+    methods: dict[str, SetStats]
     split: str | None = None
     seed: int | None = None
-    corruption_mean: dict[str, dict[str, Any]] | None = None
+    corruption_mean: dict[str, SetMeans] | None = None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -480,7 +534,7 @@ class OODDetection(Section):
     format: str | None = None
     n_in: int
     n_out: int
-    scores: dict[str, dict[str, Any]]
+    scores: dict[str, DetectionScores]
     bootstrap_resamples: int | None = None
     seed: int | None = None
 
@@ -494,7 +548,7 @@ class Unlabeled(Section):
     format: str | None = None
     n: int
     source_accuracy: float  # of the labelled evaluation data the estimators were fitted on
-    estimates: dict[str, dict[str, Any]]
+    estimates: dict[str, Estimate]
     bootstrap_resamples: int | None = None
     seed: int | None = None
 

@@ -161,7 +161,7 @@ def gate_report(
         highlight=False,
         soft_wrap=True,
     )
-    if step_summary:
+    if step_summary and os.environ.get("GITHUB_STEP_SUMMARY"):
         append_step_summary(markdown.render(report, result))
     return 0 if result.passed else 1
 

@@ -6,6 +6,7 @@ Exit codes: 0 pass (or rendered), 1 gate failed, 2 usage error, 3 input error.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -117,5 +118,5 @@ def compare(
         }[name](comparison)
 
     emit(targets, render)
-    if step_summary:
+    if step_summary and os.environ.get("GITHUB_STEP_SUMMARY"):
         append_step_summary(markdown.render_comparison(comparison))

@@ -132,7 +132,7 @@ def calibrator_table(section: Calibrators) -> tuple[str, list[str], list[list[st
         rows.append([label, *values, f"{row.get('n_parameters', 0):,}"])
     caption = (
         f"fitted on {section.n_fit:,} held-out images, scored on the other {section.n_eval:,}; "
-        f"* best by {METRICS[section.select].with_unit}"
+        f"* best by {METRICS[section.select].with_unit if section.select in METRICS else section.select}"
     )
     return caption, header, rows
 

@@ -191,7 +191,12 @@ def corruption_table(report: Report) -> RenderableType | None:
         return None
     accuracy, ece = METRICS["accuracy"], METRICS["ece"]
     severities = summary.severities
-    cells = {(v.corruption, v.severity): v.metrics for v in report.views_of("corruption")}
+    # accuracy of each grid cell the report has (a view without one shows as not run)
+    cells = {
+        (v.corruption, v.severity): v.metrics["accuracy"]
+        for v in report.views_of("corruption")
+        if "accuracy" in v.metrics
+    }
 
     def grid(mean_acc: str, mean_ece: str) -> Table:
         table = Table()
@@ -204,22 +209,19 @@ def corruption_table(report: Report) -> RenderableType | None:
         for name, c in summary.corruptions.items():
             row = [_text(c.family), _text(name + (" *" if c.extra else ""))]
             for s in severities:
-                m = cells.get((name, s))
-                row.append(Text(f"{100 * m['accuracy']:.1f}", style=_heat(m["accuracy"])) if m else Text("-"))
+                value = cells.get((name, s))
+                row.append(Text("-") if value is None else Text(f"{100 * value:.1f}", style=_heat(value)))
             row += [_text(fmt(c.accuracy, accuracy.percent)), _text(fmt(c.ece, ece.percent))]
             table.add_row(*row)
         return table
 
     narrow = compact(grid("acc", ece.label))
-    narrow.caption = _text(
-        f"s{severities[0]}-s{severities[-1]}: accuracy (%) by severity; acc, {ece.label}: mean over them"
-    )
+    span = f"s{severities[0]}-s{severities[-1]}: " if severities else ""
+    narrow.caption = _text(f"{span}accuracy (%) by severity; acc, {ece.label}: mean over them")
     narrow.caption_justify = "left"
     lines = []
     for name, c in summary.corruptions.items():
-        values = " ".join(
-            f"{100 * cells[(name, s)]['accuracy']:.1f}" if (name, s) in cells else "-" for s in severities
-        )
+        values = " ".join(f"{100 * cells[(name, s)]:.1f}" if (name, s) in cells else "-" for s in severities)
         lines.append(
             _text(
                 f"{name}{' *' if c.extra else ''} ({c.family}): {values}; mean {accuracy.label} "
