@@ -1,7 +1,11 @@
 """The audit: views x predictor x accumulators -> Report.
 
 `run_audit` is the one function the CLI, the gate, `finetune` and `calibrate` call. It never
-prints; progress goes to an optional callback `progress(description, done, total)`.
+prints; progress goes to an optional callback `progress(stage, done, total)` (macs_audit.progress):
+every piece of work that can take seconds is a stage of its own, reported when it begins (done 0)
+and when it ends, so that each stage's time is its own: a view's passes over the data, each view's
+bootstrap intervals, the temperature and calibrator fits, the conformal sets, the OOD and label-free
+analyses.
 """
 
 from __future__ import annotations
@@ -9,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-from typing import Callable
 
 import numpy as np
 
@@ -25,6 +28,7 @@ from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import accumulators, bootstrap, conformal, label_free, ood, selective
 from macs_audit.models.predictor import Predictor
 from macs_audit.models.preprocessing import to_unit_float
+from macs_audit.progress import ProgressFn, Stage, step
 from macs_audit.report import (
     Calibrators,
     Conformal,
@@ -46,8 +50,6 @@ from macs_audit.report import (
 from macs_audit.views import view as views
 from macs_audit.views.corruptions.table import FAMILIES
 from macs_audit.views.view import View
-
-ProgressFn = Callable[[str, int, int], None]
 
 
 @dataclasses.dataclass
@@ -93,7 +95,7 @@ def evaluate_view(
     batch_size: int,
     view: View = views.CLEAN,
     progress: ProgressFn | None = None,
-    description: str | None = None,
+    description: str | Stage | None = None,
     keep_logits: bool = False,
     ctx: Context = SINGLE,
     workers: int = 0,
@@ -115,7 +117,9 @@ def evaluate_view(
             min(batch_size, len(source) - st) for b, st in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)
         )
     )
-    description = description or view.name
+    stage = description if isinstance(description, Stage) else Stage(description or view.name)
+    if progress:
+        progress(stage, 0, total)  # the stage begins here: its time is its passes and their accumulation
     device = predictor.device
     torch_gpu = device.startswith("cuda") and predictor.backend == "torch"
     resident = device_images(source, device) if torch_gpu else None
@@ -139,7 +143,7 @@ def evaluate_view(
             kept.append(logits)
         done += len(labels)
         if progress:
-            progress(description, done, total)
+            progress(stage, done, total)
     if acc is not None:
         acc = distributed.reduce_accumulator(acc, starts, ctx)
     if keep_logits:
@@ -147,11 +151,24 @@ def evaluate_view(
     return acc, (np.concatenate(kept) if keep_logits else None)
 
 
-def view_result(view: View, acc: accumulators.CalibrationAccumulator, resamples: int, seed: int) -> ViewResult:
+def intervals_stage(view: View) -> Stage:
+    return Stage(f"{view.name}: bootstrap intervals", "resamples")
+
+
+def view_result(
+    view: View,
+    acc: accumulators.CalibrationAccumulator,
+    resamples: int,
+    seed: int,
+    progress: ProgressFn | None = None,
+) -> ViewResult:
+    """The view's metrics, selective-prediction metrics and reliability; with `resamples`, its bootstrap
+    intervals, a stage of its own (`intervals_stage`)."""
+    finish = step(progress if resamples > 0 and acc.count > 1 else None, intervals_stage(view), resamples)
     metrics = acc.compute()
     samples = acc.samples()
     metrics.update(selective.selective_metrics(samples["confidence"], samples["correct"]))
-    return ViewResult(
+    result = ViewResult(
         name=view.name,
         kind=view.kind,
         metrics=metrics,
@@ -163,6 +180,10 @@ def view_result(view: View, acc: accumulators.CalibrationAccumulator, resamples:
         severity=view.severity,
         family=FAMILIES[view.corruption] if view.corruption else None,
     )
+    if view.kind == "clean":
+        result.risk_coverage = selective.curve_points(selective.risk_curve(samples["confidence"], samples["correct"]))
+    finish()
+    return result
 
 
 def check_classes(predictor: Predictor, source: Source) -> int:
@@ -172,8 +193,20 @@ def check_classes(predictor: Predictor, source: Source) -> int:
     return k_data
 
 
+TEMPERATURE_STAGE = Stage("temperature scaling", "")
+CALIBRATORS_STAGE = Stage("post-hoc calibrators", "methods")
+CONFORMAL_STAGE = Stage("conformal sets", "")
+OOD_STAGE = Stage("OOD detection", "resamples")
+LABEL_FREE_STAGE = Stage("label-free estimates", "resamples")
+
+
 def temperature_section(
-    logits: np.ndarray, labels: np.ndarray, num_classes: int, fraction: float, seed: int
+    logits: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    fraction: float,
+    seed: int,
+    progress: ProgressFn | None = None,
 ) -> dict | None:
     """Fit T on a stratified held-out part of the evaluation data; compare on the rest."""
     if fraction <= 0:
@@ -183,9 +216,11 @@ def temperature_section(
     held, rest = stratified_split(labels, fraction, seed)
     if len(held) == 0 or len(rest) == 0:
         return None
+    finish = step(progress, TEMPERATURE_STAGE)
     t = fit_temperature(logits[held], labels[held])
     raw = accumulators.calibration_metrics(logits[rest], labels[rest], num_classes)
     scaled = accumulators.calibration_metrics(logits[rest] / t, labels[rest], num_classes)
+    finish()
     return {
         "temperature": t,
         "fit_fraction": fraction,
@@ -199,7 +234,12 @@ def temperature_section(
 
 
 def calibrators_section(
-    logits: np.ndarray, labels: np.ndarray, methods: tuple[str, ...], fraction: float, seed: int
+    logits: np.ndarray,
+    labels: np.ndarray,
+    methods: tuple[str, ...],
+    fraction: float,
+    seed: int,
+    progress: ProgressFn | None = None,
 ) -> dict | None:
     """Each of `methods` fitted on the temperature's held-out part and scored on the rest (the same split),
     for information; a method the part is too small for is listed as refused. None when none can be fitted."""
@@ -208,10 +248,13 @@ def calibrators_section(
     held, rest = stratified_split(labels, fraction, seed)
     if len(held) == 0 or len(rest) == 0:
         return None
+    finish = step(progress, CALIBRATORS_STAGE, len(methods))
     try:
         selection = compare_calibrators(logits[held], labels[held], logits[rest], labels[rest], methods)
     except UsageError:  # too few held-out images for every method: the table would say nothing
         return None
+    finally:
+        finish()
     return {**selection.to_dict(), "split": "the temperature's: class-stratified, seeded", "seed": seed}
 
 
@@ -257,14 +300,18 @@ def run_audit(
         ctx=ctx,
         workers=_workers(options, ctx),
     )
-    clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed)
-    samples = acc.samples()
-    clean.risk_coverage = selective.curve_points(selective.risk_curve(samples["confidence"], samples["correct"]))
-    sets = conformal_fit(logits, source.labels, options)
+    clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress)
+    sets = conformal_fit(logits, source.labels, options, progress)
     robustness = RobustnessResult()
     if options.perturbations or options.sensitivity_samples or options.corruptions:
         robustness = audit_robustness(predictor, source, num_classes, clean, options, progress, ctx, sets)
     trust = audit_trust(predictor, logits, source.labels, num_classes, sets, robustness.views, options, progress, ctx)
+    temperature = temperature_section(
+        logits, source.labels, num_classes, options.calibration_split, options.seed, progress
+    )
+    calibrators = calibrators_section(
+        logits, source.labels, options.calibrators, options.calibration_split, options.seed, progress
+    )
     report = Report(
         model=ModelInfo.from_dict(
             {
@@ -305,12 +352,8 @@ def run_audit(
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
         clean=clean,
-        temperature_scaling=TemperatureScaling.from_dict_or_none(
-            temperature_section(logits, source.labels, num_classes, options.calibration_split, options.seed)
-        ),
-        calibrators=Calibrators.from_dict_or_none(
-            calibrators_section(logits, source.labels, options.calibrators, options.calibration_split, options.seed)
-        ),
+        temperature_scaling=TemperatureScaling.from_dict_or_none(temperature),
+        calibrators=Calibrators.from_dict_or_none(calibrators),
         margin_histogram=MarginHistogram.from_dict(margin_histogram(acc)),
         views=robustness.views,
         robustness=Robustness.from_dict_or_none(robustness.section),
@@ -324,7 +367,9 @@ def run_audit(
     return AuditResult(report=report, logits=logits, labels=source.labels.copy())
 
 
-def conformal_fit(logits: np.ndarray, labels: np.ndarray, options: AuditOptions) -> conformal.SplitConformal | None:
+def conformal_fit(
+    logits: np.ndarray, labels: np.ndarray, options: AuditOptions, progress: ProgressFn | None = None
+) -> conformal.SplitConformal | None:
     """Conformal sets fitted on the temperature's held-out part (the same split) and scored on the rest; None
     without a calibration split."""
     if options.calibration_split <= 0:
@@ -332,7 +377,10 @@ def conformal_fit(logits: np.ndarray, labels: np.ndarray, options: AuditOptions)
     held, rest = stratified_split(labels, options.calibration_split, options.seed)
     if len(held) == 0 or len(rest) == 0:
         return None
-    return conformal.SplitConformal.fit(logits, labels, held, rest, options.coverage)
+    finish = step(progress, CONFORMAL_STAGE)
+    sets = conformal.SplitConformal.fit(logits, labels, held, rest, options.coverage)
+    finish()
+    return sets
 
 
 @dataclasses.dataclass
@@ -393,12 +441,15 @@ def audit_trust(
         )
         about = {"source": target.name, "format": target.format, "bootstrap_resamples": options.bootstrap}
         about["seed"] = options.seed
+        finish = step(progress, OOD_STAGE if purpose == "ood" else LABEL_FREE_STAGE, max(1, options.bootstrap))
         if purpose == "ood":
             scores = ood.ood_section(logits, target_logits, options.bootstrap, options.seed)
+            finish()
             result.ood = {**about, "n_in": len(logits), "n_out": len(target_logits), "scores": scores}
             result.conventions["ood"] = ood.CONVENTION
         else:
             estimates = label_free.estimates(logits, labels, target_logits, options.bootstrap, options.seed)
+            finish()
             accuracy = float((logits.argmax(axis=1) == labels).mean())
             result.unlabeled = {**about, "n": len(target_logits), "source_accuracy": accuracy, "estimates": estimates}
             result.conventions["label_free"] = label_free.CONVENTION
@@ -446,6 +497,10 @@ def _bootstrap_note(n: int, resamples: int) -> dict[str, str]:
     return {"bootstrap_note": note} if note else {}
 
 
+SENSITIVITY_STAGE = Stage("sensitivity")
+GRID_STAGE = Stage("corruption grid")
+
+
 def audit_robustness(
     predictor: Predictor,
     source: Source,
@@ -481,7 +536,7 @@ def audit_robustness(
                 ctx=ctx,
                 workers=_workers(options, ctx),
             )
-            result.views.append(view_result(view, acc, options.bootstrap, options.seed))
+            result.views.append(view_result(view, acc, options.bootstrap, options.seed, progress))
             result.views[-1].conformal = sets.evaluate(logits) if sets is not None else None
             if name == ROBUST_VIEW:
                 section["robust_accuracy"] = result.views[-1].metrics["accuracy"]
@@ -490,9 +545,8 @@ def audit_robustness(
         from macs_audit.metrics.sensitivity import sensitivity
 
         pos = stratified_subset(source.labels, options.sensitivity_samples, options.seed)
+        finish = step(progress, SENSITIVITY_STAGE, len(pos))
         images = to_unit_float(source.images(pos))
-        if progress:
-            progress("sensitivity", 0, len(pos))
         sens = sensitivity(
             predictor,
             images,
@@ -502,8 +556,7 @@ def audit_robustness(
             batch_size=min(options.batch_size, 256),
             ctx=ctx,
         )
-        if progress:
-            progress("sensitivity", len(pos), len(pos))
+        finish()
         section["sensitivity"] = sens
         lipschitz = sens["lipschitz"]
         # Margin and L^ over the same images (the sensitivity subset), so the ratio mixes no populations.
@@ -552,7 +605,7 @@ def corruption_grid(
         def grid_progress(desc: str, done: int, total: int, i: int = i) -> None:
             if progress:
                 progress(desc, done, total)
-                progress("corruption grid", i * total + done, len(grid) * total)
+                progress(GRID_STAGE, i * total + done, len(grid) * total)
 
         acc, logits = evaluate_view(
             predictor,

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from macs_audit.errors import MacsAuditError
+from macs_audit.progress import as_stage
 from macs_audit.text import printable
 
 stdout = Console()
@@ -119,17 +120,19 @@ def duration(seconds: float) -> str:
 
 
 @dataclasses.dataclass
-class Stage:
-    """One progress description while it runs: its counts and when they were seen.
+class Running:
+    """One progress stage while it runs: its counts and when they were seen.
 
-    The core reports a stage only after its first batch, so the rate is measured from that first report
-    (`first_time`, `first_done`): dividing by the time since the stage was first seen would give the
-    first batch no time at all and read millions of images per second."""
+    The audit reports each stage when it begins (done 0), so its time and rate are its own. A caller that
+    reports a stage only after its first batch leaves its start unknown: the previous event (of any stage)
+    is then the best guess, and the rate is measured from that first report (`first_time`, `first_done`),
+    since dividing by the time since the stage was first seen would give the first batch no time at all
+    and read millions of images per second."""
 
     name: str
     total: int
-    unit: str  # "images" or "steps"
-    started: float  # the previous progress event (of any stage): the best guess at when this stage began
+    unit: str  # what the counts count (images, resamples, steps); "" for a single step
+    started: float  # when the stage began: its done-0 report, else the previous progress event
     first_time: float
     first_done: int
     done: int = 0
@@ -140,7 +143,7 @@ class Stage:
     def rate(self, now: float) -> float | None:
         """Units per second since the first report, once MIN_RATE_SECONDS have passed (none for one step)."""
         span = now - self.first_time
-        if span < MIN_RATE_SECONDS or self.done <= self.first_done or self.total <= 1:
+        if span < MIN_RATE_SECONDS or self.done <= self.first_done or self.total <= 1 or not self.unit:
             return None
         return (self.done - self.first_done) / span
 
@@ -157,7 +160,9 @@ class Stage:
 
 
 class Progress:
-    """Progress of the core's stages on stderr, from its `progress(description, done, total, terms)` calls.
+    """Progress of the core's stages on stderr, from its `progress(stage, done, total, terms)` calls: a
+    macs_audit.progress.Stage (a name and what its counts count), or a name alone (a stage of images, of
+    steps when the call carries loss terms).
 
     On a terminal: a rich bar per stage with its rate, or the loss terms of the current training step.
     Elsewhere (a CI log, a file): plain lines, one when a stage starts and one when it ends, and every
@@ -178,7 +183,7 @@ class Progress:
         self.lines = enabled and not self.bar
         self.interval, self.clock = interval, clock
         self._write = write or (lambda line: stderr.print(line, markup=False, highlight=False, soft_wrap=True))
-        self._stages: dict[str, Stage] = {}
+        self._stages: dict[str, Running] = {}
         self._epoch = ""
         self._began = self._last_event = self._next_line = 0.0
         self._bar: Any = None
@@ -208,18 +213,20 @@ class Progress:
         if self._bar is not None:
             self._bar.__exit__(*exc)
 
-    def __call__(self, description: str, done: int, total: int, terms: dict | None = None) -> None:
+    def __call__(self, description: Any, done: int, total: int, terms: dict | None = None) -> None:
         if not self.enabled:
             return
         now = self.clock()
-        if description.startswith("epoch"):
-            self._epoch = description
-        stage = self._stages.get(description)
-        new = stage is None or stage.finished  # a finished description reported again starts anew
+        described = as_stage(description, steps=terms is not None)
+        name = described.name
+        if name.startswith("epoch"):
+            self._epoch = name
+        stage = self._stages.get(name)
+        new = stage is None or stage.finished  # a finished stage reported again starts anew
         if stage is None or stage.finished:
-            unit = "images" if terms is None else "steps"
-            stage = Stage(description, total, unit, self._last_event, now, done)
-            self._stages[description] = stage
+            began = now if done == 0 else self._last_event  # done 0: the stage says when it began
+            stage = Running(name, total, described.unit, began, now, done)
+            self._stages[name] = stage
         stage.total, stage.done, stage.updated = total, done, now
         stage.terms = terms if terms is not None else stage.terms
         stage.finished = done >= total
@@ -241,7 +248,7 @@ class Progress:
 
     # -- the rich bar (a terminal) ------------------------------------------------------------------
 
-    def _update_bar(self, stage: Stage, now: float) -> None:
+    def _update_bar(self, stage: Running, now: float) -> None:
         if stage.name not in self._tasks:
             self._tasks[stage.name] = self._bar.add_task(stage.name, total=stage.total, rate="")
         if stage.terms is None:
@@ -252,7 +259,7 @@ class Progress:
 
     # -- plain lines (a log) ------------------------------------------------------------------------
 
-    def _label(self, stage: Stage) -> str:
+    def _label(self, stage: Running) -> str:
         if stage.name == "validate" and self._epoch:
             return f"{self._epoch} validation"
         return stage.name
@@ -260,23 +267,23 @@ class Progress:
     def _prefix(self, now: float) -> str:
         return f"[{clock_time(now - self._began)}]"
 
-    def _count(self, stage: Stage, done: int | None = None) -> str:
-        if stage.total <= 1:  # a single step (validation): no count to show
+    def _count(self, stage: Running, done: int | None = None) -> str:
+        if stage.total <= 1 or not stage.unit:  # a single step (validation, a fit): no count to show
             return ""
         if done is None:
             return f"{stage.total:,} {stage.unit}"
         return f"{done:,}/{stage.total:,} {stage.unit}"
 
-    def _terms(self, stage: Stage) -> str:
+    def _terms(self, stage: Running) -> str:
         if not stage.terms:
             return ""
         return "; " + " ".join(f"{k} {v:.4g}" for k, v in stage.terms.items())
 
-    def _start_line(self, stage: Stage, now: float) -> str:
+    def _start_line(self, stage: Running, now: float) -> str:
         count = self._count(stage)
         return f"{self._prefix(now)} {self._label(stage)}: started" + (f", {count}" if count else "")
 
-    def _status_line(self, stage: Stage, now: float) -> str:
+    def _status_line(self, stage: Running, now: float) -> str:
         parts = [f"{100 * stage.done / max(1, stage.total):.0f}%"]
         count = self._count(stage, stage.done)
         if count:
@@ -288,7 +295,7 @@ class Progress:
             parts.append(f"ETA {clock_time(eta)}")
         return f"{self._prefix(now)} {self._label(stage)}: {', '.join(parts)}{self._terms(stage)}"
 
-    def _end_line(self, stage: Stage, now: float) -> str:
+    def _end_line(self, stage: Running, now: float) -> str:
         count = self._count(stage)
         text = f"{self._prefix(now)} {self._label(stage)}: done" + (f", {count}" if count else "")
         text += f" in {duration(now - stage.started)}"

@@ -26,6 +26,9 @@ from macs_audit.cli.options import (
     model_flags,
     parse_corruption_set,
 )
+from macs_audit.progress import Stage, step
+
+REPORT_STAGE = Stage("report", "")
 
 
 def save_predictions(path: Path, logits, labels) -> None:
@@ -206,16 +209,21 @@ def evaluate(
             setattr(options, field, target)
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
         result = run_audit(predictor, source, options, progress=progress, data_info=data_info, ctx=ctx)
-    distributed.shutdown(ctx)
-    if not ctx.is_main:  # every rank holds the same report; rank 0 alone writes and prints
-        return
+        distributed.shutdown(ctx)
+        if not ctx.is_main:  # every rank holds the same report; rank 0 alone writes and prints
+            return
+        finish = step(progress, REPORT_STAGE)  # the outputs written and the tables laid out
+        if predictions is not None:
+            save_predictions(predictions, result.logits, result.labels)
+        if output is not None:
+            from macs_audit.atomic import write_text
+
+            write_text(output, result.report.to_json())
+        tables = terminal.renderable(result.report)
+        finish()
     if predictions is not None:
-        save_predictions(predictions, result.logits, result.labels)
         stderr.print(f"predictions written to {destination(predictions).describe()}", markup=False, highlight=False)
     if output is not None:
-        from macs_audit.atomic import write_text
-
-        write_text(output, result.report.to_json())
         stderr.print(f"report written to {destination(output).describe()}", markup=False, highlight=False)
     warn_about_model(result.report.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     summary = result.report.corruption_summary
@@ -228,7 +236,7 @@ def evaluate(
         )
     # With the JSON on standard output, the tables go to stderr so that stdout stays one JSON document.
     console = stderr if json_to_stdout else stdout
-    console.print(terminal.renderable(result.report))
+    console.print(tables)
     if gate_config is not None:
         from macs_audit.cli.output import gate_report
 

@@ -14,6 +14,7 @@ from macs_audit.audit import AuditOptions
 from macs_audit.compare import Comparison
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
+from macs_audit.progress import Stage, as_stage
 from macs_audit.report import Report
 
 ProgressFn = Callable[..., None]
@@ -75,9 +76,9 @@ def audit_model(
 
     predictor = load_predictor(path, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
 
-    def labelled(description: str, done: int, total: int) -> None:
+    def labelled(stage: Stage | str, done: int, total: int) -> None:
         if progress is not None:
-            progress(f"audit {label}: {description}", done, total)
+            progress(as_stage(stage).prefixed(f"audit {label}: "), done, total)
 
     return run_audit(predictor, source, options, progress=labelled, data_info=data_info, ctx=ctx).report
 

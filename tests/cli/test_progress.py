@@ -135,3 +135,87 @@ def test_evaluate_writes_progress_lines_to_a_log_and_none_with_quiet(tmp_path):
     assert quiet.exit_code == 0 and "clean" not in quiet.stderr
     colour = runner.invoke(app, args, env={"FORCE_COLOR": "1"})  # colours asked for in CI: still a log
     assert colour.exit_code == 0 and "] clean: done, 40 images in " in colour.stderr
+
+
+def test_stages_described_by_data_show_their_unit_and_time_from_their_own_start():
+    """A stage reported at done 0 begins then: its time and rate are its own, not the previous stage's end."""
+    from macs_audit.progress import Stage
+
+    clock = Clock()
+    progress, lines = lines_progress(clock)
+    intervals = Stage("clean: bootstrap intervals", "resamples")
+    with progress:
+        progress("clean", 1000, 1000)
+        clock.now += 30.0  # work nobody reported
+        progress(intervals, 0, 1000)
+        clock.now += 4.0
+        progress(intervals, 1000, 1000)
+        progress(Stage("temperature scaling", ""), 0, 1)
+        clock.now += 0.5
+        progress(Stage("temperature scaling", ""), 1, 1)
+    assert lines[1:] == [
+        "[0:30] clean: bootstrap intervals: started, 1,000 resamples",
+        "[0:34] clean: bootstrap intervals: done, 1,000 resamples in 4.0 s (250 resamples/s)",
+        "[0:34] temperature scaling: started",
+        "[0:34] temperature scaling: done in 0.5 s",
+    ]
+
+
+def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(tmp_path, monkeypatch):
+    """The bootstrap of a view (here made to take 150 s of a fake clock) is a stage with a start and an end
+    line; the view before it and the view after it are timed without it."""
+    import functools
+    import re
+    import time
+
+    from macs_audit.cli import console, evaluate
+    from macs_audit.metrics import bootstrap
+
+    offset = [0.0]
+
+    def clock() -> float:
+        return time.monotonic() + offset[0]
+
+    real = bootstrap.bootstrap_intervals
+
+    def slow_bootstrap(*args, **kwargs):
+        offset[0] += 150.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bootstrap, "bootstrap_intervals", slow_bootstrap)
+    monkeypatch.setattr(evaluate, "Progress", functools.partial(console.Progress, clock=clock))
+    model = linear_onnx(tmp_path / "m.onnx")
+    x, y = tiny_images(40)
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    args = ["evaluate", str(model), "--data", str(tmp_path / "d.npz"), "--bootstrap", "20", "--batch-size", "20"]
+    args += ["--sensitivity-samples", "10", "--calibrators", "temperature"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    log = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if line.startswith("[")]
+    names = [line.split(": started")[0] for line in log if ": started" in line]
+    assert names == [
+        "clean",
+        "clean: bootstrap intervals",
+        "conformal sets",
+        "noise+blur",
+        "noise+blur: bootstrap intervals",
+        "sensitivity",
+        "temperature scaling",
+        "post-hoc calibrators",
+        "report",
+    ]
+    ends = {line.split(": done")[0]: line for line in log if ": done" in line}
+    assert set(ends) == set(names)
+
+    def seconds(line: str) -> float:
+        text = re.search(r" in ([0-9:.]+)( s)?", line)
+        assert text is not None, line
+        if text.group(2):
+            return float(text.group(1))
+        minutes, secs = text.group(1).split(":")
+        return 60 * int(minutes) + int(secs)
+
+    for view in ("clean", "noise+blur"):
+        assert seconds(ends[f"{view}: bootstrap intervals"]) >= 150, ends
+        assert seconds(ends[view]) < 60, ends  # the view's passes alone, not the bootstrap before it
+    assert "20 resamples" in ends["clean: bootstrap intervals"]
