@@ -38,8 +38,10 @@ from macs_audit.cli.output import print_before_after, print_calibrators
 
 @handle_errors
 def calibrate(
-    model: Path = typer.Argument(..., help=MODEL_HELP),
-    data: Path = typer.Option(..., "--data", help="Held-out data to fit the calibrator on (not the test set)."),
+    model: Path = typer.Argument(..., help=MODEL_HELP, readable=False),
+    data: Path = typer.Option(
+        ..., "--data", readable=False, help="Held-out data to fit the calibrator on (not the test set)."
+    ),
     method: str = typer.Option(
         "temperature",
         "--method",

@@ -23,7 +23,9 @@ def corrupt(
         "layout <corruption>/<severity>/<class>/<n>.<ext>, JPEG quality 85 for the tiny-imagenet and imagenet "
         "sets (as released), PNG for cifar; a rerun keeps the finished files.",
     ),
-    data: Optional[Path] = typer.Option(None, "--data", help="Clean data (default: the built-in CIFAR-10 test set)."),
+    data: Optional[Path] = typer.Option(
+        None, "--data", readable=False, help="Clean data (default: the built-in CIFAR-10 test set)."
+    ),
     data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar or imagefolder."),
     split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory: test or train."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Corrupt a class-stratified subset of N images."),
@@ -51,7 +53,7 @@ def corrupt(
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     frost_textures: Optional[Path] = typer.Option(
-        None, "--frost-textures", help="Directory of frost images (default: procedural)."
+        None, "--frost-textures", readable=False, help="Directory of frost images (default: procedural)."
     ),
     corruption_set: str = CORRUPTION_SET_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log)."),

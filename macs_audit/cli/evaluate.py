@@ -43,10 +43,11 @@ def save_predictions(path: Path, logits, labels) -> None:
 
 @handle_errors
 def evaluate(
-    model: Path = typer.Argument(..., help=MODEL_HELP),
+    model: Path = typer.Argument(..., help=MODEL_HELP, readable=False),
     data: Optional[Path] = typer.Option(
         None,
         "--data",
+        readable=False,
         help="Data: .npz (x, y), CIFAR python-batches dir, or ImageFolder dir. Default: built-in CIFAR-10 test set.",
     ),
     data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar or imagefolder."),
@@ -101,31 +102,41 @@ def evaluate(
         None,
         "--corrupted-data",
         "--cifar-c",
+        readable=False,
         help="Read released corruptions instead of generating them: a CIFAR-10-C/100-C directory (<corruption>.npy, "
         "labels.npy) or an ImageNet-C / Tiny-ImageNet-C tree (<corruption>/<severity>/<class>/<image>).",
     ),
     frost_textures: Optional[Path] = typer.Option(
-        None, "--frost-textures", help="Directory of frost images (default: built-in procedural textures)."
+        None,
+        "--frost-textures",
+        readable=False,
+        help="Directory of frost images (default: built-in procedural textures).",
     ),
     corruption_set: str = CORRUPTION_SET_OPTION,
     corruption_baseline: Optional[Path] = typer.Option(
-        None, "--corruption-baseline", help="A baseline report with the same corruptions, for CE and relative mCE."
+        None,
+        "--corruption-baseline",
+        readable=False,
+        help="A baseline report with the same corruptions, for CE and relative mCE.",
     ),
     coverage: float = COVERAGE_OPTION,
     ood_data: Optional[Path] = OOD_DATA_OPTION,
     unlabeled: Optional[Path] = UNLABELED_OPTION,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the JSON report here."),
-    predictions: Optional[Path] = typer.Option(None, "--save-predictions", help="Write logits and labels (.npz) here."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", readable=False, help="Write the JSON report here."),
+    predictions: Optional[Path] = typer.Option(
+        None, "--save-predictions", readable=False, help="Write logits and labels (.npz) here."
+    ),
     gate: bool = typer.Option(
         False, "--gate", help="Gate the report on thresholds after the audit (exit 1 if a check fails)."
     ),
     config: Optional[Path] = typer.Option(
         None,
         "--config",
+        readable=False,
         help="Gate thresholds: a macs-audit.toml (default: [tool.macs-audit.gate] in ./pyproject.toml).",
     ),
     baseline: Optional[Path] = typer.Option(
-        None, "--baseline", help="A baseline report for the gate's regression checks."
+        None, "--baseline", readable=False, help="A baseline report for the gate's regression checks."
     ),
     use_interval: Optional[bool] = typer.Option(
         None,

@@ -26,10 +26,13 @@ from macs_audit.cli.options import (
 def export(
     checkpoint: Path = typer.Argument(
         ...,
+        readable=False,
         help="PyTorch checkpoint: a .safetensors/.pt state dict (with --arch or a sidecar JSON), or a pickled module "
         "with --trust-pickled-model-code. Not TorchScript: torch.export cannot trace it (evaluate reads it as it is).",
     ),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="ONNX file to write. Default: CHECKPOINT with .onnx."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", readable=False, help="ONNX file to write. Default: CHECKPOINT with .onnx."
+    ),
     arch: Optional[str] = ARCH_OPTION,
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
@@ -37,7 +40,7 @@ def export(
     mean: Optional[str] = MEAN_OPTION,
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
-    opset: int = typer.Option(18, "--opset", help="ONNX opset version."),
+    opset: int = typer.Option(18, "--opset", help="ONNX opset version: 18 (the default) to 25."),
     trust_pickled: bool = TRUST_PICKLED_OPTION,
     force: bool = FORCE_OPTION,
 ) -> None:

@@ -41,13 +41,18 @@ DEFAULTS = FinetuneOptions()
 def finetune(
     cli_context: typer.Context,
     model: Path = typer.Argument(
-        ..., help="PyTorch model: .safetensors/.pt state dict with --arch (or a sidecar JSON), or TorchScript."
+        ...,
+        readable=False,
+        help="PyTorch model: .safetensors/.pt state dict with --arch (or a sidecar JSON), or TorchScript.",
     ),
     data: Path = typer.Option(
-        ..., "--data", help="Training data: .npz (x, y), CIFAR python-batches dir (--split train) or ImageFolder dir."
+        ...,
+        "--data",
+        readable=False,
+        help="Training data: .npz (x, y), CIFAR python-batches dir (--split train) or ImageFolder dir.",
     ),
     out: Path = typer.Option(
-        ..., "--out", help="Output directory: weights, ONNX, config, checkpoint, before/after audit."
+        ..., "--out", readable=False, help="Output directory: weights, ONNX, config, checkpoint, before/after audit."
     ),
     objective: str = typer.Option(DEFAULTS.objective, "--objective", help="macs, ce, focal, label-smoothing or mixup."),
     preset: str = typer.Option(
@@ -195,6 +200,7 @@ def finetune(
         options = options.with_preset(preset, keep=frozenset(given))
     elif "preset" in given:
         raise UsageError(f"--preset sets MaCS hyperparameters; it does not apply to --objective {objective}")
+    options.validate()  # a bad value (--epochs inf, --lr 0) fails now; the run checks again with the model's settings
     audit = audit_options(
         audit_batch_size,
         calibration_split,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -11,6 +12,10 @@ from macs_audit.errors import UsageError
 if TYPE_CHECKING:
     from macs_audit.audit import AuditOptions
 
+# Path options and arguments pass readable=False: click would otherwise check each existing path with
+# os.access and stop an unreadable one as a usage error (exit 2) before the command starts. The loaders
+# report it instead, as the input error it is (exit 3, docs/errors.md), in the words they use for any
+# file they cannot read; outputs are checked by macs_audit.outputs before the work.
 MODEL_HELP = "Model file: .onnx, TorchScript (.pt), or a state dict (.pt/.pth/.safetensors) with --arch."
 
 # Model options shared by evaluate, finetune, calibrate and export (one definition, one help text).
@@ -38,6 +43,7 @@ TRUST_PICKLED_OPTION = typer.Option(
 EVAL_DATA_OPTION = typer.Option(
     None,
     "--eval-data",
+    readable=False,
     help="Evaluation data for the before/after audit (same formats as --data). Default: built-in CIFAR-10 test set.",
 )
 EVAL_LIMIT_OPTION = typer.Option(None, "--eval-limit", help="Audit a class-stratified subset of N images.")
@@ -70,12 +76,14 @@ COVERAGE_OPTION = typer.Option(
 OOD_DATA_OPTION = typer.Option(
     None,
     "--ood-data",
+    readable=False,
     help="A second data set to tell apart from --data (OOD detection: AUROC, AUPR, FPR at 95% TPR); any format "
     "--data reads, labels not needed (an .npz with only x, a folder of images).",
 )
 UNLABELED_OPTION = typer.Option(
     None,
     "--unlabeled",
+    readable=False,
     help="Unlabeled images whose accuracy is estimated without labels (ATC, DoC), fitted on --data; formats as "
     "--ood-data.",
 )
@@ -137,12 +145,16 @@ def audit_options(
 
 
 def parse_floats(text: str | None, name: str) -> list[float] | None:
+    """'0.5,0.25' -> [0.5, 0.25]; every value finite (float() reads 'nan' and 'inf', which no option means)."""
     if text is None:
         return None
     try:
-        return [float(v) for v in text.replace(" ", "").split(",") if v]
+        values = [float(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
         raise UsageError(f"{name} must be comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise UsageError(f"{name} must be finite numbers, got {text!r}")
+    return values
 
 
 def parse_size(text: str | None) -> list[int] | None:
@@ -219,15 +231,19 @@ def parse_corruption_set(text: str) -> str:
 
 
 def parse_severities(text: str | None) -> tuple[int, ...]:
-    """'1-5', '3', '1,3,5' -> sorted unique severities in 1..5."""
+    """'1-5', '3', '1,3,5' -> sorted unique severities in 1..5 (each range's ends checked before it is expanded:
+    '1-10000000000' is refused, not listed)."""
     text = (text or "1-5").replace(" ", "")
-    out: set[int] = set()
+    bounds = []
     try:
         for part in text.split(","):
             lo, _, hi = part.partition("-")
-            out.update(range(int(lo), int(hi or lo) + 1))
+            bounds.append((int(lo), int(hi or lo)))
     except ValueError:
         raise UsageError(f"--severities must look like 1-5 or 1,3,5, got {text!r}") from None
-    if not out or min(out) < 1 or max(out) > 5:
+    if any(lo < 1 or hi > 5 for lo, hi in bounds):
+        raise UsageError(f"severities must lie in 1-5, got {text!r}")
+    out = {severity for lo, hi in bounds for severity in range(lo, hi + 1)}
+    if not out:
         raise UsageError(f"severities must lie in 1-5, got {text!r}")
     return tuple(sorted(out))

@@ -25,6 +25,7 @@ import numpy as np
 
 from macs_audit.atomic import atomic_path, output_error, remove_stale_temporaries
 from macs_audit.data import image_tree
+from macs_audit.data.npz import data_bytes, npy_header
 from macs_audit.errors import InputError, UsageError
 from macs_audit.views.corruptions.table import CORRUPTIONS, SEVERITIES
 
@@ -227,17 +228,13 @@ def _read_header(file: Path) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and dtype from a .npy header, checking the file is as long as it claims."""
     try:
         with open(file, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-            else:
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            shape, fortran, dtype = npy_header(f)
             offset = f.tell()
     except (OSError, ValueError, EOFError) as exc:
         raise InputError(f"cannot read {file} as a .npy array: {_one_line(exc)}") from None
     if fortran and len(shape) > 1:
         raise InputError(f"{file} is stored in Fortran order; CIFAR-C files are C-ordered")
-    size = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = offset + data_bytes(shape, dtype)  # Python integers: a huge claimed shape cannot wrap around
     if file.stat().st_size < size:
         raise InputError(f"{file} is truncated: {file.stat().st_size} bytes, the header describes {size}")
     return tuple(shape), dtype

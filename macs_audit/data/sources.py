@@ -22,6 +22,8 @@ from typing import Callable
 
 import numpy as np
 
+from macs_audit.data.images import open_image
+from macs_audit.data.npz import NpzArchive, open_npz
 from macs_audit.errors import InputError, UsageError
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -117,50 +119,40 @@ def unlabeled_source(name: str, fmt: str, x: np.ndarray) -> Source:
 
 
 def load_npz(path: Path, labeled: bool = True) -> Source:
-    try:
-        data = np.load(path, allow_pickle=False)
-        keys = set(data.files)
-    except (OSError, ValueError) as exc:
-        # numpy takes any non-zip file for a pickle and suggests allow_pickle: never, it is not an npz
-        reason = "not an .npz (zip) archive" if "pickled" in str(exc) else exc
-        raise InputError(f"cannot read {path} as .npz: {reason}") from None
-    if not labeled and "x" in keys and "y" not in keys:
-        return unlabeled_source(str(path), "npz", _npz_array(data, "x", path))
-    if not {"x", "y"} <= keys:
-        raise InputError(f"{path}: an .npz data file needs arrays 'x' (images) and 'y' (labels); found {sorted(keys)}")
-    y = _npz_array(data, "y", path)
-    if y.dtype.kind not in "iu":
-        raise InputError(
-            f"{path}: labels 'y' must be integer class indices, got {y.dtype}; store the indices in 'y' "
-            "and the names in 'class_names'"
-        )
-    if len(y) and int(y.max()) >= MAX_CLASSES:
-        raise InputError(f"{path}: label {int(y.max())} is not a class index (0..K-1, K below {MAX_CLASSES:,})")
-    names = _npz_class_names(data, keys, path)
-    if names is None:
-        k = int(y.max()) + 1 if len(y) else 0
-        names = CIFAR10_CLASSES if k <= 10 and k > 0 and len(y) else [str(i) for i in range(k)]
-    return array_source(str(path), "npz", _npz_array(data, "x", path), y, names)
+    """An .npz of images `x` and labels `y` (and class names), read by data.npz: each array's header is
+    checked against the file and a size limit before anything is allocated."""
+    with open_npz(path) as data:
+        keys = data.keys
+        if not labeled and "x" in keys and "y" not in keys:
+            return unlabeled_source(str(path), "npz", data.read("x"))
+        if not {"x", "y"} <= keys:
+            raise InputError(
+                f"{path}: an .npz data file needs arrays 'x' (images) and 'y' (labels); found {sorted(keys)}"
+            )
+        y = data.read("y")
+        if y.dtype.kind not in "iu":
+            raise InputError(
+                f"{path}: labels 'y' must be integer class indices, got {y.dtype}; store the indices in 'y' "
+                "and the names in 'class_names'"
+            )
+        if len(y) and int(y.max()) >= MAX_CLASSES:
+            raise InputError(f"{path}: label {int(y.max())} is not a class index (0..K-1, K below {MAX_CLASSES:,})")
+        names = _npz_class_names(data, keys)
+        if names is None:
+            k = int(y.max()) + 1 if len(y) else 0
+            names = CIFAR10_CLASSES if k <= 10 and k > 0 and len(y) else [str(i) for i in range(k)]
+        return array_source(str(path), "npz", data.read("x"), y, names)
 
 
-def _npz_class_names(data, keys: set[str], path: Path) -> list[str] | None:
+def _npz_class_names(data: NpzArchive, keys: set[str]) -> list[str] | None:
     """The class names under the first of NPZ_CLASS_NAME_KEYS the npz has; the other exporters' keys count
     only as a list of strings (a `classes` array of numbers is not names)."""
     for key in NPZ_CLASS_NAME_KEYS:
         if key in keys:
-            names = _npz_array(data, key, path)
+            names = data.read(key)
             if names.ndim == 1 and (key == "class_names" or names.dtype.kind in "US"):
                 return _decode(names)
     return None
-
-
-def _npz_array(data, key: str, path: Path) -> np.ndarray:
-    """One array of an npz; an object array (which would need pickle) or a damaged member is an InputError."""
-    try:
-        return data[key]
-    except (OSError, ValueError, EOFError) as exc:
-        reason = "it is an object array (pickled), which is never loaded" if "allow_pickle" in str(exc) else exc
-        raise InputError(f"cannot read '{key}' of {path}: {reason}; save plain numeric or string arrays") from None
 
 
 class _ArrayOnlyUnpickler(pickle.Unpickler):
@@ -254,18 +246,8 @@ def load_imagefolder(
 
 
 def _first_size(f: Path) -> tuple[int, int]:
-    w, h = _read_image(f).size
+    w, h = open_image(f).size
     return h, w
-
-
-def _read_image(f: Path):
-    from PIL import Image
-
-    try:
-        with Image.open(f) as im:
-            return im.convert("RGB")
-    except OSError as exc:
-        raise InputError(f"cannot read image {f}: {exc}") from None
 
 
 def resize_and_crop(image, h: int, w: int, crop_pct: float):
@@ -307,7 +289,7 @@ class _ImageFolderFetch:
 
         out = np.empty((len(idx), self.h, self.w, 3), dtype=np.uint8)
         for row, i in enumerate(idx):
-            im = _read_image(self.files[i])
+            im = open_image(self.files[i])
             if self.crop_pct is not None:
                 im = resize_and_crop(im, self.h, self.w, self.crop_pct)
             elif im.size != (self.w, self.h):

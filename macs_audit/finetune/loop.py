@@ -91,14 +91,7 @@ def augment(x: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.
 def load_train_data(source, options: FinetuneOptions) -> TrainData:
     """Read the whole source once and hold out a class-stratified validation split."""
     labels = np.asarray(source.labels, dtype=np.int64)
-    val_idx, train_idx = options.split(labels)
-    if len(train_idx) < options.batch_size:
-        raise UsageError(
-            f"the training split has {len(train_idx)} images, fewer than --batch-size {options.batch_size}; "
-            "use a smaller batch or more data"
-        )
-    if len(val_idx) == 0:
-        raise UsageError(f"--val-fraction {options.val_fraction} holds out no images of {len(labels)}; raise it")
+    val_idx, train_idx = options.checked_split(labels)
     images = np.asarray(source.images(np.arange(len(labels))))
     if images.dtype != np.uint8 or images.ndim != 4:
         raise InputError(f"training images must be uint8 (N, H, W, C), got {images.dtype} {images.shape}")

@@ -6,6 +6,7 @@ Free of torch, so that the CLI shows the defaults in `--help` without importing 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 OBJECTIVES = ("macs", "ce", "focal", "label-smoothing", "mixup")
 OPTIMIZERS = ("sgd", "adamw")
@@ -70,6 +71,22 @@ class FinetuneOptions:
 
         return stratified_split(labels, self.val_fraction, self.split_seed)
 
+    def checked_split(self, labels) -> tuple:
+        """`split(labels)`, checked to train: at least one batch of training images and a non-empty validation
+        split (UsageError otherwise, naming the option to change). A run checks it as soon as the data is read,
+        before the start model's audit and before anything is written."""
+        from macs_audit.errors import UsageError
+
+        val_idx, train_idx = self.split(labels)
+        if len(train_idx) < self.batch_size:
+            raise UsageError(
+                f"the training split has {len(train_idx)} images, fewer than --batch-size {self.batch_size}; "
+                "use a smaller batch or more data"
+            )
+        if len(val_idx) == 0:
+            raise UsageError(f"--val-fraction {self.val_fraction} holds out no images of {len(labels)}; raise it")
+        return val_idx, train_idx
+
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
         for key in ("blur_range", "noise_range", "input_size", "mean", "std"):
@@ -95,9 +112,17 @@ class FinetuneOptions:
         return dataclasses.replace(self, preset=name, **values)
 
     def validate(self) -> "FinetuneOptions":
-        """Raise UsageError (one line, naming the flag) for values that cannot work."""
+        """Raise UsageError (one line, naming the flag) for values that cannot work: first any number that is not
+        finite (`--epochs inf`, `--lr nan`: every float field, and each value of the ranges and the
+        normalisation), then each option's own range."""
         from macs_audit.errors import UsageError
 
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            values = value if isinstance(value, tuple) else (value,)
+            if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+                shown = list(value) if isinstance(value, tuple) else value
+                raise UsageError(f"--{field.name.replace('_', '-')} must be a finite number, got {shown}")
         checks = [
             (
                 self.objective in OBJECTIVES,

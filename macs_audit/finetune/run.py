@@ -176,9 +176,9 @@ def run_finetune(
     train_source, train_info = load_data(train, image_size)
     if cfg.num_classes is not None and cfg.num_classes != train_source.num_classes:
         raise UsageError(f"the model has {cfg.num_classes} classes but {train.path} has {train_source.num_classes}")
+    options.checked_split(train_source.labels)  # too few images to train: fail now, not after the first audit
     eval_source, eval_info = load_data(eval_data, image_size)
     title = f"{options.objective} fine-tuning of {model.name}: before / after on {eval_source.name}"
-    out.mkdir(parents=True, exist_ok=True)
     distributed.barrier(ctx)  # every rank has checked for an old checkpoint before rank 0 writes one
     started = time.time()
 
@@ -197,6 +197,7 @@ def run_finetune(
     baseline_fit = validation_temperature(predictor, val_source, audit.batch_size, progress)
     baseline_weights = weights_path(out, name + BASELINE_SUFFIX, fmt)
     if ctx.is_main:  # before training, which changes the start model's weights in place
+        out.mkdir(parents=True, exist_ok=True)  # only now: a run that failed before this point leaves no folder
         scaled, folded_into = with_temperature(predictor.model, baseline_fit["temperature"], fmt, meta, debug)
         write_weights(scaled, baseline_weights, fmt)
         calibration = {"method": "temperature", **baseline_fit, "folded_into": folded_into}

@@ -7,6 +7,7 @@ then CIFAR-10 defaults.
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,11 @@ CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 OUTPUT_KINDS = ("auto", "logits", "probabilities")
 METADATA_PREFIX = "macs_audit."
+# The largest side a model input may have, in pixels. Every batch is resized to the input size before the
+# model runs, so the size decides the memory of each batch: at 4096x4096 one float32 RGB image is 192 MiB,
+# a batch of 500 of them 94 GiB. Image classifiers take 32 to about 1000 pixels a side; a size far beyond
+# (a typo, a hostile metadata entry) fails here, before anything is allocated.
+MAX_INPUT_SIDE = 4096
 # Keys a sidecar / metadata may set, with what they mean (documented in the README).
 KEYS = {
     "arch": "timm architecture name for a state dict / safetensors checkpoint",
@@ -89,12 +95,20 @@ def sidecar_path(model_path: str | Path) -> Path:
     return Path(model_path).with_suffix(".json")
 
 
+def _json(text: str) -> Any:
+    """json.loads, with nesting too deep for Python's parser (a hostile file of 100,000 brackets) a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to be model settings (one JSON object of keys)") from None
+
+
 def read_sidecar(model_path: str | Path) -> dict[str, Any]:
     path = sidecar_path(model_path)
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text())
+        data = _json(path.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read sidecar {path}: {exc}") from None
     if not isinstance(data, dict):
@@ -108,7 +122,7 @@ def parse_metadata(props: dict[str, str]) -> dict[str, Any]:
     for name, raw in props.items():
         if name.startswith(METADATA_PREFIX) and name[len(METADATA_PREFIX) :] in KEYS:
             try:
-                out[name[len(METADATA_PREFIX) :]] = json.loads(raw)
+                out[name[len(METADATA_PREFIX) :]] = _json(raw)
             except ValueError:
                 raise InputError(f"ONNX metadata property {name} is not valid JSON: {raw[:60]!r}") from None
     return out
@@ -130,31 +144,88 @@ def resolve(flags: dict[str, Any], sidecar: dict[str, Any], metadata: dict[str, 
     return _validate(cfg)
 
 
+ORIGINS = {"flag": "--{key}", "sidecar": "the model's sidecar", "metadata": "the model's ONNX metadata"}
+
+
+def _origin(cfg: ModelConfig, key: str) -> str:
+    """Where `key` of `cfg` was set, as a message names it: --input-size, the model's sidecar, ..."""
+    return ORIGINS.get(cfg.sources.get(key, ""), "the defaults").format(key=key.replace("_", "-"))
+
+
 def _validate(cfg: ModelConfig) -> ModelConfig:
+    """Check and normalise every key, one at a time: a bad value is a UsageError that names the key, the value
+    and where it was set (a flag, the sidecar or the ONNX metadata)."""
+
+    def fail(key: str, expected: str) -> UsageError:
+        return UsageError(f"{key} must be {expected}, got {getattr(cfg, key)!r} from {_origin(cfg, key)}")
+
+    size = cfg.input_size
     try:
-        size = cfg.input_size
-        if isinstance(size, int):
+        if isinstance(size, (int, float)) and not isinstance(size, bool):
             size = (size, size)
+        if isinstance(size, (str, bytes)) or len(size) != 2 or not all(_is_whole(v) for v in size):
+            raise TypeError
         cfg.input_size = (int(size[0]), int(size[1]))
-        cfg.mean = tuple(float(v) for v in cfg.mean)
-        cfg.std = tuple(float(v) for v in cfg.std)
-        cfg.num_classes = None if cfg.num_classes is None else int(cfg.num_classes)
-        cfg.crop_pct = None if cfg.crop_pct is None else float(cfg.crop_pct)
-    except (TypeError, ValueError, IndexError):
-        raise UsageError("input_size must be [height, width]; mean and std lists of numbers") from None
-    if cfg.crop_pct is not None and not 0 < cfg.crop_pct <= 1:
-        raise UsageError(f"crop_pct must be in (0, 1], got {cfg.crop_pct}")
+    except (TypeError, ValueError):
+        raise fail("input_size", "[height, width] (or one number)") from None
     if min(cfg.input_size) < 1:
-        raise UsageError(f"input_size must be positive, got {list(cfg.input_size)}")
-    if len(cfg.mean) != len(cfg.std) or any(s <= 0 for s in cfg.std):
+        raise UsageError(f"input_size must be positive, got {list(cfg.input_size)} from {_origin(cfg, 'input_size')}")
+    if max(cfg.input_size) > MAX_INPUT_SIDE:
+        h, w = cfg.input_size
+        raise UsageError(
+            f"input_size {h}x{w} from {_origin(cfg, 'input_size')} is larger than {MAX_INPUT_SIDE}x{MAX_INPUT_SIDE}, "
+            "the largest model input accepted; give the size the model was trained at"
+        )
+    for key in ("mean", "std"):
+        try:
+            values = tuple(_finite(v) for v in getattr(cfg, key))
+        except (TypeError, ValueError):
+            raise fail(key, "a list of finite numbers, one per channel") from None
+        setattr(cfg, key, values)
+    if len(cfg.mean) != len(cfg.std) or not cfg.mean or any(s <= 0 for s in cfg.std):
         raise UsageError("mean and std need one value per channel, and std must be positive")
+    if cfg.num_classes is not None:
+        if not _is_whole(cfg.num_classes):
+            raise fail("num_classes", "a whole number")
+        cfg.num_classes = int(cfg.num_classes)
+        if cfg.num_classes < 2:
+            origin = _origin(cfg, "num_classes")
+            raise UsageError(f"num_classes must be at least 2, got {cfg.num_classes} from {origin}")
+    if cfg.crop_pct is not None:
+        try:
+            cfg.crop_pct = _finite(cfg.crop_pct)
+        except (TypeError, ValueError):
+            raise fail("crop_pct", "a number in (0, 1]") from None
+        if not 0 < cfg.crop_pct <= 1:
+            raise UsageError(f"crop_pct must be in (0, 1], got {cfg.crop_pct}")
     if cfg.output not in OUTPUT_KINDS:
         raise UsageError(f"output must be one of {', '.join(OUTPUT_KINDS)}, got {cfg.output!r}")
-    if cfg.num_classes is not None and cfg.num_classes < 2:
-        raise UsageError(f"num_classes must be at least 2, got {cfg.num_classes}")
     if cfg.arch is not None and not isinstance(cfg.arch, str):
         origin = cfg.sources.get("arch", "flag")
         raise UsageError(
             f"arch must be a timm architecture name (a string), got {cfg.arch!r} from the model's {origin}"
         )
     return cfg
+
+
+def _is_whole(value: Any) -> bool:
+    """An integer, or a float or string that is one (JSON and flags may carry 32 as 32.0 or "32")."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(number) and number == int(number)
+
+
+def _finite(value: Any) -> float:
+    """float(value), for a number that is finite (JSON accepts NaN and Infinity); ValueError otherwise."""
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(value)
+    return number

@@ -14,6 +14,22 @@ from macs_audit.outputs import check_file
 # Node metadata keys the dynamo exporter fills with stack traces, source paths and module names
 # of the machine that built the model; an exported file must not carry them.
 _LEAKY_METADATA = ("stack_trace", "pkg.torch", "namespace", "source", "fx_node", "class_hierarchy")
+# The ONNX opsets torch.onnx.export (dynamo) writes. Its operators are implemented at opset 18 (torch's
+# TORCHLIB_OPSET); another opset is reached by onnxscript's version converter, which converts between 18 and
+# 25 (its SUPPORTED_MIN/MAX_ONNX_OPSET). Outside that range torch falls back to onnx's C converter, which
+# fails on common operators, prints its traceback and writes the model at opset 18 regardless.
+DEFAULT_OPSET = 18
+MIN_OPSET, MAX_OPSET = 18, 25
+
+
+def check_opset(opset: int) -> int:
+    """`opset` if torch.onnx.export can write it, else a UsageError naming the range (before any export)."""
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UsageError(
+            f"--opset {opset} is not supported: torch.onnx.export writes ONNX opsets {MIN_OPSET} to {MAX_OPSET} "
+            f"(default {DEFAULT_OPSET}); choose one your runtime reads"
+        )
+    return opset
 
 
 def save_safetensors(model, path: str | Path) -> None:
@@ -53,7 +69,7 @@ def strip_build_metadata(proto) -> None:
     proto.doc_string = ""
 
 
-def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = 18) -> None:
+def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = DEFAULT_OPSET) -> None:
     """Export an eval-mode torch model to one self-contained ONNX file with a dynamic batch axis.
 
     `meta` (arch, num_classes, input_size, mean, std, output, class_names) goes into the file's
@@ -62,6 +78,7 @@ def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = 18) 
     import onnx
     import torch
 
+    check_opset(opset)
     model = model.eval()
     h, w = meta.get("input_size", (32, 32))
     example = torch.zeros(2, len(meta.get("mean", (0, 0, 0))), h, w)
@@ -97,7 +114,7 @@ def export_checkpoint(
     checkpoint: Path,
     flags: dict,
     out: Path | None = None,
-    opset: int = 18,
+    opset: int = DEFAULT_OPSET,
     trust_pickled: bool = False,
     debug: bool = False,
     force: bool = False,
@@ -107,6 +124,7 @@ def export_checkpoint(
     never the checkpoint or its sidecar; an existing file only with `force`."""
     if checkpoint.suffix.lower() in ONNX_SUFFIXES:
         raise UsageError(f"{checkpoint} is already an ONNX model")
+    check_opset(opset)
     path = out or checkpoint.with_suffix(".onnx")
     check_file(path, inputs=(checkpoint, sidecar_path(checkpoint)), option="--out", force=force)
     predictor = load_torch_predictor(checkpoint, flags, "cpu", trust_pickled, debug=debug)

@@ -82,6 +82,11 @@ def load_predictor(
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model not found: {path}")
+    try:  # an unreadable file (no read permission) fails here with the OS's reason, not in a backend's words
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot read model {path}: {exc.strerror or exc}") from None
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     sidecar = model_config.read_sidecar(path)
     device = resolve_device(device)

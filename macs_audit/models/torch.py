@@ -344,6 +344,12 @@ class TorchPredictor:
             self.torch_device.type, dtype=self.amp_dtype, enabled=self.autocast if amp is None else amp
         ):
             out = self.model(x)
+        if not torch.is_tensor(out):
+            raise InputError(
+                f"the model {self.info['path']} returned {_describe_output(out)}, not a tensor: its forward must "
+                "return one tensor of logits (or probabilities) of shape (batch, classes); save a module that "
+                "returns that tensor alone"
+            )
         return out.float()  # upcast before any metric
 
     @torch.no_grad()
@@ -356,10 +362,26 @@ class TorchPredictor:
             out = self.forward(x)
         except InputError:
             raise
-        except RuntimeError as exc:
-            raise InputError(f"the model failed on a batch of shape {tuple(x.shape)}: {one_line(exc)}") from None
+        except Exception as exc:  # the model's own code raised (RuntimeError, TorchScript's jit.Error, ...)
+            raise InputError(
+                f"the model {self.info['path']} failed on a batch of shape {tuple(x.shape)}: {one_line(exc)}"
+            ) from None
         logits = self.output(out.cpu().numpy())
         if self.config.num_classes is None:
             self.config.num_classes = self.output.num_classes = logits.shape[1]
             record_warnings(self.info, self.config)  # the class count is known now
         return logits
+
+
+def _describe_output(out: Any) -> str:
+    """What a model returned instead of a tensor, for the message: 'a tuple of 2 (Tensor, Tensor)', 'a dict with
+    keys 'logits'', 'None'."""
+    if out is None:
+        return "None"
+    if isinstance(out, (tuple, list)):
+        kinds = ", ".join(type(v).__name__ for v in out[:3]) + (", ..." if len(out) > 3 else "")
+        return f"a {type(out).__name__} of {len(out)} ({kinds})"
+    if isinstance(out, dict):
+        keys = ", ".join(repr(k) for k in list(out)[:3]) + (", ..." if len(out) > 3 else "")
+        return f"a dict with keys {keys}"
+    return f"a {type(out).__name__}"
