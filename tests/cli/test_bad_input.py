@@ -235,6 +235,52 @@ def _quick(model: str = "{model}", data: str = "{data}", *extra: str) -> tuple[s
 
 FINETUNE = ("finetune", "{tmp}/net.safetensors", "--arch", "resnet18", "--data", "{data}", "-q")
 
+# Strings from the data: an escape that clears the screen and one that retitles the terminal window.
+ESC = "\x1b[2J\x1b]0;title\x07"
+ESC_SHOWN = "\\x1b[2J\\x1b]0;title\\x07"  # as printable() shows it
+
+
+def _report_json(name: str, change: Callable[[dict], object] | None = None, text: str | None = None):
+    """A report file: the synthetic report's JSON as `change` leaves it, or `text` as it is."""
+
+    def make(tmp: Path) -> None:
+        data = json.loads(synthetic_report(corruptions=["fog"]).to_json())
+        if change is not None:
+            change(data)
+        (tmp / name).write_text(json.dumps(data) if text is None else text, encoding="utf-8")
+
+    return make
+
+
+def _put(path: str, value: object) -> Callable[[dict], None]:
+    """Sets the report's key at the dotted `path` (clean.metrics) to `value`."""
+
+    def change(data: dict) -> None:
+        *parents, key = path.split(".")
+        for part in parents:
+            data = data[part]
+        data[key] = value
+
+    return change
+
+
+def _hostile(data: dict) -> None:
+    """Escapes, control characters and rich markup in the strings a report carries: the model's path, the data
+    source, a class name, a perturbation view's name and the corruption's name (everywhere the report names it)."""
+    data["model"]["path"] = f"{ESC}net\x00.onnx"
+    data["data"]["source"] = f"[red]src[/red]{ESC}\u202e"
+    data["data"]["class_names"][3] = f"[red]cat[/red]{ESC}"
+    data["views"][0]["name"] = f"[bold]noise[/bold]{ESC}"
+    fog = f"fog{ESC}"
+    for view in data["views"]:
+        if view["corruption"] == "fog":
+            view["corruption"], view["name"] = fog, view["name"].replace("fog", fog)
+    summary = data["corruption_summary"]
+    summary["corruptions"] = {fog: summary["corruptions"]["fog"]}
+    for family in summary["families"].values():
+        family["corruptions"] = [fog if c == "fog" else c for c in family["corruptions"]]
+
+
 # -------------------------------------------------------------------------------------------- rows
 
 ROWS: list[Row] = [
@@ -581,6 +627,82 @@ ROWS: list[Row] = [
     ),
     # ---------------------------------------------------- models, data, options, export and training
     # ------------------------------------------- reports, configs, writers and strings from the data
+    *(
+        [Row("init-out-is-dev-full", ("init", "{report}", "-o", "/dev/full"), 3, "cannot write /dev/full: No space")]
+        if os.path.exists("/dev/full")
+        else []
+    ),
+    Row(
+        "report-nested-100k-deep",
+        ("report", "deep.json"),
+        3,
+        "deep.json: not a macs-audit report: nested more than 64 levels deep",
+        _file("deep.json", "[" * 100_000 + "]" * 100_000),
+    ),
+    Row(
+        "gate-config-array-20k-deep",
+        ("gate", "{report}", "--config", "deep.toml"),
+        2,
+        "deep.toml cannot be used: arrays or tables nested more than 64 levels deep",
+        _file("deep.toml", "[gate]\nmin_accuracy = " + "[" * 20_000 + "]" * 20_000 + "\n"),
+    ),
+    Row(
+        "gate-clean-metrics-null",
+        ("gate", "bad.json", "--config", "{config}"),
+        3,
+        "bad.json: clean.metrics: expected an object, got null",
+        _report_json("bad.json", _put("clean.metrics", None)),
+    ),
+    Row(
+        "compare-clean-metrics-a-list",
+        ("compare", "{report}", "bad.json"),
+        3,
+        "bad.json: clean.metrics: expected an object, got an array",
+        _report_json("bad.json", _put("clean.metrics", [0.9])),
+    ),
+    Row(
+        "report-class-names-a-number",
+        ("report", "bad.json", "-f", "html"),
+        3,
+        "bad.json: data.class_names: expected an array of strings, got 5",
+        _report_json("bad.json", _put("data.class_names", 5)),
+    ),
+    Row(
+        "report-created-a-number",
+        ("report", "bad.json", "-f", "md"),
+        3,
+        "bad.json: created: expected a string, got 5",
+        _report_json("bad.json", _put("created", 5)),
+    ),
+    Row(
+        "report-interval-not-a-pair",
+        ("report", "bad.json"),
+        3,
+        "bad.json: clean.intervals.accuracy: expected an array of 2 numbers, got an array of 1",
+        _report_json("bad.json", _put("clean.intervals.accuracy", [0.9])),
+    ),
+    Row(
+        "gate-ood-score-a-string",
+        ("gate", "bad.json", "--config", "{config}"),
+        3,
+        'bad.json: ood.scores.msp.auroc: expected a number, got "high"',
+        _report_json("bad.json", _put("ood.scores.msp.auroc", "high")),
+    ),
+    Row(
+        "report-nan",
+        ("report", "bad.json"),
+        3,
+        "bad.json: not valid JSON: NaN is not a JSON number",
+        _report_json("bad.json", text='{"schema_version": "1.2", "clean": {"metrics": {"ece": NaN}}}'),
+    ),
+    Row("report-missing-named-with-escapes", ("report", f"{ESC}gone.json"), 3, f"not found: {ESC_SHOWN}gone.json"),
+    Row(
+        "gate-corruption-names-with-escapes-in-the-message",
+        ("gate", "evil.json", "--config", "snow.toml"),
+        3,
+        f"(it has: fog{ESC_SHOWN})",
+        _all(_report_json("evil.json", _hostile), _file("snow.toml", "[gate.corruptions.snow]\nmin_accuracy = 0.5\n")),
+    ),
 ]
 
 
@@ -724,3 +846,84 @@ def test_an_unwritable_step_summary_is_a_warning_after_the_verdict(workdir, monk
     assert result.exit_code == code, result.output
     assert result.stderr.index(verdict) < result.stderr.index("warning: cannot append to $GITHUB_STEP_SUMMARY")
     assert "error" not in result.stderr
+
+
+# ------------------------------------------- strings from the data, shown on every output
+
+CORRUPTION_GATE = "[gate]\nmin_accuracy = 0.5\n[gate.corruptions]\nmin_accuracy = 0.01\n"  # a check per corruption
+RENAMED = f"{ESC}b.json"  # a report whose file name holds escapes (compare names both files)
+
+
+@pytest.mark.parametrize(
+    "args, output, shown",
+    [
+        (("report", "evil.json"), None, "[bold]noise[/bold]\\x1b[2J"),  # markup in a view's name, as written
+        (("report", "evil.json", "-f", "md"), None, "\\\\x1b\\[2J\\\\x1b\\]0;title\\\\x07net\\\\x00.onnx"),
+        (("report", "evil.json", "-f", "html"), None, f"[red]cat[/red]{ESC_SHOWN}"),
+        (("gate", "evil.json", "--config", "c.toml"), None, f"corruptions.fog{ESC_SHOWN}.min_accuracy"),
+        (("gate", "evil.json", "--config", "c.toml", "-f", "md"), None, "gate passed"),
+        (("gate", "evil.json", "--config", "c.toml", "-f", "junit", "-o", "out.xml"), "out.xml", "fog"),
+        (("compare", "{report}", "evil.json"), None, f"[bold]noise[/bold]{ESC_SHOWN}"),
+        (("compare", "{report}", RENAMED), None, f"B = {ESC_SHOWN}b.json"),
+        (("compare", "{report}", "evil.json", "-f", "junit", "-o", "out.xml"), "out.xml", "noise"),
+        (("compare", "{report}", "evil.json", "-f", "html"), None, "noise"),
+    ],
+    ids=[
+        "report-terminal",
+        "report-md",
+        "report-html",
+        "gate-terminal",
+        "gate-md",
+        "gate-junit",
+        "compare-terminal",
+        "compare-terminal-file-name",
+        "compare-junit",
+        "compare-html",
+    ],
+)
+def test_strings_from_the_data_reach_no_output_raw(workdir, args, output, shown):
+    """Escapes and control characters in a report's strings are shown as escapes (macs_audit.text.printable) in
+    every format, rich markup in them is shown as written, and the JUnit XML parses. `color=True`: standard
+    output is taken as a terminal would get it (click strips escapes only from what is not a terminal)."""
+    import xml.etree.ElementTree as ET
+
+    _report_json("evil.json", _hostile)(workdir)
+    (workdir / RENAMED).write_bytes((workdir / "evil.json").read_bytes())
+    (workdir / "c.toml").write_text(CORRUPTION_GATE)
+    result = runner.invoke(app, [_fill(a, workdir) for a in args], color=True)
+    assert result.exit_code == 0, result.output
+    text = result.stdout + result.stderr
+    if output is not None:
+        text += (workdir / output).read_text(encoding="utf-8")
+        ET.parse(workdir / output)  # XML 1.0 holds no control characters
+    for raw in ("\x1b[2J", "\x1b]", "\x07", "\x00", "\u202e"):
+        assert raw not in text, f"{raw!r} reached the output"
+    assert shown in text
+
+
+def test_init_streams_to_a_fifo_with_a_reader(workdir):
+    """A FIFO is streamed to like every output (never read as a TOML file, never replaced by a file): the reader
+    gets the table and init returns."""
+    import threading
+
+    fifo = workdir / "gate.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    before = _snapshot(workdir)
+    outcome: list = []
+    command = threading.Thread(
+        target=lambda: outcome.append(runner.invoke(app, ["init", str(workdir / "report.json"), "-o", str(fifo)])),
+        daemon=True,
+    )
+    command.start()
+    command.join(timeout=60)
+    if command.is_alive():  # unblock both threads (a writer, then its end closed) before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("init -o FIFO did not return")
+    reader.join(timeout=10)
+    result = outcome[0]
+    assert result.exit_code == 0, result.output
+    assert got and b"[tool.macs-audit.gate]" in got[0] and b"min_accuracy" in got[0]
+    assert _snapshot(workdir) == before  # still the FIFO, nothing beside it
