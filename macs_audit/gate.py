@@ -29,6 +29,7 @@ from typing import Any
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics.registry import GATE_METRICS, METRICS, VIEW_METRICS, Metric, Place
 from macs_audit.report import MAX_DEPTH, Report, ViewResult, within_depth
+from macs_audit.text import printable
 from macs_audit.views.corruptions.table import CORRUPTIONS
 
 # Values equal to a bound pass; this absorbs floating-point rounding in `baseline + allowance`.
@@ -545,8 +546,8 @@ def starting_thresholds(
 
 
 def _comment(text: str) -> str:
-    """One TOML comment line's text: no line breaks or control characters from a report's strings."""
-    return "".join(ch if ch.isprintable() else " " for ch in text)
+    """One TOML comment line's text: a report's line breaks and control characters shown as escapes."""
+    return printable(text)
 
 
 def starting_config(
