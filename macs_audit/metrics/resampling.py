@@ -7,18 +7,31 @@ from collections.abc import Iterator
 
 import numpy as np
 
-DRAWS_PER_CHUNK = 4_000_000  # resample counts held at once (rows x samples): bounds the memory
+DRAWS_PER_CHUNK = 4_000_000  # resample draws made at once (rows x samples): bounds the memory
+# Counts handed out at once (rows x samples) by default: a consumer's per-resample arrays (prefix sums, masses)
+# are as many as the counts, several times over, so the counts go out in smaller pieces than they are drawn in.
+COUNTS_PER_PIECE = 1_000_000
 
 
 def draw_counts(
     n: int, n_resamples: int, rng: np.random.Generator, rows: int | None = None, dtype: type | None = None
 ) -> Iterator[np.ndarray]:
     """Chunks of draw counts (rows, n), `n_resamples` rows in all, each row summing to n; `rows` per chunk
-    (default: as many as DRAWS_PER_CHUNK allows); float64 unless `dtype` is given (the smallest unsigned integer
-    that holds n, np.min_scalar_type(n), holds every count exactly)."""
+    (default: about as many as COUNTS_PER_PIECE allows); float64 unless `dtype` is given (the smallest unsigned integer
+    that holds n, np.min_scalar_type(n), holds every count exactly).
+
+    The draws are made DRAWS_PER_CHUNK at a time (or `rows` at a time) whatever the pieces handed out: the
+    generator's stream depends on how many draws each call makes, so the counts stay those of that chunking."""
     chunk = rows or max(1, DRAWS_PER_CHUNK // max(n, 1))
+    piece = rows or max(1, COUNTS_PER_PIECE // max(n, 1))
     for start in range(0, n_resamples, chunk):
         m = min(chunk, n_resamples - start)
         draws = rng.integers(0, n, size=(m, n))
-        counts = np.bincount((draws + n * np.arange(m)[:, None]).ravel(), minlength=m * n).reshape(m, n)
-        yield counts.astype(dtype or np.float64)
+        draws += n * np.arange(m)[:, None]  # row r's draws offset by r * n: one bincount counts every row
+        counts = np.bincount(draws.ravel(), minlength=m * n).reshape(m, n)
+        del draws
+        # Pieces of near-equal size, none much smaller than `piece` (a sliver of a few rows would take another
+        # path through BLAS, whose sums can differ from the whole chunk's in the last bit).
+        bounds = np.linspace(0, m, -(-m // piece) + 1).round().astype(int)
+        for first, last in zip(bounds[:-1], bounds[1:], strict=True):
+            yield counts[first:last].astype(dtype or np.float64)

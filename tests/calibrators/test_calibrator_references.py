@@ -147,6 +147,28 @@ def test_isotonic_matches_scikit_learn_per_class(fit_half, held_out):
         np.testing.assert_allclose(mapped[:, k], reference.predict(q[:, k]), rtol=0, atol=1e-12)
 
 
+def test_isotonic_fit_is_scikit_learns_on_ties_and_hairline_gaps():
+    """The fit reproduces scikit-learn's steps without importing it: exactly its thresholds and values, also where
+    x values repeat or lie less than float64's resolution apart (scikit-learn merges those into one point)."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from macs_audit.calibrators.isotonic import _isotonic_fit
+
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        n = int(rng.integers(2, 800))
+        x = rng.random(n)
+        if trial % 3 == 0:
+            x = np.round(x, int(rng.integers(1, 4)))  # ties
+        if trial % 2 == 0:
+            x[: n // 2] = x[n // 2 : n // 2 * 2] + rng.choice([0.0, 1e-16, 5e-16, 2e-15], size=n // 2)
+        hit = (rng.random(n) < x).astype(float)
+        reference = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(x, hit)
+        thresholds, values = _isotonic_fit(x, hit)
+        np.testing.assert_array_equal(thresholds, reference.X_thresholds_)
+        np.testing.assert_array_equal(values, reference.y_thresholds_)
+
+
 def test_isotonic_matches_netcal(fit_half, held_out):
     IsotonicRegression = pytest.importorskip("netcal.binning").IsotonicRegression
 

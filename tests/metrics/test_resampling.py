@@ -1,0 +1,31 @@
+"""Bootstrap draw counts: handed out in pieces that bound the consumers' memory, drawn as one chunk."""
+
+import numpy as np
+import pytest
+
+from macs_audit.metrics import resampling
+
+
+def drawn_whole(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """The counts of DRAWS_PER_CHUNK draws at a time, as one array (the stream the pieces must keep)."""
+    rng, chunk, out = np.random.default_rng(seed), max(1, resampling.DRAWS_PER_CHUNK // n), []
+    for start in range(0, n_resamples, chunk):
+        m = min(chunk, n_resamples - start)
+        draws = rng.integers(0, n, size=(m, n))
+        out.append(np.bincount((draws + n * np.arange(m)[:, None]).ravel(), minlength=m * n).reshape(m, n))
+    return np.concatenate(out).astype(np.float64)
+
+
+@pytest.mark.parametrize(("n", "n_resamples"), [(10_000, 1000), (9_999, 1000), (3_001, 1000), (101, 333), (3, 7)])
+def test_pieces_are_the_counts_drawn_whole_and_bounded(n, n_resamples):
+    pieces = list(resampling.draw_counts(n, n_resamples, np.random.default_rng(7)))
+    np.testing.assert_array_equal(np.concatenate(pieces), drawn_whole(n, n_resamples, 7))
+    rows = max(1, resampling.COUNTS_PER_PIECE // n)
+    assert all(len(p) <= rows for p in pieces)
+    assert all(len(p) >= min(rows, n_resamples) // 2 for p in pieces)  # no sliver of a few rows
+    assert all((p.sum(axis=1) == n).all() for p in pieces)
+
+
+def test_explicit_rows_are_the_pieces():
+    pieces = list(resampling.draw_counts(50, 25, np.random.default_rng(0), rows=10, dtype=np.uint8))
+    assert [len(p) for p in pieces] == [10, 10, 5] and pieces[0].dtype == np.uint8
