@@ -221,6 +221,87 @@ def _symlink_loop(name: str) -> Callable[[Path], None]:
     return make
 
 
+def _damaged_npz(name: str, how: str) -> Callable[[Path], None]:
+    """The 60-image data.npz as a damaged copy of it can be: `half` cut in half (its zip directory lost with the
+    second half), `crc` one byte of its pixels changed (the member's CRC no longer matches)."""
+
+    def make(tmp: Path) -> None:
+        data = bytearray((tmp / "data.npz").read_bytes())
+        if how == "half":
+            del data[len(data) // 2 :]
+        else:
+            data[len(data) // 2] ^= 0xFF  # inside x.npy, the first and largest member
+        (tmp / name).write_bytes(bytes(data))
+
+    return make
+
+
+def _npz_claiming(name: str, shape: tuple[int, ...]) -> Callable[[Path], None]:
+    """An .npz whose x.npy header claims uint8 images of `shape` over one image's bytes, with 12 labels."""
+
+    def make(tmp: Path) -> None:
+        import io
+        import zipfile
+
+        header, labels = io.BytesIO(), io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": "|u1", "fortran_order": False, "shape": shape})
+        np.save(labels, _Y)
+        with zipfile.ZipFile(tmp / name, "w") as archive:
+            archive.writestr("x.npy", header.getvalue() + bytes(32 * 32 * 3))
+            archive.writestr("y.npy", labels.getvalue())
+
+    return make
+
+
+def _png_tree(name: str, width: int, height: int) -> Callable[[Path], None]:
+    """An image folder of 10 classes, each one PNG whose header claims width x height (its pixel data a few bytes)."""
+
+    def make(tmp: Path) -> None:
+        import struct
+        import zlib
+
+        def chunk(kind: bytes, data: bytes) -> bytes:
+            return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+        header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+        png = (
+            b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", header)
+            + chunk(b"IDAT", zlib.compress(bytes(16)))
+            + chunk(b"IEND", b"")
+        )
+        for label in range(10):
+            (tmp / name / str(label)).mkdir(parents=True)
+            (tmp / name / str(label) / "0.png").write_bytes(png)
+
+    return make
+
+
+def _scripted(name: str, returns: str) -> Callable[[Path], None]:
+    """A TorchScript model whose forward raises (`raise`), or returns its logits in a `tuple` or a `dict`."""
+
+    def make(tmp: Path) -> None:
+        import torch
+
+        class Raises(torch.nn.Module):
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                raise RuntimeError("this model's forward fails")
+
+        class Pair(torch.nn.Module):
+            def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                z = x.mean((2, 3)).repeat(1, 4)[:, :10]
+                return z, z
+
+        class Named(torch.nn.Module):
+            def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+                return {"logits": x.mean((2, 3)).repeat(1, 4)[:, :10]}
+
+        module = {"raise": Raises, "tuple": Pair, "dict": Named}[returns]()
+        torch.jit.save(torch.jit.script(module), tmp / name)
+
+    return make
+
+
 _X, _Y = tiny_images(12)
 EVALUATE = ("evaluate", "{model}", "--data", "{data}", "--bootstrap", "0", "--perturbations", "none")
 QUICK = (*EVALUATE, "--sensitivity-samples", "0", "-q")
@@ -234,6 +315,8 @@ def _quick(model: str = "{model}", data: str = "{data}", *extra: str) -> tuple[s
 
 
 FINETUNE = ("finetune", "{tmp}/net.safetensors", "--arch", "resnet18", "--data", "{data}", "-q")
+# A fine-tuning run of the ResNet-9 (net.safetensors) with a quick before/after audit on the 60 images.
+FINETUNE_QUICK = ("finetune", "net.safetensors", "--out", "ft", "--eval-data", "{data}", *EVALUATE[4:], "-q")
 
 # Strings from the data: an escape that clears the screen and one that retitles the terminal window.
 ESC = "\x1b[2J\x1b]0;title\x07"
@@ -626,6 +709,133 @@ ROWS: list[Row] = [
         _resnet9("net.safetensors"),
     ),
     # ---------------------------------------------------- models, data, options, export and training
+    Row(
+        "export-opset-1",
+        ("export", "net.safetensors", "--opset", "1"),
+        2,
+        "opsets 18 to 25",
+        _resnet9("net.safetensors"),
+    ),
+    Row(
+        "export-opset-99999",
+        ("export", "net.safetensors", "--opset", "99999"),
+        2,
+        "opsets 18 to 25",
+        _resnet9("net.safetensors"),
+    ),
+    Row(
+        "npz-cut-in-half",
+        _quick("{model}", "half.npz"),
+        3,
+        "the archive is incomplete",
+        _damaged_npz("half.npz", "half"),
+    ),
+    Row(
+        "npz-bad-crc",
+        _quick("{model}", "crc.npz"),
+        3,
+        "the archive is damaged (Bad CRC-32",
+        _damaged_npz("crc.npz", "crc"),
+    ),
+    Row(
+        "npz-header-claims-1e9-images",
+        _quick("{model}", "huge.npz"),
+        3,
+        "needs 2.79 TiB, more than the 32.00 GiB an .npz array may hold",
+        _npz_claiming("huge.npz", (10**9, 32, 32, 3)),
+    ),
+    Row(
+        "npz-header-claims-more-than-it-holds",
+        _quick("{model}", "short.npz"),
+        3,
+        "holds 3.00 KiB: the file is damaged or cut short",
+        _npz_claiming("short.npz", (1000, 32, 32, 3)),
+    ),
+    Row(
+        "png-header-1e10-pixels",
+        _quick("{model}", "bomb"),
+        3,
+        "has 10,000,000,000 pixels, more than the 89,478,485",
+        _png_tree("bomb", 100_000, 100_000),
+    ),
+    Row(
+        "png-12000x12000-no-pillow-warning",
+        _quick("{model}", "big"),
+        3,
+        "is 12000x12000 (144,000,000 pixels)",
+        _png_tree("big", 12_000, 12_000),
+    ),
+    Row(
+        "onnx-dynamic-input-size-60000",
+        _quick("dyn.onnx", "{data}", "--input-size", "60000"),
+        2,
+        "input_size 60000x60000 from --input-size is larger than 4096x4096",
+        _onnx("dyn.onnx", size="side"),
+    ),
+    Row(
+        "onnx-metadata-input-size-60000",
+        _quick("dyn.onnx"),
+        2,
+        "input_size 60000x60000 from the model's ONNX metadata is larger than 4096x4096",
+        _onnx("dyn.onnx", size="side", metadata={"macs_audit.input_size": "[60000, 60000]"}),
+    ),
+    Row(
+        "onnx-metadata-num-classes-not-a-number",
+        _quick("abc.onnx"),
+        2,
+        "num_classes must be a whole number, got 'abc' from the model's ONNX metadata",
+        _onnx("abc.onnx", metadata={"macs_audit.num_classes": '"abc"'}),
+    ),
+    Row(
+        "evaluate-severities-1-10000000000",
+        (*QUICK, "--corruptions", "fog", "--severities", "1-10000000000"),
+        2,
+        "severities must lie in 1-5, got '1-10000000000'",
+    ),
+    Row("evaluate-mean-nan", _quick("{model}", "{data}", "--mean", "nan,nan,nan"), 2, "--mean must be finite numbers"),
+    Row("evaluate-std-nan", _quick("{model}", "{data}", "--std", "nan,nan,nan"), 2, "--std must be finite numbers"),
+    Row(
+        "torchscript-forward-raises",
+        _quick("raise.pt"),
+        3,
+        "the model raise.pt failed on a batch of shape (60, 3, 32, 32)",
+        _scripted("raise.pt", "raise"),
+    ),
+    Row(
+        "torchscript-returns-a-tuple",
+        _quick("tuple.pt"),
+        3,
+        "returned a tuple of 2 (Tensor, Tensor), not a tensor: its forward must return one tensor of logits",
+        _scripted("tuple.pt", "tuple"),
+    ),
+    Row(
+        "torchscript-returns-a-dict",
+        _quick("dict.pt"),
+        3,
+        "returned a dict with keys 'logits', not a tensor",
+        _scripted("dict.pt", "dict"),
+    ),
+    Row(
+        "sidecar-nested-100k-deep",
+        _quick("deep.onnx"),
+        3,
+        "cannot read sidecar deep.json: nested too deeply",
+        _all(_onnx("deep.onnx"), _file("deep.json", "[" * 100_000 + "]" * 100_000)),
+    ),
+    Row(
+        "finetune-epochs-inf",
+        (*FINETUNE_QUICK, "--data", "{data}", "--batch-size", "16", "--epochs", "inf"),
+        2,
+        "--epochs must be a finite number, got inf",
+        _resnet9("net.safetensors"),
+    ),
+    Row(
+        "finetune-fewer-images-than-a-batch",
+        (*FINETUNE_QUICK, "--data", "d20.npz"),
+        2,
+        "the training split has 20 images, fewer than --batch-size 128",
+        _all(_resnet9("net.safetensors"), _npz("d20.npz", x=np.concatenate([_X, _X[:8]]), y=np.arange(20) % 10)),
+    ),
     # ------------------------------------------- reports, configs, writers and strings from the data
     *(
         [Row("init-out-is-dev-full", ("init", "{report}", "-o", "/dev/full"), 3, "cannot write /dev/full: No space")]
@@ -927,3 +1137,67 @@ def test_init_streams_to_a_fifo_with_a_reader(workdir):
     assert result.exit_code == 0, result.output
     assert got and b"[tool.macs-audit.gate]" in got[0] and b"min_accuracy" in got[0]
     assert _snapshot(workdir) == before  # still the FIFO, nothing beside it
+
+
+# --------------------------------------- unreadable models and data, interruptions, simulated here
+
+
+@pytest.mark.parametrize("which,path", [("model", "model.onnx"), ("data", "data.npz")])
+def test_an_unreadable_input_is_an_input_error_from_its_loader(workdir, monkeypatch, which, path):
+    """chmod 000 as a user other than root (the tests run as root, who reads it anyway): os.access, which click's
+    readable check asks, says no, and opening the file raises PermissionError. Not click's usage error (exit 2):
+    the loader's input error (exit 3), naming the file."""
+    import builtins
+    import io
+
+    target = workdir / path
+    real_access, real_open = os.access, io.open
+
+    def access(name, mode, *args, **kwargs):
+        return False if Path(name) == target else real_access(name, mode, *args, **kwargs)
+
+    def refuse(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and Path(file) == target:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
+        return real_open(file, *args, **kwargs)
+
+    before = _snapshot(workdir)
+    monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(io, "open", refuse)
+    monkeypatch.setattr(builtins, "open", refuse)
+    result = runner.invoke(app, [_fill(a, workdir) for a in _quick()])
+    monkeypatch.undo()
+    assert result.exit_code == 3, result.output
+    assert f"error: cannot read {which} {target}: Permission denied" in result.stderr, result.stderr
+    assert "unexpected" not in result.stderr and "not readable" not in result.stderr
+    assert _snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("command", ["evaluate", "calibrate", "finetune"])
+def test_an_interrupt_is_one_line_and_exit_130_in_every_command(workdir, monkeypatch, command):
+    """Ctrl-C: a real SIGINT to this process in the middle of the work (the audit, the calibration, finetune's
+    first training step). Every command ends the same way: the line 'interrupted', exit 130, no traceback, and
+    no temporary file left behind (what was written before it is whole)."""
+    import signal
+    import time
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)  # the KeyboardInterrupt arrives here
+        raise AssertionError("no SIGINT arrived")
+
+    if command == "evaluate":
+        monkeypatch.setattr("macs_audit.audit.run_audit", interrupted)
+        args = QUICK
+    elif command == "calibrate":
+        monkeypatch.setattr("macs_audit.finetune.calibrate.run_calibrate", interrupted)
+        args = (*CALIBRATE, "--out", "cal")
+    else:
+        _resnet9("net.safetensors")(workdir)
+        monkeypatch.setattr("macs_audit.finetune.loop.training_step", interrupted)
+        args = (*FINETUNE_QUICK, "--data", "{data}", "--batch-size", "16")
+    result = runner.invoke(app, [_fill(a, workdir) for a in args])
+    assert result.exit_code == 130, result.output
+    assert result.stderr.strip().splitlines()[-1] == "interrupted", result.stderr
+    assert "Traceback" not in result.output and "error" not in result.stderr
+    assert not [p for p in workdir.rglob("*") if p.name.endswith(".tmp")]
