@@ -1111,6 +1111,7 @@ def test_strings_from_the_data_reach_no_output_raw(workdir, args, output, shown)
     assert shown in text
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 def test_init_streams_to_a_fifo_with_a_reader(workdir):
     """A FIFO is streamed to like every output (never read as a TOML file, never replaced by a file): the reader
     gets the table and init returns."""
