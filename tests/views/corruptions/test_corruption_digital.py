@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 import torch
-from corruption_helpers import check_against_reference, sample_images
+from conftest import assert_within_grey_levels
+from corruption_helpers import assert_equal_but_at_float64_ties, check_against_reference, sample_images
 from PIL import Image
 
 from macs_audit.views.corruptions.apply import corrupt
@@ -75,8 +76,10 @@ def _ref_pixelate(img, c):
     return np.asarray(im)
 
 
-# Bit-exact by construction: Pillow's arithmetic, scikit-image's float64 HSV.
-EXACT = {"pixelate", "saturate"}
+# scikit-image's float64 HSV in its order: equal but at float64 ties (corruption_helpers.TIE). pixelate is
+# Pillow's fixed-point arithmetic, within 1 grey level of any Pillow build, bit-exact with the developers'
+# (test_pixelate_bit_identical_to_pillow, marked exact_codec).
+EXACT = {"saturate"}
 REFERENCES = {
     "brightness": _ref_brightness,
     "saturate": _ref_saturate,
@@ -90,8 +93,28 @@ def test_matches_reference_algorithm(name):
     check_against_reference(name, REFERENCES[name], exact=name in EXACT)
 
 
+@pytest.mark.exact_codec
+def test_pixelate_bit_identical_to_pillow():
+    x = sample_images(4, seed=5)
+    for s, c in enumerate(CIFAR.parameters["pixelate"], start=1):
+        ref = np.stack([_ref_pixelate(img, c) for img in x.numpy()])
+        np.testing.assert_array_equal(corrupt(x, "pixelate", s, seed=0).numpy(), ref)
+
+
+def test_float64_tie_tolerance_is_only_at_ties():
+    """The saturate tolerance: a value floored one level lower is allowed only where the float64 reference is
+    within TIE of an integer; anywhere else a difference fails."""
+    reference = np.array([3.0, 3.0 - 1e-14, 7.5, 200.25])
+    assert_equal_but_at_float64_ties(np.array([3, 2, 7, 200], np.uint8), reference)  # 2: the tie floored lower
+    with pytest.raises(AssertionError):
+        assert_equal_but_at_float64_ties(np.array([3, 3, 8, 200], np.uint8), reference)  # 7.5 is no tie
+
+
+@pytest.mark.parametrize(
+    "exact_codec", [pytest.param(False, id="1-level"), pytest.param(True, marks=pytest.mark.exact_codec, id="exact")]
+)
 @pytest.mark.parametrize("shape", [(37, 45), (5, 64), (4, 4)])
-def test_pixelate_matches_pillow_at_other_sizes(shape):
+def test_pixelate_matches_pillow_at_other_sizes(shape, exact_codec):
     h, w = shape
     x = torch.from_numpy(np.random.default_rng(3).integers(0, 256, (3, h, w, 3), dtype=np.uint8))
     for s, c in enumerate(CIFAR.parameters["pixelate"], start=1):
@@ -99,7 +122,10 @@ def test_pixelate_matches_pillow_at_other_sizes(shape):
             np.asarray(Image.fromarray(img).resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX))
             for img in x.numpy()
         ]
-        assert np.array_equal(corrupt(x, "pixelate", s, seed=0).numpy(), np.stack(ref)), (shape, s)
+        ours = corrupt(x, "pixelate", s, seed=0).numpy()
+        assert_within_grey_levels(ours, np.stack(ref), 1, (shape, s))  # any Pillow build
+        if exact_codec:
+            assert np.array_equal(ours, np.stack(ref)), (shape, s)
 
 
 def test_pixelate_cpu_path_matches_the_gathered_path():
@@ -112,7 +138,10 @@ def test_pixelate_cpu_path_matches_the_gathered_path():
             assert torch.equal(_pixelate_cpu(x, c), _pixelate_gathered(x, c)), (n, h, w, c)
 
 
-def test_saturate_exact_on_every_tie_pattern():
+@pytest.mark.parametrize(
+    "exact_codec", [pytest.param(False, id="ties"), pytest.param(True, marks=pytest.mark.exact_codec, id="exact")]
+)
+def test_saturate_exact_on_every_tie_pattern(exact_codec):
     # Every pixel with two equal channels, (a, a, b), (a, b, b) and (a, b, a) for all a, b (grey
     # included), plus random pixels: the hue ramps and NaN-driven grey handling must give
     # scikit-image's float64 values exactly, also where a hue sits on a sector boundary.
@@ -121,8 +150,11 @@ def test_saturate_exact_on_every_tie_pattern():
     pixels = np.concatenate([ties, np.random.default_rng(4).integers(0, 256, (3 * 1024, 3))])
     x = torch.from_numpy(pixels.astype(np.uint8).reshape(-1, 32, 32, 3))
     for s in range(1, 6):
-        ref = _ref_saturate(x.numpy(), CIFAR.parameters["saturate"][s - 1]).astype(np.uint8)
-        assert np.array_equal(corrupt(x, "saturate", s, seed=0).numpy(), ref), s
+        ref = _ref_saturate(x.numpy(), CIFAR.parameters["saturate"][s - 1])
+        ours = corrupt(x, "saturate", s, seed=0).numpy()
+        assert_equal_but_at_float64_ties(ours, ref, s)
+        if exact_codec:  # the developers' numpy and torch round every tie as scikit-image does
+            assert np.array_equal(ours, ref.astype(np.uint8)), s
 
 
 def test_hsv_corruptions_against_scikit_image():
@@ -134,14 +166,15 @@ def test_hsv_corruptions_against_scikit_image():
             ("brightness", 2, lambda ch, c: np.clip(ch + c, 0, 1)),
         ):
             c = CIFAR.parameters[name][s - 1]
-            ref = []
+            values = []
             for img in x.numpy():
                 hsv = color.rgb2hsv(img / 255.0)
                 hsv[..., channel] = update(hsv[..., channel], c)
-                ref.append((np.clip(color.hsv2rgb(hsv), 0, 1) * 255).astype(np.uint8))
-            diff = corrupt(x, name, s, seed=0).numpy().astype(int) - np.stack(ref)
-            if name == "saturate":
-                assert (diff == 0).all(), (s, (diff != 0).mean())
+                values.append(np.clip(color.hsv2rgb(hsv), 0, 1) * 255)
+            ours = corrupt(x, name, s, seed=0).numpy()
+            diff = ours.astype(int) - np.stack(values).astype(np.uint8)
+            if name == "saturate":  # scikit-image's float64 in its order: equal but at float64 ties
+                assert_equal_but_at_float64_ties(ours, np.stack(values), s)
             else:
                 assert np.abs(diff).max() <= 1 and (diff != 0).mean() < 0.01, (s, (diff != 0).mean())
 
@@ -153,6 +186,8 @@ def test_elastic_resampling_matches_scipy():
     disp = torch.from_numpy(np.stack([dx, dy], axis=1) / 2.5)  # (N, 2, H, W), scaled by alpha below
     ours = displace(torch.from_numpy(img), disp, 2.5).numpy()
     rr, cc = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
+    # float32 against float64: a source position below 35 is rounded by half an ulp (1.9e-6) and moves a value in
+    # [0, 1] by at most that per pixel, plus ~4 float32 operations (2.4e-7): 1e-5 leaves 4x
     for n in range(2):
         for ch in range(3):
             ref = ndi.map_coordinates(img[n, ch], [rr + dy[n], cc + dx[n]], order=1, mode="reflect")
@@ -165,4 +200,4 @@ def test_elastic_resampling_matches_scipy():
         assert np.abs(ours[0, ch] - ref).max() < 1e-5
     ref = ndi.gaussian_filter(dx[0].astype(np.float64), 1.92, mode="reflect", truncate=3.0)
     ours = gaussian(torch.from_numpy(dx[:1].astype(np.float64)), 1.92, "reflect", 3.0)
-    assert np.abs(ours[0].numpy() - ref).max() < 1e-12
+    assert np.abs(ours[0].numpy() - ref).max() < 1e-12  # float64, 13 taps on |x| <= 3: under 13 x 3 x 2^-53

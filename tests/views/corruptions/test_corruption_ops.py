@@ -49,6 +49,8 @@ def test_filter2d_direct_matches_scipy_correlate(size, channels):
     kernel = rng.random((size, size))  # not symmetric: a flipped kernel would fail
     ours = filter2d_direct(x, tuple(map(tuple, kernel.tolist()))).numpy()
     ref = [[ndi.correlate(x[i, c].numpy(), kernel, mode="mirror") for c in range(channels)] for i in range(2)]
+    # float64 sums of up to 289 products in another order (or by FFT): under n eps sum|w x| = 289 x 2^-53 x 289
+    # = 9e-12; 1e-9 leaves 100x
     assert np.abs(ours - np.array(ref)).max() < 1e-9
     if channels == 1:  # (N, H, W) planes, and a strided view (the spatter mask's layout)
         strided = x[:, 0].transpose(1, 2).contiguous().transpose(1, 2)
@@ -70,6 +72,8 @@ def test_gaussian_on_larger_images_matches_scipy(mode, channels):
             [ndi.gaussian_filter(x[i, c].numpy(), sigma, mode=mode, truncate=3.0) for c in range(channels)]
             for i in range(2)
         ]
+        # float64, weights summing to 1 on values in [0, 1]: another order of <= 2 x 17 taps differs by under
+        # 34 x 2^-53 = 4e-15 (an FFT by about log2(n) eps); 1e-12 leaves over 100x
         assert np.abs(ours - np.array(ref)).max() < 1e-12, (mode, sigma)
 
 
