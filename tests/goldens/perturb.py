@@ -48,30 +48,36 @@ class PerturbedPredictor:
         self._predictor = predictor
         self._scale = scale
         self._rng = np.random.default_rng(seed)
+        self.calls = 0
 
     def __getattr__(self, name):
         return getattr(self._predictor, name)
 
     def predict(self, images: np.ndarray) -> np.ndarray:
+        self.calls += 1
         return perturb(self._predictor.predict(images), self._scale, self._rng)
 
 
 @contextlib.contextmanager
-def perturbed_logits(scale: float, seed: int = DEFAULT_SEED) -> Iterator[None]:
+def perturbed_logits(scale: float, seed: int = DEFAULT_SEED) -> Iterator[list[PerturbedPredictor]]:
     """While active, every model opened by `load_predictor` (the CLI's evaluate and calibrate import
-    it at call time) returns perturbed logits. scale 0: nothing is changed."""
+    it at call time) returns perturbed logits; yields the list of the models so wrapped, so that a
+    test can check the noise reached them. scale 0: nothing is changed (and the list stays empty)."""
+    loaded: list[PerturbedPredictor] = []
     if scale == 0:
-        yield
+        yield loaded
         return
     from macs_audit.models import predictor as module
 
     original = module.load_predictor
 
     def load_perturbed(*args, **kwargs):
-        return PerturbedPredictor(original(*args, **kwargs), scale, seed)
+        wrapped = PerturbedPredictor(original(*args, **kwargs), scale, seed)
+        loaded.append(wrapped)
+        return wrapped
 
     module.load_predictor = load_perturbed
     try:
-        yield
+        yield loaded
     finally:
         module.load_predictor = original
