@@ -364,7 +364,7 @@ class TorchPredictor:
             raise
         except Exception as exc:  # the model's own code raised (RuntimeError, TorchScript's jit.Error, ...)
             raise InputError(
-                f"the model {self.info['path']} failed on a batch of shape {tuple(x.shape)}: {one_line(exc)}"
+                f"the model {self.info['path']} failed on a batch of shape {tuple(x.shape)}: {_model_error(exc)}"
             ) from None
         logits = self.output(out.cpu().numpy())
         if self.config.num_classes is None:
@@ -385,3 +385,13 @@ def _describe_output(out: Any) -> str:
         keys = ", ".join(repr(k) for k in list(out)[:3]) + (", ..." if len(out) > 3 else "")
         return f"a dict with keys {keys}"
     return f"a {type(out).__name__}"
+
+
+def _model_error(exc: Exception) -> str:
+    """The cause of an exception the model raised, in one line. TorchScript wraps it in the interpreter's
+    tracebacks (serialized and original code); its last line is the model's own error."""
+    text = str(exc)
+    if "Traceback of TorchScript" in text:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return one_line(lines[-1].removeprefix("builtins."))
+    return one_line(exc)
