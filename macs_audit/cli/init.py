@@ -39,10 +39,11 @@ def init(
 
     if out is not None and str(out) == "-":
         report = load_report(report_path)
-        typer.echo(gate_core.starting_config(report, "tool.macs-audit.gate", margin, relative_margin, report_path.name))
+        typer.echo(gate_core.starting_config(report, gate_core.TOOL_TABLE, margin, relative_margin, report_path.name))
         return
     if out is None:
-        out = Path("pyproject.toml") if Path("pyproject.toml").is_file() else Path(gate_core.CONFIG_FILE)
+        pyproject = Path(gate_core.PYPROJECT_TOML)
+        out = pyproject if pyproject.is_file() else Path(gate_core.MACS_AUDIT_TOML)
     if not out.is_dir():  # a directory gets write_starting_config's own message
         check_file(out, inputs=(report_path,), option="--out")  # every output's checks, before the report is read
     report = load_report(report_path)
@@ -50,7 +51,8 @@ def init(
     if destination(out).is_stream:
         message = f"[{table}] written to {out}"
     else:
-        found = out.name in ("pyproject.toml", gate_core.CONFIG_FILE) and out.resolve().parent == Path.cwd().resolve()
+        searched = out.resolve().parent == Path.cwd().resolve()  # gate's search starts here
+        found = searched and out.name in (gate_core.PYPROJECT_TOML, gate_core.MACS_AUDIT_TOML)
         check = f"macs-audit gate {report_path}" + ("" if found else f" --config {out}")
         message = (
             f"[{table}] written to {out}; `{check}` passes on this report; tighten the thresholds as the model improves"

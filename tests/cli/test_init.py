@@ -11,8 +11,6 @@ from typer.testing import CliRunner
 
 from macs_audit import gate
 from macs_audit.cli import app
-from macs_audit.errors import UsageError
-from macs_audit.metrics.registry import GATE_METRICS
 
 runner = CliRunner()
 PYPROJECT = '[project]\nname = "demo"\n\n[tool.ruff]\nline-length = 100\n'
@@ -80,26 +78,3 @@ def test_another_file_name_gets_the_tool_table_and_gate_needs_config(workdir):
     assert result.exit_code == 0, result.output
     assert "--config ci/thresholds.toml" in result.stderr  # found only when named
     assert run("gate", "report.json", "--config", "ci/thresholds.toml").exit_code == 0
-
-
-def test_starting_thresholds_loosen_every_gated_value_by_the_margin():
-    report = synthetic_report()
-    absolute, per_corruption = gate.starting_thresholds(report, margin=0.02, relative_margin=0.1)
-    bounds = {t.key: t for t in absolute}
-    assert set(bounds) == {gate._bound_key(m) for m in GATE_METRICS.values() if gate.locate(report, m)[0] is not None}
-    assert bounds["min_accuracy"].bound == pytest.approx(0.90) and bounds["max_ece"].bound == pytest.approx(0.05)
-    assert bounds["max_nll"].bound == pytest.approx(0.473)  # 0.43 + 10%
-    for t in absolute:  # rounded outwards: never tighter than the value plus the margin
-        assert (t.bound <= t.observed) if t.key.startswith("min_") else (t.bound >= t.observed)
-    worst = min(c.accuracy for c in report.corruption_summary.corruptions.values())
-    assert per_corruption[0].key == "min_accuracy" and per_corruption[0].bound <= worst - 0.02 + 1e-4
-    cfg = gate.parse_config(__import__("tomllib").loads(gate.starting_config(report, "gate"))["gate"])
-    assert gate.run_gate(report, cfg).passed
-
-
-def test_bounded_thresholds_stay_in_0_1_and_margins_are_checked():
-    report = synthetic_report(accuracy=0.99, ece=0.005)
-    bounds = {t.key: t.bound for t in gate.starting_thresholds(report, margin=0.5)[0]}
-    assert bounds["max_ece"] <= 1 and bounds["min_accuracy"] >= 0
-    with pytest.raises(UsageError, match="margins"):
-        gate.starting_thresholds(report, margin=1.5)

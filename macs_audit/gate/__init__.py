@@ -1,0 +1,48 @@
+"""The CI gate: thresholds from TOML -> one pass/fail Check per threshold. Torch-free: it reads saved reports.
+
+- `config`: where the thresholds live ([tool.macs-audit.gate] of a pyproject.toml, [gate] of a
+  macs-audit.toml), finding that file, and checking every key and value (UsageError, exit 2);
+- `checks`: reading a metric from a Report, and the checks of a Report (and a baseline Report)
+  against a GateConfig (InputError, exit 3, where the report lacks a gated metric);
+- `thresholds`: the starting table `macs-audit init` writes from a report.
+
+docs/gate.md lists every key. The rest of the package imports these names from `macs_audit.gate`.
+"""
+
+from macs_audit.gate.checks import Check, GateResult, format_value, locate, observe, run_gate
+from macs_audit.gate.config import (
+    ABSOLUTE_KEYS,
+    BASELINE_KEYS,
+    CORRUPTION_KEYS,
+    MACS_AUDIT_TOML,
+    PYPROJECT_TOML,
+    TOOL_TABLE,
+    GateConfig,
+    find_config,
+    load_config,
+    parse_config,
+)
+from macs_audit.gate.thresholds import StartingThreshold, starting_config, starting_thresholds, write_starting_config
+
+__all__ = [
+    "ABSOLUTE_KEYS",
+    "BASELINE_KEYS",
+    "CORRUPTION_KEYS",
+    "MACS_AUDIT_TOML",
+    "PYPROJECT_TOML",
+    "TOOL_TABLE",
+    "Check",
+    "GateConfig",
+    "GateResult",
+    "StartingThreshold",
+    "find_config",
+    "format_value",
+    "load_config",
+    "locate",
+    "observe",
+    "parse_config",
+    "run_gate",
+    "starting_config",
+    "starting_thresholds",
+    "write_starting_config",
+]
