@@ -117,6 +117,19 @@ def test_logits_off_by_1e_3_fail(golden_report):
     assert any(p.split(":")[0].endswith(("/ece", "/smooth_ece", "/debiased_l2_ece")) for p in problems), problems[:5]
 
 
+def test_written_goldens_read_back(grid, report, tmp_path, monkeypatch):
+    """make_goldens writes what the comparisons read: the same hashes, arrays and report, and a machine record."""
+    for name in ("REPORT_GOLDEN", "GRID_HASHES", "GRID_REFERENCE", "MACHINE"):
+        monkeypatch.setattr(goldens, name, tmp_path / getattr(goldens, name).name)
+    goldens.write_grid(*grid)
+    goldens.write_report(report)
+    goldens.record_machine(goldens.GRID_HASHES.name)
+    assert goldens.read_grid_hashes(goldens.GRID_HASHES) == grid[0]
+    assert goldens.compare_grid(*grid, grid[0], goldens.read_grid_reference(goldens.GRID_REFERENCE)) == []
+    assert compare_reports(report, json.loads(goldens.REPORT_GOLDEN.read_text())) == []
+    assert set(json.loads(goldens.MACHINE.read_text())) == {goldens.GRID_HASHES.name}
+
+
 def test_the_goldens_name_their_machines():
     records = json.loads(goldens.MACHINE.read_text())
     assert set(records) == {goldens.REPORT_GOLDEN.name, goldens.GRID_HASHES.name, goldens.GRID_REFERENCE.name}
