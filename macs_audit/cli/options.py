@@ -168,6 +168,9 @@ def parse_size(text: str | None) -> list[int] | None:
         parts *= 2
     if len(parts) != 2:
         raise UsageError(f"--input-size must be H,W or one number, got {text!r}")
+    from macs_audit.models.config import check_input_size
+
+    check_input_size((parts[0], parts[1]), "--input-size")  # before anything of that size is allocated
     return parts
 
 

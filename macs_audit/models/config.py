@@ -170,12 +170,7 @@ def _validate(cfg: ModelConfig) -> ModelConfig:
         raise fail("input_size", "[height, width] (or one number)") from None
     if min(cfg.input_size) < 1:
         raise UsageError(f"input_size must be positive, got {list(cfg.input_size)} from {_origin(cfg, 'input_size')}")
-    if max(cfg.input_size) > MAX_INPUT_SIDE:
-        h, w = cfg.input_size
-        raise UsageError(
-            f"input_size {h}x{w} from {_origin(cfg, 'input_size')} is larger than {MAX_INPUT_SIDE}x{MAX_INPUT_SIDE}, "
-            "the largest model input accepted; give the size the model was trained at"
-        )
+    check_input_size(cfg.input_size, _origin(cfg, "input_size"))
     for key in ("mean", "std"):
         try:
             values = tuple(_finite(v) for v in getattr(cfg, key))
@@ -206,6 +201,16 @@ def _validate(cfg: ModelConfig) -> ModelConfig:
             f"arch must be a timm architecture name (a string), got {cfg.arch!r} from the model's {origin}"
         )
     return cfg
+
+
+def check_input_size(size: tuple[int, int], origin: str) -> tuple[int, int]:
+    """`size` (height, width), unless a side is larger than MAX_INPUT_SIDE: a UsageError naming `origin`."""
+    if max(size) > MAX_INPUT_SIDE:
+        raise UsageError(
+            f"input_size {size[0]}x{size[1]} from {origin} is larger than {MAX_INPUT_SIDE}x{MAX_INPUT_SIDE}, "
+            "the largest model input accepted; give the size the model was trained at"
+        )
+    return size
 
 
 def _is_whole(value: Any) -> bool:

@@ -145,3 +145,37 @@ def test_probability_outputs_label_the_log_probability_statistics(tmp_path, npz_
     titles = {row.key: row.label for row in compare(logits, report).rows}
     assert titles["mean_logit_norm"] == "mean ||z||_2 / ||log p||_2"
     assert {row.key: row.label for row in compare(report, report).rows}["mean_max_logit"] == "mean max log p"
+
+
+@pytest.mark.parametrize(
+    "layer,key,value,message",
+    [
+        ("metadata", "num_classes", "abc", "num_classes must be a whole number, got 'abc' from the model's ONNX"),
+        ("sidecar", "num_classes", 10.5, "num_classes must be a whole number, got 10.5 from the model's sidecar"),
+        ("sidecar", "mean", [float("nan")] * 3, "mean must be a list of finite numbers, one per channel, got [nan"),
+        ("flag", "std", [1.0, float("inf"), 1.0], "std must be a list of finite numbers, one per channel"),
+        ("sidecar", "input_size", "big", "input_size must be [height, width] (or one number), got 'big' from the"),
+        ("metadata", "input_size", [60000, 60000], "input_size 60000x60000 from the model's ONNX metadata is larger"),
+        ("flag", "input_size", [32, 4097], "input_size 32x4097 from --input-size is larger than 4096x4096"),
+    ],
+)
+def test_each_setting_is_checked_on_its_own_naming_where_it_was_set(layer, key, value, message):
+    from macs_audit.errors import UsageError
+
+    layers = {"flag": {}, "sidecar": {}, "metadata": {}}
+    layers[layer][key] = value
+    with pytest.raises(UsageError) as caught:
+        resolve(layers["flag"], layers["sidecar"], layers["metadata"])
+    assert message in str(caught.value)
+
+
+def test_settings_json_may_carry_whole_numbers_as_floats_or_strings():
+    cfg = resolve({}, {"input_size": [64.0, "64"], "num_classes": "100"}, {})
+    assert cfg.input_size == (64, 64) and cfg.num_classes == 100
+
+
+def test_a_sidecar_nested_too_deeply_is_an_input_error(tmp_path):
+    linear_onnx(tmp_path / "m.onnx")
+    (tmp_path / "m.json").write_text("{" + '"a": {' * 50_000 + "}" * 50_001)
+    with pytest.raises(InputError, match=r"cannot read sidecar .*m\.json: nested too deeply"):
+        load_predictor(tmp_path / "m.onnx", device="cpu")
