@@ -185,3 +185,19 @@ def test_unsupported_sizes_fall_back_to_pillow():
 def test_empty_batch():
     out = jpeg.roundtrip(torch.zeros(0, 32, 32, 3, dtype=torch.uint8), 80)
     assert out.shape == (0, 32, 32, 3) and out.dtype == torch.uint8
+
+
+def test_exact_codec_tests_skip_on_another_build(monkeypatch):
+    """Upstream Pillow with libjpeg-turbo runs the bit-exact tests; IJG libjpeg or Pillow-SIMD skip them (the
+    1-grey-level checks still run), so another build does not fail the suite."""
+    import PIL
+    from conftest import exact_codec_build
+    from PIL import features
+
+    monkeypatch.setattr(features, "check", lambda name: True)
+    monkeypatch.setattr(PIL, "__version__", "13.0.0")
+    assert exact_codec_build() is None  # the developers' build
+    monkeypatch.setattr(PIL, "__version__", "9.5.0.post1")
+    assert "Pillow-SIMD" in exact_codec_build()
+    monkeypatch.setattr(features, "check", lambda name: name != "libjpeg_turbo")
+    assert "not libjpeg-turbo" in exact_codec_build()
