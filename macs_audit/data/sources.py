@@ -329,9 +329,12 @@ def load_source(
     path = Path(path)
     if not path.exists():
         raise InputError(f"data not found: {path}")
-    fmt = detect_format(path) if fmt == "auto" else fmt
-    if fmt == "npz":
-        return load_npz(path, labeled)
-    if fmt == "cifar":
-        return load_cifar_dir(path, split)
-    return load_imagefolder(path, image_size, labeled, crop_pct)
+    try:
+        fmt = detect_format(path) if fmt == "auto" else fmt
+        if fmt == "npz":
+            return load_npz(path, labeled)
+        if fmt == "cifar":
+            return load_cifar_dir(path, split)
+        return load_imagefolder(path, image_size, labeled, crop_pct)
+    except OSError as exc:  # a folder or file the OS refuses to list or read (its permissions)
+        raise InputError(f"cannot read data {exc.filename or path}: {exc.strerror or exc}") from None

@@ -1143,30 +1143,37 @@ def test_init_streams_to_a_fifo_with_a_reader(workdir):
 # --------------------------------------- unreadable models and data, interruptions, simulated here
 
 
-@pytest.mark.parametrize("which,path", [("model", "model.onnx"), ("data", "data.npz")])
+@pytest.mark.parametrize("which,path", [("model", "model.onnx"), ("data", "data.npz"), ("data", "images")])
 def test_an_unreadable_input_is_an_input_error_from_its_loader(workdir, monkeypatch, which, path):
     """chmod 000 as a user other than root (the tests run as root, who reads it anyway): os.access, which click's
-    readable check asks, says no, and opening the file raises PermissionError. Not click's usage error (exit 2):
-    the loader's input error (exit 3), naming the file."""
+    readable check asks, says no, and opening the file (listing the folder) raises PermissionError. Not click's
+    usage error (exit 2): the loader's input error (exit 3), naming the file or folder."""
     import builtins
     import io
 
     target = workdir / path
-    real_access, real_open = os.access, io.open
+    if path == "images":
+        (target / "cat").mkdir(parents=True)
+    real_access, real_open, real_listdir = os.access, io.open, os.listdir
 
     def access(name, mode, *args, **kwargs):
         return False if Path(name) == target else real_access(name, mode, *args, **kwargs)
 
-    def refuse(file, *args, **kwargs):
-        if isinstance(file, (str, os.PathLike)) and Path(file) == target:
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
-        return real_open(file, *args, **kwargs)
+    def refusing(real):
+        def call(file, *args, **kwargs):
+            if isinstance(file, (str, os.PathLike)) and Path(file) == target:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
+            return real(file, *args, **kwargs)
+
+        return call
 
     before = _snapshot(workdir)
     monkeypatch.setattr(os, "access", access)
-    monkeypatch.setattr(io, "open", refuse)
-    monkeypatch.setattr(builtins, "open", refuse)
-    result = runner.invoke(app, [_fill(a, workdir) for a in _quick()])
+    monkeypatch.setattr(io, "open", refusing(real_open))
+    monkeypatch.setattr(builtins, "open", refusing(real_open))
+    monkeypatch.setattr(os, "listdir", refusing(real_listdir))
+    args = _quick() if path != "images" else _quick("{model}", str(target))
+    result = runner.invoke(app, [_fill(a, workdir) for a in args])
     monkeypatch.undo()
     assert result.exit_code == 3, result.output
     assert f"error: cannot read {which} {target}: Permission denied" in result.stderr, result.stderr
