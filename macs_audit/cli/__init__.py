@@ -10,7 +10,7 @@ only the shared cli.console, cli.options and cli.output, and torch only inside a
 
 import typer
 
-from macs_audit.cli import calibrate, console, corrupt, evaluate, export, finetune, init, reports
+from macs_audit.cli import calibrate, compare, console, corrupt, evaluate, export, finetune, gate, init, report
 
 app = typer.Typer(
     name="macs-audit",
@@ -29,9 +29,9 @@ for command, summary in (
     (calibrate.calibrate, "Fit temperature scaling and write the calibrated model, audited before and after."),
     (export.export, "Export a PyTorch checkpoint to one ONNX file with the metadata evaluate reads."),
     (init.init, "Write starting gate thresholds from a saved report."),
-    (reports.gate, "Check a saved report against thresholds: exit 0 if it passes, 1 if not."),
-    (reports.report, "Re-render a saved report: terminal, json, md, junit or html."),
-    (reports.compare, "Compare two saved reports; regressions are marked."),
+    (gate.gate, "Check a saved report against thresholds: exit 0 if it passes, 1 if not."),
+    (report.report, "Re-render a saved report: terminal, json, md, junit or html."),
+    (compare.compare, "Compare two saved reports; regressions are marked."),
 ):
     app.command(short_help=summary)(command)
 

@@ -185,13 +185,13 @@ def evaluate(
         corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,
         coverage=check_coverage(coverage),
     )
-    gate_config = None
+    configured_gate = None
     gate_inputs: tuple[Path | None, ...] = ()
     if gate or config or baseline:
-        from macs_audit.gate import find_config, load_config
+        from macs_audit.gate import ConfiguredGate
 
-        gate_config = load_config(config)  # a bad config fails now, not after the audit
-        gate_inputs = (config or find_config(), baseline or gate_config.baseline_report)
+        configured_gate = ConfiguredGate.load(config, baseline)  # a bad config fails now, not after the audit
+        gate_inputs = configured_gate.inputs
     inputs = (model, sidecar_path(model), data, corruption_baseline, ood_data, unlabeled, *gate_inputs)
     check_distinct([("--output", output), ("--save-predictions", predictions)])
     for option, path in (("--output", output), ("--save-predictions", predictions)):
@@ -248,7 +248,7 @@ def evaluate(
     # With the JSON on standard output, the tables go to stderr so that stdout stays one JSON document.
     console = stderr if json_to_stdout else stdout
     console.print(tables)
-    if gate_config is not None:
+    if configured_gate is not None:
         from macs_audit.cli.output import gate_report
 
-        raise typer.Exit(gate_report(result.report, gate_config, baseline, use_interval, console=console))
+        raise typer.Exit(gate_report(result.report, configured_gate, use_interval, console=console))

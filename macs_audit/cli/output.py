@@ -1,5 +1,5 @@
 """Where a command's rendered formats go (files, written atomically, or stdout) and the gate's verdict:
-shared by `evaluate --gate` and the report commands.
+shared by `evaluate --gate`, `gate`, `report` and `compare`, with the help texts of the options they share.
 
 Output: `--format` (repeatable) picks terminal, json, md, junit or html; without `--output` every
 format goes to stdout; with `--output` (repeatable) the i-th output file gets the i-th format, or
@@ -26,8 +26,21 @@ from macs_audit.text import printable
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from macs_audit.gate import GateConfig, GateResult
+    from macs_audit.gate import ConfiguredGate, GateResult
     from macs_audit.report import Report
+
+FORMAT_HELP = "Output format: terminal, json, md, junit or html. Repeatable."
+OUTPUT_HELP = (
+    "Write to this file (atomically) instead of stdout. Repeatable: pairs with --format in order, "
+    "or the extension (.json .md .xml .html .txt) names the format."
+)
+SUMMARY_HELP = "Append the Markdown to $GITHUB_STEP_SUMMARY when that is set."
+CONFIG_HELP = (
+    "Gate thresholds: a macs-audit.toml ([gate]) or pyproject.toml ([tool.macs-audit.gate]). "
+    "Default: searched from the current directory."
+)
+BASELINE_HELP = "Baseline report for the [gate.baseline] regression checks."
+INTERVAL_HELP = "Gate on the pessimistic end of the 95% bootstrap interval (default: the config's use_interval)."
 
 
 def resolve_outputs(
@@ -122,8 +135,7 @@ def render_report(name: str, report: Report, gate: GateResult | None, terminal_g
 
 def gate_report(
     report: Report,
-    config: Path | GateConfig | None = None,
-    baseline: Path | None = None,
+    gate: ConfiguredGate,
     use_interval: bool | None = None,
     formats: list[str] | None = None,
     outputs: list[Path] | None = None,
@@ -133,26 +145,15 @@ def gate_report(
 ) -> int:
     """Gate `report`, write the requested formats, print the verdict; return the exit code (0 or 1).
 
-    `config`: a path, an already loaded GateConfig (so `evaluate --gate` can validate it before
-    the audit runs), or None to search from the current directory. Raises MacsAuditError
-    (exit 2 or 3) for bad configuration or inputs. The terminal format shows the gate table only.
-    The verdict is printed before the step summary is appended, whose failure is only a warning.
+    `gate`: the thresholds and baseline, loaded before the report was read or made (ConfiguredGate.load;
+    `evaluate --gate` loads them before the audit runs). Raises MacsAuditError (exit 2 or 3) for bad
+    inputs. The terminal format shows the gate table only. The verdict is printed before the step
+    summary is appended, whose failure is only a warning.
     """
-    from macs_audit import gate as gate_core
-    from macs_audit.report import load_report
     from macs_audit.reports import markdown, tables
 
-    cfg = config if isinstance(config, gate_core.GateConfig) else gate_core.load_config(config)
     targets = resolve_outputs(formats, outputs, inputs=inputs)
-    baseline_path = baseline if baseline is not None else cfg.baseline_report
-    base = load_report(baseline_path) if baseline_path is not None else None
-    result = gate_core.run_gate(
-        report,
-        cfg,
-        base,
-        use_interval=use_interval,
-        baseline_name=str(baseline_path) if baseline_path is not None else None,
-    )
+    result = gate.run(report, use_interval)
     emit(targets, lambda name: render_report(name, report, result, terminal_gate_only=True), console)
     stderr.print(
         tables.gate_verdict(result),

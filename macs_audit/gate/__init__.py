@@ -3,13 +3,14 @@
 - `config`: where the thresholds live ([tool.macs-audit.gate] of a pyproject.toml, [gate] of a
   macs-audit.toml), finding that file, and checking every key and value (UsageError, exit 2);
 - `checks`: reading a metric from a Report, and the checks of a Report (and a baseline Report)
-  against a GateConfig (InputError, exit 3, where the report lacks a gated metric);
+  against a GateConfig (InputError, exit 3, where the report lacks a gated metric); ConfiguredGate,
+  the config file and baseline report the commands gate with;
 - `thresholds`: the starting table `macs-audit init` writes from a report.
 
 docs/gate.md lists every key. The rest of the package imports these names from `macs_audit.gate`.
 """
 
-from macs_audit.gate.checks import Check, GateResult, format_value, locate, observe, run_gate
+from macs_audit.gate.checks import Check, ConfiguredGate, GateResult, format_value, locate, observe, run_gate
 from macs_audit.gate.config import (
     ABSOLUTE_KEYS,
     BASELINE_KEYS,
@@ -32,6 +33,7 @@ __all__ = [
     "PYPROJECT_TOML",
     "TOOL_TABLE",
     "Check",
+    "ConfiguredGate",
     "GateConfig",
     "GateResult",
     "StartingThreshold",

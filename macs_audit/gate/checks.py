@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, CORRUPTION_KEYS, GateConfig
+from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, CORRUPTION_KEYS, GateConfig, config_path, load_config
 from macs_audit.metrics.registry import METRICS, Metric, Place
-from macs_audit.report import Report, ViewResult
+from macs_audit.report import Report, ViewResult, load_report
 
 # Values equal to a bound pass; this absorbs floating-point rounding in `baseline + allowance`.
 TOLERANCE = 1e-12
@@ -272,3 +273,39 @@ def _corruption_checks(report: Report, config: GateConfig, use_interval: bool) -
                 _check(f"corruptions.{name}.{key}", metric, f"{name} {metric.with_unit}", float(value), bound, detail)
             )
     return checks
+
+
+# --------------------------------------------------------------------------------------------
+# The gate as a command runs it: thresholds and a baseline from files
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfiguredGate:
+    """The thresholds of a config file and the baseline report to compare with, as `gate`, `report --gate`
+    and `evaluate --gate` take them: loaded first (a bad config is a usage error, exit 2, before any report
+    is read), then run on the report."""
+
+    config: GateConfig
+    config_path: Path  # --config, else the file found from the current directory
+    baseline_path: Path | None  # --baseline, else the config's [gate.baseline] report
+
+    @classmethod
+    def load(cls, config: Path | None = None, baseline: Path | None = None) -> ConfiguredGate:
+        """The config at `config` (None: searched from the current directory) with the baseline `baseline`
+        (None: the config's own, if it names one). UsageError where no valid config is found."""
+        path = config_path(config)
+        loaded = load_config(path)
+        return cls(loaded, path, baseline if baseline is not None else loaded.baseline_report)
+
+    @property
+    def inputs(self) -> tuple[Path, Path | None]:
+        """The files the gate reads, which no output may replace."""
+        return self.config_path, self.baseline_path
+
+    def run(self, report: Report, use_interval: bool | None = None) -> GateResult:
+        """Read the baseline report (if any) and check `report`; `use_interval` (if not None) overrides the config."""
+        if self.baseline_path is None:
+            return run_gate(report, self.config, use_interval=use_interval)
+        baseline = load_report(self.baseline_path)
+        return run_gate(report, self.config, baseline, use_interval=use_interval, baseline_name=str(self.baseline_path))

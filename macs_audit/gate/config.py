@@ -214,17 +214,23 @@ def _parse_baseline(table: dict, cfg: GateConfig, where: str, base_dir: Path | N
             raise _unknown_key(key, [*BASELINE_KEYS, *BASELINE_OPTIONS], where)
 
 
+def config_path(path: Path | None = None, start: Path | None = None) -> Path:
+    """The gate config to read: `path`, else the one found from `start` (default: the cwd); UsageError if none."""
+    if path is not None:
+        return Path(path)
+    found = find_config(start)
+    if found is None:
+        raise UsageError(
+            "no gate thresholds found: add [tool.macs-audit.gate] to pyproject.toml or pass "
+            "--config macs-audit.toml, or start from a report's values with `macs-audit init REPORT.json` "
+            "(see docs/gate.md)"
+        )
+    return found
+
+
 def load_config(path: Path | None = None, start: Path | None = None) -> GateConfig:
     """Read and validate the gate config at `path`, or find one from `start` (default: the cwd)."""
-    if path is None:
-        path = find_config(start)
-        if path is None:
-            raise UsageError(
-                "no gate thresholds found: add [tool.macs-audit.gate] to pyproject.toml or pass "
-                "--config macs-audit.toml, or start from a report's values with `macs-audit init REPORT.json` "
-                "(see docs/gate.md)"
-            )
-    path = Path(path)
+    path = config_path(path, start)
     if not path.is_file():
         raise UsageError(f"gate config not found: {path}")
     table, source = gate_table(read_toml(path), path)

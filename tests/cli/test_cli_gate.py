@@ -1,4 +1,5 @@
-"""`macs-audit gate`, `report` and `compare` through the CLI: exit codes, outputs, no heavy imports."""
+"""`macs-audit gate` through the CLI: exit codes, outputs and the step summary; the verdict function `evaluate
+--gate` shares; and no heavy imports in any command that reads saved reports."""
 
 from __future__ import annotations
 
@@ -9,39 +10,16 @@ import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
+from fixtures.saved_reports import PASSING, run, saved_reports
 from fixtures.synthetic_report import synthetic_report
-from typer.testing import CliRunner
 
-from macs_audit.cli import app
 from macs_audit.cli.output import gate_report
-
-runner = CliRunner()
-PASSING = "[gate]\nmin_accuracy = 0.9\nmax_ece = 0.05\n"
-FAILING = "[gate]\nmin_accuracy = 0.95\nmax_ece = 0.05\n"
+from macs_audit.gate import ConfiguredGate
 
 
 @pytest.fixture()
 def files(tmp_path, monkeypatch):
-    """Two reports and two configs in a directory with no pyproject.toml above it to find."""
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    (tmp_path / ".git").mkdir()  # stops the config search here
-    paths = {
-        "a": tmp_path / "a.json",
-        "b": tmp_path / "b.json",
-        "pass": tmp_path / "pass.toml",
-        "fail": tmp_path / "fail.toml",
-        "dir": tmp_path,
-    }
-    paths["a"].write_text(synthetic_report(corruptions=["fog"]).to_json())
-    paths["b"].write_text(synthetic_report(accuracy=0.91, ece=0.04, corruptions=["fog"]).to_json())
-    paths["pass"].write_text(PASSING)
-    paths["fail"].write_text(FAILING)
-    monkeypatch.chdir(tmp_path)
-    return paths
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+    return saved_reports(tmp_path, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------- exit codes
@@ -128,41 +106,26 @@ def test_explicit_formats_pair_with_outputs_and_print_to_stdout(files):
     assert result.exit_code == 0 and ET.fromstring(result.stdout.encode()).get("tests") == "2"
 
 
-def test_report_rerenders_without_a_gate_and_with_one(files):
-    result = run("report", files["a"], "-f", "md")
-    assert result.exit_code == 0 and result.stdout.startswith("## macs-audit calibration audit")
-    assert json.loads(run("report", files["a"], "-f", "json").stdout) == json.loads(files["a"].read_text())
-    result = run("report", files["a"], "-o", "r.html")
-    assert result.exit_code == 0 and "<!DOCTYPE html>" in (files["dir"] / "r.html").read_text()
-    result = run("report", files["a"], "-c", files["fail"], "-f", "junit")
-    assert result.exit_code == 0  # rendering succeeded; the gate verdict is in the XML
-    assert ET.fromstring(result.stdout.encode()).get("failures") == "1"
-    assert "Calibration audit" in run("report", files["a"]).stdout
-
-
-def test_compare_renders_and_exits_0(files, monkeypatch):
-    summary = files["dir"] / "summary.md"
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    result = run("compare", files["a"], files["b"])
-    assert result.exit_code == 0, result.output
-    assert "A = a.json, B = b.json" in result.stdout and "worse" in result.stdout
-    assert "macs-audit compare" in summary.read_text()
-    data = json.loads(run("compare", files["a"], files["b"], "-f", "json", "--no-step-summary").stdout)
-    assert data["n_regressions"] > 0 and data["a"]["name"] == "a.json"
-
-
-def test_gate_report_function_for_evaluate(files, capsys):
-    from macs_audit.gate import load_config
-
+def test_gate_report_function_for_evaluate(files):
     report = synthetic_report()
-    assert gate_report(report, files["pass"], step_summary=False) == 0
-    assert (
-        gate_report(
-            report, load_config(files["fail"]), formats=["md"], outputs=[files["dir"] / "e.md"], step_summary=False
-        )
-        == 1
-    )
+    assert gate_report(report, ConfiguredGate.load(files["pass"]), step_summary=False) == 0
+    failing = ConfiguredGate.load(files["fail"])
+    assert gate_report(report, failing, formats=["md"], outputs=[files["dir"] / "e.md"], step_summary=False) == 1
     assert "gate FAILED" in (files["dir"] / "e.md").read_text()
+
+
+def test_configured_gate_reads_the_found_config_and_its_baseline(files):
+    """--config and --baseline where given, else the config found from the working directory and its own
+    baseline report; those are the inputs no output may replace."""
+    (files["dir"] / "macs-audit.toml").write_text(
+        PASSING + '[gate.baseline]\nmax_ece_increase = 0.01\nreport = "a.json"\n'
+    )
+    found = ConfiguredGate.load()
+    assert found.inputs == (files["dir"] / "macs-audit.toml", files["dir"] / "a.json")
+    assert found.run(synthetic_report()).baseline == str(files["dir"] / "a.json")
+    given = ConfiguredGate.load(files["pass"], files["b"])
+    assert given.inputs == (files["pass"], files["b"]) and given.baseline_path == files["b"]
+    assert ConfiguredGate.load(files["pass"]).inputs == (files["pass"], None)
 
 
 # ---------------------------------------------------------------------------------- lazy imports
@@ -192,15 +155,3 @@ def test_gate_report_compare_do_not_import_torch_or_onnxruntime(files):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=files["dir"], timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (files["dir"] / "x.html").is_file() and (files["dir"] / "x.xml").is_file()
-
-
-def test_dash_and_dev_stdout_mean_standard_output(files):
-    result = run("report", files["a"], "-o", "-", "-f", "json")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["data"]["n"] > 0
-    result = run("report", files["a"], "-o", "/dev/stdout", "-f", "md")
-    assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("## macs-audit calibration audit")
-    result = run("report", files["a"], "-o", "-")  # no extension to read: the command's default format
-    assert result.exit_code == 0 and "accuracy" in result.stdout
-    assert not (files["dir"] / "-").exists()

@@ -1,0 +1,46 @@
+"""`macs-audit compare A.json B.json`: two saved reports side by side, B - A for every metric, never reading a
+model. It imports neither torch nor onnxruntime (tested) and exits 0. Formats and files: cli.output.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from macs_audit.cli.console import handle_errors
+from macs_audit.cli.output import FORMAT_HELP, OUTPUT_HELP, SUMMARY_HELP, append_step_summary, emit, resolve_outputs
+
+
+@handle_errors
+def compare(
+    a_path: Path = typer.Argument(..., metavar="A.json", help="The reference report (e.g. the main branch)."),
+    b_path: Path = typer.Argument(..., metavar="B.json", help="The candidate report; deltas are B - A."),
+    formats: Optional[List[str]] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
+    outputs: Optional[List[Path]] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
+    step_summary: bool = typer.Option(True, "--step-summary/--no-step-summary", help=SUMMARY_HELP),
+) -> None:
+    """Compare two saved reports side by side; changes in the bad direction are highlighted. Exits 0."""
+    from macs_audit.compare import compare as compare_reports
+    from macs_audit.report import load_report
+    from macs_audit.reports import markdown
+
+    targets = resolve_outputs(formats, outputs, inputs=(a_path, b_path))
+    comparison = compare_reports(load_report(a_path), load_report(b_path), a_path.name, b_path.name)
+
+    def render(name: str):
+        from macs_audit.reports import html, json_report, junit, terminal
+
+        return {
+            "terminal": terminal.comparison_table,
+            "json": json_report.render_comparison,
+            "md": markdown.render_comparison,
+            "junit": junit.render_comparison,
+            "html": html.render_comparison,
+        }[name](comparison)
+
+    emit(targets, render)
+    if step_summary and os.environ.get("GITHUB_STEP_SUMMARY"):
+        append_step_summary(markdown.render_comparison(comparison))
