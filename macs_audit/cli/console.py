@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
+import threading
 import time
 from typing import Any, Callable, TypeVar
 
@@ -184,6 +185,7 @@ class Progress:
         self.interval, self.clock = interval, clock
         self._write = write or (lambda line: stderr.print(line, markup=False, highlight=False, soft_wrap=True))
         self._stages: dict[str, Running] = {}
+        self._lock = threading.Lock()
         self._epoch = ""
         self._began = self._last_event = self._next_line = 0.0
         self._bar: Any = None
@@ -216,6 +218,10 @@ class Progress:
     def __call__(self, description: Any, done: int, total: int, terms: dict | None = None) -> None:
         if not self.enabled:
             return
+        with self._lock:  # the audit reports from a worker thread too (a view's intervals beside the next stage)
+            self._event(description, done, total, terms)
+
+    def _event(self, description: Any, done: int, total: int, terms: dict | None) -> None:
         now = self.clock()
         described = as_stage(description, steps=terms is not None)
         name = described.name
@@ -284,6 +290,8 @@ class Progress:
         return f"{self._prefix(now)} {self._label(stage)}: started" + (f", {count}" if count else "")
 
     def _status_line(self, stage: Running, now: float) -> str:
+        if stage.done == 0:  # begun, with nothing counted yet (a bootstrap reports only its start and end)
+            return f"{self._prefix(now)} {self._label(stage)}: running for {duration(now - stage.started)}"
         parts = [f"{100 * stage.done / max(1, stage.total):.0f}%"]
         count = self._count(stage, stage.done)
         if count:

@@ -162,24 +162,26 @@ def test_stages_described_by_data_show_their_unit_and_time_from_their_own_start(
 
 
 def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(tmp_path, monkeypatch):
-    """The bootstrap of a view (here made to take 150 s of a fake clock) is a stage with a start and an end
-    line; the view before it and the view after it are timed without it."""
+    """Every view's bootstrap (here made to take 150 s of a fake clock in the thread that runs it) is a stage
+    with a start and an end line, as is every other piece of work after the passes; the views are timed
+    without it. The fake clock is per thread: the bootstrap's 150 s pass only where the bootstrap runs."""
     import functools
     import re
+    import threading
     import time
 
     from macs_audit.cli import console, evaluate
     from macs_audit.metrics import bootstrap
 
-    offset = [0.0]
+    offset = threading.local()
 
     def clock() -> float:
-        return time.monotonic() + offset[0]
+        return time.monotonic() + getattr(offset, "seconds", 0.0)
 
     real = bootstrap.bootstrap_intervals
 
     def slow_bootstrap(*args, **kwargs):
-        offset[0] += 150.0
+        offset.seconds = getattr(offset, "seconds", 0.0) + 150.0
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bootstrap, "bootstrap_intervals", slow_bootstrap)
@@ -192,8 +194,9 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     log = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if line.startswith("[")]
-    names = [line.split(": started")[0] for line in log if ": started" in line]
-    assert names == [
+    starts = [line.split(": started")[0] for line in log if ": started" in line]
+    ends = {line.split(": done")[0]: line for line in log if ": done" in line}
+    stages = {
         "clean",
         "clean: bootstrap intervals",
         "conformal sets",
@@ -203,9 +206,9 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
         "temperature scaling",
         "post-hoc calibrators",
         "report",
-    ]
-    ends = {line.split(": done")[0]: line for line in log if ": done" in line}
-    assert set(ends) == set(names)
+    }
+    assert sorted(starts) == sorted(stages) and set(ends) == stages, log
+    assert starts[0] == "clean" and starts[-1] == "report"
 
     def seconds(line: str) -> float:
         text = re.search(r" in ([0-9:.]+)( s)?", line)
@@ -217,5 +220,21 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
 
     for view in ("clean", "noise+blur"):
         assert seconds(ends[f"{view}: bootstrap intervals"]) >= 150, ends
-        assert seconds(ends[view]) < 60, ends  # the view's passes alone, not the bootstrap before it
+        assert seconds(ends[view]) < 60, ends  # the view's passes alone, not a bootstrap
     assert "20 resamples" in ends["clean: bootstrap intervals"]
+
+
+def test_a_stage_with_nothing_counted_yet_reads_running_in_a_status_line():
+    from macs_audit.progress import Stage
+
+    clock = Clock()
+    progress, lines = lines_progress(clock)
+    intervals = Stage("clean: bootstrap intervals", "resamples")
+    with progress:
+        progress(intervals, 0, 1000)
+        clock.now += 4.0
+        progress("noise+blur", 0, 10_000)
+        clock.now += LINE_INTERVAL
+        progress("noise+blur", 5000, 10_000)
+    assert "[0:14] clean: bootstrap intervals: running for 14.0 s" in lines, lines
+    assert "[0:14] noise+blur: 50% (5,000/10,000 images), 500 img/s, ETA 0:10" in lines, lines
