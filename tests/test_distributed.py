@@ -61,6 +61,8 @@ def test_the_tolerance_allows_summation_order_and_nothing_more():
     terms = np.random.default_rng(0).uniform(0, 20, SUMMED)
     forward, pairwise = float(sum(terms.tolist())), float(np.sum(terms[::-1]))
     assert compare({"x": forward / SUMMED}, {"x": pairwise / SUMMED}) == []
+    # one ulp of a value near 1e4 (a Lipschitz estimate's scale) is 1.8e-12: a fixed 1e-12 would fail it
+    assert compare({"x": 1e4}, {"x": float(np.nextafter(1e4, 2e4))}) == []
     assert compare({"x": 8.0 + 1e-11}, {"x": 8.0}) == ["/x"]
     assert compare({"n": 100}, {"n": 101}) == ["/n"]
 
