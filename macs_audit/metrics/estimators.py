@@ -9,7 +9,8 @@
   subtracts each bin's sampling variance acc_b (1 - acc_b) / (n_b - 1) from its squared gap before
   the square root, which removes the upward bias of the plug-in estimate.
 - ECE-sweep (Roelofs et al., 2022): the L1 ECE over the largest number of equal-mass bins for which
-  the bins' accuracies still rise monotonically with confidence.
+  the bins' accuracies still rise monotonically with confidence (searched upwards from one bin until
+  the first count that is not monotone; `sweep_bins` says how without re-scanning the data per count).
 
 Equal-mass bins are the adaptive ECE's: contiguous groups of the confidences sorted (ties broken by
 correctness), sizes differing by at most one. Every function takes the per-sample arrays that the
@@ -31,6 +32,12 @@ GRID_CELLS = 5000
 MIN_SIGMA = 1e-3
 ROOT_TOLERANCE = 1e-9
 MAX_ROOT_STEPS = 100
+# SortedPrefix.sums at more than total / DENSE_LOOKUP positions counts the samples below every position
+# at once (linear) instead of a binary search per position.
+DENSE_LOOKUP = 8
+# ECE-sweep still searching past DEEP_BINS bins, with more than total / DENSE_LOOKUP positions between a
+# row's first correct sample and its last wrong one, reads its hit counts from one table (UnitHits).
+DEEP_BINS = 64
 
 
 def sorted_order(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray:
@@ -53,6 +60,7 @@ class SortedPrefix:
         self.hit = np.asarray(correct, dtype=np.float64)[order]
         w = np.ones((1, len(order))) if weights is None else np.asarray(weights, dtype=np.float64)[:, order]
         w = np.ascontiguousarray(w)  # the prefix sums are read flat, row after row
+        self.weights = w
         self.rows, self.n = w.shape
         self.total = int(round(w[0].sum())) if self.n else 0  # samples per row
         self.cum_count = np.cumsum(w, axis=1)
@@ -64,18 +72,71 @@ class SortedPrefix:
     def sums(self, positions: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(confidence sums, correct sums), each (len(rows), len(positions)): of the first P samples per row."""
         rows = np.arange(self.rows) if rows is None else rows
-        # One searchsorted over the rows laid end to end: row r's counts offset by r * (total + 1) stay sorted.
-        queries = positions[None, :] + (rows * (self.total + 1))[:, None]
-        found = np.searchsorted(self._laid_out, queries.ravel(), side="right").reshape(queries.shape)
+        cut = self._cut(positions, rows)
+        return self._summed(self.cum_conf, self.conf, cut), self._summed(self.cum_hit, self.hit, cut)
+
+    def hit_sums(self, positions: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The correct sums of `sums` alone (whole numbers, exact in float64)."""
+        return self._summed(self.cum_hit, self.hit, self._cut(positions, rows))
+
+    def _cut(self, positions: np.ndarray, rows: np.ndarray):
+        """Where each position P cuts each row: (whether a whole sample lies before P, the flat index of the
+        last whole one, the sample P cuts into, the copies of it that fall before P)."""
+        found = self._found(positions, rows)
         some = found > (rows * self.n)[:, None]  # at least one whole sample of the row lies before P
         last = np.where(some, found - 1, 0)  # flat index of the last whole sample
         following = np.minimum(found - (rows * self.n)[:, None], self.n - 1)  # the sample P cuts into
         counted = np.where(some, self.cum_count[last], 0.0)
-        partial = positions[None, :] - counted  # copies of the following sample that fall before P
-        out = []
-        for cum, value in ((self.cum_conf, self.conf), (self.cum_hit, self.hit)):
-            out.append(np.where(some, cum[last], 0.0) + partial * value[following])
-        return out[0], out[1]
+        return some, last, following, positions[None, :] - counted
+
+    @staticmethod
+    def _summed(cum: np.ndarray, value: np.ndarray, cut) -> np.ndarray:
+        some, last, following, partial = cut
+        return np.where(some, cum[last], 0.0) + partial * value[following]
+
+    def _found(self, positions: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Per row and position P, the flat index just past the row's samples whose cumulative count is at
+        most P: a binary search per position, or for many positions one count of the samples at each
+        cumulative count (the counts are whole draw counts), the same indices in time linear in the row."""
+        if len(positions) * DENSE_LOOKUP <= self.total:
+            # One searchsorted over the rows laid end to end: row r's counts offset by r * (total + 1) stay sorted.
+            queries = positions[None, :] + (rows * (self.total + 1))[:, None]
+            return np.searchsorted(self._laid_out, queries.ravel(), side="right").reshape(queries.shape)
+        width = self.total + 1
+        counts = self.cum_count.reshape(self.rows, self.n)[rows].astype(np.int64)
+        counts += (np.arange(len(rows)) * width)[:, None]
+        at_most = np.bincount(counts.ravel(), minlength=len(rows) * width).reshape(len(rows), width).cumsum(axis=1)
+        # Gathered flat, row after row (C order, as the binary search's): the sums' order of addition follows it.
+        found = at_most.ravel()[positions[None, :] + (np.arange(len(rows)) * width)[:, None]]
+        return found + (rows * self.n)[:, None]
+
+
+class UnitHits:
+    """The correct sums of the first P samples, P = 0..total, of some rows of a SortedPrefix, as one table
+    (the row's data set written out: sample i repeated weights[i] times): a lookup is a gather. Built in
+    time linear in the rows' samples."""
+
+    def __init__(self, prefix: SortedPrefix, rows: np.ndarray):
+        weights = prefix.weights[rows].astype(np.int64)
+        hits = np.broadcast_to(prefix.hit.astype(np.int32), weights.shape)
+        written_out = np.repeat(hits.ravel(), weights.ravel()).reshape(len(rows), prefix.total)
+        self.table = np.zeros((len(rows), prefix.total + 1), dtype=np.int32)
+        np.cumsum(written_out, axis=1, dtype=np.int32, out=self.table[:, 1:])
+        self.slot = np.full(prefix.rows, -1)
+        self.slot[rows] = np.arange(len(rows))
+
+    def hit_sums(self, positions: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return self.table[self.slot[rows][:, None], positions[None, :]]
+
+    def unsorted_span(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row (first, end): the position of its first correct sample and the position just past its last
+        wrong one. Bins that meet only positions before `first` hold no correct sample, those after `end` only
+        correct ones; the row is sorted (every wrong sample before every correct one) when end <= first."""
+        table = self.table[self.slot[rows]]
+        first = (table == 0).sum(axis=1) - 1
+        wrong = np.arange(table.shape[1])[None, :] - table
+        end = (wrong < wrong[:, -1:]).sum(axis=1)
+        return first, end
 
 
 def equal_mass_bounds(n: int, bins: int) -> np.ndarray:
@@ -115,23 +176,111 @@ def l2_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS, de
 
 def ece_sweep_of(prefix: SortedPrefix) -> tuple[np.ndarray, np.ndarray]:
     """(ECE, bins) per row: the L1 equal-mass ECE at the largest bin count whose bin accuracies are monotone
-    (non-decreasing in confidence), searched upwards from one bin until monotonicity first fails."""
-    n = prefix.total
-    best = np.ones(prefix.rows, dtype=np.int64)
-    searching = np.arange(prefix.rows)
-    for bins in range(2, n + 1):
-        if len(searching) == 0:
-            break
-        count, _, hit_sum = group_sums(prefix, bins, searching)
-        monotone = ~np.any(np.diff(hit_sum / count, axis=1) < 0, axis=1)
-        best[searching[monotone]] = bins
-        searching = searching[monotone]
+    (non-decreasing in confidence), searched upwards from one bin until monotonicity first fails (`sweep_bins`)."""
+    best = sweep_bins(prefix)
     ece = np.empty(prefix.rows)
     for bins in np.unique(best):
         rows = np.flatnonzero(best == bins)
+        if bins == prefix.total:  # a bin per sample drawn: each sample's own gap, once per draw
+            weights = prefix.weights if len(rows) == prefix.rows else prefix.weights[rows]
+            ece[rows] = (weights * np.abs(prefix.hit - prefix.conf)).sum(axis=1) / prefix.total
+            continue
         _, conf_sum, hit_sum = group_sums(prefix, int(bins), rows)
-        ece[rows] = np.abs(hit_sum - conf_sum).sum(axis=1) / n
+        ece[rows] = np.abs(hit_sum - conf_sum).sum(axis=1) / prefix.total
     return ece, best
+
+
+def sweep_bins(prefix: SortedPrefix) -> np.ndarray:
+    """Per row, ECE-sweep's bin count: the largest b whose equal-mass bins' accuracies are non-decreasing, as
+    are those of every count below it (the search upwards from one bin stops at the first count that fails).
+
+    Without a scan of the data per count. b bins of n samples are r = n % b bins of q + 1 = n // b + 1, then
+    b - r of q, so the boundaries between bins are j (q + 1) for 0 < j < r (bins of q + 1 on either side),
+    the transition r (q + 1) (q + 1 before, q after) and n - m q for 0 < m < b - r (q on either side). The
+    first and last families lie on two lattices fixed by q alone (stride q + 1 from 0, stride q from n) that
+    every count with the same q shares: per q, whether each lattice point is a violation (the bin before it
+    holds more correct samples than the bin after it) and whether one is among the first k points (a running
+    or); a count then fails when one of the first r - 1 points of the first lattice, one of the first b - r - 1
+    of the second, or its transition is a violation. That is O(n / q) lookups per q, O(n log n) over every q
+    the search reaches, and O(1) per count; accuracies are compared as the bins' divided sums, exactly.
+
+    Only boundaries strictly between a row's first correct sample and its last wrong one can fail (a bin that
+    ends before the first holds no correct sample, one that starts after the last wrong one only correct
+    ones), so only those are looked up. Where there are none (every sample right, every one wrong, every
+    confidence tied: ties are broken by correctness) every count is monotone: n bins, without a search; a
+    nearly sorted row costs little more. A row still searching past DEEP_BINS bins over a wide span reads its
+    hit counts from a UnitHits table (a gather per lookup, not a binary search)."""
+    n = prefix.total
+    best = np.ones(prefix.rows, dtype=np.int64)
+    if n < 2:
+        return best
+    correct, wrong = np.flatnonzero(prefix.hit), np.flatnonzero(prefix.hit == 0)
+    if len(correct) == 0 or len(wrong) == 0 or wrong[-1] < correct[0]:  # sorted, and so is every resample
+        return np.full(prefix.rows, n, dtype=np.int64)
+    # Per row, positions outside which no boundary can fail: the units before the first correct sample and
+    # up to the last wrong one (a row that drew neither still lies inside them).
+    cum_count = prefix.cum_count.reshape(prefix.rows, prefix.n)
+    first = cum_count[:, correct[0] - 1].astype(np.int64) if correct[0] > 0 else np.zeros(prefix.rows, np.int64)
+    end = cum_count[:, wrong[-1]].astype(np.int64)
+    searching = np.arange(prefix.rows)
+    source: SortedPrefix | UnitHits = prefix
+    bins = 2
+    while len(searching) and bins <= n:
+        if bins > DEEP_BINS and isinstance(source, SortedPrefix) and (end - first).max() * DENSE_LOOKUP > n:
+            source = UnitHits(prefix, searching)
+            first, end = source.unsorted_span(searching)  # the rows' own spans: some are sorted
+            unsorted = end > first
+            best[searching[~unsorted]] = n
+            searching, first, end = searching[unsorted], first[unsorted], end[unsorted]
+            if not len(searching):
+                break
+        q = n // bins
+        counts = np.arange(bins, n // q + 1)  # every count with this q
+        fail = _sweep_failures(source, searching, n, q, counts, int(first.min()), int(end.max()))
+        failed = fail.any(axis=1)
+        best[searching[failed]] = counts[fail[failed].argmax(axis=1)] - 1
+        best[searching[~failed]] = counts[-1]
+        searching, first, end = searching[~failed], first[~failed], end[~failed]
+        bins = int(counts[-1]) + 1
+    return best
+
+
+def _sweep_failures(
+    source: SortedPrefix | UnitHits, rows: np.ndarray, n: int, q: int, counts: np.ndarray, low: int, high: int
+) -> np.ndarray:
+    """(len(rows), len(counts)): whether the equal-mass bins of each count (all with n // count = q) have a
+    falling accuracy, looking only at boundaries strictly between `low` and `high` (see sweep_bins)."""
+    r = n - counts * q
+    step = q + 1
+    # Boundaries j (q + 1), 0 < j < r, from j = lo1 to hi1; n - m q, 0 < m < b - r, from m = lo2 to hi2; the
+    # transitions r (q + 1) between a bin of q + 1 and one of q. Their windows' ends, looked up at once.
+    lo1, hi1 = max(1, low // step + 1), min(int(r[0]) - 1, (high - 1) // step)
+    lo2, hi2 = max(1, (n - high) // q + 1), min(int(counts[-1] - r[-1]) - 1, (n - low - 1) // q)
+    at = r * step
+    which = (r > 0) & (at > low) & (at < high)
+    at = at[which]
+    lattice1 = np.arange(lo1 - 1, hi1 + 2) * step if lo1 <= hi1 else np.zeros(0, dtype=np.int64)
+    lattice2 = n - np.arange(lo2 - 1, hi2 + 2) * q if lo2 <= hi2 else np.zeros(0, dtype=np.int64)
+    fail = np.zeros((len(rows), len(counts)), dtype=bool)
+    if len(lattice1) + len(lattice2) + len(at) == 0:
+        return fail
+    hits = source.hit_sums(np.concatenate([lattice1, lattice2, at - step, at, at + q]), rows)
+    hits1, hits2, edges = np.split(hits, [len(lattice1), len(lattice1) + len(lattice2)], axis=1)
+    if len(lattice1):
+        window = hits1[:, 1:] - hits1[:, :-1]  # column k: the bin just after (lo1 - 1 + k)(q + 1)
+        seen = np.logical_or.accumulate(window[:, :-1] > window[:, 1:], axis=1)  # a violation at lo1..lo1 + k
+        upto = np.minimum(r - 1, hi1) - lo1
+        fail[:, upto >= 0] |= seen[:, upto[upto >= 0]]
+    if len(lattice2):
+        window = hits2[:, :-1] - hits2[:, 1:]  # column k: the bin just before n - (lo2 - 1 + k) q
+        seen = np.logical_or.accumulate(window[:, 1:] > window[:, :-1], axis=1)  # a violation at lo2..lo2 + k
+        upto = np.minimum(counts - r - 1, hi2) - lo2
+        fail[:, upto >= 0] |= seen[:, upto[upto >= 0]]
+    if len(at):
+        k = len(at)
+        before, after = edges[:, k : 2 * k] - edges[:, :k], edges[:, 2 * k :] - edges[:, k : 2 * k]
+        fail[:, which] |= after / q < before / step
+    return fail
 
 
 def ece_sweep(confidence: np.ndarray, correct: np.ndarray) -> tuple[float, int]:
