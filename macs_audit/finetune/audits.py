@@ -39,7 +39,7 @@ def fixes_table(fixes: list[Fix]) -> tuple[list[str], list[list[str]]]:
     from macs_audit.errors import MacsAuditError
     from macs_audit.gate import observe
     from macs_audit.metrics.registry import METRICS
-    from macs_audit.reports.tables import fmt
+    from macs_audit.numbers import format_value as fmt
 
     def value(report: Report, name: str) -> float | None:
         try:

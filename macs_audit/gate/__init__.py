@@ -10,7 +10,7 @@
 docs/gate.md lists every key. The rest of the package imports these names from `macs_audit.gate`.
 """
 
-from macs_audit.gate.checks import Check, ConfiguredGate, GateResult, format_value, locate, observe, run_gate
+from macs_audit.gate.checks import Check, ConfiguredGate, GateResult, locate, observe, run_gate
 from macs_audit.gate.config import (
     ABSOLUTE_KEYS,
     BASELINE_KEYS,
@@ -38,7 +38,6 @@ __all__ = [
     "GateResult",
     "StartingThreshold",
     "find_config",
-    "format_value",
     "load_config",
     "locate",
     "observe",

@@ -25,6 +25,7 @@ from typing import Any
 from macs_audit.errors import InputError, UsageError
 from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, CORRUPTION_KEYS, GateConfig, config_path, load_config
 from macs_audit.metrics.registry import METRICS, Metric, Place
+from macs_audit.numbers import format_change, format_value
 from macs_audit.report import Report, ViewResult, load_report
 
 # Values equal to a bound pass; this absorbs floating-point rounding in `baseline + allowance`.
@@ -68,10 +69,6 @@ class GateResult:
             "n_failed": len(self.failures),
             "checks": [dataclasses.asdict(c) for c in self.checks],
         }
-
-
-def format_value(value: float, percent: bool) -> str:
-    return f"{100 * value:.2f}%" if percent else f"{value:.4g}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,7 +228,7 @@ def _baseline_checks(report: Report, baseline: Report, config: GateConfig, use_i
         allowed = allowance * abs(base_value) if relative else allowance
         bound = base_value + (-allowed if metric.higher_is_better else allowed)
         change = "drop" if metric.higher_is_better else "increase"
-        amount = f"{100 * allowed:.2f} pp" if metric.percent else f"{allowed:.4g}"  # pp: percentage points
+        amount = format_change(allowed, metric.percent, signed=False)
         rule = f"{100 * allowance:g}% of baseline = {amount}" if relative else amount
         detail = f"baseline {format_value(base_value, metric.percent)}, allowed {change} {rule}; {how}"
         checks.append(_check(f"baseline.{key}", metric, f"{metric.title} vs baseline", observed, bound, detail))

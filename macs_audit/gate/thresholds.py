@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.gate.checks import format_value, locate
+from macs_audit.gate.checks import locate
 from macs_audit.gate.config import (
     MACS_AUDIT_TOML,
     PYPROJECT_TOML,
@@ -24,6 +24,7 @@ from macs_audit.gate.config import (
     table_name,
 )
 from macs_audit.metrics.registry import GATE_METRICS, METRICS, Metric
+from macs_audit.numbers import format_value
 from macs_audit.report import Report
 from macs_audit.text import printable
 

@@ -13,6 +13,7 @@ import html as _html
 from typing import TYPE_CHECKING
 
 from macs_audit.metrics.registry import METRICS, Metric
+from macs_audit.numbers import format_value
 from macs_audit.report import Report
 from macs_audit.reports import plots, tables
 from macs_audit.text import printable
@@ -113,7 +114,7 @@ def _cards(report: Report) -> str:
     if report.corruption_summary:
         items.append((corruption.short_label, report.corruption_summary.mean_accuracy_15, corruption))
     cards = "".join(
-        f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(tables.fmt(v, m.percent))}</div></div>'
+        f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(format_value(v, m.percent))}</div></div>'
         for k, v, m in items
         if v is not None
     )

@@ -1,16 +1,17 @@
 """The Report's sections as plain rows of strings, shared by the Markdown, HTML and terminal formats.
 
 Each function returns None (or []) when its section is absent, so every format skips it the same
-way. Values are formatted here once: fractions as percent, other values with 4 decimals. Labels,
-units and directions come from the metric registry.
+way. Values and changes are written by macs_audit.numbers (fractions as percent, other values with 4
+decimals). Labels, units and directions come from the metric registry.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from macs_audit.gate import GateResult, format_value
+from macs_audit.gate import GateResult
 from macs_audit.metrics.registry import METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Place, in_place
+from macs_audit.numbers import format_change, format_value
 from macs_audit.report import Calibrators, Report, ViewResult
 
 if TYPE_CHECKING:
@@ -18,12 +19,6 @@ if TYPE_CHECKING:
 
 # Raw against scaled: every temperature metric but accuracy, which dividing logits by T leaves alone.
 TEMPERATURE_ROWS = tuple(name for name in TEMPERATURE_METRICS if name != "accuracy")
-
-
-def fmt(value: float | None, percent: bool) -> str:
-    if value is None:
-        return "-"
-    return f"{100 * value:.2f}%" if percent else f"{value:.4f}"
 
 
 def shown(value: Any, default: Any = "?") -> Any:
@@ -66,7 +61,7 @@ def header_rows(report: Report) -> list[tuple[str, str]]:
 
 
 def _interval(ci: list[float] | None, percent: bool) -> str:
-    return f"[{fmt(ci[0], percent)}, {fmt(ci[1], percent)}]" if ci else ""
+    return f"[{format_value(ci[0], percent)}, {format_value(ci[1], percent)}]" if ci else ""
 
 
 def clean_rows(report: Report) -> list[tuple[str, str, str]]:
@@ -78,7 +73,7 @@ def clean_rows(report: Report) -> list[tuple[str, str, str]]:
     return [
         (
             metric.table_label_for(report.model.output),  # log p statistics of a probability model
-            fmt(m[metric.name], metric.percent),
+            format_value(m[metric.name], metric.percent),
             _interval(ci.get(metric.name), metric.percent) or (missing if metric.name in bootstrapped else ""),
         )
         for metric in in_place(Place.CLEAN)
@@ -104,8 +99,8 @@ def temperature_rows(report: Report) -> tuple[str, list[tuple[str, str, str]]] |
     rows = [
         (
             METRICS[name].label,
-            fmt(ts.raw.get(name), METRICS[name].percent),
-            fmt(ts.scaled.get(name), METRICS[name].percent),
+            format_value(ts.raw.get(name), METRICS[name].percent),
+            format_value(ts.scaled.get(name), METRICS[name].percent),
         )
         for name in TEMPERATURE_ROWS
         if name in ts.raw
@@ -128,7 +123,7 @@ def calibrator_table(section: Calibrators) -> tuple[str, list[str], list[list[st
             rows.append([label, *("-" for _ in CALIBRATOR_SCORES), "not fitted: split too small"])
             continue
         scores = row.get("scores") or {}
-        values = [fmt(scores.get(name), METRICS[name].percent) for name in CALIBRATOR_SCORES]
+        values = [format_value(scores.get(name), METRICS[name].percent) for name in CALIBRATOR_SCORES]
         rows.append([label, *values, f"{row.get('n_parameters', 0):,}"])
     caption = (
         f"fitted on {section.n_fit:,} held-out images, scored on the other {section.n_eval:,}; "
@@ -149,16 +144,21 @@ def robustness_rows(report: Report) -> list[tuple[str, str]]:
     robust_accuracy, lipschitz = METRICS["robust_accuracy"], METRICS["lipschitz"]
     if rb.robust_accuracy is not None:
         rows.append(
-            (f"{robust_accuracy.label} ({report.robust_view_name()})", fmt(rb.robust_accuracy, robust_accuracy.percent))
+            (
+                f"{robust_accuracy.label} ({report.robust_view_name()})",
+                format_value(rb.robust_accuracy, robust_accuracy.percent),
+            )
         )
     sens = rb.sensitivity
     if sens is not None and sens.lipschitz is not None:
         method = str(shown(sens.method)).split(" (")[0]  # the long form is in the JSON
-        rows.append((f"{lipschitz.label} ({method}, n={shown(sens.n)})", fmt(sens.lipschitz, lipschitz.percent)))
+        rows.append(
+            (f"{lipschitz.label} ({method}, n={shown(sens.n)})", format_value(sens.lipschitz, lipschitz.percent))
+        )
     for name in ("robustness_ratio", "median_flip_radius"):
         metric, value = METRICS[name], getattr(rb, name)
         if value is not None:
-            rows.append((metric.table_label, fmt(value, metric.percent)))
+            rows.append((metric.table_label, format_value(value, metric.percent)))
     return rows
 
 
@@ -168,7 +168,7 @@ def view_header(first: str = "view") -> list[str]:
 
 def view_row(view: ViewResult) -> list[str]:
     """[name, accuracy, ECE, NLL, Brier] of one view."""
-    return [view.name, *(fmt(view.metrics.get(name), METRICS[name].percent) for name in VIEW_METRICS)]
+    return [view.name, *(format_value(view.metrics.get(name), METRICS[name].percent) for name in VIEW_METRICS)]
 
 
 def view_rows(report: Report, kind: str = "perturbation") -> list[list[str]]:
@@ -206,7 +206,7 @@ def corruption_rows(report: Report) -> tuple[list[str], list[list[str]]] | None:
         )
         label = name + (" *" if entry and entry.extra else "")
         accs = [
-            fmt(cells[(name, s)].metrics.get("accuracy"), accuracy.percent) if (name, s) in cells else "-"
+            format_value(cells[(name, s)].metrics.get("accuracy"), accuracy.percent) if (name, s) in cells else "-"
             for s in severities
         ]
         rows.append(
@@ -214,8 +214,8 @@ def corruption_rows(report: Report) -> tuple[list[str], list[list[str]]] | None:
                 label,
                 family or "-",
                 *accs,
-                fmt(entry.accuracy if entry else None, accuracy.percent),
-                fmt(entry.ece if entry else None, ece.percent),
+                format_value(entry.accuracy if entry else None, accuracy.percent),
+                format_value(entry.ece if entry else None, ece.percent),
             ]
         )
     return header, rows
@@ -226,7 +226,7 @@ def corruption_summary_rows(report: Report) -> list[tuple[str, str]]:
     if not cs:
         return []
     rows = [
-        (metric.table_label, fmt(getattr(cs, metric.report_key), metric.percent))
+        (metric.table_label, format_value(getattr(cs, metric.report_key), metric.percent))
         for metric in in_place(Place.CORRUPTION)
         if getattr(cs, metric.report_key) is not None
     ]
@@ -235,7 +235,7 @@ def corruption_summary_rows(report: Report) -> list[tuple[str, str]]:
         rows.append(
             (
                 f"family {family}: {accuracy.label} / {ece.label}",
-                f"{fmt(values.accuracy, accuracy.percent)} / {fmt(values.ece, ece.percent)}",
+                f"{format_value(values.accuracy, accuracy.percent)} / {format_value(values.ece, ece.percent)}",
             )
         )
     return rows
@@ -267,17 +267,17 @@ def convention_rows(report: Report) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in report.conventions.to_dict().items()]
 
 
-def format_delta(delta: float | None, percent: bool) -> str:
-    """A signed change; percent metrics in percentage points (pp)."""
-    if delta is None:
-        return "-"
-    return f"{100 * delta:+.2f} pp" if percent else f"{delta:+.4f}"
-
-
 def comparison_rows(comparison: Comparison) -> list[list[str]]:
     """[section, metric, A, B, delta, status] per compared value."""
     return [
-        [r.section, r.label, fmt(r.a, r.percent), fmt(r.b, r.percent), format_delta(r.delta, r.percent), r.status]
+        [
+            r.section,
+            r.label,
+            format_value(r.a, r.percent),
+            format_value(r.b, r.percent),
+            format_change(r.delta, r.percent),
+            r.status,
+        ]
         for r in comparison.rows
     ]
 
@@ -294,7 +294,7 @@ def _located_rows(report: Report, place: Place) -> list[list[str]]:
     for metric in in_place(place):
         value, ci = locate(report, metric)
         if isinstance(value, (int, float)):
-            rows.append([metric.table_label, fmt(value, metric.percent), _interval(ci, metric.percent)])
+            rows.append([metric.table_label, format_value(value, metric.percent), _interval(ci, metric.percent)])
     return rows
 
 
@@ -309,9 +309,9 @@ def _conformal_rows(report: Report) -> list[list[str]]:
         name = f" ({names[worst]})" if isinstance(worst, int) and 0 <= worst < len(names) else ""
         return [
             label,
-            fmt(stats.get("coverage"), True),
-            fmt(stats.get("mean_set_size"), False),
-            fmt(stats.get("worst_class_coverage"), True) + name if "worst_class_coverage" in stats else "",
+            format_value(stats.get("coverage"), True),
+            format_value(stats.get("mean_set_size"), False),
+            format_value(stats.get("worst_class_coverage"), True) + name if "worst_class_coverage" in stats else "",
         ]
 
     rows = [row(f"{method.upper()}, clean", stats) for method, stats in cf.methods.items()]
@@ -322,7 +322,12 @@ def _conformal_rows(report: Report) -> list[list[str]]:
     for method, stats in (cf.corruption_mean or {}).items():
         rows.append(row(f"{method.upper()}, mean over corruptions", stats))
         rows.append(
-            [f"{method.upper()}, lowest: {stats.get('lowest_view')}", fmt(stats.get("lowest_coverage"), True), "", ""]
+            [
+                f"{method.upper()}, lowest: {stats.get('lowest_view')}",
+                format_value(stats.get("lowest_coverage"), True),
+                "",
+                "",
+            ]
         )
     return rows
 
@@ -337,7 +342,7 @@ def trust_tables(report: Report) -> list[TrustTable]:
     cf = report.conformal
     if cf is not None:
         title = (
-            f"Conformal sets: target coverage {fmt(cf.target_coverage, True)}, fitted on {cf.n_calibration:,} "
+            f"Conformal sets: target coverage {format_value(cf.target_coverage, True)}, fitted on {cf.n_calibration:,} "
             f"held-out images, scored on the other {cf.n_eval:,}"
         )
         out.append(("conformal", title, ["sets", "coverage", "mean set size", "worst class"], _conformal_rows(report)))
@@ -349,7 +354,7 @@ def trust_tables(report: Report) -> list[TrustTable]:
         u = report.unlabeled
         title = (
             f"Accuracy without labels: {u.n:,} images of {u.source} (fitted on the evaluation data, accuracy "
-            f"{fmt(u.source_accuracy, True)})"
+            f"{format_value(u.source_accuracy, True)})"
         )
         out.append(("unlabeled", title, ["estimator", "value", "95% CI"], _located_rows(report, Place.UNLABELED)))
     return out

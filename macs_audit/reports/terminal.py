@@ -13,9 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from macs_audit.metrics.registry import METRICS
+from macs_audit.numbers import format_value
 from macs_audit.report import Calibrators, Report
 from macs_audit.reports import tables
-from macs_audit.reports.tables import fmt
 from macs_audit.text import printable
 
 if TYPE_CHECKING:
@@ -99,8 +99,8 @@ def robustness_table(report: Report) -> Table | None:
         method = str(tables.shown(sens.method)).split(" (")[0]
         table.caption = _text(
             f"{lipschitz.label} = {sens.lipschitz:.3f}{error} ({method}, n={sens.n}); "
-            f"margin / L^ = {fmt(rob.robustness_ratio, ratio.percent)}; "
-            f"{radius.label} {fmt(rob.median_flip_radius, radius.percent)} ({radius.note})"
+            f"margin / L^ = {format_value(rob.robustness_ratio, ratio.percent)}; "
+            f"{radius.label} {format_value(rob.median_flip_radius, radius.percent)} ({radius.note})"
         )
         table.caption_justify = "left"
     return table
@@ -211,7 +211,7 @@ def corruption_table(report: Report) -> RenderableType | None:
             for s in severities:
                 value = cells.get((name, s))
                 row.append(Text("-") if value is None else Text(f"{100 * value:.1f}", style=_heat(value)))
-            row += [_text(fmt(c.accuracy, accuracy.percent)), _text(fmt(c.ece, ece.percent))]
+            row += [_text(format_value(c.accuracy, accuracy.percent)), _text(format_value(c.ece, ece.percent))]
             table.add_row(*row)
         return table
 
@@ -225,7 +225,7 @@ def corruption_table(report: Report) -> RenderableType | None:
         lines.append(
             _text(
                 f"{name}{' *' if c.extra else ''} ({c.family}): {values}; mean {accuracy.label} "
-                f"{fmt(c.accuracy, accuracy.percent)}, {ece.label} {fmt(c.ece, ece.percent)}"
+                f"{format_value(c.accuracy, accuracy.percent)}, {ece.label} {format_value(c.ece, ece.percent)}"
             )
         )
     notes = ["* extra corruption (not in the 15-corruption benchmark)"]
@@ -237,15 +237,16 @@ def corruption_table(report: Report) -> RenderableType | None:
         ece_value = getattr(summary, METRICS[mean_ece].report_key)
         if acc_value is not None:
             notes.append(
-                f"mean over {count}x{len(severities)}: {accuracy.label} {fmt(acc_value, accuracy.percent)}, "
-                f"{ece.label} {fmt(ece_value, ece.percent)}"
+                f"mean over {count}x{len(severities)}: {accuracy.label} {format_value(acc_value, accuracy.percent)}, "
+                f"{ece.label} {format_value(ece_value, ece.percent)}"
             )
     if summary.mce_unnormalized is not None:
         notes.append(f"{METRICS['mce_unnormalized'].label} {100 * summary.mce_unnormalized:.2f}")
     if summary.mce is not None:
         relative = METRICS["relative_mce"]
         notes.append(
-            f"mCE vs baseline {100 * summary.mce:.1f}%, {relative.label} {fmt(summary.relative_mce, relative.percent)}"
+            f"mCE vs baseline {100 * summary.mce:.1f}%, "
+            f"{relative.label} {format_value(summary.relative_mce, relative.percent)}"
         )
     return Group(
         _text(f"CIFAR-C accuracy by corruption and severity ({summary.source or ''})", style="italic"),

@@ -1,0 +1,31 @@
+"""How the numbers a report holds are written for people: one rule per kind of number, used by every format
+(terminal, Markdown, HTML, JUnit), compare, the gate's checks and `init`'s comments.
+
+- A metric's value, or a bound on one (`format_value`): a fraction-style metric (accuracy, ECE, ...) as a
+  percent with 2 decimals, `92.31%`; any other (NLL, Brier, ratios) with 4 decimals, `0.4312`. A gate
+  check's observed value and threshold are of this kind, so a value reads the same in a report's table
+  and in the check on it (`0.4300 <= 0.4730`, not `0.43 <= 0.473`), and columns of values line up.
+- A change in a metric (`format_change`): percentage points for a fraction-style metric, `+1.25 pp`, else
+  4 decimals, `+0.0123`; signed for a difference (compare's B - A), unsigned for an amount (a baseline
+  check's allowance).
+
+An absent value is `-`. A message that echoes a number from the user's input keeps its own form (`:g`).
+"""
+
+from __future__ import annotations
+
+
+def format_value(value: float | None, percent: bool) -> str:
+    """A metric's value (or a bound on it): `92.31%` for a fraction-style metric, else `0.4312`; `-` if absent."""
+    if value is None:
+        return "-"
+    return f"{100 * value:.2f}%" if percent else f"{value:.4f}"
+
+
+def format_change(change: float | None, percent: bool, signed: bool = True) -> str:
+    """A change in a metric: `+1.25 pp` (percentage points) for a fraction-style metric, else `+0.0123`;
+    without the sign for an amount such as an allowance; `-` if absent."""
+    if change is None:
+        return "-"
+    sign = "+" if signed else ""
+    return f"{100 * change:{sign}.2f} pp" if percent else f"{change:{sign}.4f}"
