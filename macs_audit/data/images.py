@@ -16,7 +16,7 @@ from typing import Any
 from macs_audit.errors import InputError
 
 # The most pixels an input image may have: Pillow's own decompression-bomb threshold (Image.MAX_IMAGE_PIXELS,
-# 2^30 / 4 / 3, about 89 megapixels: a 1 GiB RGBA frame split three ways), so Pillow never warns or refuses
+# 2^30 // 4 // 3, about 89 megapixels: a quarter of a GiB at 3 bytes a pixel), so Pillow never warns or refuses
 # on its own. An RGB image this big decodes to 256 MiB; classifier inputs are a few hundred pixels a side.
 MAX_IMAGE_PIXELS = 89_478_485
 
