@@ -50,3 +50,8 @@ def test_a_file_that_is_no_image_is_named(tmp_path):
     (tmp_path / "x.png").write_bytes(b"not an image")
     with pytest.raises(InputError, match=r"cannot read frost texture .*x\.png"):
         open_image(tmp_path / "x.png", "frost texture")
+
+
+def test_the_limit_is_pillows_own_threshold():
+    """Below it Pillow neither warns nor refuses, so no warning of its own reaches the terminal."""
+    assert MAX_IMAGE_PIXELS == Image.MAX_IMAGE_PIXELS
