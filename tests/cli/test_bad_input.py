@@ -645,7 +645,7 @@ ROWS: list[Row] = [
         "does not match",
         _cifar_c("cc", 60, shift=1),
     ),
-    # moved from tests/cli/test_cli_reports.py: gate configs, reports and formats
+    # gate configs, reports and formats of the saved-report commands (tests/cli/test_cli_gate.py, test_cli_report.py)
     *(
         Row(f"gate-config-{name}", ("gate", "{report}", "--config", "bad.toml"), code, message, _file("bad.toml", text))
         for name, text, code, message in (
