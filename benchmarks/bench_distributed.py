@@ -55,7 +55,7 @@ def entry(argv: list[str]) -> None:
 
         ort.InferenceSession.__init__ = init
     sys.path.insert(0, str(ROOT))
-    from macs_audit.cli import main
+    from macs_audit.__main__ import main
 
     sys.argv = ["macs-audit", *argv]
     main()

@@ -36,8 +36,4 @@ for command, summary in (
     app.command(short_help=summary)(command)
 
 
-def main() -> None:
-    app()
-
-
-__all__ = ["app", "main"]
+__all__ = ["app"]

@@ -19,7 +19,7 @@ from macs_audit.text import printable
 
 stdout = Console()
 stderr = Console(stderr=True)
-state = {"debug": False}
+state = {"debug": False, "interrupt_reported": False}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -60,6 +60,7 @@ def handle_errors(func: F) -> F:
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             stderr.print("interrupted")
+            state["interrupt_reported"] = True
             raise typer.Exit(130) from None
         except OSError as exc:  # the OS refused a read or write the core does not check itself: name the file
             if state["debug"]:

@@ -20,7 +20,7 @@ def test_help_of_the_app_and_every_command_imports_no_torch():
     onnxruntime never imported."""
     script = textwrap.dedent(f"""
         import sys
-        from macs_audit.cli import main
+        from macs_audit.__main__ import main
         codes = []
         for args in [[]] + [[name] for name in {COMMANDS!r}]:
             sys.argv = ["macs-audit", *args, "--help"]
@@ -82,7 +82,7 @@ def test_the_clean_onnx_audit_imports_no_torch(tmp_path):
     ]
     script = textwrap.dedent(f"""
         import sys
-        from macs_audit.cli import main
+        from macs_audit.__main__ import main
         sys.argv = ["macs-audit", "evaluate", *{args!r}]
         try:
             main()

@@ -132,10 +132,10 @@ def test_configured_gate_reads_the_found_config_and_its_baseline(files):
 
 
 def test_gate_report_compare_do_not_import_torch_or_onnxruntime(files):
-    """The real entry point (`macs-audit` = macs_audit.cli.main) runs each command in a fresh interpreter."""
+    """The real entry point (`macs-audit` = macs_audit.__main__.main) runs each command in a fresh interpreter."""
     script = textwrap.dedent(f"""
         import sys
-        from macs_audit.cli import main
+        from macs_audit.__main__ import main
         a, b, cfg = {str(files["a"])!r}, {str(files["b"])!r}, {str(files["fail"])!r}
         codes = []
         for args in (
