@@ -28,10 +28,8 @@ import torch.nn.functional as F
 
 from macs_audit.data.splits import stratified_split
 from macs_audit.models import architectures  # noqa: F401  (registers the timm models)
+from macs_audit.models.config import CIFAR10_MEAN, CIFAR10_STD
 from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
-
-CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
 # Hyperparameters in one place.
 HP = dict(

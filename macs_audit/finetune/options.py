@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from macs_audit.models.config import CIFAR10_MEAN, CIFAR10_STD
+
 OBJECTIVES = ("macs", "ce", "focal", "label-smoothing", "mixup")
 OPTIMIZERS = ("sgd", "adamw")
 KL_DIRECTIONS = ("clean||pert", "pert||clean")
@@ -57,8 +59,8 @@ class FinetuneOptions:
     mixup_alpha: float = 0.2
     # Model preprocessing (filled from the model's config): images in [0,1] -> (x - mean) / std.
     input_size: tuple[int, int] = (32, 32)
-    mean: tuple[float, ...] = (0.4914, 0.4822, 0.4465)
-    std: tuple[float, ...] = (0.2470, 0.2435, 0.2616)
+    mean: tuple[float, ...] = CIFAR10_MEAN
+    std: tuple[float, ...] = CIFAR10_STD
     # Runtime. AMP (bf16 autocast) and channels_last apply on CUDA only.
     device: str = "cpu"
     amp: bool = True
