@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from macs_audit.devices import cuda_available
+
 SUM_FIELDS_INT = ("count", "correct", "margin_below", "bin_count", "class_bin_count")
 SUM_FIELDS_FLOAT = (
     "nll_sum",
@@ -66,7 +68,7 @@ def init_from_env(device: str = "auto") -> Context:
     import torch.distributed as dist
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = device != "cpu" and torch.cuda.is_available()
+    use_cuda = device != "cpu" and cuda_available()
     if not dist.is_initialized():
         if use_cuda:
             torch.cuda.set_device(local_rank)
@@ -77,9 +79,7 @@ def init_from_env(device: str = "auto") -> Context:
 def rank_device(ctx: Context, device: str) -> str:
     """Under torchrun, 'auto'/'cuda' means this rank's own GPU."""
     if ctx.active and device in ("auto", "cuda"):
-        import torch
-
-        if torch.cuda.is_available():
+        if cuda_available():
             return f"cuda:{ctx.local_rank}"
         return "cpu" if device == "auto" else device
     return device

@@ -26,31 +26,9 @@ needs_cuda = pytest.mark.gpu
 # Device resolution (CPU): --device cuda without a GPU is a usage error, exit 2
 # ---------------------------------------------------------------------------------------------
 def _gpu(monkeypatch, present: bool):
-    from macs_audit.models import predictor
+    from macs_audit import devices
 
-    monkeypatch.setattr(predictor, "cuda_available", lambda: present)
-
-
-def test_resolve_device_without_gpu(monkeypatch):
-    from macs_audit.errors import UsageError
-    from macs_audit.models.predictor import resolve_device
-
-    _gpu(monkeypatch, False)
-    assert resolve_device("auto") == "cpu" and resolve_device("cpu") == "cpu"
-    for device in ("cuda", "cuda:0", "cuda:3"):
-        with pytest.raises(UsageError, match="no CUDA GPU"):
-            resolve_device(device)
-    for bad in ("gpu", "cuda:", "cuda:x", "tpu"):
-        with pytest.raises(UsageError, match="unknown device"):
-            resolve_device(bad)
-
-
-def test_resolve_device_with_gpu(monkeypatch):
-    from macs_audit.models.predictor import resolve_device
-
-    _gpu(monkeypatch, True)
-    assert resolve_device("auto") == "cuda:0" and resolve_device("cuda") == "cuda:0"
-    assert resolve_device("cuda:1") == "cuda:1" and resolve_device("cpu") == "cpu"
+    monkeypatch.setattr(devices, "cuda_available", lambda: present)
 
 
 def test_cli_device_cuda_without_gpu_exits_2(monkeypatch, tmp_path):
@@ -69,14 +47,15 @@ def test_cli_device_cuda_without_gpu_exits_2(monkeypatch, tmp_path):
 
 def test_rank_device_under_torchrun(monkeypatch):
     """Each torchrun rank drives its own GPU; without one, 'auto' falls back to the CPU."""
+    from macs_audit import distributed
     from macs_audit.distributed import SINGLE, Context, rank_device
 
     ctx = Context(rank=3, world_size=4, local_rank=1)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(distributed, "cuda_available", lambda: True)
     assert rank_device(ctx, "auto") == "cuda:1" and rank_device(ctx, "cuda") == "cuda:1"
     assert rank_device(ctx, "cpu") == "cpu" and rank_device(ctx, "cuda:0") == "cuda:0"
     assert rank_device(SINGLE, "auto") == "auto"  # one process: resolve_device decides
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(distributed, "cuda_available", lambda: False)
     assert rank_device(ctx, "auto") == "cpu" and rank_device(ctx, "cuda") == "cuda"  # the latter then exits 2
 
 
