@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import html as _html
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from macs_audit.metrics.registry import METRICS, Metric
 from macs_audit.numbers import format_value
 from macs_audit.report import Report
-from macs_audit.reports import plots, tables
+from macs_audit.reports import plots, sections, tables
 from macs_audit.text import printable
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def _image(png: bytes | None, alt: str, caption: str = "") -> str:
 
 
 def _table(
-    header: list[str], rows, numeric: tuple[int, ...] | None = None, row_classes: list[str] | None = None
+    header: Sequence[str], rows, numeric: tuple[int, ...] | None = None, row_classes: list[str] | None = None
 ) -> str:
     """numeric: indices of right-aligned number columns (default: all but the first)."""
     numeric = tuple(range(1, len(header))) if numeric is None else numeric
@@ -137,6 +138,83 @@ def _gate_section(gate: GateResult) -> list[str]:
     ]
 
 
+def _reliability(report: Report) -> str:
+    return _image(
+        plots.reliability(report.clean, "clean"),
+        "reliability diagram and confidence histogram",
+        "Bars: accuracy per confidence bin; hatched: gap to the diagonal. Below: share of samples per bin.",
+    )
+
+
+def _margins(report: Report) -> str:
+    png = plots.margin_histogram(report)
+    return _image(png, "logit margin histogram", "Margin z[y] - max other logit; red bars are misclassified.")
+
+
+def _robust_reliability(report: Report) -> str:
+    """Calibration under shift: the reliability diagram on the robust view."""
+    robust = report.robust_view()
+    if robust is None:
+        return ""
+    return _image(
+        plots.reliability(robust),
+        f"reliability diagram on the {robust.name} view",
+        f"Reliability on the {robust.name} view.",
+    )
+
+
+def _heatmap(report: Report) -> str:
+    return _image(plots.corruption_heatmap(report), "accuracy heat map by corruption and severity")
+
+
+def _risk_coverage(report: Report) -> str:
+    return _image(
+        plots.risk_coverage(report.clean),
+        "risk-coverage curve",
+        "Error rate of the predictions kept when the model abstains on the least confident; dashed: "
+        "the best possible ranking at this accuracy.",
+    )
+
+
+# The plots, by section key: under the section's tables, or above them (ABOVE); in ROW, the tables and the
+# plot stand side by side (the trust sections keep that layout with or without a plot).
+FIGURES: dict[str, Callable[[Report], str]] = {
+    "clean": _reliability,
+    "margins": _margins,
+    "robustness": _robust_reliability,
+    "corruptions": _heatmap,
+    "selective": _risk_coverage,
+}
+ABOVE = {"corruptions"}
+ROW = {"clean", "selective", "conformal", "ood", "unlabeled"}
+
+
+def _section(report: Report, section: sections.Section, content: sections.Content) -> list[str]:
+    """A heading, the caption, the tables (each with its note) and the section's plot; nothing with neither."""
+    figure = FIGURES[section.key](report) if section.key in FIGURES else ""
+    if not content.tables and not figure:
+        return []
+    body = [f'<h2 id="{esc(section.key)}">{esc(section.heading(content))}</h2>']
+    if content.caption:
+        body.append(f'<p class="note">{esc(content.caption)}</p>')
+    parts = []
+    for t in content.tables:
+        parts.append(_table(t.header, t.rows, numeric=tuple(range(t.text_columns, len(t.header)))))
+        if t.note:
+            parts.append(f'<p class="note">{esc(t.note)}</p>')
+    if section.key in ROW:
+        return body + [
+            '<div class="row"><div>',
+            *parts,
+            "</div>",
+            *([figure] if section.key in FIGURES else []),
+            "</div>",
+        ]
+    if section.key in ABOVE:
+        return body + ([figure] if figure else []) + parts
+    return body + parts + ([figure] if figure else [])
+
+
 def render(report: Report, gate: GateResult | None = None) -> str:
     body = ["<h1>macs-audit calibration report</h1>", f'<p class="sub">{esc(tables.title(report))}</p>']
     if gate is not None:
@@ -146,87 +224,8 @@ def render(report: Report, gate: GateResult | None = None) -> str:
     if gate is not None:
         body += _gate_section(gate)
 
-    body += [
-        '<h2 id="clean">Clean calibration</h2>',
-        '<div class="row"><div>',
-        _table(["metric", "value", "95% CI"], tables.clean_rows(report)),
-        "</div>",
-        _image(
-            plots.reliability(report.clean, "clean"),
-            "reliability diagram and confidence histogram",
-            "Bars: accuracy per confidence bin; hatched: gap to the diagonal. Below: share of samples per bin.",
-        ),
-        "</div>",
-    ]
-
-    ts = tables.temperature_rows(report)
-    if ts:
-        caption, rows = ts
-        body += [
-            '<h2 id="temperature">Temperature scaling</h2>',
-            f'<p class="note">{esc(caption)}</p>',
-            _table(["metric", "raw", "scaled"], rows),
-        ]
-
-    calibrators = tables.calibrator_rows(report)
-    if calibrators:
-        caption, header, calibrator_rows = calibrators
-        body += [
-            '<h2 id="calibrators">Post-hoc calibrators</h2>',
-            f'<p class="note">{esc(caption)}</p>',
-            _table(header, calibrator_rows),
-        ]
-
-    margin = plots.margin_histogram(report)
-    if margin:
-        body += [
-            '<h2 id="margins">Logit margins</h2>',
-            _image(margin, "logit margin histogram", "Margin z[y] - max other logit; red bars are misclassified."),
-        ]
-
-    rb, views = tables.robustness_rows(report), tables.view_rows(report, "perturbation")
-    if rb or views:
-        body.append('<h2 id="robustness">Robustness</h2>')
-        if rb:
-            body.append(_table(["metric", "value"], rb))
-        if views:
-            body.append(_table(tables.view_header(), views))
-        robust = report.robust_view()
-        if robust is not None:  # calibration under shift: the same diagram on the robust view
-            body.append(
-                _image(
-                    plots.reliability(robust),
-                    f"reliability diagram on the {robust.name} view",
-                    f"Reliability on the {robust.name} view.",
-                )
-            )
-
-    grid = tables.corruption_rows(report)
-    if grid:
-        header, grid_rows = grid
-        body += [
-            '<h2 id="corruptions">Corruptions</h2>',
-            _image(plots.corruption_heatmap(report), "accuracy heat map by corruption and severity"),
-            _table(header, grid_rows, numeric=tuple(range(2, len(header)))),
-        ]
-        if any(row[0].endswith(" *") for row in grid_rows):
-            body.append('<p class="note">* not one of the 15 benchmark corruptions.</p>')
-        summary = tables.corruption_summary_rows(report)
-        if summary:
-            body.append(_table(["summary", "value"], summary))
-
-    for anchor, title, header, trust_rows in tables.trust_tables(report):
-        body += [f'<h2 id="{anchor}">{esc(title)}</h2>', '<div class="row"><div>', _table(header, trust_rows), "</div>"]
-        if anchor == "selective":
-            body.append(
-                _image(
-                    plots.risk_coverage(report.clean),
-                    "risk-coverage curve",
-                    "Error rate of the predictions kept when the model abstains on the least confident; dashed: "
-                    "the best possible ranking at this accuracy.",
-                )
-            )
-        body.append("</div>")
+    for section, content in sections.present(report):
+        body += _section(report, section, content)
 
     body += [
         '<h2 id="model">Model, data and runtime</h2>',

@@ -1,17 +1,18 @@
 """Markdown format: short enough for a pull-request comment or a GitHub Actions step summary.
 
-The verdict comes first, then the gate table, then the metrics; conventions go in a collapsed
-<details> block. Every string taken from the report is escaped: GitHub renders inline HTML, and a
-`|` in a class name or path would break a table; unprintable characters (an ESC, a line break) are
-written as their escapes first (macs_audit.text).
+The verdict comes first, then the gate table, then the report's sections (reports/sections.py) in
+order; conventions go in a collapsed <details> block. Every string taken from the report is escaped:
+GitHub renders inline HTML, and a `|` in a class name or path would break a table; unprintable
+characters (an ESC, a line break) are written as their escapes first (macs_audit.text).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from macs_audit.report import Report
-from macs_audit.reports import tables
+from macs_audit.reports import sections, tables
 from macs_audit.text import printable
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def esc(text: object) -> str:
     return "".join(_ESCAPES.get(ch, ch) for ch in printable(text))
 
 
-def table(header: list[str], rows: list[list[str]] | list[tuple], align: str | None = None) -> list[str]:
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> list[str]:
     """A pipe table; `align` is one letter per column, l or r (default: first left, others right)."""
     align = align or "l" + "r" * (len(header) - 1)
     lines = [
@@ -59,6 +60,20 @@ def _gate_lines(gate: GateResult) -> list[str]:
     return lines + [""]
 
 
+def _section_lines(section: sections.Section, content: sections.Content) -> list[str]:
+    """A heading, the caption, each table with its note; nothing for a section with no table."""
+    if not content.tables:
+        return []
+    lines = [f"### {esc(section.heading(content))}", ""]
+    if content.caption:
+        lines += [esc(content.caption), ""]
+    for t in content.tables:
+        lines += table(t.header, t.rows, "l" * t.text_columns + "r" * (len(t.header) - t.text_columns)) + [""]
+        if t.note:
+            lines += [esc(t.note), ""]
+    return lines
+
+
 def render(report: Report, gate: GateResult | None = None) -> str:
     lines = []
     if gate is not None:
@@ -70,41 +85,8 @@ def render(report: Report, gate: GateResult | None = None) -> str:
     if gate is not None:
         lines += _gate_lines(gate)
 
-    lines += ["### Clean calibration", ""]
-    lines += table(["metric", "value", "95% CI"], tables.clean_rows(report)) + [""]
-
-    ts = tables.temperature_rows(report)
-    if ts:
-        caption, rows = ts
-        lines += ["### Temperature scaling", "", esc(caption), ""]
-        lines += table(["metric", "raw", "scaled"], rows) + [""]
-
-    calibrators = tables.calibrator_rows(report)
-    if calibrators:
-        caption, header, calibrator_rows = calibrators
-        lines += ["### Post-hoc calibrators", "", esc(caption), ""]
-        lines += table(header, calibrator_rows) + [""]
-
-    rb = tables.robustness_rows(report)
-    if rb:
-        lines += ["### Robustness", ""] + table(["metric", "value"], rb) + [""]
-    views = tables.view_rows(report, "perturbation")
-    if views:
-        lines += ["### Perturbations", ""] + table(tables.view_header(), views) + [""]
-
-    grid = tables.corruption_rows(report)
-    if grid:
-        header, grid_rows = grid
-        lines += ["### Corruptions (accuracy by severity)", ""]
-        lines += table(header, grid_rows, "ll" + "r" * (len(header) - 2)) + [""]
-        if any(row[0].endswith(" *") for row in grid_rows):
-            lines += ["\\* not one of the 15 benchmark corruptions", ""]
-        summary = tables.corruption_summary_rows(report)
-        if summary:
-            lines += table(["summary", "value"], summary) + [""]
-
-    for _, title, header, trust_rows in tables.trust_tables(report):
-        lines += [f"### {esc(title)}", ""] + table(header, trust_rows) + [""]
+    for section, content in sections.present(report):
+        lines += _section_lines(section, content)
 
     lines += ["<details><summary>Conventions</summary>", ""]
     lines += table(["convention", "value"], tables.convention_rows(report), "ll") + ["", "</details>", ""]

@@ -1,4 +1,5 @@
-"""The Report's sections as plain rows of strings, shared by the Markdown, HTML and terminal formats.
+"""The Report's sections as plain rows of strings, shared by the Markdown, HTML and terminal formats
+(reports/sections.py puts them in order and titles them).
 
 Each function returns None (or []) when its section is absent, so every format skips it the same
 way. Values and changes are written by macs_audit.numbers (fractions as percent, other values with 4
@@ -130,10 +131,6 @@ def calibrator_table(section: Calibrators) -> tuple[str, list[str], list[list[st
         f"* best by {METRICS[section.select].with_unit if section.select in METRICS else section.select}"
     )
     return caption, header, rows
-
-
-def calibrator_rows(report: Report) -> tuple[str, list[str], list[list[str]]] | None:
-    return None if report.calibrators is None else calibrator_table(report.calibrators)
 
 
 def robustness_rows(report: Report) -> list[tuple[str, str]]:
@@ -282,11 +279,7 @@ def comparison_rows(comparison: Comparison) -> list[list[str]]:
     ]
 
 
-# Selective prediction, conformal sets, OOD detection and the unlabeled estimate: (anchor, title, header, rows).
-TrustTable = tuple[str, str, list[str], list[list[str]]]
-
-
-def _located_rows(report: Report, place: Place) -> list[list[str]]:
+def located_rows(report: Report, place: Place) -> list[list[str]]:
     """[label, value, 95% CI] for every metric of `place` the report holds (gate.locate finds them)."""
     from macs_audit.gate import locate
 
@@ -298,7 +291,7 @@ def _located_rows(report: Report, place: Place) -> list[list[str]]:
     return rows
 
 
-def _conformal_rows(report: Report) -> list[list[str]]:
+def conformal_rows(report: Report) -> list[list[str]]:
     cf = report.conformal
     if cf is None:
         return []
@@ -330,31 +323,3 @@ def _conformal_rows(report: Report) -> list[list[str]]:
             ]
         )
     return rows
-
-
-def trust_tables(report: Report) -> list[TrustTable]:
-    """The tables of the sections the report has, in order."""
-    out: list[TrustTable] = []
-    selective = _located_rows(report, Place.SELECTIVE)
-    if selective:
-        title = "Selective prediction: abstain on the least confident (max softmax)"
-        out.append(("selective", title, ["metric", "value"], [r[:2] for r in selective]))
-    cf = report.conformal
-    if cf is not None:
-        title = (
-            f"Conformal sets: target coverage {format_value(cf.target_coverage, True)}, fitted on {cf.n_calibration:,} "
-            f"held-out images, scored on the other {cf.n_eval:,}"
-        )
-        out.append(("conformal", title, ["sets", "coverage", "mean set size", "worst class"], _conformal_rows(report)))
-    if report.ood is not None:
-        o = report.ood
-        title = f"OOD detection: {o.n_in:,} evaluation images (positive) against {o.n_out:,} of {o.source}"
-        out.append(("ood", title, ["metric, score", "value", "95% CI"], _located_rows(report, Place.OOD)))
-    if report.unlabeled is not None:
-        u = report.unlabeled
-        title = (
-            f"Accuracy without labels: {u.n:,} images of {u.source} (fitted on the evaluation data, accuracy "
-            f"{format_value(u.source_accuracy, True)})"
-        )
-        out.append(("unlabeled", title, ["estimator", "value", "95% CI"], _located_rows(report, Place.UNLABELED)))
-    return out

@@ -4,6 +4,7 @@ their plain text (`render`, `render_comparison`) for a file."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -15,7 +16,7 @@ from rich.text import Text
 from macs_audit.metrics.registry import METRICS
 from macs_audit.numbers import format_value
 from macs_audit.report import Calibrators, Report
-from macs_audit.reports import tables
+from macs_audit.reports import sections, tables
 from macs_audit.text import printable
 
 if TYPE_CHECKING:
@@ -32,58 +33,42 @@ def _text(value: object, style: str = "") -> Text:
     return value if isinstance(value, Text) else Text(printable(value), style=style)
 
 
-def clean_table(report: Report) -> Table:
-    table = Table(title=_text(f"Calibration audit: {tables.title(report)}"), title_justify="left")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("95% CI", justify="right")
-    for row in tables.clean_rows(report):
-        table.add_row(*map(_text, row))
-    return table
+def _grid(title: str | None, table: sections.Table, whole: bool = False) -> Table:
+    """A section's table: its text columns left, its numbers right; `whole`: the first column's names unwrapped."""
+    out = Table(title=None if title is None else _text(title), title_justify="left")
+    for i, name in enumerate(table.header):
+        out.add_column(name, justify="left" if i < table.text_columns else "right", no_wrap=whole and i == 0)
+    for row in table.rows:
+        out.add_row(*map(_text, row))
+    if table.note:
+        out.caption, out.caption_justify = _text(table.note), "left"
+    return out
 
 
-def temperature_table(report: Report) -> Table | None:
-    ts, section = report.temperature_scaling, tables.temperature_rows(report)
-    if ts is None or section is None:
-        return None
-    table = Table(
-        title=_text(
-            f"Temperature scaling: T = {ts.temperature:.3f} fitted on {tables.shown(ts.n_fit, 0):,} "
-            f"held-out images, scored on the other {tables.shown(ts.n_eval, 0):,}"
-        ),
-        title_justify="left",
-    )
-    table.add_column("metric")
-    table.add_column("raw", justify="right")
-    table.add_column("scaled", justify="right")
-    for row in section[1]:
-        table.add_row(*map(_text, row))
-    return table
+# The sections whose first column holds names to keep whole (a method's name, its `*` beside it).
+WHOLE = {"calibrators"}
 
 
-def calibrators_table(report: Report) -> Table | None:
-    return None if report.calibrators is None else calibrator_comparison_table(report.calibrators)
+def section_tables(section: sections.Section, content: sections.Content) -> list[Table]:
+    """A section's tables, the first titled with its heading and caption (none for a section with no table)."""
+    heading = section.heading(content) + (f": {content.caption}" if content.caption else "")
+    whole = section.key in WHOLE
+    return [_grid(heading if i == 0 else None, t, whole) for i, t in enumerate(content.tables)]
 
 
-def calibrator_comparison_table(section: Calibrators) -> Table:
+def calibrator_comparison_table(calibrators: Calibrators) -> Table:
     """The post-hoc calibrators side by side (the audit's section, or `calibrate --method all`'s choice)."""
-    caption, header, rows = tables.calibrator_table(section)
-    table = Table(title=_text(f"Post-hoc calibrators: {caption}"), title_justify="left")
-    table.add_column(header[0], no_wrap=True)
-    for name in header[1:]:
-        table.add_column(name, justify="right")
-    for row in rows:
-        table.add_row(*map(_text, row))
+    (table,) = section_tables(sections.section("calibrators"), sections.calibrator_content(calibrators))
     return table
 
 
-def robustness_table(report: Report) -> Table | None:
+def robustness_table(report: Report, title: str) -> Table | None:
     """Perturbation views side by side with clean, plus sensitivity and the margin-to-sensitivity ratio."""
     views = report.views_of("perturbation")
     rob = report.robustness
     if not views and not rob:
         return None
-    table = Table(title=_text("Robustness"), title_justify="left")
+    table = Table(title=_text(title), title_justify="left")
     name, *labels = tables.view_header()
     table.add_column(name)
     for label in labels:
@@ -104,20 +89,6 @@ def robustness_table(report: Report) -> Table | None:
         )
         table.caption_justify = "left"
     return table
-
-
-def trust_tables(report: Report) -> list[Table]:
-    """Selective prediction, conformal sets, OOD detection and the unlabeled estimate, where the report has them."""
-    out = []
-    for _, title, header, rows in tables.trust_tables(report):
-        table = Table(title=_text(title), title_justify="left")
-        table.add_column(header[0])
-        for name in header[1:]:
-            table.add_column(name, justify="right")
-        for row in rows:
-            table.add_row(*map(_text, row))
-        out.append(table)
-    return out
 
 
 class Fitted:
@@ -181,7 +152,7 @@ def _heat(value: float) -> str:
     return f"black on rgb({red},{green},60)"
 
 
-def corruption_table(report: Report) -> RenderableType | None:
+def corruption_table(report: Report, title: str) -> RenderableType | None:
     """Corruption x severity heat table of accuracy, with per-corruption mean accuracy and ECE; its notes below.
 
     Three layouts, the first that fits: the boxed table (about 95 columns for the 19 corruptions), the compact
@@ -249,24 +220,40 @@ def corruption_table(report: Report) -> RenderableType | None:
             f"{relative.label} {format_value(summary.relative_mce, relative.percent)}"
         )
     return Group(
-        _text(f"CIFAR-C accuracy by corruption and severity ({summary.source or ''})", style="italic"),
+        _text(f"{title}: {summary.source}" if summary.source else title, style="italic"),
         Fitted(grid("mean acc", f"mean {ece.label}"), narrow, Group(*lines)),
         *(_text(note, style="dim") for note in notes),
     )
 
 
+def _section(report: Report, section: sections.Section, content: sections.Content) -> list[RenderableType]:
+    return list(section_tables(section, content))
+
+
+def _robustness(report: Report, section: sections.Section, content: sections.Content) -> list[RenderableType]:
+    table = robustness_table(report, section.title)
+    return [] if table is None else [table]
+
+
+def _corruptions(report: Report, section: sections.Section, content: sections.Content) -> list[RenderableType]:
+    table = corruption_table(report, section.title)
+    return [] if table is None else [table]
+
+
+# The terminal's own renderings, by section key: the views beside clean with the sensitivity under them, the
+# corruption grid as a heat table. Every other section shows its tables (section_tables).
+RENDERERS: dict[str, Callable[[Report, sections.Section, sections.Content], list[RenderableType]]] = {
+    "robustness": _robustness,
+    "corruptions": _corruptions,
+}
+
+
 def renderable(report: Report, gate: GateResult | None = None) -> Group:
-    """The report's tables, then the gate table if given."""
-    parts: list[RenderableType] = [titled(clean_table(report))]
-    for extra in (
-        temperature_table(report),
-        calibrators_table(report),
-        robustness_table(report),
-        corruption_table(report),
-        *trust_tables(report),
-    ):
-        if extra is not None:
-            parts.append(titled(extra))
+    """The report's heading and sections (reports/sections.py) in order, then the gate table if given."""
+    parts: list[RenderableType] = [_text(f"Calibration audit: {tables.title(report)}", style="italic")]
+    for section, content in sections.present(report):
+        render = RENDERERS.get(section.key, _section)
+        parts += [titled(part) for part in render(report, section, content)]
     parts.append(
         _text(
             f"model: {report.model.format} via {report.runtime.provider} on "

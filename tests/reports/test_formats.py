@@ -74,7 +74,6 @@ def test_markdown_leads_with_the_verdict_and_lists_every_check(report, gate_resu
         "### Clean calibration",
         "### Temperature scaling",
         "### Robustness",
-        "### Perturbations",
         "### Corruptions (accuracy by severity)",
         "<details><summary>Conventions",
     ):
@@ -85,7 +84,7 @@ def test_markdown_leads_with_the_verdict_and_lists_every_check(report, gate_resu
 def test_markdown_skips_absent_sections(bare):
     text = markdown.render(bare)
     assert "### Clean calibration" in text
-    for heading in ("### Temperature", "### Robustness", "### Perturbations", "### Corruptions"):
+    for heading in ("### Temperature", "### Robustness", "### Corruptions"):
         assert heading not in text
 
 
