@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from macs_audit.atomic import remove_stale_temporaries, write_bytes
-from macs_audit.data.sources import IMAGE_SUFFIXES, Source, load_imagefolder
+from macs_audit.data.sources import Source, load_imagefolder
 from macs_audit.errors import InputError, UsageError
+from macs_audit.images import IMAGE_SUFFIXES
 from macs_audit.views.corruptions.table import CORRUPTIONS
 
 # The file format each parameter set's released tree uses: the ImageNet-C and Tiny-ImageNet-C

@@ -22,9 +22,9 @@ from typing import Callable
 
 import numpy as np
 
-from macs_audit.data.images import open_image
 from macs_audit.data.npz import NpzArchive, open_npz
 from macs_audit.errors import InputError, UsageError
+from macs_audit.images import IMAGE_SUFFIXES, open_image
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 FORMATS = ("auto", "builtin", "npz", "cifar", "imagefolder")
@@ -33,7 +33,6 @@ FORMATS = ("auto", "builtin", "npz", "cifar", "imagefolder")
 NPZ_CLASS_NAME_KEYS = ("class_names", "label_names", "fine_label_names", "fine_names", "classes")
 MAX_CLASSES = 1_000_000  # a label at or above this is a data error (an id, a hash), not a class index
 UNLABELED = -1  # the label of every image of a source read without labels
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm"}
 
 
 @dataclasses.dataclass

@@ -9,9 +9,9 @@ import os
 import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image
 
 from macs_audit.errors import InputError
+from macs_audit.images import IMAGE_SUFFIXES, open_image
 from macs_audit.views.corruptions.ops import (
     clipped_zoom,
     gaussian,
@@ -26,7 +26,6 @@ from macs_audit.views.corruptions.table import CIFAR, ParameterSet, parameter_se
 
 FROST_SEED = 20190108  # fixed seed of the procedural frost textures
 _FROST_REFERENCE_NAMES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
 def snow(img: torch.Tensor, param, gen: torch.Generator) -> torch.Tensor:
@@ -172,11 +171,11 @@ def _frost_files(directory: str) -> list[str]:
             f"frost texture directory {directory} does not exist or is not a "
             "directory; pass a directory of frost images"
         )
-    names = sorted(f for f in os.listdir(directory) if f.lower().endswith(_IMAGE_SUFFIXES) and not f.startswith("."))
+    names = sorted(f for f in os.listdir(directory) if f.lower().endswith(IMAGE_SUFFIXES) and not f.startswith("."))
     if all(ref in names for ref in _FROST_REFERENCE_NAMES):
         return list(_FROST_REFERENCE_NAMES)  # the reference picks frost1..5 (never frost6)
     if not names:
-        raise InputError(f"frost texture directory {directory} holds no image files ({', '.join(_IMAGE_SUFFIXES)})")
+        raise InputError(f"frost texture directory {directory} holds no image files ({', '.join(IMAGE_SUFFIXES)})")
     return names
 
 
@@ -188,11 +187,7 @@ def load_user_frost(directory: str, scale: float = CIFAR.frost_scale) -> tuple[n
     textures = []
     for name in _frost_files(directory):
         path = os.path.join(directory, name)
-        try:
-            with Image.open(path) as im:
-                rgb = np.asarray(im.convert("RGB"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read frost texture {path}: {exc}") from None
+        rgb = np.asarray(open_image(path, "frost texture"))
         h, w = rgb.shape[:2]
         if scale == 1:
             textures.append(rgb.copy())

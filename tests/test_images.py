@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from macs_audit.data.images import MAX_IMAGE_PIXELS, open_image
 from macs_audit.errors import InputError
+from macs_audit.images import MAX_IMAGE_PIXELS, open_image
 
 
 def png_header(width: int, height: int) -> bytes:

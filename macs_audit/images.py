@@ -1,4 +1,5 @@
-"""Opening a user's image file: one function, with a pixel limit checked before the image is decoded.
+"""Image files: the suffixes that name one, and opening one (one function, with a pixel limit checked before
+the image is decoded), for the data sources and the frost textures alike.
 
 Pillow reads an image's size from its header and decodes only on demand; a header may claim any size
 (a few bytes of PNG can claim 10^10 pixels). Pillow's own guard warns on stderr above its limit and raises
@@ -15,6 +16,8 @@ from typing import Any
 
 from macs_audit.errors import InputError
 
+# The file endings read as images: image folders' files, frost textures.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
 # The most pixels an input image may have: Pillow's own decompression-bomb threshold (Image.MAX_IMAGE_PIXELS,
 # 2^30 // 4 // 3, about 89 megapixels: a quarter of a GiB at 3 bytes a pixel), so Pillow never warns or refuses
 # on its own. An RGB image this big decodes to 256 MiB; classifier inputs are a few hundred pixels a side.
