@@ -1,0 +1,47 @@
+"""Markdown format: the verdict first, the gate's checks, the sections present, every report string escaped."""
+
+from __future__ import annotations
+
+import re
+
+from macs_audit.reports import markdown
+
+
+def test_markdown_leads_with_the_verdict_and_lists_every_check(report, gate_result):
+    text = markdown.render(report, gate_result)
+    assert text.startswith("## ❌ macs-audit gate FAILED: 2 of 4 checks failed")
+    assert text.count("| ❌ |") == 2 and text.count("| ✅ |") == 2
+    for heading in (
+        "### Gate",
+        "### Clean calibration",
+        "### Temperature scaling",
+        "### Robustness",
+        "### Corruptions (accuracy by severity)",
+        "<details><summary>Conventions",
+    ):
+        assert heading in text
+    assert "### Gate" not in markdown.render(report)
+
+
+def test_markdown_skips_absent_sections(bare):
+    text = markdown.render(bare)
+    assert "### Clean calibration" in text
+    for heading in ("### Temperature", "### Robustness", "### Corruptions"):
+        assert heading not in text
+
+
+def test_markdown_escapes_report_strings(evil_report):
+    text = markdown.render(evil_report)
+    assert "<script>" not in text and "<b>" not in text
+    assert "&lt;script&gt;" in text and "\\|x.onnx" in text
+    # Every table row keeps its column count despite the `|` in the model path.
+    for block in re.findall(r"((?:^\|.*\|$\n?)+)", text, flags=re.M):
+        rows = block.strip().splitlines()
+        widths = {len(re.split(r"(?<!\\)\|", row)) for row in rows}
+        assert len(widths) == 1, rows
+
+
+def test_markdown_comparison_marks_each_regression(comparison):
+    n = len(comparison.regressions)
+    text = markdown.render_comparison(comparison)
+    assert f"{n} regressions" in text and text.count("🔴") == n and "<script>" not in text
