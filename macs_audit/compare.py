@@ -9,12 +9,13 @@ regressions belong to `gate --baseline`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from macs_audit.errors import MacsAuditError
 from macs_audit.gate import observe
 from macs_audit.metrics.registry import METRICS, Metric, Place, in_place
-from macs_audit.report import Report, ViewResult
+from macs_audit.report import CorruptionMeans, Report, ViewResult
 
 SECTIONS = (
     Place.CLEAN.value,
@@ -112,6 +113,10 @@ def _view_value(view: ViewResult | None, key: str) -> float | None:
     return view.metrics.get(key) if view is not None else None
 
 
+def _summary_value(entry: CorruptionMeans | None, key: str) -> float | None:
+    return getattr(entry, key) if entry is not None else None
+
+
 def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Comparison:
     rows: list[Delta] = []
 
@@ -124,6 +129,12 @@ def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Compa
             if metric.compare:
                 title = metric.title_for(a.model.output, b.model.output)
                 add(place.value, metric.name, title, _value(a, metric.name), _value(b, metric.name), metric)
+
+    def add_per_view(section: str, name: str, va: Any, vb: Any, value: Callable[[Any, str], float | None]) -> None:
+        """The PER_VIEW metrics of one perturbation view or corruption (`value` reads one of A's or B's)."""
+        for key in PER_VIEW:
+            metric = METRICS[key]
+            add(section, f"{name}.{key}", f"{name} {metric.label}", value(va, key), value(vb, key), metric)
 
     add_metrics(Place.CLEAN)
     add_metrics(Place.SELECTIVE)
@@ -142,32 +153,13 @@ def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Compa
     add_metrics(Place.ROBUSTNESS)
 
     for view_name in dict.fromkeys(v.name for v in [*a.views_of("perturbation"), *b.views_of("perturbation")]):
-        va, vb = a.view(view_name), b.view(view_name)
-        for key in PER_VIEW:
-            metric = METRICS[key]
-            add(
-                "perturbation",
-                f"{view_name}.{key}",
-                f"{view_name} {metric.label}",
-                _view_value(va, key),
-                _view_value(vb, key),
-                metric,
-            )
+        add_per_view("perturbation", view_name, a.view(view_name), b.view(view_name), _view_value)
 
     add_metrics(Place.CORRUPTION)
     ca = a.corruption_summary.corruptions if a.corruption_summary is not None else {}
     cb = b.corruption_summary.corruptions if b.corruption_summary is not None else {}
     for name in dict.fromkeys([*ca, *cb]):
-        for key in PER_VIEW:
-            metric = METRICS[key]
-            add(
-                Place.CORRUPTION.value,
-                f"{name}.{key}",
-                f"{name} {metric.label}",
-                getattr(ca[name], key) if name in ca else None,
-                getattr(cb[name], key) if name in cb else None,
-                metric,
-            )
+        add_per_view(Place.CORRUPTION.value, name, ca.get(name), cb.get(name), _summary_value)
 
     for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED):
         add_metrics(place)
