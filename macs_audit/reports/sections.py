@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
 
 from macs_audit.metrics.registry import Place
 from macs_audit.numbers import format_value
-from macs_audit.report import Calibrators, Report
+from macs_audit.report import Calibrators, Conformal, OODDetection, Report, Unlabeled
 from macs_audit.reports import tables
 
 
@@ -100,36 +102,45 @@ def _selective(report: Report) -> Content | None:
     return Content((Table(["metric", "value"], [r[:2] for r in rows]),), "abstain on the least confident (max softmax)")
 
 
-def _conformal(report: Report) -> Content | None:
-    cf = report.conformal
-    if cf is None:
-        return None
-    detail = (
+def _part(
+    name: str, header: list[str], rows: Callable[[Report], list[list[str]]], detail: Callable[[Any], str]
+) -> Callable[[Report], Content | None]:
+    """The section of the report's part `name` (None where the report lacks it): one table, and the part's
+    particulars in the heading."""
+
+    def build(report: Report) -> Content | None:
+        part = getattr(report, name)
+        return None if part is None else Content((Table(header, rows(report)),), detail(part))
+
+    return build
+
+
+def _conformal_detail(cf: Conformal) -> str:
+    return (
         f"target coverage {format_value(cf.target_coverage, True)}, fitted on {cf.n_calibration:,} "
         f"held-out images, scored on the other {cf.n_eval:,}"
     )
-    header = ["sets", "coverage", "mean set size", "worst class"]
-    return Content((Table(header, tables.conformal_rows(report)),), detail)
 
 
-def _ood(report: Report) -> Content | None:
-    o = report.ood
-    if o is None:
-        return None
-    detail = f"{o.n_in:,} evaluation images (positive) against {o.n_out:,} of {o.source}"
-    return Content((Table(["metric, score", "value", "95% CI"], tables.located_rows(report, Place.OOD)),), detail)
+def _ood_detail(o: OODDetection) -> str:
+    return f"{o.n_in:,} evaluation images (positive) against {o.n_out:,} of {o.source}"
 
 
-def _unlabeled(report: Report) -> Content | None:
-    u = report.unlabeled
-    if u is None:
-        return None
-    detail = (
-        f"{u.n:,} images of {u.source} (fitted on the evaluation data, accuracy "
-        f"{format_value(u.source_accuracy, True)})"
-    )
-    rows = tables.located_rows(report, Place.UNLABELED)
-    return Content((Table(["estimator", "value", "95% CI"], rows),), detail)
+def _unlabeled_detail(u: Unlabeled) -> str:
+    accuracy = format_value(u.source_accuracy, True)
+    return f"{u.n:,} images of {u.source} (fitted on the evaluation data, accuracy {accuracy})"
+
+
+_conformal = _part(
+    "conformal", ["sets", "coverage", "mean set size", "worst class"], tables.conformal_rows, _conformal_detail
+)
+_ood = _part("ood", ["metric, score", "value", "95% CI"], partial(tables.located_rows, place=Place.OOD), _ood_detail)
+_unlabeled = _part(
+    "unlabeled",
+    ["estimator", "value", "95% CI"],
+    partial(tables.located_rows, place=Place.UNLABELED),
+    _unlabeled_detail,
+)
 
 
 SECTIONS: tuple[Section, ...] = (
