@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, show_progress, state, stderr, warn, warn_about_model
+from macs_audit.cli.console import Progress, handle_errors, note, show_progress, state, warn, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
     BOOTSTRAP_OPTION,
@@ -114,4 +114,4 @@ def calibrate(
     print_before_after(run.title, run.comparison)
     for message in run.warnings:  # also in OUT/calibration.json
         warn(message)
-    stderr.print(f"{fitted_name(run.calibrator)}; calibrated model written to {run.model}")
+    note(f"{fitted_name(run.calibrator)}; calibrated model written to {run.model}")

@@ -90,6 +90,12 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def note(message: str) -> None:
+    """One plain line on stderr about what a run did (what it wrote, which parameters it used): paths and names
+    in it are shown through `printable`, never read as markup."""
+    stderr.print(printable(message), markup=False, highlight=False, soft_wrap=True)
+
+
 def warn(message: str) -> None:
     """One line on stderr that the run went on but its user should know something (never for errors)."""
     stderr.print(f"[yellow]warning:[/] {escape(printable(message))}", markup=True, highlight=False, soft_wrap=True)

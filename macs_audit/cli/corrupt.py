@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, show_progress, stderr
+from macs_audit.cli.console import Progress, handle_errors, note, show_progress
 from macs_audit.cli.options import CORRUPTION_SET_OPTION
 
 
@@ -96,9 +96,7 @@ def corrupt(
     if layout == "auto":  # the layout the set was released in, known once the images' size is
         layout = "npy" if pset.name == "cifar" else "tree"
         _check_outputs(layout, out, names, levels, data)
-    stderr.print(
-        f"corruption parameters: {pset.name} set on {height}x{width} images ({how}); {layout} layout", markup=False
-    )
+    note(f"corruption parameters: {pset.name} set on {height}x{width} images ({how}); {layout} layout")
     with Progress(show_progress(quiet)) as progress:
         if layout == "npy":
             files = write_corruption_grid(
@@ -111,7 +109,7 @@ def corrupt(
             )
             wrote = f"wrote {written:,} image files" + (f" (kept {kept:,} finished ones)" if kept else "")
     frost_info = frost_texture_info(frost, pset.name) if "frost" in names else "not generated"
-    stderr.print(
+    note(
         f"{wrote} to {out} ({len(source):,} images x {len(levels)} severities per corruption; "
         f"seed {seed}; frost: {frost_info})"
     )

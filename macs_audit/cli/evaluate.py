@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, show_progress, state, stderr, stdout, warn_about_model
+from macs_audit.cli.console import Progress, handle_errors, note, show_progress, state, stderr, stdout, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
     CORRUPTION_SET_OPTION,
@@ -233,18 +233,14 @@ def evaluate(
         tables = terminal.renderable(result.report)
         finish()
     if predictions is not None:
-        stderr.print(f"predictions written to {destination(predictions).describe()}", markup=False, highlight=False)
+        note(f"predictions written to {destination(predictions).describe()}")
     if output is not None:
-        stderr.print(f"report written to {destination(output).describe()}", markup=False, highlight=False)
+        note(f"report written to {destination(output).describe()}")
     warn_about_model(result.report.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     summary = result.report.corruption_summary
     if summary is not None and summary.corruption_set:
         size = "x".join(map(str, summary.image_size or []))
-        stderr.print(
-            f"corruption parameters: {summary.corruption_set} set on {size} images ({summary.corruption_set_choice})",
-            markup=False,
-            highlight=False,
-        )
+        note(f"corruption parameters: {summary.corruption_set} set on {size} images ({summary.corruption_set_choice})")
     # With the JSON on standard output, the tables go to stderr so that stdout stays one JSON document.
     console = stderr if json_to_stdout else stdout
     console.print(tables)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors, state, stderr
+from macs_audit.cli.console import handle_errors, note, state
 from macs_audit.cli.options import (
     ARCH_OPTION,
     CROP_PCT_OPTION,
@@ -57,4 +57,4 @@ def export(
         debug=state["debug"],
         force=force,
     )
-    stderr.print(f"ONNX model written to {destination(path).describe()}", markup=False, highlight=False)
+    note(f"ONNX model written to {destination(path).describe()}")

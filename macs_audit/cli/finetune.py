@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, show_progress, state, stderr, warn_about_model
+from macs_audit.cli.console import Progress, handle_errors, note, show_progress, state, warn, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
     BOOTSTRAP_OPTION,
@@ -235,8 +235,8 @@ def finetune(
     if run.comparison is None:  # not rank 0: rank 0 prints
         return
     if run.onnx_skipped:
-        stderr.print(f"[yellow]warning:[/] {run.onnx_skipped}; use {run.weights.name}", highlight=False)
+        warn(f"{run.onnx_skipped}; use {run.weights.name}")
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     print_before_after(run.title, run.comparison, fixes_table(run.fixes))
     scaled = f" (temperature T = {run.temperature:.4f} folded in)" if run.temperature is not None else ""
-    stderr.print(f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else "") + scaled)
+    note(f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else "") + scaled)

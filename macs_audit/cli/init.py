@@ -8,8 +8,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors, stderr
-from macs_audit.text import printable
+from macs_audit.cli.console import handle_errors, note
 
 OUT_HELP = (
     "TOML file to add the table to: macs-audit.toml gets [gate], any other (pyproject.toml) "
@@ -57,4 +56,4 @@ def init(
         message = (
             f"[{table}] written to {out}; `{check}` passes on this report; tighten the thresholds as the model improves"
         )
-    stderr.print(printable(message), markup=False, highlight=False, soft_wrap=True)
+    note(message)

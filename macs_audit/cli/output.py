@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import typer
 
 from macs_audit.atomic import destination
-from macs_audit.cli.console import stderr, stdout, warn
+from macs_audit.cli.console import note, stderr, stdout, warn
 from macs_audit.errors import UsageError
 from macs_audit.outputs import check_distinct, check_file
 from macs_audit.reports import ALIASES, EXTENSIONS, FORMATS
@@ -97,7 +97,7 @@ def emit(targets: list[tuple[str, Path | None]], render: Callable[[str], Any], c
                 typer.echo(content, nl=not str(content).endswith("\n"))
         else:
             write_text(path, terminal.to_text(content) if name == "terminal" else str(content))
-            stderr.print(printable(f"{name} written to {destination(path).describe()}"), markup=False, highlight=False)
+            note(f"{name} written to {destination(path).describe()}")
 
 
 def append_step_summary(markdown_text: str) -> bool:

@@ -1111,6 +1111,23 @@ def test_strings_from_the_data_reach_no_output_raw(workdir, args, output, shown)
     assert shown in text
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("evaluate", "{model}", "--data", "{data}", "--perturbations", "none", "--sensitivity-samples", "0"),
+        ("report", "{report}", "-f", "md"),
+    ],
+    ids=["evaluate", "report"],
+)
+def test_an_output_name_with_escapes_is_shown_as_escapes(workdir, args):
+    """The 'written to' line names the user's file through printable(), as error lines do."""
+    name = f"{ESC}[2Jout[red]x[/red]"
+    result = runner.invoke(app, [_fill(a, workdir) for a in args] + ["-o", name], color=True)
+    assert result.exit_code == 0, result.output
+    assert (workdir / name).is_file()
+    assert "\x1b" not in result.stderr and f"written to {ESC_SHOWN}[2Jout[red]x[/red]" in result.stderr
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 def test_init_streams_to_a_fifo_with_a_reader(workdir):
     """A FIFO is streamed to like every output (never read as a TOML file, never replaced by a file): the reader
