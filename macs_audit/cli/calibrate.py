@@ -54,7 +54,9 @@ def calibrate(
     holdout: float = typer.Option(
         0.3, "--holdout", help="With several methods: the fraction of --data they are scored (not fitted) on."
     ),
-    out: Path = typer.Option(..., "--out", help="Output directory: the calibrated model and the before/after audit."),
+    out: Path = typer.Option(
+        ..., "--out", readable=False, help="Output directory: the calibrated model and the before/after audit."
+    ),
     data_format: str = typer.Option("auto", "--data-format", help="auto, npz, cifar or imagefolder."),
     split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory for --data."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Fit on a class-stratified subset of N images."),

@@ -16,8 +16,12 @@ from macs_audit.cli.output import FORMAT_HELP, OUTPUT_HELP, SUMMARY_HELP, append
 
 @handle_errors
 def compare(
-    a_path: Path = typer.Argument(..., metavar="A.json", help="The reference report (e.g. the main branch)."),
-    b_path: Path = typer.Argument(..., metavar="B.json", help="The candidate report; deltas are B - A."),
+    a_path: Path = typer.Argument(
+        ..., metavar="A.json", readable=False, help="The reference report (e.g. the main branch)."
+    ),
+    b_path: Path = typer.Argument(
+        ..., metavar="B.json", readable=False, help="The candidate report; deltas are B - A."
+    ),
     formats: Optional[List[str]] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
     outputs: Optional[List[Path]] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
     step_summary: bool = typer.Option(True, "--step-summary/--no-step-summary", help=SUMMARY_HELP),

@@ -14,7 +14,7 @@ from macs_audit.cli.options import CORRUPTION_SET_OPTION
 
 @handle_errors
 def corrupt(
-    out: Path = typer.Option(..., "--out", help="Output directory (created if missing)."),
+    out: Path = typer.Option(..., "--out", readable=False, help="Output directory (created if missing)."),
     layout: str = typer.Option(
         "auto",
         "--layout",

@@ -27,9 +27,11 @@ from macs_audit.cli.output import (
 
 @handle_errors
 def gate(
-    report_path: Path = typer.Argument(..., metavar="REPORT.json", help="A report written by `evaluate -o`."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help=BASELINE_HELP),
+    report_path: Path = typer.Argument(
+        ..., metavar="REPORT.json", readable=False, help="A report written by `evaluate -o`."
+    ),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", readable=False, help=CONFIG_HELP),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", readable=False, help=BASELINE_HELP),
     use_interval: Optional[bool] = typer.Option(
         None, "--use-interval/--point-estimate", help=INTERVAL_HELP, show_default=False
     ),

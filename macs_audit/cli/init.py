@@ -19,9 +19,12 @@ OUT_HELP = (
 @handle_errors
 def init(
     report_path: Path = typer.Argument(
-        ..., metavar="REPORT.json", help="A report written by `evaluate -o`: its values give the thresholds."
+        ...,
+        metavar="REPORT.json",
+        readable=False,
+        help="A report written by `evaluate -o`: its values give the thresholds.",
     ),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help=OUT_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", readable=False, help=OUT_HELP),
     margin: float = typer.Option(
         0.02, "--margin", min=0, max=1, help="Allowance on fractions (accuracy, ECE, ...): 0.02 = 2 percentage points."
     ),

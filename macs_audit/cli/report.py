@@ -25,12 +25,18 @@ from macs_audit.cli.output import (
 
 @handle_errors
 def report(
-    report_path: Path = typer.Argument(..., metavar="REPORT.json", help="A report written by `evaluate -o`."),
+    report_path: Path = typer.Argument(
+        ..., metavar="REPORT.json", readable=False, help="A report written by `evaluate -o`."
+    ),
     formats: Optional[List[str]] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
     outputs: Optional[List[Path]] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
     with_gate: bool = typer.Option(False, "--gate", help="Include gate results (config searched as for `gate`)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help=CONFIG_HELP + " Implies --gate."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help=BASELINE_HELP + " Implies --gate."),
+    config: Optional[Path] = typer.Option(
+        None, "--config", "-c", readable=False, help=CONFIG_HELP + " Implies --gate."
+    ),
+    baseline: Optional[Path] = typer.Option(
+        None, "--baseline", readable=False, help=BASELINE_HELP + " Implies --gate."
+    ),
     use_interval: Optional[bool] = typer.Option(
         None, "--use-interval/--point-estimate", help=INTERVAL_HELP, show_default=False
     ),

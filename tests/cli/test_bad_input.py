@@ -1160,8 +1160,20 @@ def test_init_streams_to_a_fifo_with_a_reader(workdir):
 # --------------------------------------- unreadable models and data, interruptions, simulated here
 
 
-@pytest.mark.parametrize("which,path", [("model", "model.onnx"), ("data", "data.npz"), ("data", "images")])
-def test_an_unreadable_input_is_an_input_error_from_its_loader(workdir, monkeypatch, which, path):
+@pytest.mark.parametrize(
+    "which,path,args",
+    [
+        ("model", "model.onnx", _quick()),
+        ("data", "data.npz", _quick()),
+        ("data", "images", _quick("{model}", "{tmp}/images")),
+        ("report", "report.json", ("gate", "{report}", "--config", "{config}")),
+        ("report", "report.json", ("report", "{report}")),
+        ("report", "report.json", ("compare", "{report}", "{report}")),
+        ("report", "report.json", ("init", "{report}", "-o", "{tmp}/new.toml")),
+    ],
+    ids=["model", "npz", "image-folder", "gate-report", "report", "compare", "init"],
+)
+def test_an_unreadable_input_is_an_input_error_from_its_loader(workdir, monkeypatch, which, path, args):
     """chmod 000 as a user other than root (the tests run as root, who reads it anyway): os.access, which click's
     readable check asks, says no, and opening the file (listing the folder) raises PermissionError. Not click's
     usage error (exit 2): the loader's input error (exit 3), naming the file or folder."""
@@ -1189,7 +1201,6 @@ def test_an_unreadable_input_is_an_input_error_from_its_loader(workdir, monkeypa
     monkeypatch.setattr(io, "open", refusing(real_open))
     monkeypatch.setattr(builtins, "open", refusing(real_open))
     monkeypatch.setattr(os, "listdir", refusing(real_listdir))
-    args = _quick() if path != "images" else _quick("{model}", str(target))
     result = runner.invoke(app, [_fill(a, workdir) for a in args])
     monkeypatch.undo()
     assert result.exit_code == 3, result.output
