@@ -1,0 +1,27 @@
+"""The sections' rows of strings (reports/tables.py) that Markdown, HTML and the terminal share."""
+
+from __future__ import annotations
+
+from fixtures.synthetic_report import synthetic_report
+
+from macs_audit.reports import tables
+
+
+def test_corruption_rows_star_the_extra_corruptions_and_dash_the_cells_not_run():
+    r = synthetic_report(corruptions=["fog", "saturate"])
+    r.views = [v for v in r.views if not (v.corruption == "fog" and v.severity == 3)]
+    header, rows = tables.corruption_rows(r)
+    assert header == ["corruption", "family", *(f"sev {s}" for s in range(1, 6)), "mean acc", "mean ECE"]
+    assert [row[:2] for row in rows] == [["fog", "weather"], ["saturate *", "digital"]]  # not in the 15
+    assert rows[0][4] == "-" and rows[1][4].endswith("%")
+
+
+def test_view_rows_lead_with_clean_and_absent_sections_have_no_rows(report, bare):
+    rows = tables.view_rows(report)
+    assert rows[0][0] == "clean" and [row[0] for row in rows[1:]] == [v.name for v in report.views_of("perturbation")]
+    assert tables.view_rows(bare) == [] and tables.robustness_rows(bare) == []
+    assert tables.corruption_rows(bare) is None and tables.temperature_rows(bare) is None
+
+
+def test_gate_verdict_names_the_failed_checks(gate_result):
+    assert tables.gate_verdict(gate_result) == "gate FAILED: 2 of 4 checks failed (min_accuracy, max_ece)"
