@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from macs_audit.data.sources import Source, load_source, pipeline_description
+from macs_audit.data.sources import Source, load_source
 from macs_audit.data.splits import stratified_subset
+from macs_audit.models.preprocessing import fit_description
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +29,7 @@ def load_data(
     source = load_source(spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct)
     info: dict = {"split": spec.split, "limit": spec.limit}
     if source.format == "imagefolder" and image_size is not None:
-        info["pipeline"] = pipeline_description(*image_size, crop_pct)
+        info["pipeline"] = fit_description(image_size, crop_pct)
     if spec.limit is not None:
         source = source.subset(stratified_subset(source.labels, spec.limit, spec.seed))
         info["limit_seed"] = spec.seed

@@ -14,7 +14,6 @@ the source has no class names.
 from __future__ import annotations
 
 import dataclasses
-import math
 import pickle
 from importlib import resources
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 from macs_audit.data.npz import NpzArchive, open_npz
 from macs_audit.errors import InputError, UsageError
 from macs_audit.images import IMAGE_SUFFIXES, open_image
+from macs_audit.models.preprocessing import fit_image
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 FORMATS = ("auto", "builtin", "npz", "cifar", "imagefolder")
@@ -220,10 +220,10 @@ def load_cifar_dir(path: Path, split: str) -> Source:
 def load_imagefolder(
     path: Path, image_size: tuple[int, int] | None, labeled: bool = True, crop_pct: float | None = None
 ) -> Source:
-    """root/<class>/<image>; classes sorted by name; images resized to `image_size` (H, W) if given,
-    else to the size of the first image; with `crop_pct`, resized so the shorter side is size / crop_pct
-    and centre-cropped to `image_size` instead (`resize_and_crop`). Unlabeled (`labeled=False`, no class
-    sub-directories): root/<image>."""
+    """root/<class>/<image>; classes sorted by name; images brought to `image_size` (H, W) if given, else to
+    the size of the first image, by the one preprocessing (`models.preprocessing.fit_image`: resized whole, or
+    with `crop_pct` resized so the shorter side is size / crop_pct and centre-cropped). Unlabeled
+    (`labeled=False`, no class sub-directories): root/<image>."""
     classes = sorted(d.name for d in path.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not labeled and not classes:
         flat = tuple(sorted(f for f in path.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()))
@@ -249,34 +249,11 @@ def _first_size(f: Path) -> tuple[int, int]:
     return h, w
 
 
-def resize_and_crop(image, h: int, w: int, crop_pct: float):
-    """The ImageNet evaluation pipeline (timm's, torchvision's): resize so the shorter side is
-    floor(min(h, w) / crop_pct) (bicubic, aspect kept), then take the centre (h, w) crop."""
-    from PIL import Image
-
-    short = math.floor(min(h, w) / crop_pct)
-    width, height = image.size
-    if width <= height:  # the long side truncated, as torchvision's Resize(int) does
-        size = (short, int(short * height / width))
-    else:
-        size = (int(short * width / height), short)
-    image = image.resize(size, Image.Resampling.BICUBIC)
-    left, top = int(round((size[0] - w) / 2.0)), int(round((size[1] - h) / 2.0))
-    return image.crop((left, top, left + w, top + h))
-
-
-def pipeline_description(h: int, w: int, crop_pct: float | None) -> str:
-    """How image-folder images become model inputs, for the report."""
-    if crop_pct is None:
-        return f"resized to {h}x{w} (bilinear, aspect not kept)"
-    short = math.floor(min(h, w) / crop_pct)
-    return f"shorter side resized to {short} (bicubic), centre crop {h}x{w} (crop_pct {crop_pct:g})"
-
-
 @dataclasses.dataclass(frozen=True)
 class _ImageFolderFetch:
-    """Reads images by index, resized to (h, w), or resized and centre-cropped with `crop_pct`. A plain
-    picklable object (not a closure), so DataLoader worker processes can receive it under any start method."""
+    """Reads images by index, each brought to (h, w) by the one preprocessing (`fit_image`: resized whole, or
+    resized and centre-cropped with `crop_pct`), so that they batch. A plain picklable object (not a closure),
+    so DataLoader worker processes can receive it under any start method."""
 
     files: tuple
     h: int
@@ -284,16 +261,9 @@ class _ImageFolderFetch:
     crop_pct: float | None = None
 
     def __call__(self, idx: np.ndarray) -> np.ndarray:
-        from PIL import Image
-
         out = np.empty((len(idx), self.h, self.w, 3), dtype=np.uint8)
         for row, i in enumerate(idx):
-            im = open_image(self.files[i])
-            if self.crop_pct is not None:
-                im = resize_and_crop(im, self.h, self.w, self.crop_pct)
-            elif im.size != (self.w, self.h):
-                im = im.resize((self.w, self.h), Image.Resampling.BILINEAR)
-            out[row] = np.asarray(im)
+            out[row] = fit_image(np.asarray(open_image(self.files[i])), (self.h, self.w), self.crop_pct)
         return out
 
 

@@ -1,13 +1,20 @@
-"""The one preprocessing of images, shared by the ONNX and torch predictors, the views and fine-tuning.
+"""The one preprocessing of images, shared by the ONNX and torch predictors, the views, fine-tuning and the
+image folders.
 
 Images travel as uint8 (N, H, W, C) from the sources; `to_unit_float` turns them into float32
 (N, C, H, W) in [0, 1] by one rounding rule (times float32(1/255)) on numpy arrays and torch tensors
-alike; `resize_and_normalize` then resizes (bilinear with antialiasing, only when the size differs)
-and applies the model's mean/std. torch is imported only for a torch input or a resize.
+alike; `resize_and_normalize` then resizes and applies the model's mean/std.
+
+Every resize is `resize`: torch's antialiased interpolation (half-pixel centres), only when the size
+differs; a float batch is resized in float, a uint8 one in uint8 (rounded after each pass, as Pillow
+does). Image folders' files, of any size, are brought to the model's input size by the same rule when
+they are read (`fit_image`: whole, or the shorter side and a centre crop with `crop_pct`), so that they
+batch and the views see them at the model's size. torch is imported only for a torch input or a resize.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +24,9 @@ from macs_audit.errors import InputError
 
 # One rounding rule everywhere: x * float32(1/255) (a multiply; x / 255 rounds 126 of 256 levels differently).
 UNIT_SCALE = np.float32(1 / 255)
+# The interpolations of `resize` (torch's names, antialiased): bilinear for batches and whole images, bicubic
+# for the shorter side of a crop_pct pipeline.
+INTERPOLATIONS = ("bilinear", "bicubic")
 
 
 def _is_tensor(x: Any) -> bool:
@@ -42,27 +52,69 @@ def _check_channels(channels: int, mean: Sequence[float]) -> None:
         raise InputError(f"images have {channels} channels but the model's mean/std have {len(mean)}")
 
 
+def resize(x: Any, size: Sequence[int], interpolation: str = "bilinear") -> Any:
+    """An NCHW batch (a torch tensor, or a numpy array: numpy in, numpy out) at `size` (height, width) by the
+    one resize rule: torch's antialiased `interpolation` ("bilinear" or "bicubic"), align_corners False.
+    The same object when it is at that size already; a uint8 batch stays uint8."""
+    size = (int(size[0]), int(size[1]))
+    if tuple(x.shape[2:]) == size:
+        return x
+    import torch
+    import torch.nn.functional as F
+
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
+    tensor = x if _is_tensor(x) else torch.from_numpy(np.require(x, requirements=("C", "W")))
+    out = F.interpolate(tensor, size=size, mode=interpolation, antialias=True, align_corners=False)
+    return out if _is_tensor(x) else out.numpy()
+
+
+def crop_size(size: Sequence[int], crop_pct: float) -> int:
+    """The shorter side an image is resized to before its centre `size` crop: floor(min(h, w) / crop_pct)."""
+    return math.floor(min(size) / crop_pct)
+
+
+def fit_image(image: np.ndarray, size: Sequence[int], crop_pct: float | None = None) -> np.ndarray:
+    """One uint8 image (H, W, C) of any size as a uint8 image of `size` (h, w), by `resize`: resized whole
+    (bilinear, aspect not kept), or with `crop_pct` as timm and torchvision evaluate ImageNet: the shorter
+    side resized to `crop_size` (bicubic, aspect kept, the longer side truncated), then the centre crop."""
+    h, w = int(size[0]), int(size[1])
+    batch = image.transpose(2, 0, 1)[None]  # (1, C, H, W), a view
+    if crop_pct is None:
+        return resize(batch, (h, w))[0].transpose(1, 2, 0)
+    short = crop_size((h, w), crop_pct)
+    height, width = image.shape[:2]
+    if width <= height:
+        scaled = (int(short * height / width), short)
+    else:
+        scaled = (short, int(short * width / height))
+    batch = resize(batch, scaled, "bicubic")
+    top, left = int(round((scaled[0] - h) / 2.0)), int(round((scaled[1] - w) / 2.0))
+    return batch[0, :, top : top + h, left : left + w].transpose(1, 2, 0)
+
+
+def fit_description(size: Sequence[int], crop_pct: float | None) -> str:
+    """How `fit_image` sizes images, as the report says it."""
+    h, w = int(size[0]), int(size[1])
+    if crop_pct is None:
+        return f"resized to {h}x{w} (bilinear, aspect not kept)"
+    short = crop_size((h, w), crop_pct)
+    return f"shorter side resized to {short} (bicubic), centre crop {h}x{w} (crop_pct {crop_pct:g})"
+
+
 def resize_and_normalize(x: Any, input_size: Sequence[int], mean: Any, std: Any) -> Any:
-    """Resize a float32 NCHW batch to `input_size` (bilinear, antialiased, only when it differs) and
-    normalise it. numpy in, numpy out (mean/std as sequences); torch in, torch out (mean/std as
-    (1, C, 1, 1) tensors on x's device, or sequences)."""
-    size = tuple(int(v) for v in input_size)
+    """Resize a float32 NCHW batch to `input_size` (`resize`: bilinear) and normalise it. numpy in, numpy
+    out (mean/std as sequences); torch in, torch out (mean/std as (1, C, 1, 1) tensors on x's device, or
+    sequences)."""
+    x = resize(x, input_size)
     if _is_tensor(x):
         import torch
-        import torch.nn.functional as F
 
-        if tuple(x.shape[2:]) != size:
-            x = F.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
         if not torch.is_tensor(mean):
             mean = torch.tensor(mean, device=x.device).view(1, -1, 1, 1)
             std = torch.tensor(std, device=x.device).view(1, -1, 1, 1)
         _check_channels(x.shape[1], mean.flatten())
         return (x - mean) / std
-    if x.shape[2:] != size:
-        import torch
-        import torch.nn.functional as F
-
-        x = F.interpolate(torch.from_numpy(x), size=size, mode="bilinear", antialias=True, align_corners=False).numpy()
     _check_channels(x.shape[1], mean)
     mean_arr = np.asarray(mean, dtype=np.float32).reshape(1, -1, 1, 1)
     inv_std = (1 / np.asarray(std, dtype=np.float32)).reshape(1, -1, 1, 1)

@@ -192,9 +192,13 @@ def test_stratified_subset():
 
 def test_image_folders_resize_the_shorter_side_then_centre_crop_as_torchvision_does(tmp_path):
     """With crop_pct, an image folder is read as timm/torchvision evaluate ImageNet: Resize(floor(224 /
-    0.875) = 256, bicubic) on the shorter side, then CenterCrop(224); the report says which pipeline ran."""
+    0.875) = 256, bicubic) on the shorter side, then CenterCrop(224); the report says which pipeline ran.
+    The resize is the one preprocessing's (torch's antialiased uint8 kernel): torchvision's on a uint8 tensor
+    to the bit, its PIL path to 2 grey levels (Pillow rounds its fixed-point filter weights otherwise)."""
+    import torch
     from PIL import Image
     from torchvision import transforms
+    from torchvision.transforms import v2
 
     from macs_audit.data.loading import DataSpec, load_data
 
@@ -208,10 +212,15 @@ def test_image_folders_resize_the_shorter_side_then_centre_crop_as_torchvision_d
     reference = transforms.Compose(
         [transforms.Resize(256, interpolation=transforms.InterpolationMode.BICUBIC), transforms.CenterCrop(224)]
     )
+    on_tensors = v2.Compose([v2.Resize(256, interpolation=v2.InterpolationMode.BICUBIC), v2.CenterCrop(224)])
     images = source.images(np.arange(2))
     for row, name in enumerate(("tall", "wide")):  # files sorted by name
         with Image.open(tmp_path / "a" / f"{name}.png") as im:
-            assert np.array_equal(images[row], np.asarray(reference(im.convert("RGB"))))
+            rgb = im.convert("RGB")
+        tensor = torch.from_numpy(np.array(rgb)).permute(2, 0, 1)
+        assert np.array_equal(images[row], on_tensors(tensor).permute(1, 2, 0).numpy())
+        by_pil = np.asarray(reference(rgb)).astype(np.int16)
+        assert np.abs(images[row] - by_pil).max() <= 2
     assert info["pipeline"] == "shorter side resized to 256 (bicubic), centre crop 224x224 (crop_pct 0.875)"
     _, whole = load_data(DataSpec(tmp_path), (224, 224))
     assert whole["pipeline"] == "resized to 224x224 (bilinear, aspect not kept)"

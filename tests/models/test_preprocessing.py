@@ -1,10 +1,20 @@
-"""The one preprocessing: the same rounding rule on numpy and torch, and resize/normalise on both."""
+"""The one preprocessing: the same rounding rule on numpy and torch, one resize rule for batches and image
+files, and normalisation on both."""
 
 import numpy as np
 import torch
 
 from macs_audit.errors import InputError
-from macs_audit.models.preprocessing import UNIT_SCALE, resize_and_normalize, to_unit_float, unit_float_nchw
+from macs_audit.models.preprocessing import (
+    UNIT_SCALE,
+    crop_size,
+    fit_description,
+    fit_image,
+    resize,
+    resize_and_normalize,
+    to_unit_float,
+    unit_float_nchw,
+)
 
 
 def test_every_grey_level_maps_by_one_rule_on_numpy_and_torch():
@@ -46,3 +56,44 @@ def test_channel_mismatch_is_an_input_error():
             assert "1 channels" in str(exc)
         else:
             raise AssertionError("expected an InputError")
+
+
+def test_resize_is_one_rule_for_numpy_torch_float_and_uint8():
+    """torch's antialiased bilinear on every path: numpy in numpy out, a uint8 batch resized in uint8 (Pillow's
+    rounding: within one grey level of the float resize), the same object where the size already fits."""
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (2, 3, 20, 24), dtype=np.uint8)
+    assert resize(images, (20, 24)) is images
+    small = resize(images, (8, 10))
+    assert isinstance(small, np.ndarray) and small.dtype == np.uint8 and small.shape == (2, 3, 8, 10)
+    by_float = resize(images.astype(np.float32), (8, 10))
+    assert np.abs(small - by_float).max() <= 1
+    on_tensor = resize(torch.from_numpy(images), (8, 10))
+    assert torch.is_tensor(on_tensor) and np.array_equal(on_tensor.numpy(), small)
+
+
+def test_fit_image_resizes_whole_or_shorter_side_and_centre_crop():
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    tall = rng.integers(0, 256, (50, 30, 3), dtype=np.uint8)
+    whole = fit_image(tall, (16, 16))
+    assert whole.shape == (16, 16, 3) and whole.dtype == np.uint8
+    by_pil = np.asarray(Image.fromarray(tall).resize((16, 16), Image.Resampling.BILINEAR))
+    assert np.abs(whole.astype(np.int16) - by_pil).max() <= 1
+    assert np.array_equal(fit_image(tall, (50, 30)), tall)
+    # crop_pct 0.5: shorter side 16 / 0.5 = 32, so 30x50 -> 32x53 (bicubic), then the centre 16x16
+    cropped = fit_image(tall, (16, 16), crop_pct=0.5)
+    scaled = resize(tall.transpose(2, 0, 1)[None], (53, 32), "bicubic")[0].transpose(1, 2, 0)
+    assert cropped.shape == (16, 16, 3) and np.array_equal(cropped, scaled[18:34, 8:24])
+    # an image of one colour stays that colour through either path
+    grey = np.full((40, 60, 3), 77, np.uint8)
+    assert (fit_image(grey, (24, 24)) == 77).all() and (fit_image(grey, (24, 24), 0.875) == 77).all()
+
+
+def test_the_report_says_how_images_were_fitted():
+    assert crop_size((224, 224), 0.875) == 256
+    assert fit_description((224, 224), None) == "resized to 224x224 (bilinear, aspect not kept)"
+    assert fit_description((224, 224), 0.875) == (
+        "shorter side resized to 256 (bicubic), centre crop 224x224 (crop_pct 0.875)"
+    )
