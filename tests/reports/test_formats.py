@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from fixtures.synthetic_report import synthetic_report
+from report_cases import failed_gate, full_report
 
 from macs_audit import reports
 from macs_audit.compare import compare
@@ -11,7 +12,8 @@ from macs_audit.errors import UsageError
 from macs_audit.reports import terminal
 
 
-def test_every_format_renders_a_report_and_a_comparison_as_text(report, gate_result):
+def test_every_format_renders_a_report_and_a_comparison_as_text():
+    report, gate_result = full_report(), failed_gate()
     comparison = compare(report, synthetic_report(accuracy=0.9, corruptions=["fog"]))
     for name in reports.FORMATS:
         module = reports.format_module(name)
@@ -21,7 +23,8 @@ def test_every_format_renders_a_report_and_a_comparison_as_text(report, gate_res
     assert reports.render("terminal", report) == terminal.to_text(terminal.renderable(report), width=terminal.WIDTH)
 
 
-def test_unknown_format_and_junit_without_a_gate_are_usage_errors(report):
+def test_unknown_format_and_junit_without_a_gate_are_usage_errors():
+    report = full_report()
     with pytest.raises(UsageError, match="unknown format 'pdf'"):
         reports.format_module("pdf")
     with pytest.raises(UsageError, match="JUnit output lists gate checks"):

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+from report_cases import failed_gate, full_report, regressed_comparison
+
 from macs_audit.report import SCHEMA_VERSION, Report
 from macs_audit.reports import json_report
 
 
-def test_json_round_trips_and_carries_the_gate(report, gate_result):
+def test_json_round_trips_and_carries_the_gate():
+    report, gate_result = full_report(), failed_gate()
     text = json_report.render(report, gate_result)
     data = json.loads(text)
     assert data["schema_version"] == SCHEMA_VERSION
@@ -18,7 +21,8 @@ def test_json_round_trips_and_carries_the_gate(report, gate_result):
     assert "gate" not in json.loads(json_report.render(report))
 
 
-def test_json_comparison_counts_its_rows_and_regressions(comparison):
+def test_json_comparison_counts_its_rows_and_regressions():
+    comparison = regressed_comparison()
     data = json.loads(json_report.render_comparison(comparison))
     assert data["kind"] == "comparison" and data["n_regressions"] == len(comparison.regressions)
     assert len(data["rows"]) == len(comparison.rows)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from report_cases import EVIL, evil_report, failed_gate, full_report, regressed_comparison
+
 from macs_audit.gate import parse_config, run_gate
 from macs_audit.reports import junit
 
 
-def test_junit_has_the_standard_structure_and_failure_counts(report, gate_result):
+def test_junit_has_the_standard_structure_and_failure_counts():
+    report, gate_result = full_report(), failed_gate()
     root = ET.fromstring(junit.render(report, gate_result).encode("utf-8"))
     assert root.tag == "testsuites"
     (suite,) = root.findall("testsuite")
@@ -27,15 +30,17 @@ def test_junit_has_the_standard_structure_and_failure_counts(report, gate_result
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", suite.get("timestamp"))
 
 
-def test_junit_all_passing_and_escaping(evil_report, evil):
-    result = run_gate(evil_report, parse_config({"max_ece": 0.5}, f"cfg {evil}"))
-    text = junit.render(evil_report, result)
+def test_junit_all_passing_and_escaping():
+    hostile = evil_report()
+    result = run_gate(hostile, parse_config({"max_ece": 0.5}, f"cfg {EVIL}"))
+    text = junit.render(hostile, result)
     root = ET.fromstring(text.encode("utf-8"))  # still well-formed
     assert root.get("failures") == "0" and root.find("testsuite/testcase/failure") is None
     assert "<script>" not in text
 
 
-def test_junit_comparison_fails_each_regression(comparison):
+def test_junit_comparison_fails_each_regression():
+    comparison = regressed_comparison()
     root = ET.fromstring(junit.render_comparison(comparison).encode("utf-8"))
     assert root.get("failures") == str(len(comparison.regressions))
     assert root.get("tests") == str(len(comparison.rows))

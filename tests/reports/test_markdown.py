@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 
+from report_cases import bare_report, evil_report, failed_gate, full_report, regressed_comparison
+
 from macs_audit.reports import markdown
 
 
-def test_markdown_leads_with_the_verdict_and_lists_every_check(report, gate_result):
+def test_markdown_leads_with_the_verdict_and_lists_every_check():
+    report, gate_result = full_report(), failed_gate()
     text = markdown.render(report, gate_result)
     assert text.startswith("## ❌ macs-audit gate FAILED: 2 of 4 checks failed")
     assert text.count("| ❌ |") == 2 and text.count("| ✅ |") == 2
@@ -23,15 +26,17 @@ def test_markdown_leads_with_the_verdict_and_lists_every_check(report, gate_resu
     assert "### Gate" not in markdown.render(report)
 
 
-def test_markdown_skips_absent_sections(bare):
+def test_markdown_skips_absent_sections():
+    bare = bare_report()
     text = markdown.render(bare)
     assert "### Clean calibration" in text
     for heading in ("### Temperature", "### Robustness", "### Corruptions"):
         assert heading not in text
 
 
-def test_markdown_escapes_report_strings(evil_report):
-    text = markdown.render(evil_report)
+def test_markdown_escapes_report_strings():
+    hostile = evil_report()
+    text = markdown.render(hostile)
     assert "<script>" not in text and "<b>" not in text
     assert "&lt;script&gt;" in text and "\\|x.onnx" in text
     # Every table row keeps its column count despite the `|` in the model path.
@@ -41,7 +46,8 @@ def test_markdown_escapes_report_strings(evil_report):
         assert len(widths) == 1, rows
 
 
-def test_markdown_comparison_marks_each_regression(comparison):
+def test_markdown_comparison_marks_each_regression():
+    comparison = regressed_comparison()
     n = len(comparison.regressions)
     text = markdown.render_comparison(comparison)
     assert f"{n} regressions" in text and text.count("🔴") == n and "<script>" not in text

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from report_cases import failed_gate, full_report
+
 from macs_audit.reports import html, markdown, sections, terminal
 from macs_audit.reports.sections import SECTIONS, Content, Section, Table
 
@@ -15,7 +17,8 @@ def _extra(report) -> Content:
     return Content((Table(["name", "value"], [["extra row", "1.00%"]]),), detail="its particulars", caption="a note")
 
 
-def test_a_section_added_to_the_list_appears_in_every_format_in_its_place(monkeypatch, report):
+def test_a_section_added_to_the_list_appears_in_every_format_in_its_place(monkeypatch):
+    report = full_report()
     after = [s.key for s in SECTIONS].index("temperature") + 1
     monkeypatch.setattr(sections, "SECTIONS", (*SECTIONS[:after], Section("extra", "Extra", _extra), *SECTIONS[after:]))
 
@@ -34,7 +37,8 @@ def test_a_section_added_to_the_list_appears_in_every_format_in_its_place(monkey
     assert re.search(r"extra row\s+│\s+1\.00%", text)
 
 
-def test_every_format_shows_the_sections_in_the_list_order(report, gate_result):
+def test_every_format_shows_the_sections_in_the_list_order():
+    report, gate_result = full_report(), failed_gate()
     present = sections.present(report)
     assert [s.key for s, _ in present] == [s.key for s in SECTIONS if s.build(report) is not None]
 
@@ -49,7 +53,8 @@ def test_every_format_shows_the_sections_in_the_list_order(report, gate_result):
     assert places == sorted(places)
 
 
-def test_a_section_with_no_table_is_drawn_in_html_only(report):
+def test_a_section_with_no_table_is_drawn_in_html_only():
+    report = full_report()
     margins = sections.section("margins")
     assert margins.build(report) == Content()  # the report has a margin histogram, and no table of it
     assert 'id="margins">Logit margins</h2>' in html.render(report)

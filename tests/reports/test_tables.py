@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fixtures.synthetic_report import synthetic_report
+from report_cases import bare_report, failed_gate, full_report
 
 from macs_audit.reports import tables
 
@@ -16,12 +17,14 @@ def test_corruption_rows_star_the_extra_corruptions_and_dash_the_cells_not_run()
     assert rows[0][4] == "-" and rows[1][4].endswith("%")
 
 
-def test_view_rows_lead_with_clean_and_absent_sections_have_no_rows(report, bare):
+def test_view_rows_lead_with_clean_and_absent_sections_have_no_rows():
+    report, bare = full_report(), bare_report()
     rows = tables.view_rows(report)
     assert rows[0][0] == "clean" and [row[0] for row in rows[1:]] == [v.name for v in report.views_of("perturbation")]
     assert tables.view_rows(bare) == [] and tables.robustness_rows(bare) == []
     assert tables.corruption_rows(bare) is None and tables.temperature_rows(bare) is None
 
 
-def test_gate_verdict_names_the_failed_checks(gate_result):
+def test_gate_verdict_names_the_failed_checks():
+    gate_result = failed_gate()
     assert tables.gate_verdict(gate_result) == "gate FAILED: 2 of 4 checks failed (min_accuracy, max_ece)"

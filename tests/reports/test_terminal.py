@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from report_cases import EVIL, failed_gate, full_report, regressed_comparison
+
 from macs_audit.reports import terminal
 
 
-def test_terminal_gate_and_full_render(report, gate_result):
+def test_terminal_gate_and_full_render():
+    report, gate_result = full_report(), failed_gate()
     text = terminal.to_text(terminal.renderable(report, gate_result), width=160)
     assert "gate FAILED: 2 of 4 checks failed" in text
     assert "min_accuracy" in text and "FAIL" in text and "PASS" in text
@@ -14,6 +17,7 @@ def test_terminal_gate_and_full_render(report, gate_result):
     assert text.index("Clean calibration") < text.index("Robustness") < text.index("gate FAILED")
 
 
-def test_terminal_comparison_counts_its_regressions(comparison, evil):
+def test_terminal_comparison_counts_its_regressions():
+    comparison = regressed_comparison()
     text = terminal.to_text(terminal.comparison_table(comparison), width=160)
-    assert f"{len(comparison.regressions)} regressions" in text and evil in text  # shown as written, not as markup
+    assert f"{len(comparison.regressions)} regressions" in text and EVIL in text  # shown as written, not as markup
