@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from macs_audit.models.backend import file_sha256
-from macs_audit.models.calibrated import fold_temperature_torch
+from macs_audit.models.calibrated_torch import fold_temperature_torch
 from macs_audit.models.export import export_onnx, save_safetensors, write_sidecar
 from macs_audit.models.torch import build_timm_model
 

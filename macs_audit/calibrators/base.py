@@ -1,4 +1,5 @@
-"""The calibrator protocol, the registry of post-hoc calibrators and the fit-size check.
+"""The registry of post-hoc calibrators, the fit-size check, and the calibrator protocol they satisfy
+(`Calibrator`, defined in `models/calibration_map.py`, where the model writers read it).
 
 Every calibrator is fitted on held-out (logits, labels) by a function `fit_<method>(logits, labels,
 **options)` and returns a frozen object with
@@ -18,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -31,27 +32,8 @@ from macs_audit.calibrators.temperature import fit_temperature
 from macs_audit.calibrators.vector import fit_vector
 from macs_audit.errors import UsageError
 
-
-class Calibrator(Protocol):
-    """A fitted post-hoc calibrator (what every `fit_*` function returns)."""
-
-    @property
-    def method(self) -> str: ...
-
-    @property
-    def n_classes(self) -> int: ...
-
-    @property
-    def fit_size(self) -> int: ...
-
-    @property
-    def n_parameters(self) -> int: ...
-
-    def transform(self, logits: np.ndarray) -> np.ndarray:
-        """Calibrated log-probabilities (N, K), float64: softmax(transform(z)) are the calibrated probabilities."""
-        ...
-
-    def describe(self) -> dict[str, Any]: ...
+# The protocol every fit_* function returns; it is defined where the model writers read it, below this layer.
+from macs_audit.models.calibration_map import Calibrator
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,7 +98,7 @@ def with_temperature(model, temperature: float, fmt: str, meta: dict, debug: boo
     import torch
 
     from macs_audit.models.backend import library_warnings
-    from macs_audit.models.calibrated import fold_temperature_torch, temperature_wrapper
+    from macs_audit.models.calibrated_torch import fold_temperature_torch, temperature_wrapper
 
     model = copy.deepcopy(model).cpu().eval()  # the caller's model stays where it is
     if fmt == "torchscript":  # no Python head to edit

@@ -15,7 +15,8 @@ from macs_audit.cli import app
 from macs_audit.errors import InputError
 from macs_audit.metrics.accumulators import calibration_metrics
 from macs_audit.models import architectures  # noqa: F401
-from macs_audit.models.calibrated import fold_temperature_onnx, fold_temperature_torch
+from macs_audit.models.calibrated_onnx import fold_temperature_onnx
+from macs_audit.models.calibrated_torch import fold_temperature_torch
 from macs_audit.models.export import save_safetensors, write_sidecar
 from macs_audit.models.predictor import load_predictor
 
