@@ -1,0 +1,304 @@
+"""The Report's typed sections (docs/report-schema.md): a dataclass per section, a field per key the schema
+names, its type the check reading applies (macs_audit.report.reading). Values are fractions (not percent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any
+
+from macs_audit.report.reading import Keys, Length, Section, null_when_absent
+
+Pair = Annotated[list[float], Length(2)]  # a 95% interval [low, high]
+Size = Annotated[list[int], Length(2)]  # [height, width]
+# The free-form objects docs/report-schema.md describes key by key:
+SetStats = Annotated[
+    dict[str, Any],
+    Keys(threshold=float | None, coverage=float, mean_set_size=float, worst_class_coverage=float, worst_class=int),
+]
+SetMeans = Annotated[dict[str, Any], Keys(coverage=float, mean_set_size=float, lowest_coverage=float, lowest_view=str)]
+DetectionScores = Annotated[
+    dict[str, Any], Keys(auroc=float | None, aupr=float | None, fpr95=float | None, intervals=dict[str, Pair])
+]
+Estimate = Annotated[
+    dict[str, Any], Keys(accuracy=float | None, interval=Pair | None, threshold=float | None, offset=float | None)
+]
+CalibratorRow = Annotated[
+    dict[str, Any],
+    Keys(method=str, label=str, scores=dict[str, float | None], n_parameters=int, refused=str | None),
+]
+SmoothCurve = Annotated[
+    dict[str, Any],
+    Keys(sigma=float, confidence=list[float], accuracy=list[float | None], density=list[float]),
+]
+
+
+@dataclasses.dataclass
+class Reliability(Section):
+    """Per-bin data of a reliability diagram; `None` marks an empty bin."""
+
+    edges: list[float]
+    count: list[int]
+    mean_confidence: list[float | None]
+    accuracy: list[float | None]
+
+
+@dataclasses.dataclass
+class ViewResult(Section):
+    """Metrics of the model on one view of the data (clean, a perturbation, a corruption at a severity)."""
+
+    name: str
+    kind: str  # "clean" | "perturbation" | "corruption"
+    metrics: dict[str, float]  # metric name (macs_audit.metrics.registry) -> value
+    intervals: dict[str, Pair] = dataclasses.field(default_factory=dict)  # name -> 95% [low, high]
+    reliability: Reliability | None = null_when_absent()
+    corruption: str | None = null_when_absent()
+    severity: int | None = null_when_absent()
+    family: str | None = null_when_absent()
+    # Clean and perturbation views: the smoothed reliability curve at smooth ECE's bandwidth
+    # (metrics.estimators.smooth_reliability): sigma, confidence, accuracy (None where too few samples), density.
+    smooth_reliability: SmoothCurve | None = None
+    # The clean view only: the risk-coverage curve of selective prediction (metrics.selective.curve_points).
+    risk_coverage: dict[str, list[float]] | None = None
+    # Perturbation and corruption views: the conformal sets' statistics on the held-out images of the view,
+    # method -> {coverage, mean_set_size, worst_class_coverage, worst_class} (report.conformal has the clean ones).
+    conformal: dict[str, SetStats] | None = None
+
+
+@dataclasses.dataclass
+class ModelInfo(Section):
+    path: str | None = None
+    format: str | None = None
+    backend: str | None = None
+    device: str | None = None
+    provider: str | None = None
+    sha256: str | None = None
+    arch: str | None = None
+    num_classes: int | None = None
+    input_size: Size | None = None
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    output: str | None = None
+    class_names: list[str] | None = None
+    crop_pct: float | None = None  # image folders were resized and centre-cropped with it (1.2)
+    config_sources: dict[str, str] | None = None
+    checkpoint_prefix_stripped: str | None = None  # the wrapper prefix taken off every state-dict key
+    warnings: list[str] | None = None  # what the user should know about how the model was read
+
+
+@dataclasses.dataclass
+class DataInfo(Section):
+    source: str | None = None
+    format: str | None = None
+    n: int | None = None
+    num_classes: int | None = None
+    class_names: list[str] | None = None
+    split: str | None = None
+    limit: int | None = None
+    limit_seed: int | None = None
+    pipeline: str | None = None  # image folders: how images were sized to the model's input (1.2)
+
+
+@dataclasses.dataclass
+class Runtime(Section):
+    device: str | None = None
+    provider: str | None = None
+    batch_size: int | None = None
+    world_size: int | None = None
+    python: str | None = None
+    numpy: str | None = None
+    onnxruntime: str | None = None
+    torch: str | None = None
+
+
+@dataclasses.dataclass
+class Conventions(Section):
+    """How every metric was computed: descriptions, plus the numbers the formats use."""
+
+    softmax: str | None = None
+    ece_bins: int | None = None
+    ece_bin_edges: str | None = None
+    adaptive_ece: str | None = None
+    classwise_ece: str | None = None
+    smooth_ece: str | None = None
+    l2_ece: str | None = None
+    debiased_l2_ece: str | None = None
+    ece_sweep: str | None = None
+    nll: str | None = None
+    brier: str | None = None
+    margin: str | None = None
+    margin_target: float | None = None
+    units: str | None = None
+    bootstrap: str | None = None
+    bootstrap_resamples: int | None = None
+    bootstrap_note: str | None = None  # why the views have no intervals although resamples were asked for
+    perturbations: dict[str, Any] | None = None
+    robustness_ratio: str | None = None  # over which images margin and L^ are taken
+    flip_radius: str | None = None  # over which images the median flip radius is taken
+    selective: str | None = None  # AURC, risk at coverage, misclassification AUROC
+    conformal: str | None = None
+    ood: str | None = None
+    label_free: str | None = None  # ATC and DoC
+
+
+@dataclasses.dataclass
+class Tool(Section):
+    name: str | None = None
+    version: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class TemperatureScaling(Section):
+    """T fitted on a held-out part of the data; `raw` and `scaled` metrics on the rest."""
+
+    temperature: float
+    fit_fraction: float | None = None
+    n_fit: int | None = None
+    n_eval: int | None = None
+    split: str | None = None  # how the held-out part was drawn
+    seed: int | None = None
+    raw: dict[str, float]  # metric name (registry.TEMPERATURE_METRICS) -> value
+    scaled: dict[str, float]
+
+
+@dataclasses.dataclass(kw_only=True)
+class Calibrators(Section):
+    """Post-hoc calibrators fitted on the temperature's held-out part and scored on the rest, for information
+    (calibrators/selection.py): `methods` rows hold method, label and either scores (registry names) and
+    n_parameters, or `refused` (why the part was too small to fit it); the first row is the uncalibrated model."""
+
+    select: str  # the score `selected` is best by
+    selected: str
+    n_fit: int
+    n_eval: int
+    methods: list[CalibratorRow]
+    split: str | None = None
+    seed: int | None = None
+
+
+@dataclasses.dataclass
+class MarginHistogram(Section):
+    edges: list[float]
+    counts: list[int]
+
+
+@dataclasses.dataclass
+class Sensitivity(Section):
+    """The input sensitivity L^ of the logit margin, in [0,1] pixel space."""
+
+    lipschitz: float
+    lipschitz_error: float | None = None  # null for a finite-difference estimate from one image
+    lipschitz_error_note: str | None = None  # why lipschitz_error is null
+    method: str | None = None
+    n: int | None = None
+    mean_margin_subset: float | None = None
+    median_flip_radius: float | None = None  # over the correctly classified images of the subset
+    flip_radius_samples: int | None = None  # how many they are
+    units: str | None = None
+
+
+@dataclasses.dataclass
+class Robustness(Section):
+    """Keys appear only if their part of the audit ran."""
+
+    robust_accuracy: float | None = None
+    robust_view: str | None = None
+    sensitivity: Sensitivity | None = None
+    robustness_ratio: float | None = None  # null when L^ is 0
+    median_flip_radius: float | None = None
+
+
+@dataclasses.dataclass
+class CorruptionMeans(Section):
+    """One corruption's metrics, each the mean over the severities that ran."""
+
+    family: str
+    extra: bool  # not one of the 15 benchmark corruptions
+    severities: list[int]
+    accuracy: float
+    ece: float
+    nll: float
+    brier: float
+
+
+@dataclasses.dataclass
+class FamilyMeans(Section):
+    accuracy: float
+    ece: float
+    corruptions: list[str]
+
+
+@dataclasses.dataclass
+class CorruptionSummary(Section):
+    """The corruption grid summarised (macs_audit.metrics.corruption_summary)."""
+
+    corruptions: dict[str, CorruptionMeans]
+    families: dict[str, FamilyMeans]
+    per_severity: dict[str, dict[str, float]]  # "1" -> {accuracy, ece}
+    severities: list[int]
+    clean_accuracy: float
+    mean_accuracy_15: float | None = None  # only when all 15 benchmark corruptions ran
+    mean_ece_15: float | None = None
+    mean_accuracy_19: float | None = None  # only when all 19 ran
+    mean_ece_19: float | None = None
+    mce_unnormalized: float | None = None
+    mean_accuracy_selected: float | None = None
+    # Only with a corruption baseline report:
+    baseline: dict[str, Any] | None = None
+    ce: dict[str, float | None] | None = None
+    relative_ce: dict[str, float | None] | None = None
+    mce: float | None = None
+    relative_mce: float | None = None
+    baseline_corruptions: list[str] | None = None
+    source: str | None = None
+    frost_textures: str | None = None
+    corruption_set: str | None = None  # the parameter set: cifar, tiny-imagenet or imagenet
+    corruption_set_choice: str | None = None  # how it was chosen (auto, the flag, or released files)
+    image_size: list[int] | None = None  # [height, width] of the images corrupted
+
+
+@dataclasses.dataclass(kw_only=True)
+class Conformal(Section):
+    """Split conformal prediction sets (metrics/conformal.py), fitted on the temperature's held-out part.
+
+    `methods` maps a method (lac, aps) to {threshold (null: every class), coverage, mean_set_size,
+    worst_class_coverage, worst_class} on the held-out part of the clean data; every perturbation and
+    corruption view holds the same sets' statistics on its images (ViewResult.conformal), and
+    `corruption_mean` maps a method to their mean coverage and set size over the corruption views and the
+    lowest view coverage (`lowest_coverage`, `lowest_view`)."""
+
+    target_coverage: float
+    n_calibration: int
+    n_eval: int
+    methods: dict[str, SetStats]
+    split: str | None = None
+    seed: int | None = None
+    corruption_mean: dict[str, SetMeans] | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class OODDetection(Section):
+    """Out-of-distribution detection against a second data set (metrics/ood.py): `scores` maps a score (msp,
+    max_logit, energy) to {auroc, aupr, fpr95, intervals: {auroc, aupr, fpr95: [low, high]}}."""
+
+    source: str
+    format: str | None = None
+    n_in: int
+    n_out: int
+    scores: dict[str, DetectionScores]
+    bootstrap_resamples: int | None = None
+    seed: int | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class Unlabeled(Section):
+    """Accuracy on unlabeled data estimated without labels (metrics/label_free.py): `estimates` maps an
+    estimator (atc_mc, atc_ne, doc) to {accuracy, interval, and its fitted threshold or offset}."""
+
+    source: str
+    format: str | None = None
+    n: int
+    source_accuracy: float  # of the labelled evaluation data the estimators were fitted on
+    estimates: dict[str, Estimate]
+    bootstrap_resamples: int | None = None
+    seed: int | None = None
