@@ -30,6 +30,7 @@ from macs_audit.errors import UsageError
 from macs_audit.finetune.audits import AFTER, BEFORE, BEFORE_AFTER_FILES, ProgressFn, audit_model, write_before_after
 from macs_audit.models.calibrated import calibration_record, write_calibrated
 from macs_audit.models.config import sidecar_path
+from macs_audit.models.export import model_files
 from macs_audit.models.predictor import ONNX_SUFFIXES, load_predictor
 from macs_audit.outputs import check_folder
 from macs_audit.report import Report
@@ -41,8 +42,8 @@ DEFAULT_HOLDOUT = 0.3  # of the fit data, to choose between methods on
 def output_names(model: Path) -> list[str]:
     """The files a calibration of `model` may write into OUT: the calibrated model (MODEL's stem, in its
     format family: a torch input becomes .pt or .safetensors), its sidecar, calibration.json, the audits."""
-    suffixes = [".onnx"] if model.suffix.lower() in ONNX_SUFFIXES else [".pt", ".safetensors"]
-    return [*(model.stem + suffix for suffix in suffixes), f"{model.stem}.json", CALIBRATION_FILE, *BEFORE_AFTER_FILES]
+    onnx = model.suffix.lower() in ONNX_SUFFIXES
+    return [*model_files(model.stem, torch_weights=not onnx, onnx_file=onnx), CALIBRATION_FILE, *BEFORE_AFTER_FILES]
 
 
 @dataclasses.dataclass

@@ -42,7 +42,7 @@ from macs_audit.finetune.audits import (
 )
 from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.models.config import sidecar_path
-from macs_audit.models.export import export_if_possible, write_sidecar, write_weights
+from macs_audit.models.export import export_if_possible, model_files, weights_path, write_sidecar, write_weights
 from macs_audit.models.predictor import load_torch_predictor
 from macs_audit.outputs import check_folder
 from macs_audit.report import Report
@@ -56,19 +56,13 @@ def output_names(name: str) -> list[str]:
     """The files a run writes into OUT besides its checkpoint: NAME's weights (.safetensors, or .pt for
     TorchScript and pickled modules), sidecar and ONNX export, the temperature-only start model's weights and
     sidecar, the run's config and the audits."""
-    baseline = name + BASELINE_SUFFIX
     return [
-        *(f"{name}{ext}" for ext in (".safetensors", ".pt", ".json", ".onnx")),
-        *(f"{baseline}{ext}" for ext in (".safetensors", ".pt", ".json")),
+        *model_files(name, onnx_file=True),
+        *model_files(name + BASELINE_SUFFIX),
         CONFIG_FILE,
         *BEFORE_AFTER_FILES,
         TEMPERATURE_ONLY_FILE,
     ]
-
-
-def weights_path(out: Path, stem: str, fmt: str) -> Path:
-    """Where weights of format `fmt` go: safetensors for state dicts, .pt for TorchScript and pickled modules."""
-    return out / (f"{stem}.safetensors" if fmt in ("safetensors", "state-dict") else f"{stem}.pt")
 
 
 def validation_temperature(predictor, val_source: Source, batch_size: int, progress: ProgressFn | None) -> dict:

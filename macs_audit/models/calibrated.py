@@ -29,7 +29,7 @@ from macs_audit.models.calibration_map import (
     fitted_temperature,
     linear_map,
 )
-from macs_audit.models.export import save_safetensors, write_sidecar
+from macs_audit.models.export import weights_path, write_sidecar, write_weights
 
 
 def write_calibrated(model: Path, predictor, calibrator: Calibrator, out: Path, fit_data: dict | None = None) -> Path:
@@ -72,13 +72,8 @@ def write_calibrated(model: Path, predictor, calibrator: Calibrator, out: Path, 
         else:
             scaled, where = fold_linear_torch(net, *linear_map(calibrator)[:2], example)
         calibration["folded_into"] = where
-        if fmt == "pickled-module":
-            path = out / f"{model.stem}.pt"
-            with atomic_path(path) as tmp:
-                torch.save(scaled, str(tmp))
-        else:
-            path = out / f"{model.stem}.safetensors"
-            save_safetensors(scaled, path)
+        path = weights_path(out, model.stem, fmt)  # safetensors, or the pickled module it came as
+        write_weights(scaled, path, fmt)
     else:  # the map does not fold into a linear head: script the model and the map together
         path = out / f"{model.stem}.pt"
         with library_warnings(False):

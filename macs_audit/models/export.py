@@ -20,6 +20,7 @@ _LEAKY_METADATA = ("stack_trace", "pkg.torch", "namespace", "source", "fx_node",
 # fails on common operators, prints its traceback and writes the model at opset 18 regardless.
 DEFAULT_OPSET = 18
 MIN_OPSET, MAX_OPSET = 18, 25
+STATE_DICT_FORMATS = ("safetensors", "state-dict")  # the formats whose weights are written as safetensors
 
 
 def check_opset(opset: int) -> int:
@@ -140,9 +141,22 @@ def export_checkpoint(
     return path
 
 
+def weights_path(folder: Path, stem: str, fmt: str) -> Path:
+    """Where `write_weights` puts weights of format `fmt` (a predictor's info["format"]): STEM.safetensors for a
+    state dict, STEM.pt for TorchScript and pickled modules."""
+    return folder / f"{stem}{'.safetensors' if fmt in STATE_DICT_FORMATS else '.pt'}"
+
+
+def model_files(stem: str, *, torch_weights: bool = True, onnx_file: bool = False) -> list[str]:
+    """The names a model written as STEM may have in a folder, for the checks of a command's outputs before it
+    writes one: torch weights under either name `weights_path` gives, the ONNX file, and the sidecar."""
+    weights = [f"{stem}.safetensors", f"{stem}.pt"] if torch_weights else []
+    return [*weights, *([f"{stem}.onnx"] if onnx_file else []), f"{stem}.json"]
+
+
 def write_weights(model: Any, path: Path, fmt: str) -> None:
     """Weights as safetensors; a TorchScript or pickled module stays in its own format."""
-    if fmt in ("safetensors", "state-dict"):
+    if fmt in STATE_DICT_FORMATS:
         save_safetensors(model, path)
         return
     import torch
