@@ -622,9 +622,9 @@ def audit_robustness(
         )
         finish()
         section["sensitivity"] = sens
-        lipschitz = sens["lipschitz"]
+        gradient_norm = sens["lipschitz"]  # L^, the mean gradient norm, under the report's key for it
         # Margin and L^ over the same images (the sensitivity subset), so the ratio mixes no populations.
-        section["robustness_ratio"] = sens["mean_margin_subset"] / lipschitz if lipschitz > 0 else None
+        section["robustness_ratio"] = sens["mean_margin_subset"] / gradient_norm if gradient_norm > 0 else None
         section["median_flip_radius"] = sens["median_flip_radius"]
         result.conventions["robustness_ratio"] = "mean margin / L^, both over the sensitivity subset"
         result.conventions["flip_radius"] = (

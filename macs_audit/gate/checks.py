@@ -26,7 +26,7 @@ from macs_audit.errors import InputError, UsageError
 from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, CORRUPTION_KEYS, GateConfig, config_path, load_config
 from macs_audit.metrics.registry import METRICS, Metric, Place
 from macs_audit.numbers import format_change, format_value
-from macs_audit.report import Report, ViewResult, load_report
+from macs_audit.report import Report, Section, ViewResult, load_report
 
 # Values equal to a bound pass; this absorbs floating-point rounding in `baseline + allowance`.
 TOLERANCE = 1e-12
@@ -87,9 +87,14 @@ _VIEW_PLACES = (Place.CLEAN, Place.SELECTIVE)  # values in report.clean.metrics
 
 
 def _attribute(section: object, path: str) -> object:
-    """section.a.b for path "a.b" (attributes of sections, keys of mappings); None where any step is absent."""
-    for name in path.split("."):
-        section = section.get(name) if isinstance(section, dict) else getattr(section, name, None)
+    """section.a.b for path "a.b" of JSON keys (of sections, or of mappings); None where any step is absent."""
+    for key in path.split("."):
+        if isinstance(section, dict):
+            section = section.get(key)
+        elif isinstance(section, Section):
+            section = section.at(key)
+        else:
+            return None
     return section
 
 

@@ -208,7 +208,16 @@ METRICS: dict[str, Metric] = {
             made_by=_SENSITIVITY,
         ),
         Metric("median_flip_radius", "median flip radius", _N, True, _ROB, note="pixel L2", made_by=_SENSITIVITY),
-        Metric("lipschitz", "sensitivity L^", _N, False, _ROB, key="sensitivity.lipschitz", made_by=_SENSITIVITY),
+        # L^, the mean norm of the margin's input gradient, under the report's key for it.
+        Metric(
+            "mean_gradient_norm",
+            "sensitivity L^",
+            _N,
+            False,
+            _ROB,
+            key="sensitivity.lipschitz",
+            made_by=_SENSITIVITY,
+        ),
         # report.corruption_summary.
         Metric(
             "corruption_accuracy",

@@ -3,7 +3,9 @@ names against its field's type annotation (docs/report-schema.md, "What reading 
 
 A section read from JSON keeps the keys this version does not name (a newer minor version's additions) in
 `extra_keys`, and its key order, so a section loaded and saved again gives back the same JSON. Optional keys
-left None are not written, except the ones marked `null_when_absent` (the schema writes those as null).
+left None are not written, except the ones marked `null_when_absent` (the schema writes those as null). A
+field is written under its own name, or under the key `stored_as` gives it where the schema's key names it
+less well than the code does.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ class Keys:
 def null_when_absent() -> Any:
     """An optional field the JSON always carries, as null when it has no value."""
     return dataclasses.field(default=None, metadata={"null": True})
+
+
+def stored_as(key: str, **field: Any) -> Any:
+    """A field the JSON holds under `key` rather than its name (`dataclasses.field` arguments in `field`)."""
+    return dataclasses.field(metadata={"key": key}, **field)
 
 
 def plain(value: Any) -> Any:
@@ -202,8 +209,18 @@ class Section:
     _keys: list[str] = dataclasses.field(default_factory=list, kw_only=True, repr=False, compare=False)
 
     @classmethod
-    def _field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls) if f.name not in ("extra_keys", "_keys")]
+    def json_keys(cls) -> dict[str, str]:
+        """{JSON key: field name} of every schema field, in field order."""
+        return {
+            f.metadata.get("key", f.name): f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in ("extra_keys", "_keys")
+        }
+
+    def at(self, key: str) -> Any:
+        """The value the JSON holds under `key` (a field's, or a key this version does not name); None if absent."""
+        name = self.json_keys().get(key)
+        return getattr(self, name) if name is not None else self.extra_keys.get(key)
 
     @classmethod
     def from_dict(cls: type[S], data: Mapping[str, Any], where: str = "") -> S:
@@ -212,15 +229,16 @@ class Section:
         where = where or cls.__name__
         if not isinstance(data, Mapping):
             raise expected(where, cls, data)
-        hints = field_types(cls)
+        hints, names = field_types(cls), cls.json_keys()
         kwargs: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for key, value in data.items():
-            if key in hints:
-                kwargs[key] = read_value(value, hints[key], f"{where}.{key}")
+            if key in names:
+                kwargs[names[key]] = read_value(value, hints[names[key]], f"{where}.{key}")
             else:
                 extra[key] = value
-        missing = [f.name for f in dataclasses.fields(cls) if f.name in hints and f.name not in kwargs and required(f)]
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        missing = [key for key, name in names.items() if name not in kwargs and required(fields[name])]
         if missing:
             raise InputError(f"{where}.{missing[0]}: missing (a required key)")
         section = cls(**kwargs, extra_keys=extra)
@@ -232,17 +250,18 @@ class Section:
         return None if data is None else cls.from_dict(data, where)
 
     def to_dict(self) -> dict[str, Any]:
-        fields = {f.name: f for f in dataclasses.fields(self) if f.name not in ("extra_keys", "_keys")}
+        names = self.json_keys()
+        fields = {f.name: f for f in dataclasses.fields(self)}
         out: dict[str, Any] = {}
         for key in self._keys:  # the order it was read in
-            if key in fields:
-                out[key] = plain(getattr(self, key))
+            if key in names:
+                out[key] = plain(getattr(self, names[key]))
             elif key in self.extra_keys:
                 out[key] = plain(self.extra_keys[key])
-        for name, field in fields.items():
+        for key, name in names.items():
             value = getattr(self, name)
-            if name not in out and (value is not None or field.metadata.get("null")):
-                out[name] = plain(value)
+            if key not in out and (value is not None or fields[name].metadata.get("null")):
+                out[key] = plain(value)
         for key, value in self.extra_keys.items():
             out.setdefault(key, plain(value))
         return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, Any
 
-from macs_audit.report.reading import Keys, Length, Section, null_when_absent
+from macs_audit.report.reading import Keys, Length, Section, null_when_absent, stored_as
 
 Pair = Annotated[list[float], Length(2)]  # a 95% interval [low, high]
 Size = Annotated[list[int], Length(2)]  # [height, width]
@@ -184,11 +184,14 @@ class MarginHistogram(Section):
 
 @dataclasses.dataclass
 class Sensitivity(Section):
-    """The input sensitivity L^ of the logit margin, in [0,1] pixel space."""
+    """The input sensitivity L^ of the logit margin, in [0,1] pixel space: the mean norm of its input gradient
+    (metrics/sensitivity.py). The JSON keeps the schema's keys for it, `lipschitz`, `lipschitz_error` and
+    `lipschitz_error_note`: L^ is the estimate of a local Lipschitz constant a mean gradient norm gives."""
 
-    lipschitz: float
-    lipschitz_error: float | None = None  # null for a finite-difference estimate from one image
-    lipschitz_error_note: str | None = None  # why lipschitz_error is null
+    mean_gradient_norm: float = stored_as("lipschitz")
+    # Null for a finite-difference estimate from one image:
+    mean_gradient_norm_error: float | None = stored_as("lipschitz_error", default=None)
+    mean_gradient_norm_error_note: str | None = stored_as("lipschitz_error_note", default=None)  # why it is null
     method: str | None = None
     n: int | None = None
     mean_margin_subset: float | None = None

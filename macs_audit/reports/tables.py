@@ -138,7 +138,7 @@ def robustness_rows(report: Report) -> list[tuple[str, str]]:
     if not rb:
         return []
     rows = []
-    robust_accuracy, lipschitz = METRICS["robust_accuracy"], METRICS["lipschitz"]
+    robust_accuracy, gradient_norm = METRICS["robust_accuracy"], METRICS["mean_gradient_norm"]
     if rb.robust_accuracy is not None:
         rows.append(
             (
@@ -147,10 +147,13 @@ def robustness_rows(report: Report) -> list[tuple[str, str]]:
             )
         )
     sens = rb.sensitivity
-    if sens is not None and sens.lipschitz is not None:
+    if sens is not None and sens.mean_gradient_norm is not None:
         method = str(shown(sens.method)).split(" (")[0]  # the long form is in the JSON
         rows.append(
-            (f"{lipschitz.label} ({method}, n={shown(sens.n)})", format_value(sens.lipschitz, lipschitz.percent))
+            (
+                f"{gradient_norm.label} ({method}, n={shown(sens.n)})",
+                format_value(sens.mean_gradient_norm, gradient_norm.percent),
+            )
         )
     for name in ("robustness_ratio", "median_flip_radius"):
         metric, value = METRICS[name], getattr(rb, name)

@@ -77,13 +77,14 @@ def robustness_table(report: Report, title: str) -> Table | None:
         table.add_row(*map(_text, tables.view_row(view)))
     sens = rob.sensitivity if rob is not None else None
     if rob is not None and sens is not None:
-        ratio, radius, lipschitz = METRICS["robustness_ratio"], METRICS["median_flip_radius"], METRICS["lipschitz"]
-        error = f" +- {sens.lipschitz_error:.3f}" if sens.lipschitz_error else ""
-        if sens.lipschitz_error is None and sens.lipschitz_error_note:
-            error = f" +- n/a ({sens.lipschitz_error_note})"
+        ratio, radius = METRICS["robustness_ratio"], METRICS["median_flip_radius"]
+        gradient_norm = METRICS["mean_gradient_norm"]
+        error = f" +- {sens.mean_gradient_norm_error:.3f}" if sens.mean_gradient_norm_error else ""
+        if sens.mean_gradient_norm_error is None and sens.mean_gradient_norm_error_note:
+            error = f" +- n/a ({sens.mean_gradient_norm_error_note})"
         method = str(tables.shown(sens.method)).split(" (")[0]
         table.caption = _text(
-            f"{lipschitz.label} = {sens.lipschitz:.3f}{error} ({method}, n={sens.n}); "
+            f"{gradient_norm.label} = {sens.mean_gradient_norm:.3f}{error} ({method}, n={sens.n}); "
             f"margin / L^ = {format_value(rob.robustness_ratio, ratio.percent)}; "
             f"{radius.label} {format_value(rob.median_flip_radius, radius.percent)} ({radius.note})"
         )

@@ -20,7 +20,7 @@ def test_a_committed_report_is_saved_back_byte_identical(path):
     report = load_report(path)
     assert report.to_json() == text
     assert isinstance(report.corruption_summary.corruptions["fog"], CorruptionMeans)
-    assert report.robustness.sensitivity.lipschitz > 0 and report.clean.reliability.count
+    assert report.robustness.sensitivity.mean_gradient_norm > 0 and report.clean.reliability.count
 
 
 def test_the_golden_report_reads_back_to_the_same_json():

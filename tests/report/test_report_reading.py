@@ -9,7 +9,7 @@ import pytest
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.errors import InputError
-from macs_audit.report import Report, load_report
+from macs_audit.report import Report, Sensitivity, load_report
 from macs_audit.report.reading import parse_json, within_depth
 
 
@@ -71,3 +71,16 @@ def test_a_report_file_json_cannot_hold_is_an_input_error_naming_it(tmp_path, te
 def test_depth_counts_arrays_and_objects():
     assert within_depth({"a": [{"b": 1}]}, 3) and not within_depth({"a": [{"b": []}]}, 3)
     assert within_depth(5, 1) and within_depth([], 1)
+
+
+def test_a_field_stored_under_another_key_is_read_and_written_under_that_key():
+    data = {"units": "u", "lipschitz": 2.5, "lipschitz_error": None, "new": 1}
+    section = Sensitivity.from_dict(data, "robustness.sensitivity")
+    assert section.mean_gradient_norm == 2.5 and section.mean_gradient_norm_error is None
+    assert section.to_dict() == data and section.extra_keys == {"new": 1}  # in the order it was read in
+    assert section.at("lipschitz") == 2.5 and section.at("new") == 1 and section.at("mean_gradient_norm") is None
+    assert Sensitivity(mean_gradient_norm=1.0).to_dict() == {"lipschitz": 1.0}
+    with pytest.raises(InputError, match="^robustness.sensitivity.lipschitz: missing"):
+        Sensitivity.from_dict({"units": "u"}, "robustness.sensitivity")
+    with pytest.raises(InputError, match='^robustness.sensitivity.lipschitz: expected a number, got "x"$'):
+        Sensitivity.from_dict({"lipschitz": "x"}, "robustness.sensitivity")

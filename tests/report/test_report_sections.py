@@ -19,7 +19,7 @@ def test_optional_keys_are_left_out_unless_the_schema_writes_null():
 
 def test_a_nested_section_is_read_as_its_class():
     robustness = Robustness.from_dict({"sensitivity": {"lipschitz": 2.5, "n": 8}}, "robustness")
-    assert robustness.sensitivity == Sensitivity(lipschitz=2.5, n=8)
+    assert robustness.sensitivity == Sensitivity(mean_gradient_norm=2.5, n=8)
 
 
 def test_the_keys_a_free_form_object_names_are_checked_and_the_others_kept():
