@@ -60,21 +60,22 @@ class CifarResNet9(nn.Module):
         return self.fc(self.features(x)) * self.logit_scale
 
 
+def _resnet9(name: str, widths: tuple[int, ...], pretrained: bool, num_classes: int, **kwargs) -> CifarResNet9:
+    """A CifarResNet-9 of `widths` as timm builds a registered model (its pretrained-config keys dropped)."""
+    if pretrained:
+        raise ValueError(f"{name} has no pretrained weights; load a checkpoint instead")
+    kwargs.pop("pretrained_cfg", None)
+    kwargs.pop("pretrained_cfg_overlay", None)
+    return CifarResNet9(num_classes=num_classes, widths=widths, **kwargs)
+
+
 @register_model
 def macs_resnet9_c10(pretrained: bool = False, num_classes: int = 10, **kwargs) -> CifarResNet9:
     """Quarter-width CIFAR ResNet-9 (~0.4 M parameters), the sample model's architecture."""
-    if pretrained:
-        raise ValueError("macs_resnet9_c10 has no pretrained weights; load a checkpoint instead")
-    kwargs.pop("pretrained_cfg", None)
-    kwargs.pop("pretrained_cfg_overlay", None)
-    return CifarResNet9(num_classes=num_classes, widths=(16, 32, 64, 128), **kwargs)
+    return _resnet9("macs_resnet9_c10", (16, 32, 64, 128), pretrained, num_classes, **kwargs)
 
 
 @register_model
 def macs_resnet9_wide_c10(pretrained: bool = False, num_classes: int = 10, **kwargs) -> CifarResNet9:
     """Half-width CIFAR ResNet-9 (~1.6 M parameters)."""
-    if pretrained:
-        raise ValueError("macs_resnet9_wide_c10 has no pretrained weights; load a checkpoint instead")
-    kwargs.pop("pretrained_cfg", None)
-    kwargs.pop("pretrained_cfg_overlay", None)
-    return CifarResNet9(num_classes=num_classes, widths=(32, 64, 128, 256), **kwargs)
+    return _resnet9("macs_resnet9_wide_c10", (32, 64, 128, 256), pretrained, num_classes, **kwargs)
