@@ -2,13 +2,15 @@
 
 The gate, `compare` and every output format read these rows; none of them writes a metric's label,
 unit or direction itself. A new metric is one row here (plus the accumulator or audit section that
-computes it). Plain Python, no numpy: reading a saved report loads nothing heavy for it.
+computes it), its unit, direction and place named by keyword. Plain Python, no numpy: reading a saved
+report loads nothing heavy for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 
 
 class Unit(enum.Enum):
@@ -48,6 +50,7 @@ class Place(enum.Enum):
 class Metric:
     name: str  # the gate's key stem (`max_<name>`) and compare's row key
     label: str  # as the section's tables name it
+    _: dataclasses.KW_ONLY  # the rest by keyword: a row reads as what each value means
     unit: Unit
     higher_is_better: bool | None  # None: no better direction (e.g. mean confidence)
     place: Place
@@ -114,20 +117,19 @@ def outputs_probabilities(output: str | None) -> bool:
     return bool(output) and str(output).split(" ", 1)[0] == "probabilities"
 
 
-_F, _ER, _R, _NATS, _N = Unit.FRACTION, Unit.ERROR_RATIO, Unit.RATIO, Unit.NATS, Unit.NUMBER
-_CLEAN, _T, _ROB, _CORR = Place.CLEAN, Place.TEMPERATURE, Place.ROBUSTNESS, Place.CORRUPTION
-_SEL, _CONF, _OOD, _UNL = Place.SELECTIVE, Place.CONFORMAL, Place.OOD, Place.UNLABELED
 _CALIBRATION_SPLIT, _OOD_DATA, _UNLABELED_DATA = "--calibration-split F, F > 0", "--ood-data", "--unlabeled"
 _OOD_SCORES = {"msp": "max softmax", "max_logit": "max logit", "energy": "energy"}
 
 
-def _conformal(name: str, method: str, key: str, label: str, unit: Unit, higher: bool, made_by: str) -> Metric:
+def _conformal(
+    name: str, method: str, key: str, label: str, *, unit: Unit, higher_is_better: bool, made_by: str
+) -> Metric:
     return Metric(
         name,
         f"{label} ({method.upper()})",
-        unit,
-        higher,
-        _CONF,
+        unit=unit,
+        higher_is_better=higher_is_better,
+        place=Place.CONFORMAL,
         gate=True,
         key=f"{'corruption_mean' if 'corruptions' in name else 'methods'}.{method}.{key}",
         named=f"conformal {label} ({method.upper()})",
@@ -135,14 +137,14 @@ def _conformal(name: str, method: str, key: str, label: str, unit: Unit, higher:
     )
 
 
-def _ood(score: str, key: str, label: str, higher: bool) -> Metric:
+def _ood(score: str, key: str, label: str, *, higher_is_better: bool) -> Metric:
     suffix = "" if score == "msp" else f"_{score}"
     return Metric(
         f"ood_{key}{suffix}",
         f"{label}, {_OOD_SCORES[score]}",
-        _F,
-        higher,
-        _OOD,
+        unit=Unit.FRACTION,
+        higher_is_better=higher_is_better,
+        place=Place.OOD,
         gate=True,
         key=f"scores.{score}.{key}",
         interval=f"scores.{score}.intervals.{key}",
@@ -156,9 +158,9 @@ def _estimate(estimator: str, label: str) -> Metric:
     return Metric(
         f"estimated_accuracy{suffix}",
         f"estimated accuracy, {label}",
-        _F,
-        True,
-        _UNL,
+        unit=Unit.FRACTION,
+        higher_is_better=True,
+        place=Place.UNLABELED,
         gate=True,
         key=f"estimates.{estimator}.accuracy",
         interval=f"estimates.{estimator}.interval",
@@ -171,174 +173,257 @@ _ROBUST_VIEW, _SENSITIVITY = "--perturbations noise+blur", "--sensitivity-sample
 _GRID_15, _GRID_19 = "--corruptions benchmark or cifar-c", "--corruptions cifar-c"
 _BASELINE = "--corruptions with --corruption-baseline, or the imagenet set (AlexNet's errors)"
 
+# The rows of one place: every view's metrics (report.clean.metrics), report.temperature_scaling,
+# report.robustness, report.corruption_summary, and selective prediction (every view's metrics too).
+_clean = functools.partial(Metric, place=Place.CLEAN)
+_temperature = functools.partial(Metric, place=Place.TEMPERATURE)
+_robustness = functools.partial(Metric, place=Place.ROBUSTNESS)
+_corruption = functools.partial(Metric, place=Place.CORRUPTION)
+_selective = functools.partial(Metric, place=Place.SELECTIVE)
+
 # In the order tables and `compare` list them.
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in [
         # Every view's metrics (report.clean.metrics and each entry of report.views).
-        Metric("accuracy", "accuracy", _F, True, _CLEAN, gate=True),
-        Metric("ece", "ECE", _F, False, _CLEAN, gate=True, note="15 bins"),
-        Metric("mce", "MCE", _F, False, _CLEAN, gate=True),
-        Metric("adaptive_ece", "adaptive ECE", _F, False, _CLEAN, gate=True),
-        Metric("classwise_ece", "classwise ECE", _F, False, _CLEAN, gate=True),
-        Metric("smooth_ece", "smooth ECE", _F, False, _CLEAN, gate=True),
-        Metric("l2_ece", "L2 ECE", _F, False, _CLEAN, gate=True, note="15 equal-mass bins"),
-        Metric("debiased_l2_ece", "debiased L2 ECE", _F, False, _CLEAN, gate=True),
-        Metric("ece_sweep", "ECE-sweep", _F, False, _CLEAN, gate=True, note="monotone equal-mass bins"),
-        Metric("nll", "NLL", _NATS, False, _CLEAN, gate=True),
-        Metric("brier", "Brier", _N, False, _CLEAN, gate=True),
-        Metric("mean_confidence", "mean confidence", _F, None, _CLEAN),
-        Metric("mean_margin", "mean logit margin", _N, True, _CLEAN),
-        Metric("frac_margin_below_target", "margin < target", _F, False, _CLEAN),
-        Metric("mean_logit_norm", "mean ||z||_2", _N, None, _CLEAN, on_probabilities="mean ||log p||_2"),
-        Metric("mean_max_logit", "mean max logit", _N, None, _CLEAN, on_probabilities="mean max log p"),
+        _clean("accuracy", "accuracy", unit=Unit.FRACTION, higher_is_better=True, gate=True),
+        _clean("ece", "ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True, note="15 bins"),
+        _clean("mce", "MCE", unit=Unit.FRACTION, higher_is_better=False, gate=True),
+        _clean("adaptive_ece", "adaptive ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True),
+        _clean("classwise_ece", "classwise ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True),
+        _clean("smooth_ece", "smooth ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True),
+        _clean("l2_ece", "L2 ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True, note="15 equal-mass bins"),
+        _clean("debiased_l2_ece", "debiased L2 ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True),
+        _clean(
+            "ece_sweep",
+            "ECE-sweep",
+            unit=Unit.FRACTION,
+            higher_is_better=False,
+            gate=True,
+            note="monotone equal-mass bins",
+        ),
+        _clean("nll", "NLL", unit=Unit.NATS, higher_is_better=False, gate=True),
+        _clean("brier", "Brier", unit=Unit.NUMBER, higher_is_better=False, gate=True),
+        _clean("mean_confidence", "mean confidence", unit=Unit.FRACTION, higher_is_better=None),
+        _clean("mean_margin", "mean logit margin", unit=Unit.NUMBER, higher_is_better=True),
+        _clean("frac_margin_below_target", "margin < target", unit=Unit.FRACTION, higher_is_better=False),
+        _clean(
+            "mean_logit_norm",
+            "mean ||z||_2",
+            unit=Unit.NUMBER,
+            higher_is_better=None,
+            on_probabilities="mean ||log p||_2",
+        ),
+        _clean(
+            "mean_max_logit",
+            "mean max logit",
+            unit=Unit.NUMBER,
+            higher_is_better=None,
+            on_probabilities="mean max log p",
+        ),
         # report.temperature_scaling (its raw and scaled metrics are the clean ones above).
-        Metric("temperature", "temperature T", _N, None, _T, made_by="--calibration-split F, F > 0"),
+        _temperature(
+            "temperature",
+            "temperature T",
+            unit=Unit.NUMBER,
+            higher_is_better=None,
+            made_by="--calibration-split F, F > 0",
+        ),
         # report.robustness; robust_ece is the robust view's ECE.
-        Metric("robust_accuracy", "robust accuracy", _F, True, _ROB, gate=True, made_by=_ROBUST_VIEW),
-        Metric("robust_ece", "robust-view ECE", _F, False, _ROB, gate=True, made_by=_ROBUST_VIEW),
-        Metric(
+        _robustness(
+            "robust_accuracy",
+            "robust accuracy",
+            unit=Unit.FRACTION,
+            higher_is_better=True,
+            gate=True,
+            made_by=_ROBUST_VIEW,
+        ),
+        _robustness(
+            "robust_ece", "robust-view ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True, made_by=_ROBUST_VIEW
+        ),
+        _robustness(
             "robustness_ratio",
             "robustness ratio",
-            _R,
-            True,
-            _ROB,
+            unit=Unit.RATIO,
+            higher_is_better=True,
             gate=True,
             note="mean margin / L^",
             made_by=_SENSITIVITY,
         ),
-        Metric("median_flip_radius", "median flip radius", _N, True, _ROB, note="pixel L2", made_by=_SENSITIVITY),
+        _robustness(
+            "median_flip_radius",
+            "median flip radius",
+            unit=Unit.NUMBER,
+            higher_is_better=True,
+            note="pixel L2",
+            made_by=_SENSITIVITY,
+        ),
         # L^, the mean norm of the margin's input gradient, under the report's key for it.
-        Metric(
+        _robustness(
             "mean_gradient_norm",
             "sensitivity L^",
-            _N,
-            False,
-            _ROB,
+            unit=Unit.NUMBER,
+            higher_is_better=False,
             key="sensitivity.lipschitz",
             made_by=_SENSITIVITY,
         ),
         # report.corruption_summary.
-        Metric(
+        _corruption(
             "corruption_accuracy",
             "mean accuracy, 15 benchmark corruptions x 5",
-            _F,
-            True,
-            _CORR,
+            unit=Unit.FRACTION,
+            higher_is_better=True,
             gate=True,
             key="mean_accuracy_15",
             named="mean corruption accuracy (15 x 5)",
             short="corruption accuracy (15x5)",
             made_by=_GRID_15,
         ),
-        Metric(
+        _corruption(
             "corruption_accuracy_19",
             "mean accuracy, all 19 corruptions x 5",
-            _F,
-            True,
-            _CORR,
+            unit=Unit.FRACTION,
+            higher_is_better=True,
             gate=True,
             key="mean_accuracy_19",
             named="mean corruption accuracy (19 x 5)",
             made_by=_GRID_19,
         ),
-        Metric(
+        _corruption(
             "corruption_ece",
             "mean ECE, 15 x 5",
-            _F,
-            False,
-            _CORR,
+            unit=Unit.FRACTION,
+            higher_is_better=False,
             gate=True,
             key="mean_ece_15",
             named="mean corruption ECE (15 x 5)",
             made_by=_GRID_15,
         ),
-        Metric(
+        _corruption(
             "corruption_ece_19",
             "mean ECE, 19 x 5",
-            _F,
-            False,
-            _CORR,
+            unit=Unit.FRACTION,
+            higher_is_better=False,
             gate=True,
             key="mean_ece_19",
             named="mean corruption ECE (19 x 5)",
             made_by=_GRID_19,
         ),
         # 1 - corruption_accuracy: shown in the summary table, not compared or gated twice.
-        Metric(
+        _corruption(
             "mce_unnormalized",
             "unnormalised mCE",
-            _F,
-            False,
-            _CORR,
+            unit=Unit.FRACTION,
+            higher_is_better=False,
             compare=False,
             note="1 - mean accuracy 15 x 5",
             made_by=_GRID_15,
         ),
-        Metric(
+        _corruption(
             "corruption_mce",
             "mCE relative to the corruption baseline",
-            _ER,
-            False,
-            _CORR,
+            unit=Unit.ERROR_RATIO,
+            higher_is_better=False,
             gate=True,
             key="mce",
             made_by=_BASELINE,
         ),
-        Metric("relative_mce", "relative mCE", _R, False, _CORR, gate=True, made_by=_BASELINE),
+        _corruption(
+            "relative_mce", "relative mCE", unit=Unit.RATIO, higher_is_better=False, gate=True, made_by=_BASELINE
+        ),
         # Selective prediction on the max-softmax confidence, in every view's metrics (metrics/selective.py).
-        Metric("aurc", "AURC", _F, False, _SEL, gate=True),
-        Metric("e_aurc", "E-AURC", _F, False, _SEL, gate=True),
-        Metric("risk_at_80_coverage", "risk at 80% coverage", _F, False, _SEL, gate=True),
-        Metric("risk_at_90_coverage", "risk at 90% coverage", _F, False, _SEL, gate=True),
-        Metric("risk_at_95_coverage", "risk at 95% coverage", _F, False, _SEL, gate=True),
-        Metric("coverage_at_1_risk", "coverage at 1% risk", _F, True, _SEL, gate=True),
-        Metric("coverage_at_5_risk", "coverage at 5% risk", _F, True, _SEL, gate=True),
-        Metric("misclassification_auroc", "misclassification AUROC", _F, True, _SEL, gate=True),
+        _selective("aurc", "AURC", unit=Unit.FRACTION, higher_is_better=False, gate=True),
+        _selective("e_aurc", "E-AURC", unit=Unit.FRACTION, higher_is_better=False, gate=True),
+        _selective(
+            "risk_at_80_coverage", "risk at 80% coverage", unit=Unit.FRACTION, higher_is_better=False, gate=True
+        ),
+        _selective(
+            "risk_at_90_coverage", "risk at 90% coverage", unit=Unit.FRACTION, higher_is_better=False, gate=True
+        ),
+        _selective(
+            "risk_at_95_coverage", "risk at 95% coverage", unit=Unit.FRACTION, higher_is_better=False, gate=True
+        ),
+        _selective("coverage_at_1_risk", "coverage at 1% risk", unit=Unit.FRACTION, higher_is_better=True, gate=True),
+        _selective("coverage_at_5_risk", "coverage at 5% risk", unit=Unit.FRACTION, higher_is_better=True, gate=True),
+        _selective(
+            "misclassification_auroc", "misclassification AUROC", unit=Unit.FRACTION, higher_is_better=True, gate=True
+        ),
         # report.conformal (metrics/conformal.py).
-        _conformal("conformal_coverage", "lac", "coverage", "coverage", _F, True, _CALIBRATION_SPLIT),
-        _conformal("conformal_set_size", "lac", "mean_set_size", "mean set size", _N, False, _CALIBRATION_SPLIT),
+        _conformal(
+            "conformal_coverage",
+            "lac",
+            "coverage",
+            "coverage",
+            unit=Unit.FRACTION,
+            higher_is_better=True,
+            made_by=_CALIBRATION_SPLIT,
+        ),
+        _conformal(
+            "conformal_set_size",
+            "lac",
+            "mean_set_size",
+            "mean set size",
+            unit=Unit.NUMBER,
+            higher_is_better=False,
+            made_by=_CALIBRATION_SPLIT,
+        ),
         _conformal(
             "conformal_worst_class_coverage",
             "lac",
             "worst_class_coverage",
             "worst class's coverage",
-            _F,
-            True,
-            _CALIBRATION_SPLIT,
+            unit=Unit.FRACTION,
+            higher_is_better=True,
+            made_by=_CALIBRATION_SPLIT,
         ),
-        _conformal("conformal_coverage_aps", "aps", "coverage", "coverage", _F, True, _CALIBRATION_SPLIT),
-        _conformal("conformal_set_size_aps", "aps", "mean_set_size", "mean set size", _N, False, _CALIBRATION_SPLIT),
+        _conformal(
+            "conformal_coverage_aps",
+            "aps",
+            "coverage",
+            "coverage",
+            unit=Unit.FRACTION,
+            higher_is_better=True,
+            made_by=_CALIBRATION_SPLIT,
+        ),
+        _conformal(
+            "conformal_set_size_aps",
+            "aps",
+            "mean_set_size",
+            "mean set size",
+            unit=Unit.NUMBER,
+            higher_is_better=False,
+            made_by=_CALIBRATION_SPLIT,
+        ),
         _conformal(
             "conformal_worst_class_coverage_aps",
             "aps",
             "worst_class_coverage",
             "worst class's coverage",
-            _F,
-            True,
-            _CALIBRATION_SPLIT,
+            unit=Unit.FRACTION,
+            higher_is_better=True,
+            made_by=_CALIBRATION_SPLIT,
         ),
         _conformal(
             "conformal_coverage_corruptions",
             "lac",
             "coverage",
             "coverage, corruptions",
-            _F,
-            True,
-            f"{_CALIBRATION_SPLIT} and --corruptions",
+            unit=Unit.FRACTION,
+            higher_is_better=True,
+            made_by=f"{_CALIBRATION_SPLIT} and --corruptions",
         ),
         _conformal(
             "conformal_lowest_coverage_corruptions",
             "lac",
             "lowest_coverage",
             "coverage, worst corruption",
-            _F,
-            True,
-            f"{_CALIBRATION_SPLIT} and --corruptions",
+            unit=Unit.FRACTION,
+            higher_is_better=True,
+            made_by=f"{_CALIBRATION_SPLIT} and --corruptions",
         ),
         # report.ood (metrics/ood.py): in-distribution is the positive class.
         *(
-            _ood(score, key, label, higher)
+            _ood(score, key, label, higher_is_better=higher)
             for score in _OOD_SCORES
             for key, label, higher in (
                 ("auroc", "AUROC", True),

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from macs_audit.metrics.registry import GATE_METRICS, METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Place, Unit, in_place
+from macs_audit.metrics.registry import (
+    GATE_METRICS,
+    METRICS,
+    TEMPERATURE_METRICS,
+    VIEW_METRICS,
+    Metric,
+    Place,
+    Unit,
+    in_place,
+)
 from macs_audit.report import (
     Conformal,
     CorruptionMeans,
@@ -25,7 +33,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_models" / "resnet9_c10_ce
 
 
 def _field_names(cls) -> set[str]:
-    return {f.name for f in dataclasses.fields(cls)}
+    """The JSON keys of a section's fields."""
+    return set(cls.json_keys())
 
 
 def test_every_clean_metric_the_audit_writes_has_one_row():
@@ -61,6 +70,13 @@ def test_every_metric_names_a_key_its_section_has():
         assert first in _field_names(sections[metric.place]), metric.name
     assert set(VIEW_METRICS) <= _field_names(CorruptionMeans)
     assert set(VIEW_METRICS) | set(TEMPERATURE_METRICS) <= {m.name for m in in_place(Place.CLEAN)}
+
+
+def test_a_row_names_its_unit_direction_and_place_by_keyword():
+    with pytest.raises(TypeError):
+        Metric("x", "x", Unit.FRACTION, True, Place.CLEAN)  # type: ignore[misc]
+    row = Metric("x", "x", unit=Unit.FRACTION, higher_is_better=True, place=Place.CLEAN)
+    assert row.report_key == "x" and not row.gate and row.compare
 
 
 def test_labels_are_unambiguous_where_they_are_shown_together():
