@@ -1,4 +1,4 @@
-"""models/export.py: where written weights go and which files a written model may have (what the commands
+"""models/export.py (tests/cli/test_export.py has the command): where written weights go and which files a
 check before they write), and the weights written in their format."""
 
 from pathlib import Path
