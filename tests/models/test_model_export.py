@@ -1,5 +1,5 @@
-"""models/export.py (tests/cli/test_export.py has the command): where written weights go and which files a
-check before they write), and the weights written in their format."""
+"""models/export.py (tests/cli/test_export.py has the command): where written weights go, which files a written
+model may have (what the commands check before they write), and the weights written in their format."""
 
 from pathlib import Path
 
