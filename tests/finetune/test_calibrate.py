@@ -1,4 +1,5 @@
-"""Temperature folding (ONNX and torch) and `macs-audit calibrate` on a model with planted overconfidence."""
+"""`macs-audit calibrate` on a model with planted overconfidence (the folding itself is tested in
+tests/models/test_calibrated_onnx.py and test_calibrated_torch.py)."""
 
 import json
 
@@ -12,11 +13,8 @@ from typer.testing import CliRunner
 
 from macs_audit.calibrators.temperature import temperature_nll
 from macs_audit.cli import app
-from macs_audit.errors import InputError
 from macs_audit.metrics.accumulators import calibration_metrics
 from macs_audit.models import architectures  # noqa: F401
-from macs_audit.models.calibrated_onnx import fold_temperature_onnx
-from macs_audit.models.calibrated_torch import fold_temperature_torch
 from macs_audit.models.export import save_safetensors, write_sidecar
 from macs_audit.models.predictor import load_predictor
 
@@ -45,50 +43,6 @@ def overconfident_onnx(path, scale=60.0):
     model.metadata_props.add(key="macs_audit.std", value="[1, 1, 1]")
     onnx.save(model, str(path))
     return path
-
-
-def test_fold_temperature_onnx_divides_logits_and_keeps_metadata(tmp_path):
-    src = overconfident_onnx(tmp_path / "m.onnx")
-    fold_temperature_onnx(src, tmp_path / "t.onnx", 4.0, {"class_names": list("abcdefghij")})
-    x = np.random.default_rng(0).random((5, 3, 32, 32), dtype=np.float32)
-    before, after = load_predictor(src, device="cpu"), load_predictor(tmp_path / "t.onnx", device="cpu")
-    np.testing.assert_allclose(after.predict(x), before.predict(x) / 4.0, rtol=1e-5, atol=1e-6)
-    props = {p.key: p.value for p in onnx.load(str(tmp_path / "t.onnx")).metadata_props}
-    assert props["macs_audit.mean"] == "[0, 0, 0]" and json.loads(props["macs_audit.class_names"])[0] == "a"
-    assert float(props["macs_audit.temperature"]) == 4.0
-
-
-def test_fold_temperature_onnx_of_a_softmax_model_outputs_tempered_logits(tmp_path):
-    src = linear_onnx(tmp_path / "p.onnx", softmax=True)
-    fold_temperature_onnx(src, tmp_path / "t.onnx", 2.0, {"output": "probabilities"}, probabilities=True)
-    x = np.random.default_rng(1).random((4, 3, 32, 32), dtype=np.float32)
-    log_p = load_predictor(src, device="cpu").predict(x)  # log-probabilities
-    tempered = load_predictor(tmp_path / "t.onnx", device="cpu")
-    np.testing.assert_allclose(tempered.predict(x), log_p / 2.0, rtol=1e-4, atol=1e-5)
-    assert tempered.config.output == "logits"
-
-
-def test_fold_temperature_torch_scales_the_classifier():
-    model = timm.create_model("macs_resnet9_c10", num_classes=10).eval()
-    x = torch.randn(3, 3, 16, 16)
-    scaled, where = fold_temperature_torch(model, 3.0, x)
-    with torch.no_grad():
-        torch.testing.assert_close(scaled(x), model(x) / 3.0, rtol=1e-5, atol=1e-6)
-    assert "classifier" in where and set(scaled.state_dict()) == set(model.state_dict())
-
-    class SoftmaxHead(torch.nn.Module):  # not linear in its head weights: folding must refuse
-        def __init__(self):
-            super().__init__()
-            self.fc = torch.nn.Linear(4, 3)
-
-        def get_classifier(self):
-            return self.fc
-
-        def forward(self, x):
-            return torch.softmax(self.fc(x), 1)
-
-    with pytest.raises(InputError, match="ONNX"):
-        fold_temperature_torch(SoftmaxHead(), 2.0, torch.randn(2, 4))
 
 
 def heldout_nll(model_path, x, y):

@@ -57,12 +57,13 @@ def test_temperature_is_one_div_node_and_the_metadata_says_so(tmp_path):
     and the temperature's; a model of probabilities gets their log first and then declares logits."""
     import onnxruntime as ort
 
-    src = linear_onnx(tmp_path / "model.onnx", num_classes=K, size=8)
+    src = linear_onnx(tmp_path / "model.onnx", num_classes=K, size=8, metadata={"macs_audit.mean": "[0, 0, 0]"})
     fold_temperature_onnx(src, tmp_path / "t.onnx", 2.5, metadata={"num_classes": K})
     proto = onnx.load(str(tmp_path / "t.onnx"))
     assert [n.op_type for n in proto.graph.node][-1] == "Div"
     props = {p.key: p.value for p in proto.metadata_props}
     assert props[TEMPERATURE_METADATA_KEY] == "2.5" and props["macs_audit.num_classes"] == str(K)
+    assert props["macs_audit.mean"] == "[0, 0, 0]"  # the model's own metadata kept
     x = images(4, seed=0)
     raw = ort.InferenceSession(str(src)).run(None, {"images": x})[0]
     divided = ort.InferenceSession(str(tmp_path / "t.onnx")).run(None, {"images": x})[0]

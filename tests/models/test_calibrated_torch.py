@@ -46,6 +46,35 @@ def test_temperature_folds_into_the_head_of_a_copy():
         fold_temperature_torch(net, -1.0, x)
 
 
+def test_temperature_folds_into_a_bias_free_head_with_the_same_keys():
+    """The project's ResNet-9 (timm's get_classifier(), no bias): the state dict keeps its keys; a head that is
+    not linear in its weights is refused with the ONNX route."""
+    import timm
+
+    from macs_audit.models import architectures  # noqa: F401  (registers macs_resnet9_c10)
+
+    model = timm.create_model("macs_resnet9_c10", num_classes=10).eval()
+    x = torch.randn(3, 3, 16, 16)
+    scaled, where = fold_temperature_torch(model, 3.0, x)
+    with torch.no_grad():
+        torch.testing.assert_close(scaled(x), model(x) / 3.0, rtol=1e-5, atol=1e-6)
+    assert "classifier" in where and set(scaled.state_dict()) == set(model.state_dict())
+
+    class SoftmaxHead(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def get_classifier(self):
+            return self.fc
+
+        def forward(self, x):
+            return torch.softmax(self.fc(x), 1)
+
+    with pytest.raises(InputError, match="ONNX"):
+        fold_temperature_torch(SoftmaxHead(), 2.0, torch.randn(2, 4))
+
+
 def test_a_linear_map_folds_into_weight_and_bias():
     net = TinyNet().eval()
     x = torch.from_numpy(images(6, seed=0))
