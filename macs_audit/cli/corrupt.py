@@ -61,10 +61,10 @@ def corrupt(
     """Generate the corruptions (19 x 5 severities, the parameter set of --corruption-set) into OUT in the
     CIFAR-C layout or the ImageNet-C image tree (--layout), written atomically."""
     from macs_audit.cli.options import parse_corruption_set, parse_corruptions, parse_severities, parse_size
-    from macs_audit.data.grid import write_corruption_grid, write_corruption_tree
+    from macs_audit.data.grid import Grid, write_corruption_grid, write_corruption_tree
     from macs_audit.data.loading import DataSpec, load_data
+    from macs_audit.devices import resolve_device
     from macs_audit.errors import UsageError
-    from macs_audit.models.predictor import resolve_device
     from macs_audit.outputs import check_folder
     from macs_audit.views.corruptions.table import choose_parameter_set
     from macs_audit.views.corruptions.weather import frost_texture_info
@@ -97,16 +97,13 @@ def corrupt(
         layout = "npy" if pset.name == "cifar" else "tree"
         _check_outputs(layout, out, names, levels, data)
     note(f"corruption parameters: {pset.name} set on {height}x{width} images ({how}); {layout} layout")
+    grid = Grid(source, seed, batch_size, device, frost, pset.name)
     with Progress(show_progress(quiet)) as progress:
         if layout == "npy":
-            files = write_corruption_grid(
-                out, source, names, seed, batch_size, device, frost, progress=progress, corruption_set=pset.name
-            )
+            files = write_corruption_grid(out, grid, names, progress)
             wrote = f"wrote {len(files)} files"
         else:
-            written, kept = write_corruption_tree(
-                out, source, names, levels, seed, batch_size, device, frost, progress, pset.name
-            )
+            written, kept = write_corruption_tree(out, grid, names, levels, progress)
             wrote = f"wrote {written:,} image files" + (f" (kept {kept:,} finished ones)" if kept else "")
     frost_info = frost_texture_info(frost, pset.name) if "frost" in names else "not generated"
     note(

@@ -8,6 +8,7 @@ views.corruptions.apply.corrupt_batch, the one home of the per-batch seeding rul
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
@@ -22,68 +23,64 @@ from macs_audit.distributed import SINGLE
 from macs_audit.views.corruptions.apply import corrupt_batch
 
 
-def corrupted_batches(
-    source: Source,
-    name: str,
-    severity: int,
-    seed: int,
-    batch_size: int,
-    device: str,
-    frost_textures: str | None = None,
-    corruption_set: str = "cifar",
-) -> Iterator[tuple[int, Any]]:
-    """(start, corrupted uint8 batch) for every batch of `source` in order: the batches, cut where
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """What every corrupted copy of `source` is generated with: the seed, the batches (cut where `evaluate`
+    cuts them), the device, the frost textures (None: procedural) and the corruption parameter set."""
+
+    source: Source
+    seed: int
+    batch_size: int
+    device: str
+    frost_textures: str | None = None
+    corruption_set: str = "cifar"
+
+    def corrupt(self, images: Any, start: int, name: str, severity: int) -> Any:
+        """`images` at data-set position `start` with corruption `name` at `severity` (corrupt_batch)."""
+        return corrupt_batch(
+            images, start, name, severity, self.seed, self.device, self.frost_textures, self.corruption_set
+        )
+
+
+def corrupted_batches(grid: Grid, name: str, severity: int) -> Iterator[tuple[int, Any]]:
+    """(start, corrupted uint8 batch) for every batch of the grid's source in order: the batches, cut where
     `evaluate` cuts them, that its corruption view scores."""
 
     def view(images: Any, start: int) -> Any:
-        return corrupt_batch(images, start, name, severity, seed, device, frost_textures, corruption_set)
+        return grid.corrupt(images, start, name, severity)
 
-    for start, images, _ in prefetched(source, batch_size, view, SINGLE):
+    for start, images, _ in prefetched(grid.source, grid.batch_size, view, SINGLE):
         yield start, images
 
 
 def write_corruption_grid(
-    out: str | Path,
-    source: Source,
-    names: tuple[str, ...],
-    seed: int,
-    batch_size: int,
-    device: str,
-    frost_textures: str | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
-    corruption_set: str = "cifar",
+    out: str | Path, grid: Grid, names: tuple[str, ...], progress: Callable[[str, int, int], None] | None = None
 ) -> list[Path]:
-    """Generate `names` at severities 1-5 of `source` with a parameter set's values and write them to
-    `out` in the released CIFAR-C layout (each file atomically); return the paths written."""
+    """Generate `names` at severities 1-5 of the grid's source with its parameter set's values and write them
+    to `out` in the released CIFAR-C layout (each file atomically); return the paths written."""
 
     def images_fn(name: str, severity: int) -> Iterator[Any]:
-        batches = corrupted_batches(source, name, severity, seed, batch_size, device, frost_textures, corruption_set)
-        for _, batch in batches:
+        for _, batch in corrupted_batches(grid, name, severity):
             yield batch
 
-    return write_cifar_c(out, images_fn, source.labels, names, progress=progress)
+    return write_cifar_c(out, images_fn, grid.source.labels, names, progress=progress)
 
 
 def write_corruption_tree(
     out: str | Path,
-    source: Source,
+    grid: Grid,
     names: tuple[str, ...],
     severities: tuple[int, ...],
-    seed: int,
-    batch_size: int,
-    device: str,
-    frost_textures: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    corruption_set: str = "cifar",
 ) -> tuple[int, int]:
-    """Generate `names` at `severities` of `source` with a parameter set's values and write them to `out` as
-    the set's released image tree (data.image_tree: that set's file format, atomic per file, finished files
-    kept); return (files written, files kept). A batch is generated only when one of its files is missing or
-    damaged, with the bytes `evaluate` scores (the same batch cuts and seeds)."""
+    """Generate `names` at `severities` of the grid's source with its parameter set's values and write them to
+    `out` as the set's released image tree (data.image_tree: that set's file format, atomic per file, finished
+    files kept); return (files written, files kept). A batch is generated only when one of its files is
+    missing or damaged, with the bytes `evaluate` scores (the same batch cuts and seeds)."""
+    source = grid.source
 
     def corrupt_fn(name: str, severity: int, start: int, stop: int) -> Any:
-        images = source.images(np.arange(start, stop))
-        return corrupt_batch(images, start, name, severity, seed, device, frost_textures, corruption_set)
+        return grid.corrupt(source.images(np.arange(start, stop)), start, name, severity)
 
     return write_image_tree(
         out,
@@ -93,7 +90,7 @@ def write_corruption_tree(
         source.image_size(),
         names,
         severities,
-        corruption_set,
-        batch_size,
+        grid.corruption_set,
+        grid.batch_size,
         progress,
     )

@@ -9,7 +9,7 @@ import pytest
 from conftest import tiny_images
 from PIL import Image
 
-from macs_audit.data.grid import corrupted_batches, write_corruption_tree
+from macs_audit.data.grid import Grid, corrupted_batches, write_corruption_tree
 from macs_audit.data.image_tree import is_image_tree, tree_source
 from macs_audit.data.released import check_released, released_source
 from macs_audit.data.sources import array_source, load_imagefolder
@@ -26,14 +26,14 @@ def _source(n=10, size=64, seed=0):
 
 
 def _generated(source, name, severity, batch_size, corruption_set):
-    batches = corrupted_batches(source, name, severity, 0, batch_size, "cpu", corruption_set=corruption_set)
+    batches = corrupted_batches(Grid(source, 0, batch_size, "cpu", corruption_set=corruption_set), name, severity)
     return np.concatenate([b.numpy() for _, b in batches])
 
 
 def test_png_tree_reads_back_the_generated_bytes_at_the_data_positions(tmp_path):
     source = _source()
     written, kept = write_corruption_tree(
-        tmp_path, source, ("contrast", "gaussian_noise"), (1, 2), 0, 4, "cpu", corruption_set="cifar"
+        tmp_path, Grid(source, 0, 4, "cpu", corruption_set="cifar"), ("contrast", "gaussian_noise"), (1, 2)
     )
     assert (written, kept) == (2 * 2 * 10, 0)
     assert sorted(p.name for p in (tmp_path / "contrast" / "2").iterdir()) == sorted(NAMES)
@@ -55,7 +55,7 @@ def test_jpeg_tree_at_224_px_is_quality_85_and_close(tmp_path):
     rows, cols = np.meshgrid(np.linspace(0, 1, 224), np.linspace(0, 1, 224), indexing="ij")
     x = np.stack([np.stack([rows * cols * 200 + 20 * i, rows * 255, 40 + 150 * cols], -1) for i in range(6)])
     source = array_source("smooth", "npz", x.astype(np.uint8), np.arange(6) % 3, NAMES)
-    write_corruption_tree(tmp_path, source, ("contrast",), (1,), 0, 6, "cpu", corruption_set="imagenet")
+    write_corruption_tree(tmp_path, Grid(source, 0, 6, "cpu", corruption_set="imagenet"), ("contrast",), (1,))
     file = tmp_path / "contrast" / "1" / "apple" / "1.jpg"
     with Image.open(file) as im:
         assert im.format == "JPEG" and im.size == (224, 224)
@@ -66,7 +66,9 @@ def test_jpeg_tree_at_224_px_is_quality_85_and_close(tmp_path):
 
 def test_a_damaged_or_missing_file_is_rewritten_and_the_rest_kept(tmp_path):
     source = _source()
-    write_corruption_tree(tmp_path, source, ("gaussian_noise",), (1,), 0, 4, "cpu", corruption_set="tiny-imagenet")
+    write_corruption_tree(
+        tmp_path, Grid(source, 0, 4, "cpu", corruption_set="tiny-imagenet"), ("gaussian_noise",), (1,)
+    )
     cell = tmp_path / "gaussian_noise" / "1"
     truncated, removed, resized = cell / "zebra" / "3.jpg", cell / "apple" / "1.jpg", cell / "mango" / "5.jpg"
     original = truncated.read_bytes()
@@ -79,7 +81,7 @@ def test_a_damaged_or_missing_file_is_rewritten_and_the_rest_kept(tmp_path):
     others = {p: p.stat().st_mtime_ns for p in cell.rglob("*.jpg") if p not in (truncated, resized)}
 
     written, kept = write_corruption_tree(
-        tmp_path, source, ("gaussian_noise",), (1,), 0, 4, "cpu", corruption_set="tiny-imagenet"
+        tmp_path, Grid(source, 0, 4, "cpu", corruption_set="tiny-imagenet"), ("gaussian_noise",), (1,)
     )
     assert (written, kept) == (3, 7)
     assert truncated.read_bytes() == original  # the same bytes again: same seed, same batch
@@ -90,7 +92,7 @@ def test_a_damaged_or_missing_file_is_rewritten_and_the_rest_kept(tmp_path):
 
 def test_class_folders_that_name_no_class_and_missing_folders_are_errors(tmp_path):
     source = _source()
-    write_corruption_tree(tmp_path, source, ("contrast",), (1, 2), 0, 10, "cpu", corruption_set="cifar")
+    write_corruption_tree(tmp_path, Grid(source, 0, 10, "cpu", corruption_set="cifar"), ("contrast",), (1, 2))
     with pytest.raises(InputError, match="has no fog folder"):
         check_released(tmp_path, ["fog"], [1], source)
     with pytest.raises(InputError, match="has no severity folder 3"):
@@ -122,7 +124,7 @@ def test_a_released_tree_beside_its_clean_folder_serves_a_subset_and_family_fold
         Image.fromarray(x[i]).save(clean / NAMES[i % 3] / f"img{i}.png")
     full = load_imagefolder(clean, (64, 64))
     tree = tmp_path / "tree"
-    write_corruption_tree(tree / "noise", full, ("gaussian_noise",), (1,), 0, 9, "cpu", corruption_set="cifar")
+    write_corruption_tree(tree / "noise", Grid(full, 0, 9, "cpu", corruption_set="cifar"), ("gaussian_noise",), (1,))
     subset = full.subset(np.array([1, 4, 8]))
     read = released_source(tree, subset, "gaussian_noise", 1)
     np.testing.assert_array_equal(read.labels, subset.labels)
