@@ -64,7 +64,7 @@ def test_the_json_reads_back_byte_identical(audited):
     path, report, _ = audited
     assert Report.from_json(path.read_text()).to_json() == path.read_text()
     data = json.loads(path.read_text())
-    assert data["schema_version"] == "1.2"
+    assert data["schema_version"] == "2.0"
     assert data["ood"]["scores"]["energy"]["intervals"]["auroc"][0] <= data["ood"]["scores"]["energy"]["auroc"]
 
 

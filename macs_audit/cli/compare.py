@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors
+from macs_audit.cli.console import handle_errors, warn
 from macs_audit.cli.output import FORMAT_HELP, OUTPUT_HELP, SUMMARY_HELP, append_step_summary, emit, resolve_outputs
 
 
@@ -32,7 +32,10 @@ def compare(
     from macs_audit.reports import markdown
 
     targets = resolve_outputs(formats, outputs, inputs=(a_path, b_path))
-    comparison = compare_reports(load_report(a_path), load_report(b_path), a_path.name, b_path.name)
+    a, b = load_report(a_path), load_report(b_path)
+    for message in [*a.deprecations, *b.deprecations]:  # renamed keys of older reports
+        warn(message)
+    comparison = compare_reports(a, b, a_path.name, b_path.name)
 
     def render(name: str):
         from macs_audit.reports import html, json_report, junit, terminal

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors
+from macs_audit.cli.console import handle_errors, warn
 from macs_audit.cli.output import (
     BASELINE_HELP,
     CONFIG_HELP,
@@ -47,4 +47,6 @@ def gate(
     inputs = (report_path, *configured.inputs)
     resolve_outputs(formats, outputs, inputs=inputs)
     saved = load_report(report_path)
+    for message in saved.deprecations:  # a renamed key of an older report (the config's: gate_report)
+        warn(message)
     raise typer.Exit(gate_report(saved, configured, use_interval, formats, outputs, step_summary, inputs))

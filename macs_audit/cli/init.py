@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors, note
+from macs_audit.cli.console import handle_errors, note, warn
 
 OUT_HELP = (
     "TOML file to add the table to: macs-audit.toml gets [gate], any other (pyproject.toml) "
@@ -41,6 +41,8 @@ def init(
 
     if out is not None and str(out) == "-":
         report = load_report(report_path)
+        for message in report.deprecations:  # a renamed key of an older report
+            warn(message)
         typer.echo(gate_core.starting_config(report, gate_core.TOOL_TABLE, margin, relative_margin, report_path.name))
         return
     if out is None:
@@ -49,6 +51,8 @@ def init(
     if not out.is_dir():  # a directory gets write_starting_config's own message
         check_file(out, inputs=(report_path,), option="--out")  # every output's checks, before the report is read
     report = load_report(report_path)
+    for message in report.deprecations:
+        warn(message)
     table = gate_core.write_starting_config(out, report, margin, relative_margin, report_path.name)
     if destination(out).is_stream:
         message = f"[{table}] written to {out}"

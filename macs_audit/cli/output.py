@@ -154,6 +154,8 @@ def gate_report(
 
     targets = resolve_outputs(formats, outputs, inputs=inputs)
     result = gate.run(report, use_interval)
+    for message in result.notes:  # deprecated keys of the config and the baseline report
+        warn(message)
     emit(targets, lambda name: render_report(name, report, result, terminal_gate_only=True), console)
     stderr.print(
         tables.gate_verdict(result),

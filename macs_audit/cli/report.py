@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors
+from macs_audit.cli.console import handle_errors, warn
 from macs_audit.cli.output import (
     BASELINE_HELP,
     CONFIG_HELP,
@@ -52,6 +52,8 @@ def report(
     targets = resolve_outputs(formats, outputs, inputs=(report_path, *gate_inputs))
     saved = load_report(report_path)
     result = configured.run(saved, use_interval) if configured is not None else None
+    for message in [*saved.deprecations, *(result.notes if result is not None else [])]:  # renamed keys read
+        warn(message)
     if result is None and any(name == "junit" for name, _ in targets):
         render_report("junit", saved, None)  # raises the UsageError that explains what to do
     emit(targets, lambda name: render_report(name, saved, result))

@@ -50,6 +50,8 @@ class GateResult:
     use_interval: bool = False
     config: str | None = None
     baseline: str | None = None
+    # Not in to_dict: the deprecated names the config and the baseline report were read with, for the commands.
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -186,7 +188,8 @@ def run_gate(
     use_interval: bool | None = None,
     baseline_name: str | None = None,
 ) -> GateResult:
-    """Evaluate every configured check on `report`; `use_interval` (if not None) overrides the config."""
+    """Evaluate every configured check on `report`; `use_interval` (if not None) overrides the config. The
+    result's notes: the deprecated names the config and the baseline were read with (not `report`'s own)."""
     interval = config.use_interval if use_interval is None else use_interval
     if interval and not report.clean.intervals:
         raise InputError(
@@ -219,6 +222,7 @@ def run_gate(
         use_interval=interval,
         config=config.source,
         baseline=baseline_name if baseline is not None else None,
+        notes=[*config.notes, *(baseline.deprecations if baseline is not None else [])],
     )
 
 

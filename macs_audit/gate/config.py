@@ -3,7 +3,8 @@
 Thresholds live in `[tool.macs-audit.gate]` of a pyproject.toml or in `[gate]` of a
 macs-audit.toml (docs/gate.md lists every key). Unknown keys and wrong types raise UsageError
 (exit 2), with the closest known key where one is close; percent-style thresholds are fractions in
-[0, 1]. What the keys check: macs_audit.gate.checks.
+[0, 1]. A key renamed with the metric it checks is still read as its new name, for one major version of
+the report schema, with a deprecation note in GateConfig.notes. What the keys check: macs_audit.gate.checks.
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ for _m in GATE_METRICS.values():
     for _relative in (False, True):
         _key = f"max_{_m.name}_{'drop' if _m.higher_is_better else 'increase'}" + ("_relative" if _relative else "")
         BASELINE_KEYS[_key] = (_m.name, _relative)
+# Gate metrics renamed with the report key they read (report schema 2.0), old name -> new: their old keys
+# (max_corruption_mce; baseline.max_corruption_mce_increase, and _relative) are read as the new ones, with a
+# note, until the next major version.
+RENAMED_METRICS = {"corruption_mce": "mean_corruption_error"}
+DEPRECATED_KEYS: dict[str, str] = {}  # old key -> new key, at the top of the gate table
+DEPRECATED_BASELINE_KEYS: dict[str, str] = {}  # the same in [gate.baseline]
+for _old, _new in RENAMED_METRICS.items():
+    DEPRECATED_KEYS[bound_key(METRICS[_new]).replace(_new, _old, 1)] = bound_key(METRICS[_new])
+    for _key, (_name, _) in BASELINE_KEYS.items():
+        if _name == _new:
+            DEPRECATED_BASELINE_KEYS[_key.replace(_new, _old, 1)] = _key
 GATE_OPTIONS = ("use_interval",)
 GATE_TABLES = ("corruptions", "baseline")
 BASELINE_OPTIONS = ("report",)
@@ -62,6 +74,7 @@ class GateConfig:
     baseline_report: Path | None = None
     use_interval: bool = False
     source: str = "<config>"
+    notes: list[str] = dataclasses.field(default_factory=list)  # deprecated keys read, for the commands to show
 
 
 def _short(value: Any) -> str:
@@ -152,12 +165,28 @@ def _table(value: Any, where: str) -> dict:
     return value
 
 
+def _renamed_key(key: str, renamed: dict[str, str], table: dict, cfg: GateConfig, where: str) -> str:
+    """The key a deprecated `key` of `table` is read as, with its note in `cfg.notes`."""
+    new = renamed[key]
+    if new in table:
+        raise UsageError(
+            f"{where} sets both {key} and {new}, the same threshold under its old and new name; keep {new}"
+        )
+    cfg.notes.append(
+        f"{where}: {key} is deprecated: read as {new}, its name since report schema 2.0 "
+        "(rename it; the next major version will not read the old name)"
+    )
+    return new
+
+
 def parse_config(table: dict, source: str = "<config>", base_dir: Path | None = None) -> GateConfig:
     """Validate a gate table (the contents of [tool.macs-audit.gate]) into a GateConfig."""
     cfg = GateConfig(source=source)
     _table(table, source)
     for key, value in table.items():
         where = f"{source}: {key}"
+        if key in DEPRECATED_KEYS:
+            key = _renamed_key(key, DEPRECATED_KEYS, table, cfg, source)
         if key == "use_interval":
             if not isinstance(value, bool):
                 raise UsageError(f"{where} must be true or false, got {type(value).__name__} {_short(value)}")
@@ -202,6 +231,8 @@ def _parse_corruptions(table: dict, cfg: GateConfig, where: str) -> None:
 
 def _parse_baseline(table: dict, cfg: GateConfig, where: str, base_dir: Path | None) -> None:
     for key, value in table.items():
+        if key in DEPRECATED_BASELINE_KEYS:
+            key = _renamed_key(key, DEPRECATED_BASELINE_KEYS, table, cfg, where)
         if key == "report":
             if not isinstance(value, str) or not value:
                 raise UsageError(f"{where}: report must be a path string, got {type(value).__name__} {_short(value)}")

@@ -1,4 +1,5 @@
-"""The corruption grid summarised: means per corruption, family and severity; CE and relative mCE."""
+"""The corruption grid summarised: means per corruption, family and severity; CE, the mean corruption error
+(mCE) and relative mCE."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from macs_audit.errors import InputError
 
 
 def summarize_corruptions(views, clean_accuracy: float, baseline=None) -> dict:
-    """Means per corruption (over severities), per family, per severity, over the 15 and 19; mCE."""
+    """Means per corruption (over severities), per family, per severity, over the 15 and 19; the mean
+    corruption error against `baseline` (a Report), if given."""
     from macs_audit.views.corruptions.table import (
         BENCHMARK_CORRUPTIONS,
         CORRUPTIONS,
@@ -103,7 +105,7 @@ def errors_against(
         "baseline": described,
         "ce": ce,
         "relative_ce": rel,
-        "mce": float(np.mean(defined_ce)) if defined_ce else None,
+        "mean_corruption_error": float(np.mean(defined_ce)) if defined_ce else None,
         "relative_mce": float(np.mean(defined_rel)) if defined_rel else None,
         "baseline_corruptions": sorted(ce),
     }

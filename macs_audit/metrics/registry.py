@@ -319,13 +319,13 @@ METRICS: dict[str, Metric] = {
             note="1 - mean accuracy 15 x 5",
             made_by=_GRID_15,
         ),
+        # mCE, the mean Corruption Error (not the Maximum Calibration Error, `mce` above).
         _corruption(
-            "corruption_mce",
+            "mean_corruption_error",
             "mCE relative to the corruption baseline",
             unit=Unit.ERROR_RATIO,
             higher_is_better=False,
             gate=True,
-            key="mce",
             made_by=_BASELINE,
         ),
         _corruption(

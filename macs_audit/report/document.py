@@ -29,7 +29,7 @@ from macs_audit.report.sections import (
     Unlabeled,
     ViewResult,
 )
-from macs_audit.report.versions import SCHEMA_VERSION, added_in, check_supported, version
+from macs_audit.report.versions import SCHEMA_VERSION, added_in, check_supported, read_renamed, version, write_renamed
 
 DEFAULT_ROBUST_VIEW = "noise+blur"  # the view robustness.robust_accuracy is measured on
 
@@ -54,6 +54,11 @@ class Report:
     tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""
     schema_version: str = SCHEMA_VERSION
+    # Not part of the JSON: what reading an older report mapped (a deprecated key's note), for the commands
+    # to show (the core never prints).
+    deprecations: list[str] = dataclasses.field(
+        default_factory=list, repr=False, compare=False, metadata={"written": False}
+    )
 
     def view(self, name: str) -> ViewResult | None:
         return next((v for v in self.views if v.name == name), None)
@@ -74,29 +79,36 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         # Optional sections are written as null, never left out; but a report of an older minor version,
         # loaded and saved again, gets no null for a section added after it (and so keeps its bytes).
+        # A report of an older version also keeps the names it gave keys renamed since.
         written = version(self.schema_version)
-        return {
+        data = {
             f.name: plain(getattr(self, f.name))
             for f in dataclasses.fields(self)
-            if getattr(self, f.name) is not None or written >= f.metadata.get("since", (0, 0))
+            if f.metadata.get("written", True)
+            and (getattr(self, f.name) is not None or written >= f.metadata.get("since", (0, 0)))
         }
+        return write_renamed(data, self.schema_version)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
-        """Read a report of this major schema version, every key the schema names checked against its type
-        (InputError naming the JSON path of the first that does not fit); top-level keys it does not name
-        (a `gate`) are ignored."""
+        """Read a report of a schema version this one reads (versions.READ_MAJORS), every key the schema names
+        checked against its type (InputError naming the JSON path of the first that does not fit); top-level
+        keys it does not name (a `gate`) are ignored. An older report's renamed keys are read under their new
+        names, each with a note in `deprecations`."""
         if not isinstance(data, dict) or "schema_version" not in data:
             raise InputError("not a macs-audit report (no schema_version)")
         schema_version = data["schema_version"]
         if not isinstance(schema_version, str):
             raise expected("schema_version", str, schema_version)
         check_supported(schema_version)
-        kwargs: dict[str, Any] = {}
+        data, deprecations = read_renamed(data)
+        kwargs: dict[str, Any] = {"deprecations": deprecations}
         for field in dataclasses.fields(cls):
+            if not field.metadata.get("written", True):
+                continue
             if field.name in data:
                 kwargs[field.name] = read_value(data[field.name], field_types(cls)[field.name], field.name)
             elif required(field):
@@ -110,6 +122,8 @@ class Report:
 
 
 def load_report(path: str | Path) -> Report:
+    """Read the report at `path`; InputError (naming the file) where it is not one this version reads. The
+    notes in `deprecations` name the file too."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"report not found: {path}")
@@ -120,6 +134,8 @@ def load_report(path: str | Path) -> Report:
     except OSError as exc:
         raise InputError(f"cannot read report {path}: {exc.strerror}") from None
     try:
-        return Report.from_json(text)
+        report = Report.from_json(text)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
+    report.deprecations = [f"{path}: {note}" for note in report.deprecations]
+    return report

@@ -250,7 +250,7 @@ class CorruptionSummary(Section):
     baseline: dict[str, Any] | None = None
     ce: dict[str, float | None] | None = None
     relative_ce: dict[str, float | None] | None = None
-    mce: float | None = None
+    mean_corruption_error: float | None = None  # mCE: the mean of the CEs (schema 1.x: `mce`)
     relative_mce: float | None = None
     baseline_corruptions: list[str] | None = None
     source: str | None = None

@@ -214,10 +214,10 @@ def corruption_table(report: Report, title: str) -> RenderableType | None:
             )
     if summary.mce_unnormalized is not None:
         notes.append(f"{METRICS['mce_unnormalized'].label} {100 * summary.mce_unnormalized:.2f}")
-    if summary.mce is not None:
+    if summary.mean_corruption_error is not None:
         relative = METRICS["relative_mce"]
         notes.append(
-            f"mCE vs baseline {100 * summary.mce:.1f}%, "
+            f"mCE vs baseline {100 * summary.mean_corruption_error:.1f}%, "
             f"{relative.label} {format_value(summary.relative_mce, relative.percent)}"
         )
     return Group(

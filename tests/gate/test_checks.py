@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from fixtures.synthetic_report import synthetic_report
@@ -11,6 +12,7 @@ from macs_audit.errors import InputError, UsageError
 from macs_audit.gate.checks import observe, run_gate
 from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, parse_config
 from macs_audit.metrics.registry import METRICS, Place
+from macs_audit.report import Report
 
 EPS = 1e-6
 
@@ -19,7 +21,7 @@ EPS = 1e-6
 def full_report():
     """Every gate metric present, including the two that need a corruption baseline."""
     report = synthetic_report()
-    report.corruption_summary.mce = 0.8
+    report.corruption_summary.mean_corruption_error = 0.8
     report.corruption_summary.relative_mce = 0.9
     return report
 
@@ -134,6 +136,24 @@ def test_relative_allowance_scales_with_the_baseline(full_report):
     assert result.passed and result.checks[0].threshold == pytest.approx(0.022)
     result = gate(_with(full_report, ece=0.0221), {"baseline": {"max_ece_increase_relative": 0.1}}, baseline=base)
     assert not result.passed
+
+
+def test_a_schema_1_2_baseline_is_gated_on_its_mean_corruption_error_with_the_notes(full_report):
+    old = json.loads(full_report.to_json())
+    old["schema_version"] = "1.2"
+    summary = old["corruption_summary"]
+    old["corruption_summary"] = {"mce" if k == "mean_corruption_error" else k: v for k, v in summary.items()}
+    baseline = Report.from_dict(old)
+    table = {"max_corruption_mce": 1.0, "baseline": {"max_mean_corruption_error_increase": 0.0}}
+    result = gate(full_report, table, baseline=baseline)
+    assert result.passed and [c.name for c in result.checks] == [
+        "max_mean_corruption_error",
+        "baseline.max_mean_corruption_error_increase",
+    ]
+    assert result.checks[1].threshold == pytest.approx(0.8)  # the baseline's mCE, read from its `mce`
+    config_note, report_note = result.notes
+    assert "max_corruption_mce is deprecated" in config_note and "corruption_summary.mce" in report_note
+    assert "notes" not in result.to_dict()
 
 
 def test_baseline_and_allowances_must_come_together(full_report):

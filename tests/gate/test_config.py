@@ -26,6 +26,21 @@ def test_every_metric_has_exactly_one_absolute_key_in_its_good_direction():
     } <= set(ABSOLUTE_KEYS)
 
 
+def test_the_mean_corruption_errors_old_keys_are_read_as_the_new_ones_with_a_note():
+    config = parse_config(
+        {"max_corruption_mce": 1.2, "baseline": {"max_corruption_mce_increase_relative": 0.1}}, "g.toml [gate]"
+    )
+    assert config.thresholds == {"max_mean_corruption_error": 1.2}
+    assert config.baseline == {"max_mean_corruption_error_increase_relative": 0.1}
+    first, second = config.notes
+    assert first.startswith("g.toml [gate]: max_corruption_mce is deprecated: read as max_mean_corruption_error")
+    assert second.startswith("g.toml [gate]: baseline: max_corruption_mce_increase_relative is deprecated")
+    assert parse_config({"max_mean_corruption_error": 1.2}).notes == []
+    assert "max_corruption_mce" not in ABSOLUTE_KEYS and ABSOLUTE_KEYS["max_mean_corruption_error"]
+    with pytest.raises(UsageError, match="sets both max_corruption_mce and max_mean_corruption_error.*keep max_mean"):
+        parse_config({"max_corruption_mce": 1.2, "max_mean_corruption_error": 1.1}, "g.toml [gate]")
+
+
 # ---------------------------------------------------------------------------------- bad configuration
 
 

@@ -96,7 +96,7 @@ def test_gate_metrics_have_a_direction_and_say_how_they_are_made():
 def test_units_decide_percent_and_bounds():
     assert [u for u in Unit if u.percent] == [Unit.FRACTION, Unit.ERROR_RATIO]
     assert [u for u in Unit if u.bounded] == [Unit.FRACTION]
-    assert METRICS["corruption_mce"].percent and not METRICS["corruption_mce"].unit.bounded
+    assert METRICS["mean_corruption_error"].percent and not METRICS["mean_corruption_error"].unit.bounded
     assert METRICS["ece"].table_label == "ECE (15 bins)" and METRICS["ece"].title == "clean ECE"
     assert METRICS["nll"].table_label == "NLL (nats)" and METRICS["nll"].title == "clean NLL (nats)"
 

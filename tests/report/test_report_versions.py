@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from fixtures.saved_reports import schema_1_2
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.errors import InputError
-from macs_audit.report import SCHEMA_VERSION, Report
+from macs_audit.report import SCHEMA_VERSION, Report, load_report
 from macs_audit.report.versions import version
 
 
@@ -40,3 +41,52 @@ def test_a_report_of_an_older_minor_version_is_saved_without_the_sections_added_
     assert not added & set(report.to_dict())
     data = report.to_dict()
     assert Report.from_dict(data).to_json() == json.dumps(data, indent=2) + "\n"
+
+
+def test_the_previous_major_versions_renamed_key_is_read_under_its_new_name_with_a_note():
+    data = schema_1_2()
+    original = json.dumps(data)
+    report = Report.from_dict(data)
+    assert json.dumps(data) == original  # the caller's object is not changed
+    assert report.corruption_summary.mean_corruption_error == 0.8 and not report.corruption_summary.extra_keys
+    (note,) = report.deprecations
+    assert note.startswith("corruption_summary.mce of a schema 1.2 report is deprecated: read as ")
+    assert "corruption_summary.mean_corruption_error" in note and "\n" not in note
+    # saved again, a 1.2 report keeps its key, in its place, and its bytes
+    assert report.to_json() == json.dumps(data, indent=2) + "\n"
+    assert "deprecations" not in report.to_dict()
+
+
+def test_load_report_names_the_file_in_the_note(tmp_path):
+    (tmp_path / "old.json").write_text(json.dumps(schema_1_2()))
+    (note,) = load_report(tmp_path / "old.json").deprecations
+    assert note.startswith(f"{tmp_path / 'old.json'}: corruption_summary.mce of a schema 1.2 report")
+
+
+def test_no_note_where_nothing_was_renamed():
+    assert Report.from_dict(schema_1_2(mce=None)).deprecations == []
+    assert synthetic_report().deprecations == []
+    current = json.loads(synthetic_report(corruptions=["fog"]).to_json())
+    current["corruption_summary"]["mce"] = 0.8  # not a key of 2.0: kept unread, like any unknown key
+    report = Report.from_dict(current)
+    assert report.deprecations == [] and report.corruption_summary.mean_corruption_error is None
+    assert report.corruption_summary.extra_keys == {"mce": 0.8}
+
+
+def test_a_report_of_this_version_writes_the_new_key():
+    report = synthetic_report(corruptions=["fog"])
+    report.corruption_summary.mean_corruption_error = 0.8
+    summary = report.to_dict()["corruption_summary"]
+    assert summary["mean_corruption_error"] == 0.8 and "mce" not in summary
+    assert SCHEMA_VERSION == "2.0" and report.schema_version == SCHEMA_VERSION
+
+
+def test_this_version_reads_1_x_and_2_x():
+    data = json.loads(synthetic_report().to_json())
+    for readable in ("1.0", "1.2", "2.0", "2.5"):
+        data["schema_version"] = readable
+        assert Report.from_dict(data).schema_version == readable
+    for refused in ("0.9", "3.0"):
+        data["schema_version"] = refused
+        with pytest.raises(InputError, match=rf"^report schema {refused} is not supported \(this version writes 2.0"):
+            Report.from_dict(data)
