@@ -23,7 +23,7 @@ import numpy as np
 import macs_audit
 from macs_audit import distributed
 from macs_audit.calibrators.selection import compare_calibrators
-from macs_audit.calibrators.temperature import fit_temperature
+from macs_audit.calibrators.temperature import optimal_temperature
 from macs_audit.data.batching import device_images, prefetched
 from macs_audit.data.sources import Source
 from macs_audit.data.splits import stratified_split
@@ -46,7 +46,7 @@ from macs_audit.report import (
     Report,
     Robustness,
     Runtime,
-    TemperatureScaling,
+    TemperatureFit,
     Tool,
     Unlabeled,
     ViewResult,
@@ -224,7 +224,7 @@ def temperature_section(
     if len(held) == 0 or len(rest) == 0:
         return None
     finish = step(progress, TEMPERATURE_STAGE)
-    t = fit_temperature(logits[held], labels[held])
+    t = optimal_temperature(logits[held], labels[held])
     raw = accumulators.calibration_metrics(logits[rest], labels[rest], num_classes)
     scaled = accumulators.calibration_metrics(logits[rest] / t, labels[rest], num_classes)
     finish()
@@ -365,7 +365,7 @@ def run_audit(
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
         clean=clean,
-        temperature_scaling=TemperatureScaling.from_dict_or_none(temperature),
+        temperature_scaling=TemperatureFit.from_dict_or_none(temperature),
         calibrators=Calibrators.from_dict_or_none(calibrators),
         margin_histogram=MarginHistogram.from_dict(margin_histogram(acc)),
         views=robustness.views,

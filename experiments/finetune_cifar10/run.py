@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from macs_audit.atomic import write_text
-from macs_audit.calibrators.temperature import fit_temperature
+from macs_audit.calibrators.temperature import optimal_temperature
 from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.finetune.loop import finetune, load_train_data, predict_logits
@@ -184,7 +184,7 @@ def test_metrics(model, options) -> dict:
     validation split; it changes no prediction, so the CIFAR-10-C accuracies hold for both)."""
     x, y = test_data()
     x_val, y_val = validation_data(options)
-    t = fit_temperature(predict_logits(model, x_val, options), y_val)
+    t = optimal_temperature(predict_logits(model, x_val, options), y_val)
     clean, robust = predict_logits(model, x, options), robust_logits(model, x, options)
     return {
         "temperature": t,
@@ -234,7 +234,7 @@ def run_start() -> None:
     clean = predict_logits(model, x, options)
     robust = robust_logits(model, x, options)
     x_val, y_val = validation_data(options)
-    t_val = fit_temperature(predict_logits(model, x_val, options), y_val)
+    t_val = optimal_temperature(predict_logits(model, x_val, options), y_val)
     c10c = corruption_accuracy(model, options)  # temperature scaling leaves every argmax unchanged
     save_json(
         path,

@@ -153,7 +153,7 @@ def validation_scores(model, source, options) -> dict:
     import torch
     from run import robust_logits, summary  # run.py beside this script: the same view and metrics
 
-    from macs_audit.calibrators.temperature import fit_temperature
+    from macs_audit.calibrators.temperature import optimal_temperature
     from macs_audit.data.splits import stratified_split
     from macs_audit.finetune.loop import predict_logits
 
@@ -161,11 +161,14 @@ def validation_scores(model, source, options) -> dict:
     x = torch.from_numpy(np.asarray(source.images(val))).permute(0, 3, 1, 2).contiguous()
     y = source.labels[val]
     clean, robust = predict_logits(model, x, options), robust_logits(model, x, options)
-    t = fit_temperature(clean, y)  # what `finetune` folds into the model
+    t = optimal_temperature(clean, y)  # what `finetune` folds into the model
     # Cross-fitted scores after T: each half scaled by the T fitted on the other half.
     a, b = stratified_split(y, 0.5, 0)
     crossed = clean.astype(np.float64)
-    crossed[a], crossed[b] = crossed[a] / fit_temperature(clean[b], y[b]), crossed[b] / fit_temperature(clean[a], y[a])
+    crossed[a], crossed[b] = (
+        crossed[a] / optimal_temperature(clean[b], y[b]),
+        crossed[b] / optimal_temperature(clean[a], y[a]),
+    )
     return {
         "n_val": int(len(y)),
         "temperature": t,

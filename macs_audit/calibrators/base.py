@@ -16,14 +16,13 @@ The core never prints. `fit_calibrator` checks the method and the calibration sp
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, log_softmax
+from macs_audit.calibrators.common import as_logits
 from macs_audit.calibrators.dirichlet import fit_dirichlet
 from macs_audit.calibrators.histogram import N_BINS, fit_histogram
 from macs_audit.calibrators.isotonic import fit_isotonic
@@ -35,38 +34,9 @@ from macs_audit.errors import UsageError
 # The protocol every fit_* function returns; it is defined where the model writers read it, below this layer.
 from macs_audit.models.calibration_map import Calibrator
 
-
-@dataclasses.dataclass(frozen=True)
-class TemperatureScaling:
-    """Temperature scaling (calibrators/temperature.py) as a Calibrator: log_softmax(z / temperature)."""
-
-    temperature: float
-    n_classes: int
-    fit_size: int
-    method: str = "temperature"
-
-    @property
-    def n_parameters(self) -> int:
-        return 1
-
-    def transform(self, logits: np.ndarray) -> np.ndarray:
-        return log_softmax(as_logits(logits, self.n_classes) / self.temperature)
-
-    def describe(self) -> dict[str, Any]:
-        return describe_fit(
-            self.method, self.n_classes, self.fit_size, self.n_parameters, {"temperature": self.temperature}
-        )
-
-
-def fit_temperature_scaling(logits: np.ndarray, labels: np.ndarray) -> TemperatureScaling:
-    """Fit temperature scaling with `temperature.fit_temperature` (T in [0.007, 148])."""
-    z, y = as_fit_data(logits, labels)
-    return TemperatureScaling(temperature=fit_temperature(z, y), n_classes=z.shape[1], fit_size=len(y))
-
-
 # name -> fit function(logits, labels, **options) -> Calibrator, in order of increasing flexibility.
 CALIBRATORS: dict[str, Callable[..., Calibrator]] = {
-    "temperature": fit_temperature_scaling,
+    "temperature": fit_temperature,
     "vector": fit_vector,
     "matrix": fit_matrix,
     "dirichlet": fit_dirichlet,

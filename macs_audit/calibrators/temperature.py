@@ -1,9 +1,18 @@
-"""Temperature scaling (Guo et al. 2017): one scalar T > 0 that minimises NLL on held-out logits."""
+"""Temperature scaling (Guo et al. 2017): one scalar T > 0 that minimises NLL on held-out logits.
 
+`optimal_temperature` finds T (the audit, fine-tuning and vector scaling's start use it alone);
+`fit_temperature` fits it as the registry's calibrator, a `TemperatureScaling` (calibrators/base.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
+from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, log_softmax
 from macs_audit.errors import InputError
 from macs_audit.metrics.accumulators import softmax64
 
@@ -37,7 +46,7 @@ def _slope_and_curvature(z: np.ndarray, z_true: np.ndarray, beta: float) -> tupl
     return slope / len(z), spread / len(z)
 
 
-def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
+def optimal_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
     """Return the T minimising NLL(logits / T) over T in [0.007, 148].
 
     The NLL is convex in beta = 1/T, so its minimum is bracketed by the sign of the slope; Newton's method
@@ -72,3 +81,31 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
         u = newton if low < newton < high else 0.5 * (low + high)
         slope, curvature = _slope_and_curvature(z, z_true, math.exp(u))
     return float(math.exp(-u))
+
+
+@dataclasses.dataclass(frozen=True)
+class TemperatureScaling:
+    """Temperature scaling as a Calibrator: log_softmax(z / temperature)."""
+
+    temperature: float
+    n_classes: int
+    fit_size: int
+    method: str = "temperature"
+
+    @property
+    def n_parameters(self) -> int:
+        return 1
+
+    def transform(self, logits: np.ndarray) -> np.ndarray:
+        return log_softmax(as_logits(logits, self.n_classes) / self.temperature)
+
+    def describe(self) -> dict[str, Any]:
+        return describe_fit(
+            self.method, self.n_classes, self.fit_size, self.n_parameters, {"temperature": self.temperature}
+        )
+
+
+def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> TemperatureScaling:
+    """Fit temperature scaling: T = `optimal_temperature` (in [0.007, 148])."""
+    z, y = as_fit_data(logits, labels)
+    return TemperatureScaling(temperature=optimal_temperature(z, y), n_classes=z.shape[1], fit_size=len(y))

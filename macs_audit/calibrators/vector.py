@@ -25,7 +25,7 @@ from macs_audit.calibrators.common import (
     minimize_lbfgs,
     nll_and_residual,
 )
-from macs_audit.calibrators.temperature import fit_temperature
+from macs_audit.calibrators.temperature import optimal_temperature
 
 MAX_ITER = 500  # L-BFGS iterations at most
 TOL = 1e-10  # stop when an iteration lowers the NLL by less than this (relative)
@@ -100,7 +100,7 @@ def fit_vector(logits: np.ndarray, labels: np.ndarray, max_iter: int = MAX_ITER,
         return loss, grad
 
     # Start from temperature scaling (w = 1/T, a few passes): the per-class fit then refines a good map.
-    x0 = np.concatenate([np.full(k, 1.0 / fit_temperature(z, y)), np.zeros(k)])
+    x0 = np.concatenate([np.full(k, 1.0 / optimal_temperature(z, y)), np.zeros(k)])
     step = 1.0 / np.sqrt(np.maximum(objective(x0, hessian_diagonal=True)[1], 1e-12))
 
     def preconditioned(u: np.ndarray) -> tuple[float, np.ndarray]:

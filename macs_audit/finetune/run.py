@@ -23,7 +23,7 @@ from pathlib import Path
 from macs_audit import distributed
 from macs_audit.atomic import write_text
 from macs_audit.audit import AuditOptions, evaluate_view
-from macs_audit.calibrators.temperature import fit_temperature, temperature_nll
+from macs_audit.calibrators.temperature import optimal_temperature, temperature_nll
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_data
 from macs_audit.data.sources import Source
@@ -73,7 +73,7 @@ def validation_temperature(predictor, val_source: Source, batch_size: int, progr
     _, logits = evaluate_view(
         predictor, val_source, k, batch_size, progress=progress, description="fit temperature", keep_logits=True
     )
-    t = fit_temperature(logits, val_source.labels)
+    t = optimal_temperature(logits, val_source.labels)
     return {
         "temperature": t,
         "fit_data": "the validation split held out of the training data",

@@ -24,7 +24,7 @@ from macs_audit.report.sections import (
     OODDetection,
     Robustness,
     Runtime,
-    TemperatureScaling,
+    TemperatureFit,
     Tool,
     Unlabeled,
     ViewResult,
@@ -42,7 +42,7 @@ class Report:
     conventions: Conventions
     seeds: dict[str, int]  # purpose -> seed
     clean: ViewResult
-    temperature_scaling: TemperatureScaling | None = None
+    temperature_scaling: TemperatureFit | None = None
     calibrators: Calibrators | None = added_in("1.2")
     margin_histogram: MarginHistogram | None = None
     views: list[ViewResult] = dataclasses.field(default_factory=list)

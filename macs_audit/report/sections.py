@@ -148,8 +148,9 @@ class Tool(Section):
 
 
 @dataclasses.dataclass(kw_only=True)
-class TemperatureScaling(Section):
-    """T fitted on a held-out part of the data; `raw` and `scaled` metrics on the rest."""
+class TemperatureFit(Section):
+    """The `temperature_scaling` section: T fitted on a held-out part of the data (calibrators/temperature.py,
+    `optimal_temperature`); `raw` and `scaled` metrics on the rest."""
 
     temperature: float
     fit_fraction: float | None = None

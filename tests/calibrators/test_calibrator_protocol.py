@@ -14,7 +14,7 @@ from macs_audit.calibrators.base import (
     minimum_fit_size,
 )
 from macs_audit.calibrators.common import softmax
-from macs_audit.calibrators.temperature import fit_temperature
+from macs_audit.calibrators.temperature import TemperatureScaling, fit_temperature, optimal_temperature
 from macs_audit.errors import InputError, UsageError
 
 K = 6
@@ -66,10 +66,11 @@ def test_parameter_counts(data):
     assert isotonic.n_parameters == 2 * sum(len(t) for t in isotonic.thresholds)
 
 
-def test_temperature_entry_wraps_fit_temperature(data):
+def test_temperature_entry_is_fit_temperature_with_the_optimal_temperature(data):
     z, y = data
-    calibrator = CALIBRATORS["temperature"](z, y)
-    assert calibrator.temperature == fit_temperature(z, y)
+    assert CALIBRATORS["temperature"] is fit_temperature
+    calibrator = fit_temperature(z, y)
+    assert isinstance(calibrator, TemperatureScaling) and calibrator.temperature == optimal_temperature(z, y)
     assert calibrator.describe()["parameters"] == {"temperature": calibrator.temperature}
 
 

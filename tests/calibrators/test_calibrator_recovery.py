@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from calibrator_data import draw_labels, synthetic_logits
 
-from macs_audit.calibrators.base import fit_temperature_scaling
 from macs_audit.calibrators.common import log_softmax, mean_nll, softmax
 from macs_audit.calibrators.dirichlet import fit_dirichlet
 from macs_audit.calibrators.histogram import fit_histogram
 from macs_audit.calibrators.isotonic import fit_isotonic
 from macs_audit.calibrators.matrix import fit_matrix
+from macs_audit.calibrators.temperature import fit_temperature
 from macs_audit.calibrators.vector import fit_vector
 
 N, K = 20_000, 5
@@ -54,12 +54,12 @@ def _centred(weights):
 
 def test_temperature_recovers_the_temperature(logits):
     y = _labels(softmax(logits / 2.0))
-    assert fit_temperature_scaling(logits, y).temperature == pytest.approx(2.0, rel=0.03)
+    assert fit_temperature(logits, y).temperature == pytest.approx(2.0, rel=0.03)
 
 
 def test_calibrated_logits_give_the_identity(logits):
     y = _labels(softmax(logits))
-    assert fit_temperature_scaling(logits, y).temperature == pytest.approx(1.0, rel=0.03)
+    assert fit_temperature(logits, y).temperature == pytest.approx(1.0, rel=0.03)
     vector = fit_vector(logits, y)
     np.testing.assert_allclose(vector.scale, 1.0, atol=0.08)
     np.testing.assert_allclose(vector.bias, 0.0, atol=0.08)

@@ -17,12 +17,12 @@ from calibrator_data import draw_labels, synthetic_logits
 from scipy.optimize import minimize
 from scipy.special import log_softmax as scipy_log_softmax
 
-from macs_audit.calibrators.base import fit_temperature_scaling
 from macs_audit.calibrators.common import log_softmax, mean_nll, softmax
 from macs_audit.calibrators.dirichlet import fit_dirichlet
 from macs_audit.calibrators.histogram import fit_histogram
 from macs_audit.calibrators.isotonic import fit_isotonic
 from macs_audit.calibrators.matrix import fit_matrix
+from macs_audit.calibrators.temperature import fit_temperature
 from macs_audit.calibrators.vector import fit_vector
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pyro's, under netcal's scaling methods
@@ -46,7 +46,7 @@ def test_temperature_matches_netcal(fit_half):
     TemperatureScaling = pytest.importorskip("netcal.scaling").TemperatureScaling
 
     z, y = fit_half
-    ours = fit_temperature_scaling(z, y)
+    ours = fit_temperature(z, y)
     reference = TemperatureScaling()
     reference.fit(softmax(z), y)
     t_netcal = 1.0 / float(np.asarray(reference.temperature).ravel()[0])

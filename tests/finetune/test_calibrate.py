@@ -134,12 +134,12 @@ def test_calibrate_cli_torch_checkpoint(tmp_path):
 
 
 def test_temperature_nll_is_minimised_at_the_fit():
-    from macs_audit.calibrators.temperature import fit_temperature
+    from macs_audit.calibrators.temperature import optimal_temperature
 
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(300, 5)) * 6
     labels = np.where(rng.random(300) < 0.6, logits.argmax(1), rng.integers(0, 5, 300))
-    t = fit_temperature(logits, labels)
+    t = optimal_temperature(logits, labels)
     assert temperature_nll(logits, labels, t) <= min(temperature_nll(logits, labels, t * f) for f in (0.9, 1.1))
 
 

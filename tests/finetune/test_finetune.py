@@ -360,7 +360,7 @@ def test_finetune_ends_calibrated_and_shows_the_temperature_only_fix(start_model
     on the validation split folded in: its logits are those of the same run with --no-temperature divided by
     T, and evaluate reads back the NLL of those logits at T. The start model with temperature scaling only
     is written and audited beside it, and the before/after table shows the fixes side by side."""
-    from macs_audit.calibrators.temperature import fit_temperature, temperature_nll
+    from macs_audit.calibrators.temperature import optimal_temperature, temperature_nll
     from macs_audit.models.preprocessing import to_unit_float
 
     def run(out, *extra):
@@ -386,7 +386,7 @@ def test_finetune_ends_calibrated_and_shows_the_temperature_only_fix(start_model
     train = np.load(tmp_path / "train.npz")
     val = FinetuneOptions().split(train["y"])[0]
     unscaled = load_predictor(raw / "model.safetensors", device="cpu")
-    assert t == pytest.approx(fit_temperature(unscaled.predict(to_unit_float(train["x"][val])), train["y"][val]))
+    assert t == pytest.approx(optimal_temperature(unscaled.predict(to_unit_float(train["x"][val])), train["y"][val]))
     # The written models give the unscaled logits / T; the audit of them reads back the NLL at T.
     test = np.load(tmp_path / "test.npz")
     x = to_unit_float(test["x"])
@@ -399,7 +399,7 @@ def test_finetune_ends_calibrated_and_shows_the_temperature_only_fix(start_model
 
     # The temperature-only fix: the start model with its own validation temperature, audited like the others.
     start = load_predictor(start_model, device="cpu")
-    t0 = fit_temperature(start.predict(to_unit_float(train["x"][val])), train["y"][val])
+    t0 = optimal_temperature(start.predict(to_unit_float(train["x"][val])), train["y"][val])
     baseline = json.loads((scaled / "model_temperature_only.json").read_text())["calibration"]
     assert baseline["temperature"] == pytest.approx(t0)
     only = load_predictor(scaled / "model_temperature_only.safetensors", device="cpu")

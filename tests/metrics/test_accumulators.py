@@ -6,7 +6,7 @@ import torch
 from sklearn.metrics import brier_score_loss, log_loss
 from torchmetrics.functional.classification import multiclass_calibration_error
 
-from macs_audit.calibrators.temperature import fit_temperature
+from macs_audit.calibrators.temperature import optimal_temperature
 from macs_audit.data.splits import stratified_split
 from macs_audit.metrics import accumulators
 from macs_audit.metrics.accumulators import (
@@ -174,7 +174,7 @@ def test_temperature_scaling_recovers_planted_temperature():
     rng = np.random.default_rng(0)
     true_logits = rng.normal(size=(4000, 10)) * 2
     labels = np.array([rng.choice(10, p=p) for p in probs64(true_logits)])
-    t = fit_temperature(true_logits * 3.0, labels)  # the model is 3x overconfident
+    t = optimal_temperature(true_logits * 3.0, labels)  # the model is 3x overconfident
     assert t == pytest.approx(3.0, rel=0.1)
 
 

@@ -24,7 +24,7 @@ from macs_audit.report import (
     CorruptionSummary,
     OODDetection,
     Robustness,
-    TemperatureScaling,
+    TemperatureFit,
     Unlabeled,
     load_report,
 )
@@ -55,7 +55,7 @@ def test_the_committed_sample_report_holds_registry_metrics_only():
 
 def test_every_metric_names_a_key_its_section_has():
     sections = {
-        Place.TEMPERATURE: TemperatureScaling,
+        Place.TEMPERATURE: TemperatureFit,
         Place.ROBUSTNESS: Robustness,
         Place.CORRUPTION: CorruptionSummary,
         Place.CONFORMAL: Conformal,
