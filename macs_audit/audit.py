@@ -13,10 +13,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-import queue
-import threading
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -54,9 +50,6 @@ from macs_audit.report import (
 from macs_audit.views import view as views
 from macs_audit.views.corruptions.table import FAMILIES
 from macs_audit.views.view import View
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 
 @dataclasses.dataclass
@@ -307,24 +300,18 @@ def run_audit(
         ctx=ctx,
         workers=_workers(options, ctx),
     )
-    # A view's intervals (the bootstrap) need nothing but its accumulator: they are computed in a worker thread
-    # beside the stages that follow (numpy releases the interpreter while it works), one view after another.
-    with Beside() as beside:
-        pending = beside.submit(view_result, views.CLEAN, acc, options.bootstrap, options.seed, progress)
-        sets = conformal_fit(logits, source.labels, options, progress)
-        robustness = RobustnessResult()
-        if options.perturbations or options.sensitivity_samples or options.corruptions:
-            robustness = audit_robustness(predictor, source, num_classes, pending, options, progress, ctx, sets, beside)
-        trust = audit_trust(
-            predictor, logits, source.labels, num_classes, sets, robustness.views, options, progress, ctx
-        )
-        temperature = temperature_section(
-            logits, source.labels, num_classes, options.calibration_split, options.seed, progress
-        )
-        calibrators = calibrators_section(
-            logits, source.labels, options.calibrators, options.calibration_split, options.seed, progress
-        )
-        clean = pending.result()
+    clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress)
+    sets = conformal_fit(logits, source.labels, options, progress)
+    robustness = RobustnessResult()
+    if options.perturbations or options.sensitivity_samples or options.corruptions:
+        robustness = audit_robustness(predictor, source, num_classes, clean, options, progress, ctx, sets)
+    trust = audit_trust(predictor, logits, source.labels, num_classes, sets, robustness.views, options, progress, ctx)
+    temperature = temperature_section(
+        logits, source.labels, num_classes, options.calibration_split, options.seed, progress
+    )
+    calibrators = calibrators_section(
+        logits, source.labels, options.calibrators, options.calibration_split, options.seed, progress
+    )
     report = Report(
         model=ModelInfo.from_dict(
             {
@@ -514,75 +501,22 @@ SENSITIVITY_STAGE = Stage("sensitivity")
 GRID_STAGE = Stage("corruption grid")
 
 
-def _done(value) -> Future:
-    future: Future = Future()
-    future.set_result(value)
-    return future
-
-
-class Beside:
-    """Work run in one daemon thread beside the stages that follow it, in the order submitted; `submit` returns
-    a Future whose result() gives the work's value or raises its error. The audit's main thread reads every
-    result before it leaves the `with` block; when it leaves by an error (or Ctrl-C), the work not begun is
-    cancelled and nothing waits for the work under way (a daemon thread does not hold the process open)."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        future: Future = Future()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="macs-audit-beside", daemon=True)
-            self._thread.start()
-        self._queue.put((future, fn, args))
-        return future
-
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            future, fn, args = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args))
-            except BaseException as exc:  # raised again in the main thread, where result() is read
-                future.set_exception(exc)
-
-    def __enter__(self) -> Beside:
-        return self
-
-    def __exit__(self, kind, *exc) -> None:
-        if kind is not None:  # drain what has not begun
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    item[0].cancel()
-        self._queue.put(None)
-
-
 def audit_robustness(
     predictor: Predictor,
     source: Source,
     num_classes: int,
-    clean: ViewResult | Future,
+    clean: ViewResult,
     options: AuditOptions,
     progress: ProgressFn | None,
     ctx: Context = SINGLE,
     sets: conformal.SplitConformal | None = None,
-    beside: Beside | None = None,
 ) -> RobustnessResult:
-    """Perturbation views, sensitivity and the corruption grid; with `sets`, each view's conformal coverage.
-    `clean` may be a Future of the clean view's result; with `beside`, the perturbation views' intervals are
-    computed there while the stages after them run."""
+    """Perturbation views, sensitivity and the corruption grid; with `sets`, each view's conformal coverage."""
     from macs_audit.data.splits import stratified_subset
 
     device = views.view_device(predictor.device)
     result = RobustnessResult()
     section: dict = {}
-    pending: list[tuple[str, Future, dict | None]] = []
     if options.perturbations:
         from macs_audit.views.perturbation_params import ROBUST_VIEW, describe
 
@@ -602,9 +536,11 @@ def audit_robustness(
                 ctx=ctx,
                 workers=_workers(options, ctx),
             )
-            args = (view, acc, options.bootstrap, options.seed, progress)
-            later = beside.submit(view_result, *args) if beside is not None else _done(view_result(*args))
-            pending.append((name, later, sets.evaluate(logits) if sets is not None else None))
+            result.views.append(view_result(view, acc, options.bootstrap, options.seed, progress))
+            result.views[-1].conformal = sets.evaluate(logits) if sets is not None else None
+            if name == ROBUST_VIEW:
+                section["robust_accuracy"] = result.views[-1].metrics["accuracy"]
+                section["robust_view"] = name
     if options.sensitivity_samples:
         from macs_audit.metrics.sensitivity import sensitivity
 
@@ -632,17 +568,10 @@ def audit_robustness(
             "of the sensitivity subset; their number is sensitivity.flip_radius_samples"
         )
         result.seeds["sensitivity"] = options.seed
-    for name, later, coverage in pending:
-        result.views.append(later.result())
-        result.views[-1].conformal = coverage
-        if name == ROBUST_VIEW:
-            section["robust_accuracy"] = result.views[-1].metrics["accuracy"]
-            section["robust_view"] = name
     if options.corruptions:
         result.views += corruption_grid(predictor, source, num_classes, options, progress, ctx, device, sets)
         parameters = corruption_parameters(options, source)
-        clean_view = clean.result() if isinstance(clean, Future) else clean
-        result.corruption_summary = corruption_summary(result.views, clean_view, options, parameters)
+        result.corruption_summary = corruption_summary(result.views, clean, options, parameters)
         result.seeds["corruptions"] = options.seed
     result.section = section or None
     return result

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-import threading
 import time
 from typing import Any, Callable, TypeVar
 
@@ -192,7 +191,6 @@ class Progress:
         self.interval, self.clock = interval, clock
         self._write = write or (lambda line: stderr.print(line, markup=False, highlight=False, soft_wrap=True))
         self._stages: dict[str, Running] = {}
-        self._lock = threading.Lock()
         self._epoch = ""
         self._began = self._last_event = self._next_line = 0.0
         self._bar: Any = None
@@ -225,10 +223,6 @@ class Progress:
     def __call__(self, description: Any, done: int, total: int, terms: dict | None = None) -> None:
         if not self.enabled:
             return
-        with self._lock:  # the audit reports from a worker thread too (a view's intervals beside the next stage)
-            self._event(description, done, total, terms)
-
-    def _event(self, description: Any, done: int, total: int, terms: dict | None) -> None:
         now = self.clock()
         described = as_stage(description, steps=terms is not None)
         name = described.name
