@@ -41,16 +41,17 @@ import numpy as np
 import torch
 
 from macs_audit.atomic import write_text
+from macs_audit.audit import evaluate_view
 from macs_audit.calibrators.temperature import optimal_temperature
-from macs_audit.data.sources import load_source
+from macs_audit.data.sources import load_source, unlabeled_source
 from macs_audit.data.splits import stratified_subset
-from macs_audit.finetune.loop import finetune, load_train_data, predict_logits
+from macs_audit.finetune.loop import TrainingPredictor, finetune, load_train_data
 from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.metrics import accumulators
 from macs_audit.models.export import save_safetensors
 from macs_audit.models.predictor import load_predictor
 from macs_audit.views.perturbation_params import ROBUST_VIEW
-from macs_audit.views.view import perturbation
+from macs_audit.views.view import CLEAN, View, perturbation
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -102,9 +103,9 @@ def base_options(cfg, **kw) -> FinetuneOptions:
 # ------------------------------------------------------------------------------------------ data
 @functools.lru_cache(maxsize=None)
 def test_data():
-    """The whole CIFAR-10 test set, uint8 NCHW: reported on, never selected on. Read once."""
+    """The whole CIFAR-10 test set, uint8 NHWC: reported on, never selected on. Read once."""
     test = np.load(DATA / "cifar10_test.npz")
-    return torch.from_numpy(test["x"]).permute(0, 3, 1, 2).contiguous(), test["y"].astype(np.int64)
+    return test["x"], test["y"].astype(np.int64)
 
 
 def validation_data(options):
@@ -117,7 +118,7 @@ def _validation_split(val_fraction: float, split_seed: int):
     data = load_train_data(
         load_source(DATA / "cifar10_train.npz"), FinetuneOptions(val_fraction=val_fraction, split_seed=split_seed)
     )
-    return data.x_val, data.y_val.numpy()
+    return data.val.images(np.arange(len(data.val))), data.val.labels
 
 
 def prepare() -> None:
@@ -129,7 +130,7 @@ def prepare() -> None:
         return
     x, y = test_data()
     pick = stratified_subset(y, C_SUBSET, seed=0)
-    clean = x[pick].permute(0, 2, 3, 1).contiguous()  # uint8 NHWC
+    clean = torch.from_numpy(np.ascontiguousarray(x[pick]))  # uint8 NHWC
     images = np.empty((len(CORRUPTIONS), 5, len(pick), 32, 32, 3), dtype=np.uint8)
     for ci, name in enumerate(CORRUPTIONS):
         for severity in range(1, 6):
@@ -142,15 +143,26 @@ def prepare() -> None:
 
 
 # ------------------------------------------------------------------------------------ evaluation
+def predicted_logits(model, x, options, view: View = CLEAN, batch_size: int | None = None) -> np.ndarray:
+    """The model's logits of uint8 NHWC images `x` through `view`, by the audit's loop (evaluate_view) in
+    batches of `batch_size` (default options.eval_batch_size), as fine-tuning's validation reads them."""
+    source = unlabeled_source("images", "npz", x)
+    _, out = evaluate_view(
+        TrainingPredictor(model, options, 10),
+        source,
+        10,
+        batch_size or options.eval_batch_size,
+        view,
+        keep_logits=True,
+        accumulate=False,
+    )
+    return out
+
+
 def robust_logits(model, x, options, batch_size: int = 500) -> np.ndarray:
     """The audit's robust-accuracy view (blur 0.7 then noise 0.08, seed 0), with the audit's own view
     function and batching (500), so the noise is the bytes `evaluate` would draw for these images."""
-    view = perturbation(ROBUST_VIEW, 0, "cpu")
-    out = []
-    for start in range(0, len(x), batch_size):
-        images = torch.from_numpy(view(x[start : start + batch_size].permute(0, 2, 3, 1).numpy(), start))
-        out.append(predict_logits(model, images, options))
-    return np.concatenate(out)
+    return predicted_logits(model, x, options, perturbation(ROBUST_VIEW, 0, "cpu"), batch_size)
 
 
 def summary(logits, labels) -> dict:
@@ -167,8 +179,7 @@ def corruption_accuracy(model, options) -> dict:
     acc = np.zeros((len(names), 5))
     for ci in range(len(names)):
         for s in range(5):
-            x = torch.from_numpy(images[ci, s]).permute(0, 3, 1, 2).contiguous()
-            acc[ci, s] = (predict_logits(model, x, options).argmax(1) == labels).mean()
+            acc[ci, s] = (predicted_logits(model, images[ci, s], options).argmax(1) == labels).mean()
     bench = [i for i, n in enumerate(names) if n in BENCHMARK_CORRUPTIONS]
     return {
         "mean_19x5": float(acc.mean()),
@@ -184,8 +195,8 @@ def test_metrics(model, options) -> dict:
     validation split; it changes no prediction, so the CIFAR-10-C accuracies hold for both)."""
     x, y = test_data()
     x_val, y_val = validation_data(options)
-    t = optimal_temperature(predict_logits(model, x_val, options), y_val)
-    clean, robust = predict_logits(model, x, options), robust_logits(model, x, options)
+    t = optimal_temperature(predicted_logits(model, x_val, options), y_val)
+    clean, robust = predicted_logits(model, x, options), robust_logits(model, x, options)
     return {
         "temperature": t,
         "clean": summary(clean, y),
@@ -200,7 +211,7 @@ def selection_metrics(model, options) -> dict:
     """Clean and noise+blur metrics on the validation split: what the sweep ranks by."""
     x, y = validation_data(options)
     return {
-        "val": summary(predict_logits(model, x, options), y),
+        "val": summary(predicted_logits(model, x, options), y),
         "val_robust": summary(robust_logits(model, x, options), y),
     }
 
@@ -231,10 +242,10 @@ def run_start() -> None:
     model, cfg = start_model()
     options = base_options(cfg)
     x, y = test_data()
-    clean = predict_logits(model, x, options)
+    clean = predicted_logits(model, x, options)
     robust = robust_logits(model, x, options)
     x_val, y_val = validation_data(options)
-    t_val = optimal_temperature(predict_logits(model, x_val, options), y_val)
+    t_val = optimal_temperature(predicted_logits(model, x_val, options), y_val)
     c10c = corruption_accuracy(model, options)  # temperature scaling leaves every argmax unchanged
     save_json(
         path,

@@ -150,17 +150,15 @@ def train_source(args):
 
 def validation_scores(model, source, options) -> dict:
     """The run's scores on the validation split `finetune` holds out of `source`."""
-    import torch
-    from run import robust_logits, summary  # run.py beside this script: the same view and metrics
+    from run import predicted_logits, robust_logits, summary  # run.py beside this script: the same views and metrics
 
     from macs_audit.calibrators.temperature import optimal_temperature
     from macs_audit.data.splits import stratified_split
-    from macs_audit.finetune.loop import predict_logits
 
     val = options.split(source.labels)[0]
-    x = torch.from_numpy(np.asarray(source.images(val))).permute(0, 3, 1, 2).contiguous()
+    x = np.asarray(source.images(val))
     y = source.labels[val]
-    clean, robust = predict_logits(model, x, options), robust_logits(model, x, options)
+    clean, robust = predicted_logits(model, x, options), robust_logits(model, x, options)
     t = optimal_temperature(clean, y)  # what `finetune` folds into the model
     # Cross-fitted scores after T: each half scaled by the T fitted on the other half.
     a, b = stratified_split(y, 0.5, 0)

@@ -26,12 +26,14 @@ import torch.nn.functional as F
 
 from macs_audit import distributed
 from macs_audit.atomic import atomic_path
+from macs_audit.audit import evaluate_view
+from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
 from macs_audit.finetune import losses
 from macs_audit.finetune.options import FinetuneOptions
-from macs_audit.metrics import accumulators
-from macs_audit.models.backend import one_line
+from macs_audit.models.backend import OutputAdapter, one_line
+from macs_audit.models.config import ModelConfig
 from macs_audit.models.preprocessing import resize_and_normalize, unit_float_nchw
 from macs_audit.seeding import derive_seed
 from macs_audit.views import perturbations
@@ -56,8 +58,7 @@ class FinetuneResult:
 class TrainData:
     x_train: torch.Tensor  # uint8 (N, C, H, W), CPU
     y_train: torch.Tensor  # int64 (N,)
-    x_val: torch.Tensor
-    y_val: torch.Tensor
+    val: Source  # the validation split, held in memory (uint8 N, H, W, C)
     num_classes: int
     fingerprint: str  # identifies the split, so --resume refuses different data
 
@@ -95,10 +96,18 @@ def load_train_data(source, options: FinetuneOptions) -> TrainData:
     images = np.asarray(source.images(np.arange(len(labels))))
     if images.dtype != np.uint8 or images.ndim != 4:
         raise InputError(f"training images must be uint8 (N, H, W, C), got {images.dtype} {images.shape}")
-    x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
-    y = torch.from_numpy(labels)
+    x_train = torch.from_numpy(images[train_idx]).permute(0, 3, 1, 2).contiguous()
+    y_train = torch.from_numpy(labels[train_idx])
+    val_images = images[val_idx]
+    val = Source(
+        f"{source.name}: validation split",
+        source.format,
+        labels[val_idx],
+        list(source.class_names),
+        lambda positions: val_images[positions],
+    )
     digest = hashlib.sha256(labels.tobytes() + train_idx.tobytes() + str(images.shape).encode()).hexdigest()[:16]
-    return TrainData(x[train_idx], y[train_idx], x[val_idx], y[val_idx], int(source.num_classes), digest)
+    return TrainData(x_train, y_train, val, int(source.num_classes), digest)
 
 
 class Preprocess:
@@ -207,34 +216,49 @@ def training_step(
     return loss.detach(), {}
 
 
-@torch.no_grad()
-def predict_logits(
-    model: torch.nn.Module,
-    images: torch.Tensor,
-    options: FinetuneOptions,
-    view: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> np.ndarray:
-    """float32 logits of NCHW images, uint8 or float in [0,1] (optionally through a view), eval mode."""
-    device = torch.device(options.device)
-    prep = Preprocess(options, device)
-    was_training = model.training
-    model.eval()
-    out = []
-    for start in range(0, len(images), options.eval_batch_size):
-        x = images[start : start + options.eval_batch_size].to(device)
-        x = unit_float_nchw(x)
-        if view is not None:
-            x = view(x)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=options.amp and device.type == "cuda"):
-            out.append(model(prep(x)).float().cpu())
-    model.train(was_training)
-    return torch.cat(out).numpy()
+class TrainingPredictor:
+    """The model being fine-tuned as a Predictor, so that the audit's loop (`audit.evaluate_view`: batches,
+    views, accumulators) reads it as it reads a model file: float [0, 1] NCHW batches through `Preprocess`,
+    in eval mode without gradients (the mode the model was in is restored), under bf16 autocast where
+    `options.amp` applies (CUDA). Its logits are returned as the model gives them: the training loss is
+    checked before every step."""
+
+    backend = "torch"
+
+    def __init__(self, model: torch.nn.Module, options: FinetuneOptions, num_classes: int):
+        self.model = model
+        self.torch_device = torch.device(options.device)
+        self.device = str(self.torch_device)
+        self.prep = Preprocess(options, self.torch_device)
+        self.amp = options.amp and self.torch_device.type == "cuda"
+        self.config = ModelConfig(
+            num_classes=num_classes, input_size=options.input_size, mean=options.mean, std=options.std, output="logits"
+        )
+        self.output = OutputAdapter("logits", num_classes)
+        self.info: dict[str, Any] = {"format": "in memory", "backend": self.backend, "device": self.device}
+
+    @property
+    def num_classes(self) -> int | None:
+        return self.config.num_classes
+
+    @torch.no_grad()
+    def predict(self, images) -> np.ndarray:
+        x = images if torch.is_tensor(images) else torch.from_numpy(np.asarray(images, dtype=np.float32))
+        x = x.to(self.torch_device, non_blocking=True)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.autocast(self.torch_device.type, dtype=torch.bfloat16, enabled=self.amp):
+                return self.model(self.prep(x)).float().cpu().numpy()
+        finally:
+            self.model.train(was_training)
 
 
 def validate(model, data: TrainData, options: FinetuneOptions) -> dict:
-    m = accumulators.calibration_metrics(
-        predict_logits(model, data.x_val, options), data.y_val.numpy(), data.num_classes
-    )
+    """The validation split's metrics, by the audit's loop and accumulators."""
+    predictor = TrainingPredictor(model, options, data.num_classes)
+    acc, _ = evaluate_view(predictor, data.val, data.num_classes, options.eval_batch_size)
+    m = acc.compute()
     return {k: m[k] for k in ("accuracy", "ece", "nll", "brier", "mean_margin")}
 
 
@@ -424,7 +448,7 @@ def finetune(
     model.eval()
     split = {
         "n_train": n_train,
-        "n_val": len(data.y_val),
+        "n_val": len(data.val),
         "val_fraction": options.val_fraction,
         "seed": options.split_seed,
         "stratified": True,
