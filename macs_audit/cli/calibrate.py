@@ -1,6 +1,6 @@
 """`macs-audit calibrate MODEL`: a post-hoc calibrator (temperature scaling by default, or the best of several)
 fitted on held-out data, folded into a written model, and the before/after audit. The run itself is
-macs_audit.finetune.calibrate."""
+macs_audit.calibrate."""
 
 from __future__ import annotations
 
@@ -83,9 +83,9 @@ def calibrate(
     force: bool = FORCE_OPTION,
 ) -> None:
     """Fit a post-hoc calibrator on --data and write MODEL with it folded in, audited before and after."""
+    from macs_audit.calibrate import fitted_name, run_calibrate
     from macs_audit.calibrators.selection import check_select, parse_methods
     from macs_audit.data.loading import DataSpec
-    from macs_audit.finetune.calibrate import fitted_name, run_calibrate
 
     methods = parse_methods(method)
     check_select(select)

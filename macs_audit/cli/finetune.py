@@ -161,8 +161,8 @@ def finetune(
 ) -> None:
     """Fine-tune a PyTorch MODEL with MaCS (or a baseline), export it, and audit it before and after."""
     from macs_audit import distributed
+    from macs_audit.before_after import fixes_table
     from macs_audit.data.loading import DataSpec
-    from macs_audit.finetune.audits import fixes_table
     from macs_audit.finetune.run import run_finetune
 
     flags = model_flags(arch, num_classes, input_size, mean, std, "logits")

@@ -1,7 +1,6 @@
-"""Fixing a miscalibrated model: MaCS fine-tuning and temperature scaling, each proven by the audit.
+"""Fine-tuning a miscalibrated model with MaCS (or a baseline objective), proven by the audit.
 
-options (the hyperparameters), losses (MaCS and the baselines), loop (the flat training loop),
-run (`finetune` and `export` from files to files), calibrate (`calibrate` from files to files) and
-audits (the before/after audit both write). Modules that need torch import it themselves; this
-package does not.
+options (the hyperparameters), losses (MaCS and the baselines), loop (the flat training loop) and run
+(`finetune` from files to files, its before/after audit from macs_audit.before_after, which
+`calibrate` shares). Modules that need torch import it themselves; this package does not.
 """

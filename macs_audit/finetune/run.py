@@ -2,7 +2,7 @@
 
 OUT receives NAME.safetensors (or NAME.pt for TorchScript and pickled modules, kept in their format),
 NAME.json (the sidecar), NAME.onnx, checkpoint.pt, finetune_config.json and the before/after audit
-(finetune.audits). Unless `temperature` is off, the run ends calibrated: a temperature fitted on the
+(before_after). Unless `temperature` is off, the run ends calibrated: a temperature fitted on the
 validation split it held out is folded into the written model (the sidecar and the config record it).
 The other fix is written beside it for comparison: NAME_temperature_only.* is the start model with a
 temperature fitted on the same validation split, audited on the same evaluation data, so the
@@ -23,13 +23,7 @@ from pathlib import Path
 from macs_audit import distributed
 from macs_audit.atomic import write_text
 from macs_audit.audit import AuditOptions, evaluate_view
-from macs_audit.calibrators.temperature import optimal_temperature, temperature_nll
-from macs_audit.compare import Comparison
-from macs_audit.data.loading import DataSpec, load_data
-from macs_audit.data.sources import Source
-from macs_audit.distributed import SINGLE, Context
-from macs_audit.errors import UsageError
-from macs_audit.finetune.audits import (
+from macs_audit.before_after import (
     AFTER,
     BEFORE,
     BEFORE_AFTER_FILES,
@@ -40,6 +34,12 @@ from macs_audit.finetune.audits import (
     audit_model,
     write_before_after,
 )
+from macs_audit.calibrators.temperature import optimal_temperature, temperature_nll
+from macs_audit.compare import Comparison
+from macs_audit.data.loading import DataSpec, load_data
+from macs_audit.data.sources import Source
+from macs_audit.distributed import SINGLE, Context
+from macs_audit.errors import UsageError
 from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.models.config import sidecar_path
 from macs_audit.models.export import export_if_possible, model_files, weights_path, write_sidecar, write_weights

@@ -1226,7 +1226,7 @@ def test_an_interrupt_is_one_line_and_exit_130_in_every_command(workdir, monkeyp
         monkeypatch.setattr("macs_audit.audit.run_audit", interrupted)
         args = QUICK
     elif command == "calibrate":
-        monkeypatch.setattr("macs_audit.finetune.calibrate.run_calibrate", interrupted)
+        monkeypatch.setattr("macs_audit.calibrate.run_calibrate", interrupted)
         args = (*CALIBRATE, "--out", "cal")
     else:
         _resnet9("net.safetensors")(workdir)

@@ -8,8 +8,8 @@ from conftest import linear_onnx, tiny_images
 from fixtures.synthetic_report import synthetic_report
 from typer.testing import CliRunner
 
+from macs_audit.calibrate import held_out_warnings
 from macs_audit.cli import app
-from macs_audit.finetune.calibrate import held_out_warnings
 from macs_audit.models.predictor import load_predictor
 
 runner = CliRunner()

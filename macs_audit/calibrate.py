@@ -1,9 +1,9 @@
-"""Post-hoc calibration from files to files: fit one calibrator (or several, keeping the best on a held-out
+"""`calibrate` from files to files: fit one calibrator (or several, keeping the best on a held-out
 part of the fit data), write the model with it folded in (in the input's format family: ONNX stays ONNX),
 and audit both models before and after on the evaluation data.
 
 OUT receives the calibrated model (MODEL's file name) with its sidecar, calibration.json and the
-before/after audit (finetune.audits). Every file is written atomically; nothing here prints. OUT is
+before/after audit (before_after). Every file is written atomically; nothing here prints. OUT is
 checked before anything is loaded: none of its files may be an input (the model, its sidecar, the
 data), and existing ones are replaced only with `force`. The "before" audit reads the original
 model before the calibrated one is written.
@@ -20,6 +20,7 @@ import numpy as np
 
 from macs_audit.atomic import write_text
 from macs_audit.audit import AuditOptions, check_classes, evaluate_view
+from macs_audit.before_after import AFTER, BEFORE, BEFORE_AFTER_FILES, ProgressFn, audit_model, write_before_after
 from macs_audit.calibrators.base import LABELS, Calibrator, fit_calibrator
 from macs_audit.calibrators.common import log_softmax, mean_nll
 from macs_audit.calibrators.selection import DEFAULT_SELECT, Selection, compare_calibrators
@@ -27,7 +28,6 @@ from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_data
 from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
-from macs_audit.finetune.audits import AFTER, BEFORE, BEFORE_AFTER_FILES, ProgressFn, audit_model, write_before_after
 from macs_audit.models.calibrated import calibration_record, write_calibrated
 from macs_audit.models.config import sidecar_path
 from macs_audit.models.export import model_files
