@@ -145,7 +145,7 @@ def evaluate_view(
         if progress:
             progress(stage, done, total)
     if acc is not None:
-        acc = distributed.reduce_accumulator(acc, starts, ctx)
+        acc = acc.reduce(starts, ctx)
     if keep_logits:
         kept = distributed.gather_in_order(kept, starts, ctx)
     return acc, (np.concatenate(kept) if keep_logits else None)

@@ -17,20 +17,6 @@ import numpy as np
 
 from macs_audit.devices import cuda_available
 
-SUM_FIELDS_INT = ("count", "correct", "margin_below", "bin_count", "class_bin_count")
-SUM_FIELDS_FLOAT = (
-    "nll_sum",
-    "brier_sum",
-    "margin_sum",
-    "logit_norm_sum",
-    "max_logit_sum",
-    "bin_conf_sum",
-    "bin_correct_sum",
-    "class_bin_prob_sum",
-    "class_bin_hit_sum",
-)
-SAMPLE_FIELDS = ("_confidence", "_is_correct", "_nll", "_brier", "_margin")
-
 
 @dataclasses.dataclass(frozen=True)
 class Context:
@@ -85,49 +71,33 @@ def rank_device(ctx: Context, device: str) -> str:
     return device
 
 
-def reduce_accumulator(acc, starts: list[int], ctx: Context):
-    """All-reduce the sums and all-gather the per-sample arrays of `acc`, in data-set order.
-
-    `starts[i]` is the data-set position of the batch whose per-sample arrays are acc._*[i].
-    Returns `acc`, now holding the whole data set on every rank.
-    """
+def all_reduce_sums(values: list[np.ndarray], ctx: Context) -> list[np.ndarray]:
+    """Each numpy value (int64 or float64, any shape) summed over all ranks, element by element, in its dtype."""
     if not ctx.active:
-        return acc
+        return values
     import torch
     import torch.distributed as dist
 
     device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-    for name in SUM_FIELDS_INT + SUM_FIELDS_FLOAT:
-        value = getattr(acc, name)
-        dtype = torch.int64 if name in SUM_FIELDS_INT else torch.float64
-        t = torch.as_tensor(np.asarray(value), dtype=dtype, device=device).clone()
+    out = []
+    for value in values:
+        t = torch.as_tensor(value, device=device).clone()
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        result = t.cpu().numpy()
-        setattr(acc, name, result if np.ndim(value) else result.item())
-    gathered: list = [None] * ctx.world_size
-    dist.all_gather_object(gathered, (starts, [getattr(acc, f) for f in SAMPLE_FIELDS]))
-    batches = sorted(
-        (start, i, rank) for rank, (rank_starts, _) in enumerate(gathered) for i, start in enumerate(rank_starts)
-    )
-    for j, field in enumerate(SAMPLE_FIELDS):
-        setattr(acc, field, [gathered[rank][1][j][i] for _, i, rank in batches])
-    return acc
+        out.append(t.cpu().numpy())
+    return out
 
 
-def gather_in_order(parts: list[np.ndarray], starts: list[int], ctx: Context) -> list[np.ndarray]:
-    """All-gather per-batch arrays (e.g. logits) from every rank, in data-set order."""
+def gather_in_order(parts: list, starts: list[int], ctx: Context) -> list:
+    """All-gather per-batch values (arrays such as logits, or tuples of them) from every rank, in data-set order
+    (`starts[i]` is the data-set position of parts[i]; positions differ across ranks)."""
     if not ctx.active:
         return parts
     import torch.distributed as dist
 
     gathered: list = [None] * ctx.world_size
     dist.all_gather_object(gathered, (starts, parts))
-    ordered = sorted(
-        (start, part)
-        for rank_starts, rank_parts in gathered
-        for start, part in zip(rank_starts, rank_parts, strict=True)
-    )
-    return [part for _, part in ordered]
+    pairs = [pair for rank_starts, rank_parts in gathered for pair in zip(rank_starts, rank_parts, strict=True)]
+    return [part for _, part in sorted(pairs, key=lambda pair: pair[0])]
 
 
 def mean_over_ranks(value, ctx: Context) -> float:

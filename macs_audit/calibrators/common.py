@@ -1,4 +1,5 @@
-"""What the calibrators share: input checks, log-softmax, the softmax NLL and its gradient, L-BFGS.
+"""What the calibrators share: input checks, the softmax NLL and its gradient, L-BFGS; the softmax and
+log-softmax are the metrics' (metrics/conventions.py), named here for the calibrators.
 
 Everything is float64 numpy. Nothing here prints; bad inputs raise `InputError` with a one-line message.
 """
@@ -11,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from macs_audit.errors import InputError, UsageError
+from macs_audit.metrics.conventions import log_softmax as log_softmax
+from macs_audit.metrics.conventions import softmax as softmax
 
 
 def as_logits(logits: np.ndarray, n_classes: int | None = None) -> np.ndarray:
@@ -41,14 +44,6 @@ def as_fit_data(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.
     if y.min() < 0 or y.max() >= z.shape[1]:
         raise InputError(f"labels must lie in [0, {z.shape[1]}), got values from {y.min()} to {y.max()}")
     return z, y
-
-
-def log_softmax(z: np.ndarray) -> np.ndarray:
-    """Row-wise log-softmax in float64 (a new array)."""
-    out = np.array(z, dtype=np.float64)  # copy
-    out -= out.max(axis=1, keepdims=True)
-    out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
-    return out
 
 
 def mean_nll(log_probabilities: np.ndarray, labels: np.ndarray) -> float:
@@ -113,15 +108,6 @@ def describe_fit(
         "n_parameters": int(n_parameters),
         "parameters": parameters,
     }
-
-
-def softmax(z: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64 (a new array)."""
-    p = np.array(z, dtype=np.float64)  # copy
-    p -= p.max(axis=1, keepdims=True)
-    np.exp(p, out=p)
-    p /= p.sum(axis=1, keepdims=True)
-    return p
 
 
 def renormalise(one_vs_rest: np.ndarray, min_probability: float) -> np.ndarray:

@@ -22,8 +22,8 @@ import numpy as np
 
 from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, floor_for, renormalise, softmax
 from macs_audit.errors import UsageError
+from macs_audit.metrics.conventions import N_BINS
 
-N_BINS = 15  # the project's reliability-diagram bin count
 STRATEGIES = ("quantile", "uniform")
 
 

@@ -13,14 +13,17 @@ functional `calibration_metrics(logits, labels, K)` is one update plus compute.
 from __future__ import annotations
 
 import dataclasses
+import enum
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from macs_audit import distributed
 from macs_audit.errors import InputError
 from macs_audit.metrics import estimators
+from macs_audit.metrics.conventions import N_BINS, softmax64
 from macs_audit.metrics.margins import logit_margin
 
-N_BINS = 15
 MARGIN_TARGET = 1.0  # "fraction of samples with margin below a target": the MaCS Delta default
 CONVENTIONS = {
     "softmax": "float64, from the logits",
@@ -45,14 +48,6 @@ CONVENTIONS = {
 }
 
 
-def softmax64(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return (probabilities, log-probabilities) in float64."""
-    z = np.asarray(logits, dtype=np.float64)
-    z = z - z.max(axis=1, keepdims=True)
-    log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-    return np.exp(log_p), log_p
-
-
 def bin_index(confidence: np.ndarray, n_bins: int = N_BINS) -> np.ndarray:
     """Bin of each confidence under the (lo, hi] convention; 0 -> first bin, 1 -> last."""
     edges = np.linspace(0.0, 1.0, n_bins + 1)
@@ -72,36 +67,76 @@ def adaptive_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BI
     return float(np.abs(hit_sum - conf_sum).sum() / n)
 
 
-@dataclasses.dataclass
+class Reduction(enum.Enum):
+    """How a field of the accumulator combines: over batches (`merge`) and over torchrun ranks (`reduce`)."""
+
+    SUM = "sum"  # a fixed-size float64/int64 sum: added
+    GATHER = "gather"  # per-sample values, one array per batch: concatenated in data-set order
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One field of the accumulator: its name, reduction, dtype and shape (() a number, "classes", "bins")."""
+
+    name: str
+    reduction: Reduction
+    dtype: type
+    dims: tuple[str, ...] = ()
+
+    def zero(self, num_classes: int, n_bins: int):
+        """The field's value before any sample: 0 (a Python number), zeros of its shape, or no batches."""
+        if self.reduction is Reduction.GATHER:
+            return []
+        if not self.dims:
+            return 0 if self.dtype is np.int64 else 0.0
+        sizes = {"classes": num_classes, "bins": n_bins}
+        return np.zeros(tuple(sizes[d] for d in self.dims), dtype=self.dtype)
+
+
+_SUM, _GATHER = Reduction.SUM, Reduction.GATHER
+# The one declaration of what an accumulator holds: construction, merge and the distributed reduce all
+# read it, and an attribute not declared here cannot be set (the class's slots are these names).
+FIELDS: tuple[Field, ...] = (
+    Field("count", _SUM, np.int64),
+    Field("correct_count", _SUM, np.int64),
+    Field("nll_sum", _SUM, np.float64),
+    Field("brier_sum", _SUM, np.float64),
+    Field("margin_sum", _SUM, np.float64),
+    Field("margin_below", _SUM, np.int64),
+    Field("logit_norm_sum", _SUM, np.float64),
+    Field("max_logit_sum", _SUM, np.float64),
+    Field("bin_count", _SUM, np.int64, ("bins",)),
+    Field("bin_conf_sum", _SUM, np.float64, ("bins",)),
+    Field("bin_correct_sum", _SUM, np.float64, ("bins",)),
+    Field("class_bin_count", _SUM, np.int64, ("classes", "bins")),
+    Field("class_bin_prob_sum", _SUM, np.float64, ("classes", "bins")),
+    Field("class_bin_hit_sum", _SUM, np.float64, ("classes", "bins")),
+    # Per-sample state, kept only because equal-mass ECE and the bootstrap need it (`samples()` by these names).
+    Field("confidence", _GATHER, np.float64),
+    Field("correct", _GATHER, np.bool_),
+    Field("nll", _GATHER, np.float64),
+    Field("brier", _GATHER, np.float64),
+    Field("margin", _GATHER, np.float64),
+)
+SUMS = tuple(f for f in FIELDS if f.reduction is Reduction.SUM)
+GATHERED = tuple(f for f in FIELDS if f.reduction is Reduction.GATHER)
+
+
 class CalibrationAccumulator:
-    """Sums over samples for one view. All floating sums are float64."""
+    """Sums over samples for one view (all floating sums float64), in the fields of FIELDS."""
 
-    num_classes: int
-    n_bins: int = N_BINS
-    margin_target: float = MARGIN_TARGET
+    __slots__ = ("num_classes", "n_bins", "margin_target", *(f.name for f in FIELDS))
 
-    def __post_init__(self):
-        k, b = self.num_classes, self.n_bins
-        self.count = 0
-        self.correct = 0
-        self.nll_sum = 0.0
-        self.brier_sum = 0.0
-        self.margin_sum = 0.0
-        self.margin_below = 0
-        self.logit_norm_sum = 0.0
-        self.max_logit_sum = 0.0
-        self.bin_count = np.zeros(b, dtype=np.int64)
-        self.bin_conf_sum = np.zeros(b)
-        self.bin_correct_sum = np.zeros(b)
-        self.class_bin_count = np.zeros((k, b), dtype=np.int64)
-        self.class_bin_prob_sum = np.zeros((k, b))
-        self.class_bin_hit_sum = np.zeros((k, b))
-        # Per-sample state, kept only because equal-mass ECE and the bootstrap need it.
-        self._confidence: list[np.ndarray] = []
-        self._is_correct: list[np.ndarray] = []
-        self._nll: list[np.ndarray] = []
-        self._brier: list[np.ndarray] = []
-        self._margin: list[np.ndarray] = []
+    def __init__(self, num_classes: int, n_bins: int = N_BINS, margin_target: float = MARGIN_TARGET):
+        self.num_classes, self.n_bins, self.margin_target = num_classes, n_bins, margin_target
+        for field in FIELDS:
+            setattr(self, field.name, field.zero(num_classes, n_bins))
+
+    if TYPE_CHECKING:  # the fields are FIELDS' names: typed here as what they are read and written as
+
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def update(self, logits: np.ndarray, labels: np.ndarray) -> None:
         logits = np.asarray(logits)
@@ -131,7 +166,7 @@ class CalibrationAccumulator:
         margin = logit_margin(z, labels)
 
         self.count += n
-        self.correct += int(hit.sum())
+        self.correct_count += int(hit.sum())
         self.nll_sum += float(nll.sum())
         brier = ((p - onehot) ** 2).sum(axis=1)
         self.brier_sum += float(brier.sum())
@@ -149,11 +184,11 @@ class CalibrationAccumulator:
         self.class_bin_count += np.bincount(flat, minlength=size).reshape(k, -1)
         self.class_bin_prob_sum += np.bincount(flat, weights=p.ravel(), minlength=size).reshape(k, -1)
         self.class_bin_hit_sum += np.bincount(flat, weights=onehot.ravel(), minlength=size).reshape(k, -1)
-        self._confidence.append(conf)
-        self._is_correct.append(hit)
-        self._nll.append(nll)
-        self._brier.append(brier)
-        self._margin.append(margin)
+        self.confidence.append(conf)
+        self.correct.append(hit)
+        self.nll.append(nll)
+        self.brier.append(brier)
+        self.margin.append(margin)
 
     def merge(self, other: "CalibrationAccumulator") -> "CalibrationAccumulator":
         """Add `other` into self (samples of `other` come after those of self)."""
@@ -163,39 +198,30 @@ class CalibrationAccumulator:
             self.margin_target,
         ):
             raise ValueError("cannot merge accumulators with different classes, bins or margin target")
-        for name in (
-            "count",
-            "correct",
-            "nll_sum",
-            "brier_sum",
-            "margin_sum",
-            "margin_below",
-            "logit_norm_sum",
-            "max_logit_sum",
-            "bin_count",
-            "bin_conf_sum",
-            "bin_correct_sum",
-            "class_bin_count",
-            "class_bin_prob_sum",
-            "class_bin_hit_sum",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in ("_confidence", "_is_correct", "_nll", "_brier", "_margin"):
-            getattr(self, name).extend(getattr(other, name))
+        for field in SUMS:
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+        for field in GATHERED:
+            getattr(self, field.name).extend(getattr(other, field.name))
+        return self
+
+    def reduce(self, starts: list[int], ctx: distributed.Context) -> CalibrationAccumulator:
+        """Under torchrun: every rank's sums added and per-sample arrays gathered in data-set order, so that
+        each rank holds the whole data set (`starts[i]` is the data-set position of the i-th batch here)."""
+        if not ctx.active:
+            return self
+        summed = distributed.all_reduce_sums([np.asarray(getattr(self, f.name), dtype=f.dtype) for f in SUMS], ctx)
+        for field, value in zip(SUMS, summed, strict=True):
+            setattr(self, field.name, value if field.dims else value.item())
+        batches = list(zip(*(getattr(self, f.name) for f in GATHERED), strict=True))
+        ordered = distributed.gather_in_order(batches, starts, ctx)
+        for j, field in enumerate(GATHERED):
+            setattr(self, field.name, [batch[j] for batch in ordered])
         return self
 
     # -- per-sample arrays (concatenated lazily) --
     def samples(self) -> dict[str, np.ndarray]:
-        def cat(parts, dtype):
-            return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-        return {
-            "confidence": cat(self._confidence, np.float64),
-            "correct": cat(self._is_correct, bool),
-            "nll": cat(self._nll, np.float64),
-            "brier": cat(self._brier, np.float64),
-            "margin": cat(self._margin, np.float64),
-        }
+        """The per-sample arrays (the GATHER fields), each concatenated over the batches."""
+        return {f.name: np.concatenate(getattr(self, f.name) or [np.zeros(0, f.dtype)]) for f in GATHERED}
 
     def reliability(self) -> dict[str, list]:
         """Per-bin counts, mean confidence and accuracy: what a reliability diagram draws."""
@@ -225,7 +251,7 @@ class CalibrationAccumulator:
         s = self.samples()
         return {
             "n": n,
-            "accuracy": self.correct / n,
+            "accuracy": self.correct_count / n,
             "ece": ece_from_bins(self.bin_count, self.bin_conf_sum, self.bin_correct_sum, n),
             "mce": float((gaps[nonzero] / self.bin_count[nonzero]).max()),
             "adaptive_ece": adaptive_ece(s["confidence"], s["correct"], self.n_bins),

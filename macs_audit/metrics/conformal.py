@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.metrics.accumulators import softmax64
+from macs_audit.metrics.conventions import softmax64
 
 METHODS = ("lac", "aps")
 DEFAULT_COVERAGE = 0.9

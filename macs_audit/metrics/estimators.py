@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-N_BINS = 15
+from macs_audit.metrics.conventions import N_BINS
+
 # Smooth ECE: confidences are binned onto GRID_CELLS cells of [0, 1] (a position error of at most
 # 1e-4, against bandwidths of at least MIN_SIGMA = 5 cells), the kernel is applied in the Fourier
 # domain, and the bandwidth's fixed point is solved to ROOT_TOLERANCE.

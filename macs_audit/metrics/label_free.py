@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from macs_audit.errors import InputError
-from macs_audit.metrics.accumulators import softmax64
+from macs_audit.metrics.conventions import softmax64
 from macs_audit.metrics.resampling import draw_counts
 
 ESTIMATORS = ("atc_mc", "atc_ne", "doc")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from macs_audit.errors import InputError
-from macs_audit.metrics.accumulators import softmax64
+from macs_audit.metrics.conventions import softmax64
 from macs_audit.metrics.ranking import Ranking, curve_statistics
 from macs_audit.metrics.resampling import DRAWS_PER_CHUNK, draw_counts
 

@@ -151,9 +151,69 @@ def test_merged_accumulators_equal_one_pass():
     assert a.keys() == b.keys()
     for key in a:
         assert b[key] == pytest.approx(a[key], rel=1e-12, abs=1e-15), key
-    assert (merged.bin_count == whole.bin_count).all()
-    assert (merged.class_bin_count == whole.class_bin_count).all()
-    assert merged.count == whole.count and merged.correct == whole.correct
+    assert_same_fields(merged, whole)
+
+
+def assert_same_fields(acc, reference):
+    """Every declared field of `acc` equals the reference's: counts and per-sample arrays exactly, sums to rounding."""
+    for field in accumulators.SUMS:
+        value, expected = getattr(acc, field.name), getattr(reference, field.name)
+        assert type(value) is type(expected), field.name
+        if field.dtype is np.int64:
+            np.testing.assert_array_equal(value, expected, err_msg=field.name)
+        else:
+            np.testing.assert_allclose(value, expected, rtol=1e-12, atol=1e-12, err_msg=field.name)
+    for name, values in acc.samples().items():
+        np.testing.assert_array_equal(values, reference.samples()[name], err_msg=name)
+
+
+def test_every_value_an_accumulator_holds_is_one_declared_field():
+    """FIELDS is the one list: the slots are its names (so a value that update() would keep without declaring it
+    fails at the first update), every declared field is written by an update (a declaration update() does not
+    fill fails here), and construction, merge and the distributed reduce read the declaration."""
+    assert set(CalibrationAccumulator.__slots__) == {"num_classes", "n_bins", "margin_target"} | {
+        f.name for f in accumulators.FIELDS
+    }
+    assert len({f.name for f in accumulators.FIELDS}) == len(accumulators.FIELDS)
+    fresh = CalibrationAccumulator(10)
+    with pytest.raises(AttributeError):
+        fresh.undeclared_sum = 0.0
+    logits, labels = random_case(200, 10, 5)
+    logits[0] = 0.0  # a sample with margin 0, below the target
+    fresh.update(logits, labels)
+    for field in accumulators.FIELDS:
+        value = getattr(fresh, field.name)
+        assert np.any(value if field.reduction is accumulators.Reduction.SUM else len(value)), field.name
+
+
+def test_distributed_reduce_gives_every_rank_the_whole_data_set(monkeypatch):
+    """Two ranks' batches (rank r holds the batches b with b % 2 == r), reduced through the declaration with the
+    collectives simulated: rank 0 ends with every field of the one-process accumulator."""
+    from macs_audit import distributed
+
+    logits, labels = random_case(400, 10, 7)
+    starts = list(range(0, 400, 50))
+    ranks = [CalibrationAccumulator(10), CalibrationAccumulator(10)]
+    for b, start in enumerate(starts):
+        ranks[b % 2].update(logits[start : start + 50], labels[start : start + 50])
+    whole = CalibrationAccumulator(10)
+    for start in starts:
+        whole.update(logits[start : start + 50], labels[start : start + 50])
+    other = ranks[1]
+    other_sums = [np.asarray(getattr(other, f.name), dtype=f.dtype) for f in accumulators.SUMS]
+    other_batches = list(zip(*(getattr(other, f.name) for f in accumulators.GATHERED), strict=True))
+    monkeypatch.setattr(
+        distributed, "all_reduce_sums", lambda values, ctx: [v + w for v, w in zip(values, other_sums, strict=True)]
+    )
+
+    def gather(parts, rank_starts, ctx):
+        pairs = [*zip(rank_starts, parts, strict=True), *zip(starts[1::2], other_batches, strict=True)]
+        return [part for _, part in sorted(pairs, key=lambda pair: pair[0])]
+
+    monkeypatch.setattr(distributed, "gather_in_order", gather)
+    reduced = ranks[0].reduce(starts[0::2], distributed.Context(rank=0, world_size=2))
+    assert_same_fields(reduced, whole)
+    assert reduced.compute() == pytest.approx(whole.compute(), rel=1e-12)
 
 
 def test_accumulator_rejects_bad_inputs():

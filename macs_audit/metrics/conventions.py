@@ -1,0 +1,41 @@
+"""The conventions every metric and calibrator shares (docs/method.md §2): the bin count of the binned
+estimators and reliability diagrams, and the softmax, in float64 from the logits.
+
+The softmax's two forms round differently and each keeps the bytes of what reads it: `softmax64`
+(the metrics) exponentiates the log-probabilities, `softmax` (the one-vs-rest calibrators)
+divides the exponentials by their sum. Both start from the same shifted logits (`log_softmax`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+N_BINS = 15  # bins of the binned ECEs, the reliability diagram and histogram binning
+
+
+def _shifted(logits: np.ndarray) -> np.ndarray:
+    """Row-wise logits less their maximum, as a new float64 array."""
+    z = np.array(logits, dtype=np.float64)  # copy
+    z -= z.max(axis=1, keepdims=True)
+    return z
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise log-softmax in float64 (a new array)."""
+    out = _shifted(logits)
+    out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
+    return out
+
+
+def softmax64(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(probabilities, log-probabilities) in float64: the probabilities are exp(log_softmax)."""
+    log_p = log_softmax(logits)
+    return np.exp(log_p), log_p
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 (a new array): the exponentials of the shifted logits over their sum."""
+    p = _shifted(logits)
+    np.exp(p, out=p)
+    p /= p.sum(axis=1, keepdims=True)
+    return p
