@@ -15,8 +15,8 @@ the CE term also sees the perturbed view, and whether the perturbed pass moves b
 statistics. CE fine-tuning at each (learning rate, epochs) budget is the reference, and the start model
 (no fine-tuning) a point of the map.
 
-Grids: `ofat` (the defaults shipped before the map, then one factor changed at a time, then a second
-round around the most accurate MaCS run of the first, lambda_c 1: 13 MaCS runs, 4 CE runs) or `full`
+Grids: `ofat` (a centre point, then one factor changed at a time, then three runs around the most
+accurate MaCS run of those, lambda_c 1: 13 MaCS runs, 4 CE runs) or `full`
 (the factorial of the factors: 216 MaCS runs, 6 CE runs). The rule that picks one default: the most
 robust MaCS configuration whose clean validation accuracy is within --tolerance (0.3 points) of CE
 fine-tuning's at the same budget. When none qualifies, `report` picks the two presets of
@@ -54,15 +54,15 @@ START = ROOT / "sample_models" / "resnet9_c10_ce.safetensors"
 
 # The budget every run shares (as run.py's final runs); only the factors below change.
 BUDGET = dict(optimizer="sgd", weight_decay=5e-4, warmup=0.1, val_fraction=0.1, split_seed=0, delta=1.0)
-# The MaCS defaults shipped before this map (bn_stats "both": the perturbed pass also moved batch norm's
-# running statistics).
-DEFAULT = dict(strength=1.0, lambda_c=3.0, lr=0.02, epochs=1.0, ce_on_perturbed=False, bn_stats="both")
+# The centre point of the ofat grid (bn_stats "both": the perturbed pass also moves batch norm's running
+# statistics).
+CENTRE = dict(strength=1.0, lambda_c=3.0, lr=0.02, epochs=1.0, ce_on_perturbed=False, bn_stats="both")
 LEVELS = dict(strength=(0.5, 1.0, 1.5), lambda_c=(0.3, 1.0, 3.0), lr=(0.005, 0.01, 0.02), epochs=(1.0, 3.0))
 LEVELS["ce_on_perturbed"] = (False, True)
 LEVELS["bn_stats"] = ("both", "clean")
-# A second round of the ofat grid, around the most accurate MaCS run of the first (lambda_c 1): the margin
-# term off, gentler perturbations, batch-norm statistics of clean images only.
-SECOND_ROUND = [
+# The ofat grid's runs around its most accurate one-factor MaCS run (lambda_c 1): the margin term off,
+# gentler perturbations, batch-norm statistics of clean images only.
+AROUND_BEST = [
     dict(lambda_c=1.0, lambda_m=0.0),
     dict(lambda_c=1.0, strength=0.5),
     dict(lambda_c=1.0, bn_stats="clean"),
@@ -97,8 +97,8 @@ class Config:
 def grid(kind: str, seeds: list[int]) -> list[Config]:
     """The start model, the MaCS configurations of `kind` and a CE reference at each of their budgets."""
     if kind == "ofat":
-        changes = [{}] + [{k: v} for k, levels in LEVELS.items() for v in levels if v != DEFAULT[k]]
-        factors = [{**DEFAULT, **change} for change in changes + SECOND_ROUND]
+        changes = [{}] + [{k: v} for k, levels in LEVELS.items() for v in levels if v != CENTRE[k]]
+        factors = [{**CENTRE, **change} for change in changes + AROUND_BEST]
     else:
         factors = [dict(zip(LEVELS, values, strict=True)) for values in itertools.product(*LEVELS.values())]
     configs = [Config("start")]

@@ -48,7 +48,7 @@ from macs_audit.outputs import check_folder
 from macs_audit.report import Report
 
 CHECKPOINT_FILE = "checkpoint.pt"
-CONFIG_FILE = "finetune_config.json"
+RUN_CONFIG_FILE = "finetune_config.json"  # the run's record: options, model, data, split, audit settings, history
 BASELINE_SUFFIX = "_temperature_only"  # NAME_temperature_only.*: the start model with the validation temperature
 
 
@@ -59,7 +59,7 @@ def output_names(name: str) -> list[str]:
     return [
         *model_files(name, onnx_file=True),
         *model_files(name + BASELINE_SUFFIX),
-        CONFIG_FILE,
+        RUN_CONFIG_FILE,
         *BEFORE_AFTER_FILES,
         TEMPERATURE_ONLY_FILE,
     ]
@@ -231,7 +231,7 @@ def run_finetune(
     onnx_skipped = export_if_possible(trained, out / f"{name}.onnx", meta, fmt)
     onnx_path = None if onnx_skipped else out / f"{name}.onnx"
     write_text(
-        out / CONFIG_FILE,
+        out / RUN_CONFIG_FILE,
         json.dumps(
             {
                 "options": options.to_dict(),
