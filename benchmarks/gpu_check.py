@@ -1,8 +1,8 @@
 """The Python half of benchmarks/gpu_check.sh: each sub-command is one step, run under `timeout`.
+The GPU tests are not here: the script runs them with pytest (`pytest -m gpu`).
 
     python3 benchmarks/gpu_check.py info      RESULTS
     python3 benchmarks/gpu_check.py prepare   RESULTS WORKDIR
-    python3 benchmarks/gpu_check.py tests     RESULTS
     python3 benchmarks/gpu_check.py throughput RESULTS WORKDIR
     python3 benchmarks/gpu_check.py corruptions RESULTS
     python3 benchmarks/gpu_check.py train     RESULTS
@@ -10,18 +10,15 @@
 
 Every step appends rows {"row", "value", "note"} to RESULTS (JSON lines); `table` prints them.
 Needs only what a bare GPU box has: python3 with torch, timm, onnxruntime (a CPU build is fine:
-reported as such), typer, rich, scikit-learn. pytest and onnx/onnxscript are used when present.
+reported as such), typer, rich, scikit-learn. onnx/onnxscript are used when present.
 """
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -141,173 +138,6 @@ def step_prepare(results: Path, work: Path) -> None:
         emit(results, "onnx model", "exported here")
     except Exception as exc:  # onnx / onnxscript missing on a bare box: ONNX rows are skipped
         emit(results, "onnx model", "unavailable", f"export failed: {type(exc).__name__}: {str(exc)[:80]}")
-
-
-# ---------------------------------------------------------------------------------------------
-def step_tests(results: Path) -> int:
-    files = ["tests/test_gpu.py"]
-    others = [
-        str(p.relative_to(ROOT))
-        for p in sorted((ROOT / "tests").rglob("test_*.py"))
-        if p.name != "test_gpu.py" and "cuda.is_available()" in p.read_text()
-    ]
-    try:
-        import pytest  # noqa: F401
-    except ImportError:
-        return mini_runner(results, ROOT / "tests" / "test_gpu.py")
-    log = Path(tempfile.mkdtemp()) / "pytest.log"
-    # test_gpu.py whole; elsewhere only tests with "cuda" in their name.
-    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-rsf", "-p", "no:cacheprovider", *files]
-    rc = subprocess.call(cmd, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    lines = log.read_text().splitlines()
-    if others:
-        cmd2 = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-o",
-            "addopts=",
-            "-q",
-            "-rsf",
-            "-p",
-            "no:cacheprovider",
-            *others,
-            "-k",
-            "cuda",
-        ]
-        rc2 = subprocess.call(cmd2, cwd=ROOT, stdout=open(log.with_suffix(".2"), "w"), stderr=subprocess.STDOUT)
-        lines2 = log.with_suffix(".2").read_text().splitlines()
-        print("\n".join(lines2[-30:]))
-        emit(results, f"pytest -k cuda ({', '.join(Path(o).name for o in others)})", (lines2 or ["?"])[-1].strip("= "))
-        rc = rc or (rc2 if rc2 != 5 else 0)  # 5: nothing selected
-    print("\n".join(lines[-60:]))
-    skipped = sorted({ln.split(": ", 1)[-1] for ln in lines if ln.startswith("SKIPPED")})
-    failed = [ln.split(" ")[1] for ln in lines if ln.startswith("FAILED")]
-    emit(
-        results,
-        "pytest tests/test_gpu.py",
-        (lines or ["?"])[-1].strip("= "),
-        ("failed: " + ", ".join(f.split("::")[-1] for f in failed) + "; " if failed else "")
-        + ("skips: " + "; ".join(skipped) if skipped else ""),
-    )
-    return rc
-
-
-class _Skipped(Exception):
-    pass
-
-
-def _pytest_shim():
-    """Just enough of pytest for tests/test_gpu.py, on a box without pytest."""
-    import re
-    import types
-
-    shim = types.ModuleType("pytest")
-
-    class Mark:
-        @staticmethod
-        def skipif(condition, reason=""):
-            def deco(fn):
-                fn.__dict__.setdefault("_skips", []).append((bool(condition), reason))
-                return fn
-
-            return deco
-
-    def skip(reason=""):
-        raise _Skipped(reason)
-
-    def importorskip(name):
-        try:
-            return __import__(name)
-        except ImportError:
-            raise _Skipped(f"could not import {name!r}") from None
-
-    @contextlib.contextmanager
-    def raises(exc, match=None):
-        try:
-            yield
-        except exc as err:
-            if match and not re.search(match, str(err)):
-                raise AssertionError(f"{err!r} does not match {match!r}") from None
-        else:
-            raise AssertionError(f"DID NOT RAISE {exc}")
-
-    shim.mark, shim.skip, shim.importorskip, shim.raises = Mark(), skip, importorskip, raises
-    shim.fixture = lambda fn=None, **kw: fn if fn is not None else (lambda f: f)
-    return shim
-
-
-class _MonkeyPatch:
-    def __init__(self):
-        self._undo = []
-
-    def setattr(self, target, name, value, raising=True):
-        old = getattr(target, name, None)
-        if raising and not hasattr(target, name):
-            raise AttributeError(name)
-        self._undo.append((target, name, old))
-        setattr(target, name, value)
-
-    def undo(self):
-        for target, name, old in reversed(self._undo):
-            setattr(target, name, old)
-
-
-def _call_with_fixtures(f, conftest, tmp: Path, mp: _MonkeyPatch):
-    """Call a test (or fixture) with its arguments: tmp_path, monkeypatch, or conftest's fixtures."""
-    kwargs = {}
-    for p in inspect.signature(f).parameters:
-        if p == "tmp_path":
-            kwargs[p] = tmp
-        elif p == "monkeypatch":
-            kwargs[p] = mp
-        else:
-            kwargs[p] = _call_with_fixtures(getattr(conftest, p), conftest, tmp, mp)
-    return f(**kwargs)
-
-
-def mini_runner(results: Path, path: Path) -> int:
-    import importlib.util
-
-    sys.modules["pytest"] = _pytest_shim()
-    sys.path.insert(0, str(path.parent))
-    import conftest
-
-    spec = importlib.util.spec_from_file_location("test_gpu", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    counts = {"passed": 0, "failed": 0, "skipped": 0}
-    failed, skips = [], set()
-    for name, fn in vars(module).items():
-        if not (name.startswith("test_") and callable(fn)):
-            continue
-        reasons = [r for cond, r in getattr(fn, "_skips", []) if cond]
-        if reasons:
-            counts["skipped"] += 1
-            skips.add(reasons[0])
-            continue
-        tmp, mp = Path(tempfile.mkdtemp()), _MonkeyPatch()
-        try:
-            _call_with_fixtures(fn, conftest, tmp, mp)
-            counts["passed"] += 1
-        except _Skipped as exc:
-            counts["skipped"] += 1
-            skips.add(str(exc))
-        except Exception:
-            counts["failed"] += 1
-            failed.append(name)
-            traceback.print_exc()
-        finally:
-            mp.undo()
-    summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
-    emit(
-        results,
-        "tests/test_gpu.py (built-in runner: no pytest)",
-        summary,
-        ("failed: " + ", ".join(failed) + "; " if failed else "")
-        + ("skips: " + "; ".join(sorted(skips)) if skips else ""),
-    )
-    return 1 if counts["failed"] else 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -579,7 +409,6 @@ def main() -> int:
     steps = {
         "info": lambda: step_info(results),
         "prepare": lambda: step_prepare(results, work),
-        "tests": lambda: step_tests(results),
         "throughput": lambda: step_throughput(results, work),
         "corruptions": lambda: step_corruptions(results),
         "train": lambda: step_train(results),

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# GPU check: the CUDA tests, then timings of evaluate (torch and onnxruntime), corruption generation
-# and MaCS training steps; a short table at the end. About 10 minutes at most on one GPU.
+# GPU check: the GPU tests (pytest -m gpu), then timings of evaluate (torch and onnxruntime),
+# corruption generation and MaCS training steps; a short table at the end. About 10 minutes at most
+# on one GPU.
 #
 #   bash benchmarks/gpu_check.sh            # from anywhere; runs the project from this tree
 #
-# Needs python3 with torch (CUDA build), timm, onnxruntime, typer, rich, scikit-learn; no install
-# (PYTHONPATH points at the tree). pytest is used when present, else a built-in runner runs
-# tests/test_gpu.py. onnxruntime without the CUDA provider is reported ("CPU build, CUDA provider
-# unavailable") and its rows run on the CPU. No sample model in the tree: a random-init one is built.
+# Needs python3 with torch (CUDA build), timm, onnxruntime, typer, rich, scikit-learn, and pytest
+# for the tests; no install (PYTHONPATH points at the tree). The tests are those marked `gpu`, run
+# as PYTHONPATH=$PWD python3 -m pytest -m gpu FILES, where FILES are the test files that hold one:
+# collecting only those needs nothing more than the list above (the CPU suite's reference libraries
+# need not be there). Without pytest the tests are not run: the table says so and what to install,
+# the timings still run, and the exit status is 1. onnxruntime without the CUDA provider is reported
+# ("CPU build, CUDA provider unavailable") and its rows run on the CPU. No sample model in the tree:
+# a random-init one is built.
 # Environment: PYTHON (default python3), GPU_CHECK_BUDGET seconds (default 570),
 # GPU_CHECK_OUT (where results.jsonl, table.txt and logs go; default $OUT or a temp dir).
 # Exit status: 0 when every step succeeded, 1 otherwise (the table is printed either way).
@@ -75,7 +80,21 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 
 step info 60 "$PY" benchmarks/gpu_check.py info "$RESULTS"
 step prepare 120 "$PY" benchmarks/gpu_check.py prepare "$RESULTS" "$WORK"
-step tests 240 "$PY" benchmarks/gpu_check.py tests "$RESULTS"
+# The GPU tests, by pytest; their summary line (and any skip reasons) as a row of the table.
+mapfile -t GPU_TESTS < <(grep -rl --include='test_*.py' 'mark\.gpu' tests | sort)
+if ! "$PY" -c 'import pytest' 2>/dev/null; then
+  row "tests (pytest -m gpu)" "NOT RUN" "pytest is not installed for $PY: install it (pip install pytest), then run again"
+  echo "== tests: not run: pytest is not installed for $PY (pip install pytest)"; FAILED=1
+elif ((${#GPU_TESTS[@]} == 0)); then
+  row "tests (pytest -m gpu)" "NOT RUN" "no test file under tests/ holds a test marked gpu"; FAILED=1
+else
+  step tests 240 "$PY" -m pytest -m gpu -o addopts= -q -rs -p no:cacheprovider "${GPU_TESTS[@]}"
+  if [[ -f $RESULTS_DIR/tests.log ]]; then
+    summary=$(grep -E '(passed|failed|skipped|error|deselected|no tests ran)' "$RESULTS_DIR/tests.log" | tail -n 1 | tr -d '"\\=' | sed 's/^ *//; s/ *$//' || true)
+    skips=$(grep '^SKIPPED' "$RESULTS_DIR/tests.log" | sed 's/^SKIPPED \[[0-9]*\] [^ ]* //' | sort -u | paste -sd';' - | sed 's/;/; /g' | tr -d '"\\' || true)
+    row "tests (pytest -m gpu, ${#GPU_TESTS[@]} files)" "${summary:-?}" "${skips:+skips: $skips}"
+  fi
+fi
 
 HAS_CUDA=$("$PY" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo 0)
 ORT_CUDA=$("$PY" -c 'import onnxruntime as o, torch; print(int("CUDAExecutionProvider" in o.get_available_providers() and torch.cuda.is_available()))' 2>/dev/null || echo 0)

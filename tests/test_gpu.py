@@ -1,7 +1,8 @@
 """GPU paths: the torch backend on CUDA (bf16 autocast, float32 logits), views and corruptions on
 CUDA, autograd sensitivity on CUDA, onnxruntime's CUDA provider, sharded evaluate on two GPUs.
 
-Every CUDA test skips cleanly without a GPU; `benchmarks/gpu_check.sh` runs them on a GPU machine.
+Every CUDA test is marked `gpu` and skips cleanly without a GPU; `benchmarks/gpu_check.sh` runs the
+tests marked `gpu` (`pytest -m gpu`) on a GPU machine.
 The device-resolution tests at the top run everywhere (they pretend the GPU is absent or present).
 """
 

@@ -215,7 +215,7 @@ def test_batch_seed():
     assert batch_seed(0, "fog", 3, 0) == 7_280_092_846_327_443_954  # stable across runs
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.gpu
 def test_cuda_device():
     x = sample_images(3).cuda()
     for name in CORRUPTIONS:
