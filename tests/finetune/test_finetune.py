@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 from macs_audit.cli import app
 from macs_audit.data.sources import array_source
 from macs_audit.errors import InputError, UsageError
-from macs_audit.finetune.loop import augment, finetune, load_checkpoint, lr_at
+from macs_audit.finetune.loop import augment, finetune, load_checkpoint, load_train_data, lr_at, validate
 from macs_audit.finetune.options import PRESETS, FinetuneOptions
+from macs_audit.metrics.accumulators import calibration_metrics
 from macs_audit.models import architectures  # noqa: F401
 from macs_audit.models.export import save_safetensors, write_sidecar
 from macs_audit.models.predictor import load_predictor
@@ -234,6 +235,25 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
     assert state["epoch"] == 1 and all(
         torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point()
     )
+
+
+def test_validation_reads_the_model_as_the_audit_does():
+    """validate scores the held-out split through the audit's loop, in batches of eval_batch_size, with the
+    model in eval mode and without gradients: the metrics of the model's own logits on those images (its
+    preprocessing done by hand here), and the model is left in the mode it was in."""
+    source, opts = tiny_source(), options(eval_batch_size=7)  # batches that do not divide the split
+    data = load_train_data(source, opts)
+    model = tiny_model().train()
+    got = validate(model, data, opts)
+    assert model.training
+    x = torch.from_numpy(data.val.images(np.arange(len(data.val)))).permute(0, 3, 1, 2).float() / 255
+    mean, std = torch.tensor(opts.mean).view(1, 3, 1, 1), torch.tensor(opts.std).view(1, 3, 1, 1)
+    with torch.no_grad():
+        logits = model.eval()((x - mean) / std).numpy()
+    want = calibration_metrics(logits, data.val.labels, 10)
+    assert len(data.val) % 7 and set(got) == {"accuracy", "ece", "nll", "brier", "mean_margin"}
+    for key, value in got.items():
+        assert value == pytest.approx(want[key], rel=1e-5, abs=1e-6), key
 
 
 def test_schedule_and_augmentation():
