@@ -443,6 +443,8 @@ GATE_METRICS: dict[str, Metric] = {name: m for name, m in METRICS.items() if m.g
 # The clean metrics each view is summarised by: its row in the view tables, and the means over
 # severities each corruption holds in report.corruption_summary.corruptions (gated per corruption).
 VIEW_METRICS: tuple[str, ...] = ("accuracy", "ece", "nll", "brier")
+# The means per family and per severity of report.corruption_summary.
+GROUP_METRICS: tuple[str, ...] = ("accuracy", "ece")
 # What temperature_scaling.raw and .scaled hold.
 TEMPERATURE_METRICS: tuple[str, ...] = ("accuracy", "ece", "adaptive_ece", "nll", "brier")
 

@@ -1,9 +1,9 @@
 """The one preprocessing of images, shared by the ONNX and torch predictors, the views, fine-tuning and the
 image folders.
 
-Images travel as uint8 (N, H, W, C) from the sources; `to_unit_float` turns them into float32
-(N, C, H, W) in [0, 1] by one rounding rule (times float32(1/255)) on numpy arrays and torch tensors
-alike; `resize_and_normalize` then resizes and applies the model's mean/std.
+Images travel as uint8 (N, H, W, C) from the sources; `to_unit_float` (macs_audit/pixels.py, named here
+too) turns them into float32 (N, C, H, W) in [0, 1] by one rounding rule (times float32(1/255)) on numpy
+arrays and torch tensors alike; `resize_and_normalize` then resizes and applies the model's mean/std.
 
 Every resize is `resize`: torch's antialiased interpolation (half-pixel centres), only when the size
 differs; a float batch is resized in float, a uint8 one in uint8 (rounded after each pass, as Pillow
@@ -21,30 +21,14 @@ from typing import Any
 import numpy as np
 
 from macs_audit.errors import InputError
+from macs_audit.pixels import UNIT_SCALE as UNIT_SCALE
+from macs_audit.pixels import is_tensor
+from macs_audit.pixels import to_unit_float as to_unit_float
+from macs_audit.pixels import unit_float_nchw as unit_float_nchw
 
-# One rounding rule everywhere: x * float32(1/255) (a multiply; x / 255 rounds 126 of 256 levels differently).
-UNIT_SCALE = np.float32(1 / 255)
 # The interpolations of `resize` (torch's names, antialiased): bilinear for batches and whole images, bicubic
 # for the shorter side of a crop_pct pipeline.
 INTERPOLATIONS = ("bilinear", "bicubic")
-
-
-def _is_tensor(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
-def to_unit_float(images: Any) -> Any:
-    """uint8 (N, H, W, C) -> float32 (N, C, H, W) in [0, 1]; a numpy array or a torch tensor (same device)."""
-    if _is_tensor(images):
-        return images.permute(0, 3, 1, 2).float().mul_(float(UNIT_SCALE))
-    x = np.ascontiguousarray(images.transpose(0, 3, 1, 2), dtype=np.float32)
-    x *= UNIT_SCALE  # in place: this runs on every batch
-    return x
-
-
-def unit_float_nchw(images: Any) -> Any:
-    """A uint8 (N, C, H, W) tensor -> float32 in [0, 1] by the same rule; float tensors pass through as float32."""
-    return images.float() if images.is_floating_point() else images.float().mul_(float(UNIT_SCALE))
 
 
 def _check_channels(channels: int, mean: Sequence[float]) -> None:
@@ -64,9 +48,9 @@ def resize(x: Any, size: Sequence[int], interpolation: str = "bilinear") -> Any:
 
     if interpolation not in INTERPOLATIONS:
         raise ValueError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
-    tensor = x if _is_tensor(x) else torch.from_numpy(np.require(x, requirements=("C", "W")))
+    tensor = x if is_tensor(x) else torch.from_numpy(np.require(x, requirements=("C", "W")))
     out = F.interpolate(tensor, size=size, mode=interpolation, antialias=True, align_corners=False)
-    return out if _is_tensor(x) else out.numpy()
+    return out if is_tensor(x) else out.numpy()
 
 
 def crop_size(size: Sequence[int], crop_pct: float) -> int:
@@ -107,7 +91,7 @@ def resize_and_normalize(x: Any, input_size: Sequence[int], mean: Any, std: Any)
     out (mean/std as sequences); torch in, torch out (mean/std as (1, C, 1, 1) tensors on x's device, or
     sequences)."""
     x = resize(x, input_size)
-    if _is_tensor(x):
+    if is_tensor(x):
         import torch
 
         if not torch.is_tensor(mean):

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from macs_audit.models.preprocessing import to_unit_float
+from macs_audit.pixels import to_unit_float
 from macs_audit.seeding import derive_seed
 
 Transform = Callable[[Any, int], Any]

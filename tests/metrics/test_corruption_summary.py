@@ -3,8 +3,16 @@
 import numpy as np
 import pytest
 
-from macs_audit.metrics.corruption_summary import summarize_corruptions
+from macs_audit.metrics import corruption_summary
 from macs_audit.report import ViewResult
+from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, EXTRA_CORRUPTIONS
+
+
+def summarize_corruptions(views, clean_accuracy, baseline=None):
+    """The summary with the table's benchmark and extra corruptions, as the audit passes them."""
+    return corruption_summary.summarize_corruptions(
+        views, clean_accuracy, baseline, benchmark=BENCHMARK_CORRUPTIONS, extras=EXTRA_CORRUPTIONS
+    )
 
 
 def corruption_views(acc_by_key):
@@ -25,7 +33,7 @@ def corruption_views(acc_by_key):
 
 def test_corruption_summary_means_and_mce():
     from macs_audit.report import Conventions, DataInfo, ModelInfo, Report, Runtime
-    from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, CORRUPTIONS
+    from macs_audit.views.corruptions.table import CORRUPTIONS
 
     acc = {(c, s): 0.9 - 0.1 * s + 0.01 * i for i, c in enumerate(CORRUPTIONS) for s in (1, 2, 3, 4, 5)}
     summary = summarize_corruptions(corruption_views(acc), clean_accuracy=0.95)
@@ -66,7 +74,7 @@ def test_alexnet_normalisation_uses_the_published_imagenet_c_errors():
 
     from macs_audit.metrics import alexnet
     from macs_audit.metrics.corruption_summary import alexnet_errors
-    from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, CORRUPTIONS
+    from macs_audit.views.corruptions.table import CORRUPTIONS
 
     assert set(alexnet.ERRORS) == set(CORRUPTIONS)
     assert np.mean(alexnet.ERRORS["gaussian_noise"]) == pytest.approx(0.886428, abs=1e-9)
@@ -75,7 +83,7 @@ def test_alexnet_normalisation_uses_the_published_imagenet_c_errors():
         SimpleNamespace(corruption=name, severity=s, metrics={"accuracy": 1 - error})
         for (name, s), error in alexnet.errors_by_cell().items()
     ]
-    result = alexnet_errors(views, clean_accuracy=1 - alexnet.CLEAN_ERROR)
+    result = alexnet_errors(views, 1 - alexnet.CLEAN_ERROR, BENCHMARK_CORRUPTIONS)
     assert sorted(result["ce"]) == sorted(BENCHMARK_CORRUPTIONS)
     assert all(v == pytest.approx(1.0) for v in result["ce"].values())
     assert result["mean_corruption_error"] == pytest.approx(1.0)

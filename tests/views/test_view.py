@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from macs_audit.models.preprocessing import to_unit_float
+from macs_audit.pixels import to_unit_float
 from macs_audit.views import view as views
 
 
