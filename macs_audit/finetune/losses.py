@@ -18,8 +18,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from macs_audit.finetune.options import KL_DIRECTIONS, STOP_GRADS
+from macs_audit.finetune.options import KL_DIRECTIONS, STOP_GRADS, FinetuneOptions
 from macs_audit.metrics.margins import logit_margin
+
+_DEFAULTS = FinetuneOptions()  # the losses' defaults are the options' (finetune/options.py, the one list)
 
 
 def _fp32(logits: torch.Tensor) -> torch.Tensor:
@@ -36,14 +38,16 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(_fp32(logits), labels)
 
 
-def focal_loss(logits: torch.Tensor, labels: torch.Tensor, gamma: float = 3.0) -> torch.Tensor:
+def focal_loss(logits: torch.Tensor, labels: torch.Tensor, gamma: float = _DEFAULTS.focal_gamma) -> torch.Tensor:
     """Focal loss (Lin et al. 2017), mean_i -(1 - p_t)^gamma log p_t; gamma 0 is cross-entropy."""
     with _no_autocast(logits):
         log_pt = F.log_softmax(_fp32(logits), dim=1).gather(1, labels[:, None]).squeeze(1)
         return (-(1 - log_pt.exp()).pow(gamma) * log_pt).mean()
 
 
-def label_smoothing_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float = 0.1) -> torch.Tensor:
+def label_smoothing_loss(
+    logits: torch.Tensor, labels: torch.Tensor, smoothing: float = _DEFAULTS.smoothing
+) -> torch.Tensor:
     """Cross-entropy against q = (1 - eps) * onehot(y) + eps / K (Szegedy et al. 2016)."""
     with _no_autocast(logits):
         log_p = F.log_softmax(_fp32(logits), dim=1)
@@ -81,12 +85,12 @@ def macs_loss(
     clean_logits: torch.Tensor,
     pert_logits: torch.Tensor,
     labels: torch.Tensor,
-    delta: float = 1.0,
-    lambda_m: float = 0.1,
-    lambda_c: float = 1.0,
-    kl_direction: str = "clean||pert",
-    stop_grad: str = "clean",
-    ce_on_perturbed: bool = False,
+    delta: float = _DEFAULTS.delta,
+    lambda_m: float = _DEFAULTS.lambda_m,
+    lambda_c: float = _DEFAULTS.lambda_c,
+    kl_direction: str = _DEFAULTS.kl_direction,
+    stop_grad: str = _DEFAULTS.stop_grad,
+    ce_on_perturbed: bool = _DEFAULTS.ce_on_perturbed,
 ) -> MacsTerms:
     """The MaCS objective on clean logits z = f(x) and perturbed z~ = f(T(x)).
 

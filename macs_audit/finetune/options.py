@@ -9,6 +9,7 @@ import dataclasses
 import math
 
 from macs_audit.models.config import CIFAR10_MEAN, CIFAR10_STD
+from macs_audit.views.perturbation_params import TRAIN_BLUR_RANGE, TRAIN_NOISE_RANGE
 
 OBJECTIVES = ("macs", "ce", "focal", "label-smoothing", "mixup")
 OPTIMIZERS = ("sgd", "adamw")
@@ -51,8 +52,8 @@ class FinetuneOptions:
     # Views whose batch statistics update the batch-norm running statistics (the ones evaluation uses):
     # "clean" keeps them those of clean images; "both" lets the perturbed pass shift them too.
     bn_stats: str = "clean"
-    blur_range: tuple[float, float] = (0.3, 0.8)  # per-sample Gaussian blur sigma of T(x), pixels
-    noise_range: tuple[float, float] = (0.01, 0.05)  # per-sample Gaussian noise sigma of T(x), [0,1] units
+    blur_range: tuple[float, float] = TRAIN_BLUR_RANGE  # per-sample Gaussian blur sigma of T(x), pixels at 32 px
+    noise_range: tuple[float, float] = TRAIN_NOISE_RANGE  # per-sample Gaussian noise sigma of T(x), [0,1] units
     # Baselines.
     focal_gamma: float = 3.0
     smoothing: float = 0.1

@@ -12,6 +12,8 @@ import dataclasses
 import enum
 import functools
 
+from macs_audit.report import DEFAULT_ROBUST_VIEW
+
 
 class Unit(enum.Enum):
     """What a value measures, and so how it is shown and which thresholds make sense."""
@@ -169,7 +171,7 @@ def _estimate(estimator: str, label: str) -> Metric:
     )
 
 
-_ROBUST_VIEW, _SENSITIVITY = "--perturbations noise+blur", "--sensitivity-samples N, N > 0"
+_ROBUST_VIEW, _SENSITIVITY = f"--perturbations {DEFAULT_ROBUST_VIEW}", "--sensitivity-samples N, N > 0"
 _GRID_15, _GRID_19 = "--corruptions benchmark or cifar-c", "--corruptions cifar-c"
 _BASELINE = "--corruptions with --corruption-baseline, or the imagenet set (AlexNet's errors)"
 

@@ -1,5 +1,7 @@
 """The perturbation views' names and strengths (torch-free: parsers, the report and the gate read them)."""
 
+from macs_audit.report import DEFAULT_ROBUST_VIEW
+
 # The fixed evaluation views (docs/method.md §2: CIFAR-C severity-3 strengths, seed 0). The blur is a
 # length: EVAL_BLUR_SIGMA pixels at EVAL_REFERENCE_SIDE, scaled with the images' shorter side
 # (eval_blur_sigma); the noise is per pixel and stays.
@@ -7,11 +9,11 @@ EVAL_BLUR_SIGMA = 0.7
 EVAL_REFERENCE_SIDE = 32
 EVAL_NOISE_SIGMA = 0.08
 EVAL_VIEWS = ("noise", "blur", "noise+blur")
-ROBUST_VIEW = "noise+blur"
+ROBUST_VIEW = DEFAULT_ROBUST_VIEW  # the view robustness.robust_accuracy is measured on (the Report says which)
 # MaCS training view defaults [ours]: per-sample blur sigma ~ U[0.3, 0.8] pixels at EVAL_REFERENCE_SIDE (scaled with
 # the shorter side, as the evaluation blur), then noise sigma ~ U[0.01, 0.05].
-TRAIN_BLUR_RANGE = (0.3, 0.8)
-TRAIN_NOISE_RANGE = (0.01, 0.05)
+TRAIN_BLUR_RANGE: tuple[float, float] = (0.3, 0.8)
+TRAIN_NOISE_RANGE: tuple[float, float] = (0.01, 0.05)
 
 
 def eval_blur_sigma(height: int, width: int) -> float:

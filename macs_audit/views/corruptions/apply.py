@@ -4,39 +4,22 @@ batch of a data set. Both are the package's entry points; docs/corruptions.md de
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.views.corruptions import blur, digital, noise, spatter, weather
-from macs_audit.views.corruptions.jpeg import jpeg_compression
+from macs_audit.seeding import CORRUPTION_BATCHES, derive_seed
+from macs_audit.views.corruptions import blur, digital, jpeg, noise, spatter, weather
 from macs_audit.views.corruptions.table import CORRUPTIONS, parameter_set
 
-# name -> op(images, severity's parameters, generator); frost and elastic_transform also take the
-# parameter set (frost sizes, elastic length), frost its textures too.
+# name -> op(images, severity's parameters, generator), found by name in the family modules, for the names
+# of the table; frost and elastic_transform also take the parameter set (frost sizes, elastic length),
+# frost its textures too.
+_FAMILY_MODULES = (noise, blur, weather, spatter, digital, jpeg)
 OPS: dict[str, Callable[..., torch.Tensor]] = {
-    "gaussian_noise": noise.gaussian_noise,
-    "shot_noise": noise.shot_noise,
-    "impulse_noise": noise.impulse_noise,
-    "defocus_blur": blur.defocus_blur,
-    "glass_blur": blur.glass_blur,
-    "motion_blur": blur.motion_blur,
-    "zoom_blur": blur.zoom_blur,
-    "snow": weather.snow,
-    "frost": weather.frost,
-    "fog": weather.fog,
-    "brightness": digital.brightness,
-    "contrast": digital.contrast,
-    "elastic_transform": digital.elastic_transform,
-    "pixelate": digital.pixelate,
-    "jpeg_compression": jpeg_compression,
-    "speckle_noise": noise.speckle_noise,
-    "gaussian_blur": blur.gaussian_blur,
-    "spatter": spatter.spatter,
-    "saturate": digital.saturate,
+    name: next(getattr(module, name) for module in _FAMILY_MODULES if hasattr(module, name)) for name in CORRUPTIONS
 }
 
 
@@ -106,10 +89,10 @@ def _apply(images: torch.Tensor, name: str, param, gen: torch.Generator, pset, f
 
 
 def batch_seed(seed: int, name: str, severity: int, start: int) -> int:
-    """Stable 63-bit seed for the batch of (corruption, severity) that starts at image ``start``."""
-    key = f"macs-audit/corruptions/{int(seed)}/{name}/{int(severity)}/{int(start)}".encode()
-    digest = hashlib.blake2b(key, digest_size=8).digest()
-    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF
+    """Stable 63-bit seed for the batch of (corruption, severity) that starts at image ``start``: the
+    corruptions' own rule (seeding.CORRUPTION_BATCHES, not the package's PARTS), because the grids'
+    seeded bytes depend on it."""
+    return derive_seed(int(seed), name, int(severity), int(start), rule=CORRUPTION_BATCHES)
 
 
 def corrupt_batch(

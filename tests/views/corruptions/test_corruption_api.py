@@ -215,6 +215,16 @@ def test_batch_seed():
     assert batch_seed(0, "fog", 3, 0) == 7_280_092_846_327_443_954  # stable across runs
 
 
+def test_the_two_seed_rules_are_one_function_with_their_own_numbers():
+    """The corruptions' batch seed is derive_seed under their rule; the package's rule gives other numbers for
+    the same parts, so neither may stand in for the other without changing seeded bytes."""
+    from macs_audit.seeding import CORRUPTION_BATCHES, derive_seed
+
+    assert derive_seed(0, "fog", 3, 0, rule=CORRUPTION_BATCHES) == batch_seed(0, "fog", 3, 0)
+    assert derive_seed(0, "fog", 3, 0) != batch_seed(0, "fog", 3, 0)
+    assert derive_seed("perturbation", 0, "noise", 0) == 2_731_969_506_781_076_793  # stable across runs
+
+
 @pytest.mark.gpu
 def test_cuda_device():
     x = sample_images(3).cuda()
