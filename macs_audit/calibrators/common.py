@@ -120,6 +120,33 @@ def renormalise(one_vs_rest: np.ndarray, min_probability: float) -> np.ndarray:
     return q
 
 
+class OneVsRest:
+    """What the one-vs-rest calibrators (histogram binning, isotonic regression) share: each class's estimate
+    from that class's softmax column (`one_vs_rest`, theirs), floored by `options["min_probability"]` and
+    renormalised."""
+
+    options: dict[str, Any]
+
+    @property
+    def n_classes(self) -> int:
+        raise NotImplementedError
+
+    def one_vs_rest(self, logits: np.ndarray) -> np.ndarray:
+        """The per-class estimates (N, K), before the floor and renormalisation."""
+        raise NotImplementedError
+
+    def class_columns(self, logits: np.ndarray) -> np.ndarray:
+        """softmax(logits) as (K, N), one contiguous row per class."""
+        return np.ascontiguousarray(softmax(as_logits(logits, self.n_classes)).T)
+
+    def probabilities(self, logits: np.ndarray) -> np.ndarray:
+        return renormalise(self.one_vs_rest(logits), self.options["min_probability"])
+
+    def transform(self, logits: np.ndarray) -> np.ndarray:
+        """Calibrated log-probabilities (N, K), float64, finite: softmax of them gives `probabilities`."""
+        return np.log(self.probabilities(logits))
+
+
 FLOOR_MASS = 0.01  # the default floor of the one-vs-rest methods adds at most this much to a row before renormalising
 
 

@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, floor_for, renormalise, softmax
+from macs_audit.calibrators.common import (
+    OneVsRest,
+    as_fit_data,
+    describe_fit,
+    floor_for,
+    softmax,
+)
 from macs_audit.errors import UsageError
 from macs_audit.metrics.conventions import N_BINS
 
@@ -33,7 +39,7 @@ def _bin_of(p: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class HistogramBinning:
+class HistogramBinning(OneVsRest):
     """Fitted one-vs-rest histogram binning; `transform(z)` = log(renormalised floored bin values)."""
 
     edges: np.ndarray  # (K, B + 1)
@@ -54,17 +60,10 @@ class HistogramBinning:
 
     def one_vs_rest(self, logits: np.ndarray) -> np.ndarray:
         """The per-class bin values (N, K), before the floor and renormalisation."""
-        p = np.ascontiguousarray(softmax(as_logits(logits, self.n_classes)).T)  # (K, N): contiguous per class
+        p = self.class_columns(logits)
         for k in range(self.n_classes):
             p[k] = self.values[k, _bin_of(p[k], self.edges[k])]
         return p.T
-
-    def probabilities(self, logits: np.ndarray) -> np.ndarray:
-        return renormalise(self.one_vs_rest(logits), self.options["min_probability"])
-
-    def transform(self, logits: np.ndarray) -> np.ndarray:
-        """Calibrated log-probabilities (N, K), float64, finite: softmax of them gives `probabilities`."""
-        return np.log(self.probabilities(logits))
 
     def describe(self) -> dict[str, Any]:
         return describe_fit(self.method, self.n_classes, self.fit_size, self.n_parameters, dict(self.options))

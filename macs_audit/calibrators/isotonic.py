@@ -21,11 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, floor_for, renormalise, softmax
+from macs_audit.calibrators.common import (
+    OneVsRest,
+    as_fit_data,
+    describe_fit,
+    floor_for,
+    softmax,
+)
 
 
 @dataclasses.dataclass(frozen=True)
-class IsotonicCalibration:
+class IsotonicCalibration(OneVsRest):
     """Fitted one-vs-rest isotonic maps; `transform(z)` = log(renormalised floored f_k(softmax(z)_k))."""
 
     thresholds: list[np.ndarray]  # per class: the x points of f_k, increasing
@@ -45,17 +51,10 @@ class IsotonicCalibration:
 
     def one_vs_rest(self, logits: np.ndarray) -> np.ndarray:
         """The per-class estimates f_k(p_k), (N, K), before the floor and renormalisation."""
-        p = np.ascontiguousarray(softmax(as_logits(logits, self.n_classes)).T)  # (K, N): contiguous per class
+        p = self.class_columns(logits)
         for k, (x, v) in enumerate(zip(self.thresholds, self.values, strict=True)):
             p[k] = np.interp(p[k], x, v)
         return p.T
-
-    def probabilities(self, logits: np.ndarray) -> np.ndarray:
-        return renormalise(self.one_vs_rest(logits), self.options["min_probability"])
-
-    def transform(self, logits: np.ndarray) -> np.ndarray:
-        """Calibrated log-probabilities (N, K), float64, finite: softmax of them gives `probabilities`."""
-        return np.log(self.probabilities(logits))
 
     def describe(self) -> dict[str, Any]:
         points = [len(t) for t in self.thresholds]

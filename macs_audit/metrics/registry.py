@@ -139,36 +139,34 @@ def _conformal(
     )
 
 
-def _ood(score: str, key: str, label: str, *, higher_is_better: bool) -> Metric:
-    suffix = "" if score == "msp" else f"_{score}"
+def _bootstrapped(place: Place, name: str, label: str, named: str, at: str, higher_is_better: bool = True) -> Metric:
+    """A gated fraction of report.ood or report.unlabeled: `at` is "<section entry>.<value>:<interval>"."""
+    entry_value, interval = at.split(":")
+    entry, _ = entry_value.rsplit(".", 1)
     return Metric(
-        f"ood_{key}{suffix}",
-        f"{label}, {_OOD_SCORES[score]}",
+        name,
+        label,
         unit=Unit.FRACTION,
         higher_is_better=higher_is_better,
-        place=Place.OOD,
+        place=place,
         gate=True,
-        key=f"scores.{score}.{key}",
-        interval=f"scores.{score}.intervals.{key}",
-        named=f"OOD {label}, {_OOD_SCORES[score]} score",
-        made_by=_OOD_DATA,
+        key=entry_value,
+        interval=f"{entry}.{interval}",
+        named=named,
+        made_by=_OOD_DATA if place is Place.OOD else _UNLABELED_DATA,
     )
+
+
+def _ood(score: str, key: str, label: str, higher_is_better: bool) -> Metric:
+    name, scored = f"ood_{key}{'' if score == 'msp' else f'_{score}'}", f"{label}, {_OOD_SCORES[score]}"
+    at = f"scores.{score}.{key}:intervals.{key}"
+    return _bootstrapped(Place.OOD, name, scored, f"OOD {scored} score", at, higher_is_better)
 
 
 def _estimate(estimator: str, label: str) -> Metric:
-    suffix = "" if estimator == "atc_mc" else f"_{estimator}"
-    return Metric(
-        f"estimated_accuracy{suffix}",
-        f"estimated accuracy, {label}",
-        unit=Unit.FRACTION,
-        higher_is_better=True,
-        place=Place.UNLABELED,
-        gate=True,
-        key=f"estimates.{estimator}.accuracy",
-        interval=f"estimates.{estimator}.interval",
-        named=f"estimated unlabeled accuracy ({label})",
-        made_by=_UNLABELED_DATA,
-    )
+    name = f"estimated_accuracy{'' if estimator == 'atc_mc' else f'_{estimator}'}"
+    at, named = f"estimates.{estimator}.accuracy:interval", f"estimated unlabeled accuracy ({label})"
+    return _bootstrapped(Place.UNLABELED, name, f"estimated accuracy, {label}", named, at)
 
 
 _ROBUST_VIEW, _SENSITIVITY = f"--perturbations {DEFAULT_ROBUST_VIEW}", "--sensitivity-samples N, N > 0"
@@ -425,7 +423,7 @@ METRICS: dict[str, Metric] = {
         ),
         # report.ood (metrics/ood.py): in-distribution is the positive class.
         *(
-            _ood(score, key, label, higher_is_better=higher)
+            _ood(score, key, label, higher)
             for score in _OOD_SCORES
             for key, label, higher in (
                 ("auroc", "AUROC", True),
