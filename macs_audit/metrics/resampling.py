@@ -27,11 +27,11 @@ def draw_counts(
     for start in range(0, n_resamples, chunk):
         m = min(chunk, n_resamples - start)
         draws = rng.integers(0, n, size=(m, n))
-        draws += n * np.arange(m)[:, None]  # row r's draws offset by r * n: one bincount counts every row
-        counts = np.bincount(draws.ravel(), minlength=m * n).reshape(m, n)
-        del draws
         # Pieces of near-equal size, none much smaller than `piece` (a sliver of a few rows would take another
         # path through BLAS, whose sums can differ from the whole chunk's in the last bit).
         bounds = np.linspace(0, m, -(-m // piece) + 1).round().astype(int)
         for first, last in zip(bounds[:-1], bounds[1:], strict=True):
-            yield counts[first:last].astype(dtype or np.float64)
+            counts = np.empty((last - first, n), dtype=dtype or np.float64)
+            for row, drawn in zip(counts, draws[first:last], strict=True):  # a row's counts stay in cache
+                row[:] = np.bincount(drawn, minlength=n)
+            yield counts
