@@ -1,9 +1,11 @@
-"""torch-uncertainty's metric modules, loaded by file: the package's own __init__ imports Lightning, which costs
-tens of seconds and is not what the tests compare against (the metric modules need only torch and torchmetrics)."""
+"""References the metrics are tested against: torch-uncertainty's metric modules, loaded by file (the package's own
+__init__ imports Lightning, which costs tens of seconds and is not what the tests compare against: the metric modules
+need only torch and torchmetrics), and ECE-sweep by its definition."""
 
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 
@@ -19,3 +21,20 @@ def torch_uncertainty_module(name: str):
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module
+
+
+def sweep_by_brute_force(confidence, correct, weights):
+    """The definition on the data set written out (sample i repeated weights[i] times): every bin count from 2
+    up, np.array_split's bins, until the accuracies first fall; the L1 ECE at the last monotone count."""
+    index = np.repeat(np.arange(len(confidence)), weights)
+    f, y = confidence[index], correct[index].astype(float)
+    order = np.lexsort((y, f))
+    f, y = f[order], y[order]
+    best = 1
+    for bins in range(2, len(f) + 1):
+        accuracy = [y[g].mean() for g in np.array_split(np.arange(len(f)), bins)]
+        if any(b < a for a, b in zip(accuracy, accuracy[1:], strict=False)):
+            break
+        best = bins
+    groups = np.array_split(np.arange(len(f)), best)
+    return sum(abs(y[g].sum() - f[g].sum()) for g in groups) / len(f), best

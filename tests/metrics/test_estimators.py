@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from references import sweep_by_brute_force
 
 from macs_audit.metrics import estimators as E
 
@@ -45,24 +46,11 @@ def test_l2_ece_agrees_with_uncertainty_calibration(n, case):
     assert E.l2_ece(f, y, debiased=False) == pytest.approx(plug_in, abs=1e-12)
 
 
-def _sweep_by_definition(f, y):
-    order = np.lexsort((y, f))
-    f, y = f[order], y[order].astype(float)
-    best = 1
-    for bins in range(2, len(f) + 1):
-        accuracies = [y[g].mean() for g in np.array_split(np.arange(len(f)), bins)]
-        if any(b < a for a, b in zip(accuracies, accuracies[1:], strict=False)):
-            break
-        best = bins
-    groups = np.array_split(np.arange(len(f)), best)
-    return sum(abs(y[g].sum() - f[g].sum()) for g in groups) / len(f), best
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_ece_sweep_follows_its_definition(case):
     f, y = _sample(2_000, 2, CASES[case])
     value, bins = E.ece_sweep(f, y)
-    expected, expected_bins = _sweep_by_definition(f, y)
+    expected, expected_bins = sweep_by_brute_force(f, y, np.ones(len(f), dtype=np.int64))
     assert bins == expected_bins and bins >= 2
     assert value == pytest.approx(expected, abs=1e-12)
 

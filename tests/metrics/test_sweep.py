@@ -4,26 +4,10 @@ along every path of the search; and work that grows as N log N, not N^2, where t
 
 import numpy as np
 import pytest
+from references import sweep_by_brute_force
 
 from macs_audit.metrics import estimators as E
 from macs_audit.metrics.resampling import draw_counts
-
-
-def sweep_by_brute_force(confidence, correct, weights):
-    """The definition on the data set written out (sample i repeated weights[i] times): every bin count from 2
-    up, np.array_split's bins, until the accuracies first fall; the L1 ECE at the last monotone count."""
-    index = np.repeat(np.arange(len(confidence)), weights)
-    f, y = confidence[index], correct[index].astype(float)
-    order = np.lexsort((y, f))
-    f, y = f[order], y[order]
-    best = 1
-    for bins in range(2, len(f) + 1):
-        accuracy = [y[g].mean() for g in np.array_split(np.arange(len(f)), bins)]
-        if any(b < a for a, b in zip(accuracy, accuracy[1:], strict=False)):
-            break
-        best = bins
-    groups = np.array_split(np.arange(len(f)), best)
-    return sum(abs(y[g].sum() - f[g].sum()) for g in groups) / len(f), best
 
 
 def random_case(rng, kind):

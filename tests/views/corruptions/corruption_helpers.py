@@ -9,6 +9,18 @@ import torch
 from macs_audit.views.corruptions.apply import corrupt
 from macs_audit.views.corruptions.table import CIFAR
 
+# The corruptions that draw nothing: the same bytes for every seed, batch split and device chunking.
+DETERMINISTIC = {
+    "brightness",
+    "contrast",
+    "saturate",
+    "pixelate",
+    "jpeg_compression",
+    "defocus_blur",
+    "gaussian_blur",
+    "zoom_blur",
+}
+
 
 def sample_images(n: int = 6, seed: int = 0, size: int = 32) -> torch.Tensor:
     """Smooth random colour images with a little texture, plus grey, black, white and

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from corruption_helpers import sample_images
+from corruption_helpers import DETERMINISTIC, sample_images
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.views.corruptions.apply import OPS, batch_seed, corrupt
@@ -23,16 +23,6 @@ from macs_audit.views.corruptions.table import (
     SEVERITIES,
 )
 
-DETERMINISTIC = {
-    "brightness",
-    "contrast",
-    "saturate",
-    "pixelate",
-    "jpeg_compression",
-    "defocus_blur",
-    "gaussian_blur",
-    "zoom_blur",
-}
 # Monotone in mean |corrupted - clean| by their parameters (section 3 of the reference facts).
 # Not monotone: glass_blur (sigma drops at severity 4), snow (severity 3 raises the threshold),
 # elastic_transform (the affine jitter shrinks while alpha grows), spatter (water -> mud at 4),

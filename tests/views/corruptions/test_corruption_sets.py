@@ -15,6 +15,7 @@ import pytest
 import scipy.ndimage as ndi
 import torch
 from conftest import assert_within_grey_levels
+from corruption_helpers import DETERMINISTIC
 from PIL import Image
 
 from macs_audit.errors import UsageError
@@ -32,16 +33,6 @@ from macs_audit.views.corruptions.table import (
 from macs_audit.views.corruptions.weather import frost_texture_info, set_frost
 
 NEW_SETS = (TINY_IMAGENET, IMAGENET)
-DETERMINISTIC = {
-    "brightness",
-    "contrast",
-    "saturate",
-    "pixelate",
-    "jpeg_compression",
-    "defocus_blur",
-    "gaussian_blur",
-    "zoom_blur",
-}
 # Monotone in mean |corrupted - clean| by their parameters in both sets; fog (ImageNet's decay
 # and strength move together), glass_blur, snow, frost, elastic_transform, spatter and
 # saturate are not, by design of the generators' tables.
@@ -181,7 +172,7 @@ def imagecorruptions():
     change no computed value). Skipped when the package is not installed."""
     if importlib.util.find_spec("imagecorruptions") is None:
         pytest.skip("imagecorruptions not installed (pip install .[bench])")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
     from bench_corruptions import load_reference
 
     ic_corrupt, info = load_reference()
