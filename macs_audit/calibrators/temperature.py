@@ -14,7 +14,7 @@ import numpy as np
 
 from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, log_softmax
 from macs_audit.errors import InputError
-from macs_audit.metrics.accumulators import softmax64
+from macs_audit.metrics.conventions import softmax64
 
 LOG_T_BOUND = 5.0  # T in [e^-5, e^5] = [0.007, 148]
 MAX_STEPS = 100

@@ -8,7 +8,7 @@ from torchmetrics.functional.classification import multiclass_calibration_error
 
 from macs_audit.calibrators.temperature import optimal_temperature
 from macs_audit.data.splits import stratified_split
-from macs_audit.metrics import accumulators
+from macs_audit.metrics import accumulators, conventions
 from macs_audit.metrics.accumulators import (
     CalibrationAccumulator,
     bin_index,
@@ -24,7 +24,7 @@ def random_case(n, k, seed, scale=3.0):
 
 
 def probs64(logits):
-    return accumulators.softmax64(logits)[0]
+    return conventions.softmax64(logits)[0]
 
 
 @pytest.mark.parametrize("n,k,seed", [(500, 10, 0), (1000, 3, 1), (200, 100, 2), (7, 5, 3)])

@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from macs_audit.errors import UsageError
 from macs_audit.metrics import conformal
-from macs_audit.metrics.accumulators import softmax64
+from macs_audit.metrics.conventions import softmax64
 
 
 class GivenProbabilities(ClassifierMixin, BaseEstimator):

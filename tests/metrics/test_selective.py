@@ -7,7 +7,7 @@ from references import torch_uncertainty_module
 from sklearn.metrics import roc_auc_score
 
 from macs_audit.metrics import selective
-from macs_audit.metrics.accumulators import softmax64
+from macs_audit.metrics.conventions import softmax64
 
 
 @pytest.fixture(scope="module")
