@@ -189,6 +189,7 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
     np.savez(tmp_path / "d.npz", x=x, y=y)
     args = ["evaluate", str(model), "--data", str(tmp_path / "d.npz"), "--bootstrap", "20", "--batch-size", "20"]
     args += ["--sensitivity-samples", "10", "--calibrators", "temperature"]
+    args += ["--ood-data", str(tmp_path / "d.npz"), "--unlabeled", str(tmp_path / "d.npz")]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     log = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if line.startswith("[")]
@@ -201,6 +202,10 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
         "noise+blur",
         "noise+blur: bootstrap intervals",
         "sensitivity",
+        "ood data",
+        "OOD detection",
+        "unlabeled data",
+        "label-free estimates",
         "temperature scaling",
         "post-hoc calibrators",
         "report",
