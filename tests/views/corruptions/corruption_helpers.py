@@ -20,6 +20,25 @@ DETERMINISTIC = {
     "gaussian_blur",
     "zoom_blur",
 }
+# Monotone in mean |corrupted - clean| by their parameters (section 3 of the reference facts).
+# Not monotone: glass_blur (sigma drops at severity 4), snow (severity 3 raises the threshold),
+# elastic_transform (the affine jitter shrinks while alpha grows), spatter (water -> mud at 4),
+# saturate (1-2 desaturate, 3-5 oversaturate), frost (tested with its own measure).
+MONOTONE = (
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "speckle_noise",
+    "defocus_blur",
+    "motion_blur",
+    "zoom_blur",
+    "gaussian_blur",
+    "fog",
+    "brightness",
+    "contrast",
+    "pixelate",
+    "jpeg_compression",
+)
 
 
 def sample_images(n: int = 6, seed: int = 0, size: int = 32) -> torch.Tensor:

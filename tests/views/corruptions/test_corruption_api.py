@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from corruption_helpers import DETERMINISTIC, sample_images
+from corruption_helpers import DETERMINISTIC, MONOTONE, sample_images
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.views.corruptions.apply import OPS, batch_seed, corrupt
@@ -22,26 +22,6 @@ from macs_audit.views.corruptions.table import (
     PARAMETER_SETS,
     SEVERITIES,
 )
-
-# Monotone in mean |corrupted - clean| by their parameters (section 3 of the reference facts).
-# Not monotone: glass_blur (sigma drops at severity 4), snow (severity 3 raises the threshold),
-# elastic_transform (the affine jitter shrinks while alpha grows), spatter (water -> mud at 4),
-# saturate (1-2 desaturate, 3-5 oversaturate), frost (tested with its own measure).
-MONOTONE = [
-    "gaussian_noise",
-    "shot_noise",
-    "impulse_noise",
-    "speckle_noise",
-    "defocus_blur",
-    "motion_blur",
-    "zoom_blur",
-    "gaussian_blur",
-    "fog",
-    "brightness",
-    "contrast",
-    "pixelate",
-    "jpeg_compression",
-]
 
 
 # ---------------------------------------------------------------------------------------------
