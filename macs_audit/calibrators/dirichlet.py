@@ -18,8 +18,8 @@ import dataclasses
 
 import numpy as np
 
-from macs_audit.calibrators.common import as_fit_data, as_logits, log_softmax
-from macs_audit.calibrators.matrix import LAMBDA_OD, MAX_ITER, MU, TOL, MatrixScaling, fit_affine
+from macs_audit.calibrators.common import log_softmax
+from macs_audit.calibrators.matrix import MatrixScaling
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,19 +28,9 @@ class DirichletCalibration(MatrixScaling):
 
     method: str = "dirichlet"
 
-    def calibrated_logits(self, logits: np.ndarray) -> np.ndarray:
-        return log_softmax(as_logits(logits, self.n_classes)) @ self.weights.T + self.bias
+    @staticmethod
+    def features(logits: np.ndarray) -> np.ndarray:
+        return log_softmax(logits)
 
 
-def fit_dirichlet(
-    logits: np.ndarray,
-    labels: np.ndarray,
-    lambda_od: float = LAMBDA_OD,
-    mu: float = MU,
-    max_iter: int = MAX_ITER,
-    tol: float = TOL,
-) -> DirichletCalibration:
-    """Fit Dirichlet calibration with ODIR on held-out (logits, labels)."""
-    z, y = as_fit_data(logits, labels)
-    fit = fit_affine(log_softmax(z), y, lambda_od, mu, max_iter, tol)
-    return DirichletCalibration(fit.weights, fit.bias, len(y), fit.options, fit.optimizer)
+fit_dirichlet = DirichletCalibration.fit  # Dirichlet calibration with ODIR on held-out (logits, labels)

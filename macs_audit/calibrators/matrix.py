@@ -15,7 +15,7 @@ thousand (1,001,000 parameters), where `check_fit_size` also wants a very large 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -93,6 +93,9 @@ def fit_affine(
     )
 
 
+Fitted = TypeVar("Fitted", bound="MatrixScaling")
+
+
 @dataclasses.dataclass(frozen=True)
 class MatrixScaling:
     """A fitted matrix scaling: `transform(z)` = log_softmax(z @ weights.T + bias)."""
@@ -112,8 +115,28 @@ class MatrixScaling:
     def n_parameters(self) -> int:
         return self.n_classes * (self.n_classes + 1)
 
+    @staticmethod
+    def features(logits: np.ndarray) -> np.ndarray:
+        """What the affine map acts on: the logits themselves (Dirichlet calibration: their log-softmax)."""
+        return logits
+
     def calibrated_logits(self, logits: np.ndarray) -> np.ndarray:
-        return as_logits(logits, self.n_classes) @ self.weights.T + self.bias
+        return self.features(as_logits(logits, self.n_classes)) @ self.weights.T + self.bias
+
+    @classmethod
+    def fit(
+        cls: type[Fitted],
+        logits: np.ndarray,
+        labels: np.ndarray,
+        lambda_od: float = LAMBDA_OD,
+        mu: float = MU,
+        max_iter: int = MAX_ITER,
+        tol: float = TOL,
+    ) -> Fitted:
+        """Fit the map with ODIR on held-out (logits, labels): `fit_affine` on `features(logits)`."""
+        z, y = as_fit_data(logits, labels)
+        fit = fit_affine(cls.features(z), y, lambda_od, mu, max_iter, tol)
+        return cls(fit.weights, fit.bias, len(y), fit.options, fit.optimizer)
 
     def transform(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated log-probabilities (N, K), float64: softmax of them gives the calibrated probabilities."""
@@ -125,15 +148,4 @@ class MatrixScaling:
         )
 
 
-def fit_matrix(
-    logits: np.ndarray,
-    labels: np.ndarray,
-    lambda_od: float = LAMBDA_OD,
-    mu: float = MU,
-    max_iter: int = MAX_ITER,
-    tol: float = TOL,
-) -> MatrixScaling:
-    """Fit matrix scaling with ODIR on held-out (logits, labels)."""
-    z, y = as_fit_data(logits, labels)
-    fit = fit_affine(z, y, lambda_od, mu, max_iter, tol)
-    return MatrixScaling(fit.weights, fit.bias, len(y), fit.options, fit.optimizer)
+fit_matrix = MatrixScaling.fit  # matrix scaling with ODIR on held-out (logits, labels)
