@@ -56,13 +56,17 @@ def resampled_metrics(acc: CalibrationAccumulator, n_resamples: int, seed: int =
     in_bin[np.arange(n), bins] = 1.0
     per_bin_gap = in_bin * (s["correct"] - s["confidence"])[:, None]  # summed: n_b (acc_b - conf_b)
     means = np.column_stack([s["correct"].astype(np.float64), s["nll"], s["brier"]])
+    # One product per piece of counts for the means and the per-bin sums (the counts read once, not three times).
+    summed = np.hstack([means, per_bin_gap, in_bin])
+    split = np.cumsum([means.shape[1], acc.n_bins])
     cells = estimators.grid_cells(s["confidence"])
     residual = s["correct"] - s["confidence"]
+    near = float(estimators.smooth_ece_of_masses(estimators.residual_masses(cells, residual))[1][0])
     parts: dict[str, list[np.ndarray]] = {name: [] for name in MEAN_METRICS + ERROR_METRICS}
     for counts in draw_counts(n, n_resamples, rng):
-        for name, column in zip(MEAN_METRICS, (counts @ means / n).T, strict=True):
+        mean_sums, gap, size = np.split(counts @ summed, split, axis=1)
+        for name, column in zip(MEAN_METRICS, (mean_sums / n).T, strict=True):
             parts[name].append(column)
-        gap, size = counts @ per_bin_gap, counts @ in_bin
         parts["ece"].append(np.abs(gap).sum(axis=1) / n)
         with np.errstate(invalid="ignore", divide="ignore"):
             parts["mce"].append(np.nanmax(np.where(size > 0, np.abs(gap) / size, np.nan), axis=1))
@@ -72,8 +76,8 @@ def resampled_metrics(acc: CalibrationAccumulator, n_resamples: int, seed: int =
         parts["l2_ece"].append(estimators.l2_of_groups(size15, conf_sum, hit_sum, debiased=False))
         parts["debiased_l2_ece"].append(estimators.l2_of_groups(size15, conf_sum, hit_sum, debiased=True))
         parts["ece_sweep"].append(estimators.ece_sweep_of(prefix)[0])
-        masses = estimators.residual_masses(cells, residual, counts)
-        parts["smooth_ece"].append(estimators.smooth_ece_of_masses(masses)[0])
+        masses = estimators.prefix_residual_masses(prefix, cells)
+        parts["smooth_ece"].append(estimators.smooth_ece_of_masses(masses, near)[0])
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 

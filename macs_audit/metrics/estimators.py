@@ -33,6 +33,11 @@ GRID_CELLS = 5000
 MIN_SIGMA = 1e-3
 ROOT_TOLERANCE = 1e-9
 MAX_ROOT_STEPS = 100
+# A bootstrap's resamples first try the bracket [sigma* / NEAR_BRACKET, sigma* * NEAR_BRACKET] around the point
+# estimate's sigma* (smooth_ece_of_masses); SCIPY_ROWS rows or more are transformed with scipy's DCT (half the
+# work of numpy's FFT of the mirrored masses; one row, the point estimate, does without importing scipy.fft).
+NEAR_BRACKET = 1.25
+SCIPY_ROWS = 8
 # SortedPrefix.sums at more than total / DENSE_LOOKUP positions counts the samples below every position
 # at once (linear) instead of a binary search per position.
 DENSE_LOOKUP = 8
@@ -56,19 +61,18 @@ class SortedPrefix:
     """
 
     def __init__(self, confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray | None = None):
-        order = sorted_order(confidence, correct)
+        self.order = order = sorted_order(confidence, correct)
         self.conf = np.asarray(confidence, dtype=np.float64)[order]
         self.hit = np.asarray(correct, dtype=np.float64)[order]
-        w = np.ones((1, len(order))) if weights is None else np.asarray(weights, dtype=np.float64)[:, order]
-        w = np.ascontiguousarray(w)  # the prefix sums are read flat, row after row
+        # C order (np.take, unlike w[:, order], gives it): the prefix sums are read flat, row after row.
+        w = np.ones((1, len(order))) if weights is None else np.take(np.asarray(weights, dtype=np.float64), order, 1)
         self.weights = w
         self.rows, self.n = w.shape
         self.total = int(round(w[0].sum())) if self.n else 0  # samples per row
-        self.cum_count = np.cumsum(w, axis=1)
-        self.cum_conf = np.cumsum(w * self.conf, axis=1).ravel()
-        self.cum_hit = np.cumsum(w * self.hit, axis=1).ravel()
-        self._laid_out = (self.cum_count + (np.arange(self.rows) * (self.total + 1))[:, None]).ravel()
-        self.cum_count = self.cum_count.ravel()
+        self.cum_count = _row_cumsum(w.copy())
+        self.cum_conf = _row_cumsum(w * self.conf)
+        self.cum_hit = _row_cumsum(w * self.hit)
+        self._laid_out: np.ndarray | None = None  # the binary search's counts, made when first needed
 
     def sums(self, positions: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(confidence sums, correct sums), each (len(rows), len(positions)): of the first P samples per row."""
@@ -102,6 +106,9 @@ class SortedPrefix:
         if len(positions) * DENSE_LOOKUP <= self.total:
             # One searchsorted over the rows laid end to end: row r's counts offset by r * (total + 1) stay sorted.
             queries = positions[None, :] + (rows * (self.total + 1))[:, None]
+            if self._laid_out is None:
+                offsets = np.repeat(np.arange(self.rows) * float(self.total + 1), self.n)
+                self._laid_out = self.cum_count + offsets
             return np.searchsorted(self._laid_out, queries.ravel(), side="right").reshape(queries.shape)
         width = self.total + 1
         counts = self.cum_count.reshape(self.rows, self.n)[rows].astype(np.int64)
@@ -110,6 +117,14 @@ class SortedPrefix:
         # Gathered flat, row after row (C order, as the binary search's): the sums' order of addition follows it.
         found = at_most.ravel()[positions[None, :] + (np.arange(len(rows)) * width)[:, None]]
         return found + (rows * self.n)[:, None]
+
+
+def _row_cumsum(values: np.ndarray) -> np.ndarray:
+    """Each row's cumulative sum, in place and flattened: row by row, each row's pass in cache (the same
+    sums as np.cumsum(values, axis=1), in less time)."""
+    for row in values:
+        np.cumsum(row, out=row)
+    return values.ravel()
 
 
 class UnitHits:
@@ -304,28 +319,63 @@ def residual_masses(cells: np.ndarray, residual: np.ndarray, weights: np.ndarray
     return sums.reshape(rows, GRID_CELLS) / weights.sum(axis=1, keepdims=True)
 
 
+def prefix_residual_masses(prefix: SortedPrefix, cells: np.ndarray) -> np.ndarray:
+    """`residual_masses` of each row of a SortedPrefix (`cells`: each sample's grid cell, in the samples' own
+    order), from its prefix sums: in sorted order the samples' cells never fall, so a cell's sum of
+    correct - confidence is the difference of the prefix sums at its last sample and at the last sample of
+    the cell before it (the same masses to about 1e-16 each, without another pass over the draws)."""
+    in_order = cells[prefix.order]
+    last = np.flatnonzero(np.diff(in_order, append=GRID_CELLS))  # the last sample of each cell that has one
+    flat = ((np.arange(prefix.rows) * prefix.n)[:, None] + last[None, :]).ravel()
+    residual = (prefix.cum_hit[flat] - prefix.cum_conf[flat]).reshape(prefix.rows, len(last))
+    masses = np.zeros((prefix.rows, GRID_CELLS))
+    masses[:, in_order[last]] = np.diff(residual, axis=1, prepend=0.0) / prefix.total
+    return masses
+
+
 def grid_cells(confidence: np.ndarray) -> np.ndarray:
     """The grid cell of each confidence (GRID_CELLS equal cells of [0, 1], 1 in the last)."""
     return np.minimum((np.asarray(confidence, dtype=np.float64) * GRID_CELLS).astype(np.int64), GRID_CELLS - 1)
 
 
 def _mirror_spectrum(masses: np.ndarray) -> np.ndarray:
-    """The DFT of each row's mirror-periodic extension (the masses, then reversed: period 2 in [0, 1] units)."""
-    return np.fft.rfft(np.concatenate([masses, masses[:, ::-1]], axis=1), axis=1)
+    """Each row's DCT-II coefficients y_k = 2 sum_n m_n cos(pi k (2n + 1) / (2 GRID_CELLS)), k < GRID_CELLS: the
+    DFT of the row's mirror-periodic extension (the masses, then reversed: period 2 in [0, 1] units) is
+    exp(i pi k / (2 GRID_CELLS)) y_k, so they hold its whole spectrum in real numbers."""
+    if len(masses) >= SCIPY_ROWS:
+        from scipy import fft
+
+        return fft.dct(masses, type=2, axis=1)
+    spectrum = np.fft.rfft(np.concatenate([masses, masses[:, ::-1]], axis=1), axis=1)[:, :GRID_CELLS]
+    return (spectrum * _twiddle(GRID_CELLS).conj()).real
+
+
+def _twiddle(kept: int) -> np.ndarray:
+    return np.exp(1j * np.pi * np.arange(kept) / (2 * GRID_CELLS))
+
+
+def _smoothed(spectrum: np.ndarray, sigma: np.ndarray | float) -> np.ndarray:
+    """(rows, GRID_CELLS): each row's masses smoothed by the reflected Gaussian kernel at its bandwidth. On the
+    mirror-periodic extension the smoothing is a product with the Gaussian's transform, exp(-(pi f sigma)^2 / 2)
+    at frequency f (exact to 1e-30 for bandwidths of 5 cells or more), and back in [0, 1] it is the inverse
+    DCT of the coefficients times that gain. Frequencies whose gain is below 1e-30 for every row are left out
+    (zeros in the inverse)."""
+    sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (len(spectrum),))
+    kept = min(GRID_CELLS, int(math.ceil(math.sqrt(2 * 69.1) / (math.pi * float(sigma.min())))) + 1)
+    gain = np.exp(-0.5 * (np.pi * np.arange(kept)[None, :] * sigma[:, None]) ** 2)
+    if len(spectrum) >= SCIPY_ROWS:
+        from scipy import fft
+
+        return fft.idct(spectrum[:, :kept] * gain, type=2, n=GRID_CELLS, axis=1)
+    product = spectrum[:, :kept] * gain * _twiddle(kept)
+    return np.fft.irfft(product, 2 * GRID_CELLS, axis=1)[:, :GRID_CELLS]
 
 
 def _smooth_ece_of_spectrum(spectrum: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     """smECE of each row at its bandwidth: sum over the cells of |residual masses smoothed by the reflected
-    Gaussian kernel|. Reflection at 0 and 1 folds the kernel back into [0, 1], so it keeps every sample's
-    mass and the kernel density needs no normalisation; on the mirror-periodic extension the smoothing is
-    a product with the Gaussian's transform, exp(-(pi f sigma)^2 / 2) at frequency f (exact to 1e-30 for
-    bandwidths of 5 cells or more)."""
-    # Frequencies whose gain is below 1e-30 for every row are left out (irfft pads them with zeros).
-    kept = min(spectrum.shape[1], int(math.ceil(math.sqrt(2 * 69.1) / (math.pi * float(sigma.min())))) + 1)
-    frequency = np.arange(kept)
-    gain = np.exp(-0.5 * (np.pi * frequency[None, :] * sigma[:, None]) ** 2)
-    smoothed = np.fft.irfft(spectrum[:, :kept] * gain, 2 * GRID_CELLS, axis=1)[:, :GRID_CELLS]
-    return np.abs(smoothed).sum(axis=1)
+    Gaussian kernel| (`_smoothed`). Reflection at 0 and 1 folds the kernel back into [0, 1], so it keeps every
+    sample's mass and the kernel density needs no normalisation."""
+    return np.abs(_smoothed(spectrum, sigma)).sum(axis=1)
 
 
 def smooth_ece_at(confidence: np.ndarray, correct: np.ndarray, sigma: float) -> float:
@@ -335,22 +385,45 @@ def smooth_ece_at(confidence: np.ndarray, correct: np.ndarray, sigma: float) -> 
     return float(_smooth_ece_of_spectrum(_mirror_spectrum(masses), np.array([sigma]))[0])
 
 
-def smooth_ece_of_masses(masses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def smooth_ece_of_masses(masses: np.ndarray, near: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(smECE, sigma*) of each row of residual masses: the bandwidth where smECE_sigma = sigma, on
     [MIN_SIGMA, 1]. smECE_sigma - sigma falls as sigma grows, so the root is bracketed and found by the
-    Illinois variant of regula falsi, all rows at once. A row calibrated to within MIN_SIGMA stops there."""
+    Illinois variant of regula falsi, all rows at once, to ROOT_TOLERANCE. A row calibrated to within
+    MIN_SIGMA stops there.
+
+    `near` (a bootstrap's point estimate of sigma*) first tries the bracket [near / NEAR_BRACKET,
+    near * NEAR_BRACKET] within [MIN_SIGMA, 1]: the rows whose excess changes sign across it start there (a
+    few steps, not a search of the whole range); the others start from [MIN_SIGMA, 1] as without it. The
+    roots are the same to within ROOT_TOLERANCE."""
     spectrum = _mirror_spectrum(masses)
     rows = len(spectrum)
 
     def excess(sigma: np.ndarray, which: np.ndarray) -> np.ndarray:
-        return _smooth_ece_of_spectrum(spectrum[which], sigma) - sigma
+        part = spectrum if len(which) == rows else spectrum[which]
+        return _smooth_ece_of_spectrum(part, sigma) - sigma
 
-    everyone = np.arange(rows)
     lo, hi = np.full(rows, MIN_SIGMA), np.ones(rows)
-    g_lo, g_hi = excess(lo, everyone), excess(hi, everyone)
+    g_lo, g_hi = np.empty(rows), np.empty(rows)
+    wide = np.arange(rows)  # the rows that search the whole range
+    found = np.zeros(rows, dtype=bool)  # the rows whose root the start from `near` hit (smECE flat in sigma)
+    if near is not None and rows and MIN_SIGMA < near < 1:
+        start = np.full(rows, near)
+        g_start = excess(start, wide)
+        step = np.clip(start + g_start, MIN_SIGMA, 1.0)  # smECE at `near`: across the root, as smECE falls
+        g_step = excess(step, wide)
+        above = g_start > 0
+        lo, hi = np.where(above, start, step), np.where(above, step, start)
+        g_lo, g_hi = np.where(above, g_start, g_step), np.where(above, g_step, g_start)
+        found = np.abs(g_step) <= ROOT_TOLERANCE
+        wide = np.flatnonzero(~((g_lo > 0) & (g_hi < 0) | found))
+        lo[wide], hi[wide] = MIN_SIGMA, 1.0
+    if len(wide):
+        g_lo[wide], g_hi[wide] = excess(lo[wide], wide), excess(hi[wide], wide)
     sigma = np.where(g_lo <= 0, lo, hi)  # the ends, where the root lies outside the range
     value = np.where(g_lo <= 0, g_lo + lo, g_hi + hi)
-    active = (g_lo > 0) & (g_hi < 0)
+    active = (g_lo > 0) & (g_hi < 0) & ~found
+    if found.any():
+        sigma[found], value[found] = step[found], step[found] + g_step[found]
     last_side = np.zeros(rows, dtype=np.int8)  # Illinois: halve the end that stayed put twice running
     for _ in range(MAX_ROOT_STEPS):
         rows_left = np.flatnonzero(active)
@@ -397,9 +470,7 @@ def smooth_reliability(confidence: np.ndarray, correct: np.ndarray, sigma: float
             residual_masses(cells, np.ones_like(conf)),  # the density's masses
         ]
     )
-    frequency = np.arange(GRID_CELLS + 1)
-    gain = np.exp(-0.5 * (np.pi * frequency * sigma) ** 2)
-    residual, density = np.fft.irfft(_mirror_spectrum(masses) * gain, 2 * GRID_CELLS, axis=1)[:, :GRID_CELLS]
+    residual, density = _smoothed(_mirror_spectrum(masses), sigma)
     at = np.minimum((np.linspace(0.0, 1.0, CURVE_POINTS) * GRID_CELLS).astype(np.int64), GRID_CELLS - 1)
     centres = (at + 0.5) / GRID_CELLS
     with np.errstate(divide="ignore", invalid="ignore"):
