@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_calibrators import synthetic  # noqa: E402
 
-from macs_audit.audit import AuditOptions, conformal_fit, view_result  # noqa: E402
+from macs_audit.audit import AuditOptions, calibration_split, conformal_fit, view_result  # noqa: E402
 from macs_audit.metrics import estimators, selective  # noqa: E402
 from macs_audit.metrics.accumulators import CalibrationAccumulator  # noqa: E402
 from macs_audit.metrics.resampling import draw_counts  # noqa: E402
@@ -131,12 +131,11 @@ def accumulated(z: np.ndarray, y: np.ndarray) -> CalibrationAccumulator:
 
 def view_metrics(acc: CalibrationAccumulator, z: np.ndarray, y: np.ndarray, resamples: int) -> None:
     """The clean view's metrics as the audit computes them from its accumulator and logits."""
-    result = view_result(CLEAN, acc, resamples, 0)
     samples = acc.samples()
     selective.curve_points(selective.risk_curve(samples["confidence"], samples["correct"]))
-    sets = conformal_fit(z, y, AuditOptions())
-    if sets is not None:
-        result.conformal = sets.evaluate(z)
+    options = AuditOptions()
+    sets = conformal_fit(z, y, calibration_split(y, options.calibration_split, options.seed), coverage=options.coverage)
+    view_result(CLEAN, acc, resamples, 0, conformal=sets.evaluate(z) if sets is not None else None)
 
 
 def sweep_before(prefix: estimators.SortedPrefix) -> np.ndarray:

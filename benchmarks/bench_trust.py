@@ -19,7 +19,7 @@ import argparse
 import time
 from pathlib import Path
 
-from macs_audit.audit import AuditOptions, conformal_fit, evaluate_view, run_audit
+from macs_audit.audit import AuditOptions, calibration_split, conformal_fit, evaluate_view, run_audit
 from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.metrics import label_free, ood, selective
@@ -59,7 +59,8 @@ def main() -> None:
         return selective.curve_points(selective.risk_curve(confidence, correct))
 
     def conformal_part():
-        return conformal_fit(logits, labels, options).evaluate(logits)
+        split = calibration_split(labels, options.calibration_split, options.seed)
+        return conformal_fit(logits, labels, split, coverage=options.coverage).evaluate(logits)
 
     parts = {
         "selective prediction (metrics + curve)": selective_part,

@@ -15,6 +15,7 @@ reported as such), typer, rich, scikit-learn. onnx/onnxscript are used when pres
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -204,7 +205,7 @@ def step_throughput(results: Path, work: Path) -> None:
             evaluate_view(predictor, full.subset(np.arange(batch)), 10, batch)  # warm-up: kernels, allocator
             t = _time(evaluate_view, predictor, source, 10, batch)
             view = perturbation("noise+blur", 0, view_device(predictor.device))
-            tr = _time(evaluate_view, predictor, source, 10, batch, view)
+            tr = _time(functools.partial(evaluate_view, view=view), predictor, source, 10, batch)
             emit(
                 results,
                 f"evaluate {label}: clean view",

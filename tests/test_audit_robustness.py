@@ -58,7 +58,7 @@ def test_corruption_grid_end_to_end_through_the_cli(tmp_path):
     rob = report["robustness"]
     assert rob["robust_view"] == "noise+blur" and 0 <= rob["robust_accuracy"] <= 1
     assert rob["sensitivity"]["n"] == 20 and rob["robustness_ratio"] is not None
-    assert "CIFAR-C accuracy" in result.stdout
+    assert "Corruptions (accuracy by severity)" in result.stdout
     # The same seed gives the same grid.
     again = tmp_path / "r2.json"
     runner.invoke(

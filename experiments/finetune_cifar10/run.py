@@ -152,7 +152,7 @@ def predicted_logits(model, x, options, view: View = CLEAN, batch_size: int | No
         source,
         10,
         batch_size or options.eval_batch_size,
-        view,
+        view=view,
         keep_logits=True,
         accumulate=False,
     )

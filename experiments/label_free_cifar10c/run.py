@@ -50,7 +50,7 @@ def main() -> None:
     for name in CORRUPTIONS:
         for severity in SEVERITIES:
             view = views.corruption(name, severity, args.seed, "cpu", None)
-            acc, logits = evaluate_view(predictor, target, 10, 500, view, keep_logits=True)
+            acc, logits = evaluate_view(predictor, target, 10, 500, view=view, keep_logits=True)
             estimates = label_free.estimates(fit_logits, source.labels, logits, args.resamples, args.seed)
             row = {"corruption": name, "severity": severity, "accuracy": acc.compute()["accuracy"]}
             row.update({m: estimates[m]["accuracy"] for m in label_free.ESTIMATORS})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Optional
 
@@ -214,10 +215,15 @@ def evaluate(
     source, data_info = load_data(
         DataSpec(data, data_format, split, limit, seed), predictor.config.input_size, predictor.config.crop_pct
     )
-    for field, path in (("ood_source", ood_data), ("unlabeled_source", unlabeled)):  # labels not needed
-        if path is not None:
-            target, _ = load_data(DataSpec(path, labeled=False), predictor.config.input_size, predictor.config.crop_pct)
-            setattr(options, field, target)
+
+    def unlabeled_data(path: Path | None):  # --ood-data and --unlabeled: labels not needed
+        if path is None:
+            return None
+        return load_data(DataSpec(path, labeled=False), predictor.config.input_size, predictor.config.crop_pct)[0]
+
+    options = dataclasses.replace(
+        options, ood_source=unlabeled_data(ood_data), unlabeled_source=unlabeled_data(unlabeled)
+    )
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
         result = run_audit(predictor, source, options, progress=progress, data_info=data_info, ctx=ctx)
         distributed.shutdown(ctx)

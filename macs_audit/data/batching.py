@@ -76,6 +76,7 @@ def prefetched(
     batch_size: int,
     view,
     ctx: Context,
+    *,
     resident=None,
     pin: bool = False,
     workers: int = 0,

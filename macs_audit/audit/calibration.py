@@ -1,0 +1,114 @@
+"""The calibration split of the evaluation data and what is fitted on it: the temperature, the post-hoc
+calibrators and the conformal sets, each fitted on the split's `fit` part and scored on its `scored` part.
+The split is drawn once per audit (`calibration_split`) and passed to each."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from macs_audit.calibrators.selection import compare_calibrators
+from macs_audit.calibrators.temperature import optimal_temperature
+from macs_audit.data.splits import stratified_split
+from macs_audit.errors import UsageError
+from macs_audit.metrics import accumulators, conformal
+from macs_audit.metrics.registry import TEMPERATURE_METRICS
+from macs_audit.progress import ProgressFn, Stage, step
+
+TEMPERATURE_STAGE = Stage("temperature scaling", "")
+CALIBRATORS_STAGE = Stage("post-hoc calibrators", "methods")
+CONFORMAL_STAGE = Stage("conformal sets", "")
+SPLIT = "class-stratified, seeded"
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """Positions of the evaluation data: `fit` (round(fraction x class size) of every class) and `scored`."""
+
+    fit: np.ndarray
+    scored: np.ndarray
+    fraction: float
+    seed: int
+
+
+def calibration_split(labels: np.ndarray, fraction: float, seed: int) -> Split | None:
+    """The stratified, seeded split of `labels`; None when `fraction` is 0 or either part would be empty."""
+    if fraction <= 0:
+        return None
+    if not 0 < fraction < 1:
+        raise UsageError(f"--calibration-split must be in [0, 1), got {fraction}")
+    fit, scored = stratified_split(labels, fraction, seed)
+    if len(fit) == 0 or len(scored) == 0:
+        return None
+    return Split(fit=fit, scored=scored, fraction=fraction, seed=seed)
+
+
+def temperature_section(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    split: Split | None,
+    *,
+    progress: ProgressFn | None = None,
+) -> dict | None:
+    """T fitted on the split's fit part; the metrics before and after it on the scored part."""
+    if split is None:
+        return None
+    fit, scored = split.fit, split.scored
+    finish = step(progress, TEMPERATURE_STAGE)
+    t = optimal_temperature(logits[fit], labels[fit])
+    raw = accumulators.calibration_metrics(logits[scored], labels[scored], num_classes)
+    scaled = accumulators.calibration_metrics(logits[scored] / t, labels[scored], num_classes)
+    finish()
+    return {
+        "temperature": t,
+        "fit_fraction": split.fraction,
+        "n_fit": int(len(fit)),
+        "n_eval": int(len(scored)),
+        "split": SPLIT,
+        "seed": split.seed,
+        "raw": {k: raw[k] for k in TEMPERATURE_METRICS},
+        "scaled": {k: scaled[k] for k in TEMPERATURE_METRICS},
+    }
+
+
+def calibrators_section(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    methods: tuple[str, ...],
+    split: Split | None,
+    *,
+    progress: ProgressFn | None = None,
+) -> dict | None:
+    """Each of `methods` fitted on the temperature's fit part and scored on the rest (the same split), for
+    information; a method the part is too small for is listed as refused. None when none can be fitted."""
+    if not methods or split is None:
+        return None
+    fit, scored = split.fit, split.scored
+    finish = step(progress, CALIBRATORS_STAGE, len(methods))
+    try:
+        selection = compare_calibrators(logits[fit], labels[fit], logits[scored], labels[scored], methods)
+    except UsageError:  # too few images in the fit part for every method: the table would say nothing
+        return None
+    finally:
+        finish()
+    return {**selection.to_dict(), "split": f"the temperature's: {SPLIT}", "seed": split.seed}
+
+
+def conformal_fit(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    split: Split | None,
+    *,
+    coverage: float,
+    progress: ProgressFn | None = None,
+) -> conformal.SplitConformal | None:
+    """Conformal sets fitted on the temperature's fit part (the same split) and scored on the rest; None
+    without a calibration split."""
+    if split is None:
+        return None
+    finish = step(progress, CONFORMAL_STAGE)
+    sets = conformal.SplitConformal.fit(logits, labels, split.fit, split.scored, coverage)
+    finish()
+    return sets

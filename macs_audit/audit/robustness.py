@@ -1,0 +1,234 @@
+"""The robustness half of the audit: the perturbation views, the input sensitivity and the corruption grid with
+its summary; and the checks of the grid's inputs, which give the corruption parameter set the grid runs with
+(`check_corruption_inputs`, once per audit, before the clean pass)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from macs_audit.audit.options import AuditOptions, workers
+from macs_audit.audit.runner import evaluate_view, view_result
+from macs_audit.data.sources import Source
+from macs_audit.distributed import SINGLE, Context
+from macs_audit.metrics import conformal
+from macs_audit.models.predictor import Predictor
+from macs_audit.models.preprocessing import to_unit_float
+from macs_audit.progress import ProgressFn, Stage, step
+from macs_audit.report import ViewResult
+from macs_audit.views import view as views
+from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, EXTRA_CORRUPTIONS
+
+SENSITIVITY_STAGE = Stage("sensitivity")
+GRID_STAGE = Stage("corruption grid")
+
+
+def check_corruption_inputs(options: AuditOptions, source: Source | None = None) -> dict | None:
+    """Fail before any audit when the corruption grid cannot run: a --corrupted-data folder that lacks a requested
+    corruption or severity, holds an empty folder, or (given the clean `source`) was made from other data or
+    names other classes; or an unusable frost texture folder. Given `source`, return the corruption parameters
+    the grid runs with (`corruption_parameters`); None without a grid or without `source`."""
+    if not options.corruptions:
+        return None
+    # No parameter set for the images' size: fail before the clean pass.
+    parameters = corruption_parameters(options, source) if source is not None else None
+    if options.cifar_c_dir:
+        from macs_audit.data.released import check_released
+
+        check_released(options.cifar_c_dir, options.corruptions, options.severities, source)
+    elif options.frost_textures:
+        from macs_audit.views.corruptions.weather import frost_texture_info  # imports torch, as the grid does
+
+        frost_texture_info(options.frost_textures)
+    return parameters
+
+
+def corruption_parameters(options: AuditOptions, source: Source) -> dict:
+    """The corruption parameter set for `source`'s images (views.corruptions.table.choose_parameter_set),
+    as the report records it: {corruption_set, corruption_set_choice, image_size}."""
+    from macs_audit.views.corruptions.table import choose_parameter_set
+
+    height, width = source.image_size()
+    if options.cifar_c_dir:  # files written by any set (`corrupt`); the layout does not record which
+        stated = options.corruption_set != "auto"
+        return {
+            "corruption_set": options.corruption_set if stated else None,
+            "corruption_set_choice": "read from files" + (", as --corruption-set states" if stated else ""),
+            "image_size": [height, width],
+        }
+    pset, how = choose_parameter_set(options.corruption_set, height, width)
+    return {"corruption_set": pset.name, "corruption_set_choice": how, "image_size": [height, width]}
+
+
+@dataclasses.dataclass(frozen=True)
+class RobustnessResult:
+    """What the robustness half of the audit adds to the Report."""
+
+    views: list[ViewResult] = dataclasses.field(default_factory=list)
+    section: dict | None = None  # robust accuracy, sensitivity, robustness ratio
+    corruption_summary: dict | None = None
+    conventions: dict = dataclasses.field(default_factory=dict)
+    seeds: dict = dataclasses.field(default_factory=dict)
+
+
+def audit_robustness(
+    predictor: Predictor,
+    source: Source,
+    num_classes: int,
+    clean: ViewResult,
+    options: AuditOptions,
+    *,
+    parameters: dict | None,
+    sets: conformal.SplitConformal | None = None,
+    progress: ProgressFn | None = None,
+    ctx: Context = SINGLE,
+) -> RobustnessResult:
+    """Perturbation views, sensitivity and the corruption grid (run with `parameters`, from
+    `check_corruption_inputs`); with `sets`, each view's conformal coverage."""
+    from macs_audit.data.splits import stratified_subset
+
+    device = views.view_device(predictor.device)
+    view_results: list[ViewResult] = []
+    section: dict = {}
+    conventions: dict = {}
+    seeds: dict = {}
+    summary = None
+    if options.perturbations:
+        from macs_audit.views.perturbation_params import ROBUST_VIEW, describe
+
+        conventions["perturbations"] = describe(*source.image_size())
+        seeds["perturbations"] = options.seed
+        for name in options.perturbations:
+            view = views.perturbation(name, options.seed, device)
+            acc, logits = evaluate_view(
+                predictor,
+                source,
+                num_classes,
+                options.batch_size,
+                view=view,
+                progress=progress,
+                description=name,
+                keep_logits=sets is not None,
+                ctx=ctx,
+                workers=workers(options, ctx),
+            )
+            coverage = sets.evaluate(logits) if sets is not None else None
+            view_results.append(view_result(view, acc, options.bootstrap, options.seed, progress, conformal=coverage))
+            if name == ROBUST_VIEW:
+                section["robust_accuracy"] = view_results[-1].metrics["accuracy"]
+                section["robust_view"] = name
+    if options.sensitivity_samples:
+        from macs_audit.metrics.sensitivity import sensitivity
+
+        pos = stratified_subset(source.labels, options.sensitivity_samples, options.seed)
+        finish = step(progress, SENSITIVITY_STAGE, len(pos))
+        images = to_unit_float(source.images(pos))
+        sens = sensitivity(
+            predictor,
+            images,
+            source.labels[pos],
+            options.sensitivity_directions,
+            options.seed,
+            batch_size=min(options.batch_size, 256),
+            ctx=ctx,
+        )
+        finish()
+        section["sensitivity"] = sens
+        gradient_norm = sens["lipschitz"]  # L^, the mean gradient norm, under the report's key for it
+        # Margin and L^ over the same images (the sensitivity subset), so the ratio mixes no populations.
+        section["robustness_ratio"] = sens["mean_margin_subset"] / gradient_norm if gradient_norm > 0 else None
+        section["median_flip_radius"] = sens["median_flip_radius"]
+        conventions["robustness_ratio"] = "mean margin / L^, both over the sensitivity subset"
+        conventions["flip_radius"] = (
+            "median of margin / norm(grad margin) over the correctly classified images (margin > 0) "
+            "of the sensitivity subset; their number is sensitivity.flip_radius_samples"
+        )
+        seeds["sensitivity"] = options.seed
+    if options.corruptions:
+        assert parameters is not None, "the corruption grid runs with the parameters check_corruption_inputs gives"
+        view_results += corruption_grid(
+            predictor, source, num_classes, options, parameters=parameters, sets=sets, progress=progress, ctx=ctx
+        )
+        summary = corruption_summary(view_results, clean, options, parameters)
+        seeds["corruptions"] = options.seed
+    return RobustnessResult(
+        views=view_results, section=section or None, corruption_summary=summary, conventions=conventions, seeds=seeds
+    )
+
+
+def corruption_grid(
+    predictor: Predictor,
+    source: Source,
+    num_classes: int,
+    options: AuditOptions,
+    *,
+    parameters: dict,
+    sets: conformal.SplitConformal | None = None,
+    progress: ProgressFn | None = None,
+    ctx: Context = SINGLE,
+) -> list[ViewResult]:
+    """Every corruption x severity, generated on the predictor's device with `parameters`' set or read from
+    released files; with `sets`, each view's conformal coverage."""
+    from macs_audit.data.released import released_source
+
+    device = views.view_device(predictor.device)
+    grid = [(c, s) for c in options.corruptions for s in options.severities]
+    results = []
+    for i, (name, severity) in enumerate(grid):
+        if options.cifar_c_dir:
+            view_source = released_source(options.cifar_c_dir, source, name, severity)
+            view = views.read_corruption(name, severity)
+        else:
+            view_source = source
+            view = views.corruption(
+                name, severity, options.seed, device, options.frost_textures, parameters["corruption_set"]
+            )
+
+        def grid_progress(desc: str, done: int, total: int, i: int = i) -> None:
+            if progress:
+                progress(desc, done, total)
+                progress(GRID_STAGE, i * total + done, len(grid) * total)
+
+        acc, logits = evaluate_view(
+            predictor,
+            view_source,
+            num_classes,
+            options.batch_size,
+            view=view,
+            progress=grid_progress,
+            description=f"{name} s{severity}",
+            keep_logits=sets is not None,
+            ctx=ctx,
+            workers=workers(options, ctx),
+        )
+        coverage = sets.evaluate(logits) if sets is not None else None
+        # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
+        results.append(view_result(view, acc, 0, options.seed, conformal=coverage))
+    return results
+
+
+def corruption_summary(
+    view_results: list[ViewResult], clean: ViewResult, options: AuditOptions, parameters: dict
+) -> dict:
+    """The grid's summary with the corruption parameters it ran with (`corruption_parameters`)."""
+    from macs_audit.metrics.corruption_summary import summarize_corruptions
+
+    grid = [v for v in view_results if v.kind == "corruption"]
+    summary = summarize_corruptions(
+        grid,
+        clean.metrics["accuracy"],
+        options.corruption_baseline,
+        benchmark=BENCHMARK_CORRUPTIONS,
+        extras=EXTRA_CORRUPTIONS,
+    )
+    if options.corruption_baseline is None and parameters.get("corruption_set") == "imagenet":
+        from macs_audit.metrics.corruption_summary import alexnet_errors
+
+        # The benchmark's own normaliser: AlexNet's published errors (a --corruption-baseline replaces them).
+        summary.update(alexnet_errors(grid, clean.metrics["accuracy"], BENCHMARK_CORRUPTIONS))
+    summary["source"] = f"read from {options.cifar_c_dir}" if options.cifar_c_dir else "generated by macs-audit"
+    summary.update(parameters)
+    if not options.cifar_c_dir and "frost" in options.corruptions:
+        from macs_audit.views.corruptions.weather import frost_texture_info  # imports torch
+
+        summary["frost_textures"] = frost_texture_info(options.frost_textures, parameters["corruption_set"])
+    return summary

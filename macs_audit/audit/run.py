@@ -1,0 +1,171 @@
+"""`run_audit`, the driver: check the inputs, run the clean view, draw the calibration split, then the
+robustness and trust halves and what is fitted on the split, and assemble the Report once, in that order."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import numpy as np
+
+import macs_audit
+from macs_audit.audit.calibration import calibration_split, calibrators_section, conformal_fit, temperature_section
+from macs_audit.audit.options import AuditOptions, workers
+from macs_audit.audit.robustness import RobustnessResult, audit_robustness, check_corruption_inputs
+from macs_audit.audit.runner import check_classes, evaluate_view, view_result
+from macs_audit.audit.trust import audit_trust
+from macs_audit.data.sources import Source
+from macs_audit.distributed import SINGLE, Context
+from macs_audit.errors import UsageError
+from macs_audit.metrics import accumulators, bootstrap
+from macs_audit.models.predictor import Predictor
+from macs_audit.progress import ProgressFn
+from macs_audit.report import (
+    Calibrators,
+    Conformal,
+    Conventions,
+    CorruptionSummary,
+    DataInfo,
+    MarginHistogram,
+    ModelInfo,
+    OODDetection,
+    Report,
+    Robustness,
+    Runtime,
+    TemperatureFit,
+    Tool,
+    Unlabeled,
+)
+from macs_audit.views import view as views
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditResult:
+    report: Report
+    logits: np.ndarray  # clean-view logits, float32 (N, K)
+    labels: np.ndarray
+
+
+def run_audit(
+    predictor: Predictor,
+    source: Source,
+    options: AuditOptions | None = None,
+    *,
+    progress: ProgressFn | None = None,
+    data_info: dict | None = None,
+    ctx: Context = SINGLE,
+) -> AuditResult:
+    """Audit `predictor` on `source`. Under torch.distributed (ctx), every rank returns the same Report."""
+    options = options or AuditOptions()
+    if options.batch_size < 1:
+        raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
+    num_classes = check_classes(predictor, source)
+    # A mismatched --corrupted-data folder or no parameter set for the images fails before the clean pass.
+    parameters = check_corruption_inputs(options, source)
+    split = calibration_split(source.labels, options.calibration_split, options.seed)
+    acc, logits = evaluate_view(
+        predictor,
+        source,
+        num_classes,
+        options.batch_size,
+        progress=progress,
+        keep_logits=True,
+        ctx=ctx,
+        workers=workers(options, ctx),
+    )
+    clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress)
+    sets = conformal_fit(logits, source.labels, split, coverage=options.coverage, progress=progress)
+    robustness = RobustnessResult()
+    if options.perturbations or options.sensitivity_samples or options.corruptions:
+        robustness = audit_robustness(
+            predictor, source, num_classes, clean, options, parameters=parameters, sets=sets, progress=progress, ctx=ctx
+        )
+    trust = audit_trust(
+        predictor,
+        logits,
+        source.labels,
+        num_classes,
+        options,
+        sets=sets,
+        view_results=robustness.views,
+        progress=progress,
+        ctx=ctx,
+    )
+    temperature = temperature_section(logits, source.labels, num_classes, split, progress=progress)
+    calibrators = calibrators_section(logits, source.labels, options.calibrators, split, progress=progress)
+    report = Report(
+        model=ModelInfo.from_dict(
+            {
+                **predictor.info,
+                **predictor.config.as_metadata(),
+                "output": predictor.output.describe(),
+                "config_sources": dict(predictor.config.sources),
+            }
+        ),
+        data=DataInfo.from_dict(
+            {
+                "source": source.name,
+                "format": source.format,
+                "n": len(source),
+                "num_classes": num_classes,
+                "class_names": list(source.class_names),
+                **(data_info or {}),
+            }
+        ),
+        runtime=Runtime.from_dict(
+            {
+                "device": predictor.info["device"],
+                "provider": predictor.info["provider"],
+                "batch_size": options.batch_size,
+                "world_size": ctx.world_size,
+                **_versions(),
+            }
+        ),
+        conventions=Conventions.from_dict(
+            {
+                **accumulators.CONVENTIONS,
+                "bootstrap": bootstrap.CONVENTION,
+                "bootstrap_resamples": options.bootstrap,
+                **_bootstrap_note(len(source), options.bootstrap),
+                **robustness.conventions,
+                **trust.conventions,
+            }
+        ),
+        seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
+        clean=clean,
+        temperature_scaling=TemperatureFit.from_dict_or_none(temperature),
+        calibrators=Calibrators.from_dict_or_none(calibrators),
+        margin_histogram=MarginHistogram.from_dict(margin_histogram(acc)),
+        views=robustness.views,
+        robustness=Robustness.from_dict_or_none(robustness.section),
+        corruption_summary=CorruptionSummary.from_dict_or_none(robustness.corruption_summary),
+        conformal=Conformal.from_dict_or_none(trust.conformal),
+        ood=OODDetection.from_dict_or_none(trust.ood),
+        unlabeled=Unlabeled.from_dict_or_none(trust.unlabeled),
+        tool=Tool.from_dict({"name": "macs-audit", "version": macs_audit.__version__}),
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    return AuditResult(report=report, logits=logits, labels=source.labels.copy())
+
+
+def margin_histogram(acc: accumulators.CalibrationAccumulator, bins: int = 40) -> dict:
+    margins = acc.samples()["margin"]
+    lo, hi = float(np.floor(margins.min())), float(np.ceil(margins.max()))
+    counts, edges = np.histogram(margins, bins=bins, range=(lo, hi if hi > lo else lo + 1))
+    return {"edges": edges.tolist(), "counts": counts.tolist()}
+
+
+def _bootstrap_note(n: int, resamples: int) -> dict[str, str]:
+    note = bootstrap.bootstrap_note(n, resamples)
+    return {"bootstrap_note": note} if note else {}
+
+
+def _versions() -> dict:
+    import sys
+
+    out = {"python": sys.version.split()[0], "numpy": np.__version__}
+    for name in ("onnxruntime", "torch"):
+        module = sys.modules.get(name)
+        if module is not None:
+            out[name] = getattr(module, "__version__", "?")
+    return out

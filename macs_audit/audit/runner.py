@@ -1,0 +1,135 @@
+"""The inference loop: one view of a source through a predictor into an accumulator (`evaluate_view`), and the
+view's section of the Report from that accumulator (`view_result`). Fine-tuning's validation and `calibrate`'s
+fit read logits through the same loop."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from macs_audit import distributed
+from macs_audit.data.batching import device_images, prefetched
+from macs_audit.data.sources import Source
+from macs_audit.distributed import SINGLE, Context
+from macs_audit.errors import InputError
+from macs_audit.metrics import accumulators, bootstrap, selective
+from macs_audit.models.predictor import Predictor
+from macs_audit.progress import ProgressFn, Stage, step
+from macs_audit.report import Reliability, ViewResult
+from macs_audit.views import view as views
+from macs_audit.views.corruptions.table import FAMILIES
+from macs_audit.views.view import View
+
+
+def check_classes(predictor: Predictor, source: Source) -> int:
+    """The number of classes, when the model's (if it states one) and the data's agree."""
+    k_model, k_data = predictor.num_classes, source.num_classes
+    if k_model is not None and k_model != k_data:
+        raise InputError(f"the model has {k_model} classes but the data set has {k_data} ({source.name})")
+    return k_data
+
+
+def evaluate_view(
+    predictor: Predictor,
+    source: Source,
+    num_classes: int,
+    batch_size: int,
+    *,
+    view: View = views.CLEAN,
+    progress: ProgressFn | None = None,
+    description: str | Stage | None = None,
+    keep_logits: bool = False,
+    ctx: Context = SINGLE,
+    workers: int = 0,
+    accumulate: bool = True,
+):
+    """Run one view over the whole source (this rank's shard under torch.distributed, then
+    combined across ranks); return (accumulator, logits or None). `accumulate=False` only predicts
+    (an unlabeled source): the accumulator returned is then None.
+
+    A torch model on CUDA gets the whole split as one device tensor when it fits (views then run
+    on the device with no host round trip), else page-locked host batches."""
+    acc = accumulators.CalibrationAccumulator(num_classes) if accumulate else None
+    kept, starts = [], []
+    done = 0
+    total = (
+        len(source)
+        if not ctx.active
+        else sum(
+            min(batch_size, len(source) - st) for b, st in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)
+        )
+    )
+    stage = description if isinstance(description, Stage) else Stage(description or view.name)
+    if progress:
+        progress(stage, 0, total)  # the stage begins here: its time is its passes and their accumulation
+    device = predictor.device
+    torch_gpu = device.startswith("cuda") and predictor.backend == "torch"
+    resident = device_images(source, device) if torch_gpu else None
+    for start, images, labels in prefetched(
+        source,
+        batch_size,
+        view,
+        ctx,
+        resident=resident,
+        pin=torch_gpu and resident is None,
+        workers=workers,
+        overlap=device.startswith("cuda"),
+    ):
+        logits = predictor.predict(images)
+        if logits.shape[1] != num_classes:
+            raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
+        if acc is not None:
+            acc.update(logits, labels)
+        starts.append(start)
+        if keep_logits:
+            kept.append(logits)
+        done += len(labels)
+        if progress:
+            progress(stage, done, total)
+    if acc is not None:
+        acc = acc.reduce(starts, ctx)
+    if keep_logits:
+        kept = distributed.gather_in_order(kept, starts, ctx)
+    return acc, (np.concatenate(kept) if keep_logits else None)
+
+
+def intervals_stage(view: View) -> Stage:
+    return Stage(f"{view.name}: bootstrap intervals", "resamples")
+
+
+def view_result(
+    view: View,
+    acc: accumulators.CalibrationAccumulator,
+    resamples: int,
+    seed: int,
+    progress: ProgressFn | None = None,
+    *,
+    conformal: dict | None = None,
+) -> ViewResult:
+    """The view's metrics, selective-prediction metrics and reliability, and `conformal` (the calibration
+    split's sets scored on the view, or None); with `resamples`, its bootstrap intervals, a stage of its own
+    (`intervals_stage`)."""
+    finish = step(progress if resamples > 0 and acc.count > 1 else None, intervals_stage(view), resamples)
+    metrics = acc.compute()
+    samples = acc.samples()
+    metrics.update(selective.selective_metrics(samples["confidence"], samples["correct"]))
+    intervals = bootstrap.bootstrap_intervals(acc, resamples, seed, estimates=metrics)
+    result = ViewResult(
+        name=view.name,
+        kind=view.kind,
+        metrics=metrics,
+        intervals=intervals,
+        reliability=Reliability.from_dict(acc.reliability()),
+        # Not per grid cell: 95 curves would double the report for a plot nobody draws.
+        smooth_reliability=acc.smooth_reliability() if view.kind != "corruption" else None,
+        corruption=view.corruption,
+        severity=view.severity,
+        family=FAMILIES[view.corruption] if view.corruption else None,
+        risk_coverage=(
+            selective.curve_points(selective.risk_curve(samples["confidence"], samples["correct"]))
+            if view.kind == "clean"
+            else None
+        ),
+        conformal=conformal,
+    )
+    finish()
+    return result

@@ -1,0 +1,108 @@
+"""Trust beyond calibration: the conformal section (the sets fitted on the calibration split, scored on the clean
+view and every other view), OOD detection against a second source and accuracy estimated without labels on an
+unlabeled one. The selective-prediction metrics are in every view's metrics (`runner.view_result`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from macs_audit.audit.calibration import SPLIT
+from macs_audit.audit.options import AuditOptions, workers
+from macs_audit.audit.runner import evaluate_view
+from macs_audit.distributed import SINGLE, Context
+from macs_audit.metrics import conformal, label_free, ood, selective
+from macs_audit.models.predictor import Predictor
+from macs_audit.progress import ProgressFn, Stage, step
+from macs_audit.report import ViewResult
+
+OOD_STAGE = Stage("OOD detection", "resamples")
+LABEL_FREE_STAGE = Stage("label-free estimates", "resamples")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrustResult:
+    """What selective prediction, conformal sets, OOD detection and the unlabeled estimate add to the Report."""
+
+    conformal: dict | None = None
+    ood: dict | None = None
+    unlabeled: dict | None = None
+    conventions: dict = dataclasses.field(default_factory=dict)
+    seeds: dict = dataclasses.field(default_factory=dict)
+
+
+def conformal_section(
+    logits: np.ndarray, labels: np.ndarray, sets: conformal.SplitConformal, view_results: list[ViewResult], seed: int
+) -> dict:
+    """The sets' thresholds and statistics on the clean view's scored part, and their mean over the corruption
+    views (each view holds its own, `ViewResult.conformal`)."""
+    corrupted = {v.name: v.conformal for v in view_results if v.kind == "corruption" and v.conformal}
+    return {
+        "target_coverage": sets.coverage,
+        "n_calibration": len(labels) - len(sets.held_out),
+        "n_eval": len(sets.held_out),
+        "methods": {
+            method: {"threshold": q if np.isfinite(q) else None, **stats}
+            for (method, q), stats in zip(sets.thresholds.items(), sets.evaluate(logits).values(), strict=True)
+        },
+        "split": f"the temperature's: {SPLIT}",
+        "seed": seed,
+        "corruption_mean": conformal.summarize_views(corrupted) if corrupted else None,
+    }
+
+
+def audit_trust(
+    predictor: Predictor,
+    logits: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    options: AuditOptions,
+    *,
+    sets: conformal.SplitConformal | None,
+    view_results: list[ViewResult],
+    progress: ProgressFn | None = None,
+    ctx: Context = SINGLE,
+) -> TrustResult:
+    """The conformal section from the clean logits (and the views' coverage); the OOD and unlabeled sources'
+    passes."""
+    conventions: dict = {"selective": selective.CONVENTION}
+    seeds: dict = {}
+    section = None
+    if sets is not None:
+        section = conformal_section(logits, labels, sets, view_results, options.seed)
+        conventions["conformal"] = conformal.CONVENTION
+    found: dict[str, dict] = {}
+    for purpose, target in (("ood", options.ood_source), ("unlabeled", options.unlabeled_source)):
+        if target is None:
+            continue
+        _, target_logits = evaluate_view(
+            predictor,
+            target,
+            num_classes,
+            options.batch_size,
+            progress=progress,
+            description=f"{purpose} data",
+            keep_logits=True,
+            ctx=ctx,
+            workers=workers(options, ctx),
+            accumulate=False,
+        )
+        about = {"source": target.name, "format": target.format, "bootstrap_resamples": options.bootstrap}
+        about["seed"] = options.seed
+        finish = step(progress, OOD_STAGE if purpose == "ood" else LABEL_FREE_STAGE, max(1, options.bootstrap))
+        if purpose == "ood":
+            scores = ood.ood_section(logits, target_logits, options.bootstrap, options.seed)
+            finish()
+            found["ood"] = {**about, "n_in": len(logits), "n_out": len(target_logits), "scores": scores}
+            conventions["ood"] = ood.CONVENTION
+        else:
+            estimates = label_free.estimates(logits, labels, target_logits, options.bootstrap, options.seed)
+            finish()
+            accuracy = float((logits.argmax(axis=1) == labels).mean())
+            found["unlabeled"] = {**about, "n": len(target_logits), "source_accuracy": accuracy, "estimates": estimates}
+            conventions["label_free"] = label_free.CONVENTION
+        seeds[purpose] = options.seed
+    return TrustResult(
+        conformal=section, ood=found.get("ood"), unlabeled=found.get("unlabeled"), conventions=conventions, seeds=seeds
+    )
