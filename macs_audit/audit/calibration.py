@@ -109,6 +109,6 @@ def conformal_fit(
     if split is None:
         return None
     finish = step(progress, CONFORMAL_STAGE)
-    sets = conformal.SplitConformal.fit(logits, labels, split.fit, split.scored, coverage)
+    sets = conformal.SplitConformal.fit(logits, labels, fit=split.fit, scored=split.scored, coverage=coverage)
     finish()
     return sets

@@ -40,8 +40,8 @@ def conformal_section(
     corrupted = {v.name: v.conformal for v in view_results if v.kind == "corruption" and v.conformal}
     return {
         "target_coverage": sets.coverage,
-        "n_calibration": len(labels) - len(sets.held_out),
-        "n_eval": len(sets.held_out),
+        "n_calibration": len(labels) - len(sets.scored),
+        "n_eval": len(sets.scored),
         "methods": {
             method: {"threshold": q if np.isfinite(q) else None, **stats}
             for (method, q), stats in zip(sets.thresholds.items(), sets.evaluate(logits).values(), strict=True)

@@ -20,8 +20,9 @@ quantile ceil((n + 1)(1 - alpha)) / n); when that rank exceeds n, q is infinite 
 On exchangeable data the coverage then lies in [1 - alpha, 1 - alpha + 1 / (n + 1)] on average over draws of the
 calibration part (the upper end needs scores without ties).
 
-On held-out data: the empirical coverage (fraction of sets holding the true class), the mean set size, and the
-lowest coverage among the classes (the worst class: coverage is promised on average, not per class).
+On the scored part (data the thresholds were not fitted on): the empirical coverage (fraction of sets holding
+the true class), the mean set size, and the lowest coverage among the classes (the worst class: coverage is
+promised on average, not per class).
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def fit_thresholds(logits: np.ndarray, labels: np.ndarray, coverage: float = DEF
 
 
 def evaluate_sets(logits: np.ndarray, labels: np.ndarray, thresholds: dict[str, float]) -> dict[str, dict]:
-    """Each method's set statistics on held-out logits and labels."""
+    """Each method's set statistics on the scored part's logits and labels (not the calibration part's)."""
     if len(labels) == 0:
         raise InputError("conformal prediction needs at least one held-out sample")
     p, _ = softmax64(logits)
@@ -114,25 +115,23 @@ def evaluate_sets(logits: np.ndarray, labels: np.ndarray, thresholds: dict[str, 
 
 @dataclasses.dataclass
 class SplitConformal:
-    """Thresholds fitted on the calibration positions of a data set, scored on its held-out positions; `evaluate`
+    """Thresholds fitted on the `fit` positions of a data set, scored on its `scored` positions; `evaluate`
     scores any view of the same data set (a corruption keeps every image's position)."""
 
     coverage: float
     thresholds: dict[str, float]
-    held_out: np.ndarray  # positions
-    labels: np.ndarray  # the held-out positions' labels
+    scored: np.ndarray  # positions
+    labels: np.ndarray  # the scored positions' labels
 
     @classmethod
     def fit(
-        cls, logits: np.ndarray, labels: np.ndarray, calibration: np.ndarray, held_out: np.ndarray, coverage: float
+        cls, logits: np.ndarray, labels: np.ndarray, *, fit: np.ndarray, scored: np.ndarray, coverage: float
     ) -> SplitConformal:
-        return cls(
-            coverage, fit_thresholds(logits[calibration], labels[calibration], coverage), held_out, labels[held_out]
-        )
+        return cls(coverage, fit_thresholds(logits[fit], labels[fit], coverage), scored, labels[scored])
 
     def evaluate(self, logits: np.ndarray) -> dict[str, dict]:
-        """Each method's statistics on the held-out positions of `logits` (all positions of the data set)."""
-        return evaluate_sets(logits[self.held_out], self.labels, self.thresholds)
+        """Each method's statistics on the scored positions of `logits` (all positions of the data set)."""
+        return evaluate_sets(logits[self.scored], self.labels, self.thresholds)
 
 
 def summarize_views(per_view: dict[str, dict[str, dict]]) -> dict[str, dict]:
