@@ -33,10 +33,8 @@ GRID_CELLS = 5000
 MIN_SIGMA = 1e-3
 ROOT_TOLERANCE = 1e-9
 MAX_ROOT_STEPS = 100
-# A bootstrap's resamples first try the bracket [sigma* / NEAR_BRACKET, sigma* * NEAR_BRACKET] around the point
-# estimate's sigma* (smooth_ece_of_masses); SCIPY_ROWS rows or more are transformed with scipy's DCT (half the
-# work of numpy's FFT of the mirrored masses; one row, the point estimate, does without importing scipy.fft).
-NEAR_BRACKET = 1.25
+# SCIPY_ROWS rows of masses or more (a bootstrap's resamples) are transformed with scipy's DCT (half the work
+# of numpy's FFT of the mirrored masses); fewer (the point estimate) with numpy's, without importing scipy.fft.
 SCIPY_ROWS = 8
 # SortedPrefix.sums at more than total / DENSE_LOOKUP positions counts the samples below every position
 # at once (linear) instead of a binary search per position.
@@ -391,10 +389,11 @@ def smooth_ece_of_masses(masses: np.ndarray, near: float | None = None) -> tuple
     Illinois variant of regula falsi, all rows at once, to ROOT_TOLERANCE. A row calibrated to within
     MIN_SIGMA stops there.
 
-    `near` (a bootstrap's point estimate of sigma*) first tries the bracket [near / NEAR_BRACKET,
-    near * NEAR_BRACKET] within [MIN_SIGMA, 1]: the rows whose excess changes sign across it start there (a
-    few steps, not a search of the whole range); the others start from [MIN_SIGMA, 1] as without it. The
-    roots are the same to within ROOT_TOLERANCE."""
+    `near` (a bootstrap's point estimate of sigma*) first tries a bracket per row between near and smECE_near
+    (one fixed-point step): as smECE falls with sigma, excess(near) = smECE_near - near and excess(smECE_near)
+    have opposite signs (or the second is 0: the root, where smECE does not change with sigma). The rows
+    where they do start there, a few steps from their root; the others (checked) search [MIN_SIGMA, 1] as
+    without `near`. Either way each root is found to ROOT_TOLERANCE."""
     spectrum = _mirror_spectrum(masses)
     rows = len(spectrum)
 

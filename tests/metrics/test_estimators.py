@@ -108,3 +108,70 @@ def test_smoothed_reliability_curve_follows_a_known_calibration_function():
     assert np.trapezoid(curve["density"], t) == pytest.approx(1.0, abs=1e-3)
     assert all(a is None for a, x in zip(curve["accuracy"], t, strict=True) if x < 0.3)
     assert curve["sigma"] == sigma and len(t) == 101
+
+
+def _resampled_masses(n, seed, case, resamples=200):
+    """Residual masses of `resamples` bootstrap resamples of one sample, and its point estimate's sigma*."""
+    from macs_audit.metrics.resampling import draw_counts
+
+    f, y = _sample(n, seed, CASES[case])
+    counts = next(draw_counts(n, resamples, np.random.default_rng(seed), rows=resamples))
+    masses = E.prefix_residual_masses(E.SortedPrefix(f, y, counts), E.grid_cells(f))
+    direct = E.residual_masses(E.grid_cells(f), y - f, counts)
+    assert np.abs(masses - direct).max() < 1e-15  # the prefix sums' masses are residual_masses'
+    return masses, E.smooth_ece(f, y)[1]
+
+
+@pytest.mark.parametrize("n", [50, 500, 10_000])
+@pytest.mark.parametrize("case", CASES)
+def test_resamples_started_from_the_point_estimate_find_the_whole_ranges_roots(case, n):
+    """The bootstrap's start from the point estimate's sigma* against the search of [MIN_SIGMA, 1], on 200
+    resamples, plus rows the start cannot bracket (no residual at all: the root below MIN_SIGMA; a residual of
+    one sign: smECE flat in sigma, hit by the first step), and starts far from every root."""
+    masses, near = _resampled_masses(n, 7, case)
+    flat = np.zeros(E.GRID_CELLS)
+    flat[E.GRID_CELLS // 2 :] = 0.2 / (E.GRID_CELLS // 2)
+    masses = np.vstack([masses, np.zeros(E.GRID_CELLS), flat])
+    value, sigma = E.smooth_ece_of_masses(masses)
+    assert sigma[-2] == E.MIN_SIGMA and sigma[-1] == pytest.approx(0.2, abs=1e-9)
+    exact_value, exact_sigma = _exact_roots(masses, sigma)
+    assert np.abs(sigma - exact_sigma).max() <= E.ROOT_TOLERANCE
+    assert np.abs(value - exact_value).max() <= E.ROOT_TOLERANCE
+    for start in (near, 0.5 * near, 2 * near, 0.9, 2 * E.MIN_SIGMA):
+        fast_value, fast_sigma = E.smooth_ece_of_masses(masses, start)
+        assert np.abs(fast_sigma - exact_sigma).max() <= E.ROOT_TOLERANCE
+        assert np.abs(fast_value - exact_value).max() <= E.ROOT_TOLERANCE
+        # Each within ROOT_TOLERANCE of the root, so within twice that of each other.
+        assert np.abs(fast_sigma - sigma).max() <= 2 * E.ROOT_TOLERANCE
+        assert np.abs(fast_value - value).max() <= 2 * E.ROOT_TOLERANCE
+
+
+def _exact_roots(masses, sigma):
+    """(smECE, sigma*) per row to about 1e-15, refined from roots found to ROOT_TOLERANCE (`sigma`): regula falsi
+    on [sigma - 2 tol, sigma + 2 tol], where smECE_sigma - sigma is linear to far below the tolerance. Rows
+    whose root lies at an end of [MIN_SIGMA, 1] keep it."""
+    spectrum = E._mirror_spectrum(masses)
+
+    def excess(s):
+        return E._smooth_ece_of_spectrum(spectrum, s) - s
+
+    a, b = sigma - 2 * E.ROOT_TOLERANCE, sigma + 2 * E.ROOT_TOLERANCE
+    ga, gb = excess(a), excess(b)
+    inside = (sigma > E.MIN_SIGMA) & (sigma < 1)
+    assert ((ga > 0) & (gb < 0) | ~inside).all()  # the roots found are within the tolerance
+    for _ in range(3):
+        c = np.where(inside, (a * gb - b * ga) / (gb - ga), sigma)
+        gc = excess(c)
+        above = gc > 0
+        a, ga = np.where(above, c, a), np.where(above, gc, ga)
+        b, gb = np.where(above, b, c), np.where(above, gb, gc)
+    return gc + c, c
+
+
+def test_many_rows_transformed_by_scipy_agree_with_one_by_numpy():
+    masses, near = _resampled_masses(2_000, 3, "wavy", resamples=2 * E.SCIPY_ROWS)
+    value, sigma = E.smooth_ece_of_masses(masses, near)
+    for row in (0, len(masses) - 1):
+        alone = E.smooth_ece_of_masses(masses[row : row + 1], near)
+        assert alone[0][0] == pytest.approx(value[row], abs=1e-12)
+        assert alone[1][0] == pytest.approx(sigma[row], abs=1e-12)
