@@ -1,4 +1,5 @@
-"""CPU checks of the GPU-feeding paths: tensor views, device-resident batches, ImageFolder workers, ORT threads."""
+"""The inference loop's paths (audit/runner.py, on data/batching.py and the predictors), checked on the CPU: tensor
+views, device-resident batches, ImageFolder workers, torch tensors in, ORT threads."""
 
 import numpy as np
 import pytest

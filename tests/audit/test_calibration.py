@@ -1,0 +1,43 @@
+"""The audit's options (frozen) and its calibration split (audit/options.py, audit/calibration.py): drawn once,
+the temperature, the calibrators and the conformal sets fitted on its fit part and scored on the rest."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from macs_audit.audit import AuditOptions, calibration_split, conformal_fit
+from macs_audit.audit.calibration import calibrators_section, temperature_section
+from macs_audit.data.splits import stratified_split
+from macs_audit.errors import UsageError
+
+
+def test_options_are_frozen_and_replaced_not_changed():
+    options = AuditOptions()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.bootstrap = 0  # type: ignore[misc]
+    assert dataclasses.replace(options, bootstrap=0).bootstrap == 0 and options.bootstrap == 1000
+
+
+def test_the_split_is_the_stratified_one_and_every_fit_reads_it():
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(4), 25)
+    logits = rng.normal(size=(100, 4)).astype(np.float32) + 2 * np.eye(4, dtype=np.float32)[labels]
+    split = calibration_split(labels, 0.2, 7)
+    assert split is not None
+    fit, scored = stratified_split(labels, 0.2, 7)
+    assert np.array_equal(split.fit, fit) and np.array_equal(split.scored, scored)
+    sets = conformal_fit(logits, labels, split, coverage=0.9)
+    assert sets is not None and np.array_equal(sets.scored, split.scored)
+    temperature = temperature_section(logits, labels, 4, split)
+    assert temperature is not None and (temperature["n_fit"], temperature["n_eval"]) == (len(fit), len(scored))
+    calibrators = calibrators_section(logits, labels, ("temperature",), split)
+    assert calibrators is not None and calibrators["seed"] == 7
+
+
+def test_no_split_without_a_fraction_and_a_usage_error_past_one():
+    labels = np.repeat(np.arange(2), 5)
+    assert calibration_split(labels, 0, 0) is None
+    assert conformal_fit(np.zeros((10, 2)), labels, None, coverage=0.9) is None
+    with pytest.raises(UsageError, match="--calibration-split"):
+        calibration_split(labels, 1.0, 0)
