@@ -33,9 +33,6 @@ GRID_CELLS = 5000
 MIN_SIGMA = 1e-3
 ROOT_TOLERANCE = 1e-9
 MAX_ROOT_STEPS = 100
-# SCIPY_ROWS rows of masses or more (a bootstrap's resamples) are transformed with scipy's DCT (half the work
-# of numpy's FFT of the mirrored masses); fewer (the point estimate) with numpy's, without importing scipy.fft.
-SCIPY_ROWS = 8
 # SortedPrefix.sums at more than total / DENSE_LOOKUP positions counts the samples below every position
 # at once (linear) instead of a binary search per position.
 DENSE_LOOKUP = 8
@@ -340,10 +337,6 @@ def _mirror_spectrum(masses: np.ndarray) -> np.ndarray:
     """Each row's DCT-II coefficients y_k = 2 sum_n m_n cos(pi k (2n + 1) / (2 GRID_CELLS)), k < GRID_CELLS: the
     DFT of the row's mirror-periodic extension (the masses, then reversed: period 2 in [0, 1] units) is
     exp(i pi k / (2 GRID_CELLS)) y_k, so they hold its whole spectrum in real numbers."""
-    if len(masses) >= SCIPY_ROWS:
-        from scipy import fft
-
-        return fft.dct(masses, type=2, axis=1)
     spectrum = np.fft.rfft(np.concatenate([masses, masses[:, ::-1]], axis=1), axis=1)[:, :GRID_CELLS]
     return (spectrum * _twiddle(GRID_CELLS).conj()).real
 
@@ -352,28 +345,43 @@ def _twiddle(kept: int) -> np.ndarray:
     return np.exp(1j * np.pi * np.arange(kept) / (2 * GRID_CELLS))
 
 
-def _smoothed(spectrum: np.ndarray, sigma: np.ndarray | float) -> np.ndarray:
-    """(rows, GRID_CELLS): each row's masses smoothed by the reflected Gaussian kernel at its bandwidth. On the
-    mirror-periodic extension the smoothing is a product with the Gaussian's transform, exp(-(pi f sigma)^2 / 2)
-    at frequency f (exact to 1e-30 for bandwidths of 5 cells or more), and back in [0, 1] it is the inverse
-    DCT of the coefficients times that gain. Frequencies whose gain is below 1e-30 for every row are left out
-    (zeros in the inverse)."""
+def _smoothed_shuffled(spectrum: np.ndarray, sigma: np.ndarray | float) -> np.ndarray:
+    """(rows, GRID_CELLS): each row's masses smoothed by the reflected Gaussian kernel at its bandwidth, with the
+    cells in the order 0, 2, 4, ..., then ..., 5, 3, 1 (`_smoothed` puts them back).
+
+    On the mirror-periodic extension the smoothing is a product with the Gaussian's transform,
+    exp(-(pi f sigma)^2 / 2) at frequency f (exact to 1e-30 for bandwidths of 5 cells or more); back in [0, 1]
+    it is the inverse DCT of the coefficients times that gain, one inverse real FFT of GRID_CELLS points (half
+    the mirror's), whose output is the cells in that order (Makhoul 1980). Frequencies whose gain is below 1e-30
+    for every row are left out."""
     sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (len(spectrum),))
     kept = min(GRID_CELLS, int(math.ceil(math.sqrt(2 * 69.1) / (math.pi * float(sigma.min())))) + 1)
     gain = np.exp(-0.5 * (np.pi * np.arange(kept)[None, :] * sigma[:, None]) ** 2)
-    if len(spectrum) >= SCIPY_ROWS:
-        from scipy import fft
+    half = GRID_CELLS // 2
+    if kept <= half:  # y_{GRID_CELLS - k} is left out for every k <= half
+        return np.fft.irfft(0.5 * _twiddle(kept) * (spectrum[:, :kept] * gain), GRID_CELLS, axis=1)
+    product = np.zeros((len(spectrum), GRID_CELLS + 1))
+    product[:, :kept] = spectrum[:, :kept] * gain
+    k = np.arange(half + 1)
+    return np.fft.irfft(
+        0.5 * _twiddle(half + 1) * (product[:, k] - 1j * product[:, GRID_CELLS - k]), GRID_CELLS, axis=1
+    )
 
-        return fft.idct(spectrum[:, :kept] * gain, type=2, n=GRID_CELLS, axis=1)
-    product = spectrum[:, :kept] * gain * _twiddle(kept)
-    return np.fft.irfft(product, 2 * GRID_CELLS, axis=1)[:, :GRID_CELLS]
+
+def _smoothed(spectrum: np.ndarray, sigma: np.ndarray | float) -> np.ndarray:
+    """`_smoothed_shuffled` with the cells in their order."""
+    shuffled = _smoothed_shuffled(spectrum, sigma)
+    cells = np.empty_like(shuffled)
+    half = (GRID_CELLS + 1) // 2
+    cells[:, 0::2], cells[:, 1::2] = shuffled[:, :half], shuffled[:, half:][:, ::-1]
+    return cells
 
 
 def _smooth_ece_of_spectrum(spectrum: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     """smECE of each row at its bandwidth: sum over the cells of |residual masses smoothed by the reflected
-    Gaussian kernel| (`_smoothed`). Reflection at 0 and 1 folds the kernel back into [0, 1], so it keeps every
-    sample's mass and the kernel density needs no normalisation."""
-    return np.abs(_smoothed(spectrum, sigma)).sum(axis=1)
+    Gaussian kernel| (the cells in any order: `_smoothed_shuffled`). Reflection at 0 and 1 folds the kernel
+    back into [0, 1], so it keeps every sample's mass and the kernel density needs no normalisation."""
+    return np.abs(_smoothed_shuffled(spectrum, sigma)).sum(axis=1)
 
 
 def smooth_ece_at(confidence: np.ndarray, correct: np.ndarray, sigma: float) -> float:

@@ -168,10 +168,18 @@ def _exact_roots(masses, sigma):
     return gc + c, c
 
 
-def test_many_rows_transformed_by_scipy_agree_with_one_by_numpy():
-    masses, near = _resampled_masses(2_000, 3, "wavy", resamples=2 * E.SCIPY_ROWS)
-    value, sigma = E.smooth_ece_of_masses(masses, near)
-    for row in (0, len(masses) - 1):
-        alone = E.smooth_ece_of_masses(masses[row : row + 1], near)
-        assert alone[0][0] == pytest.approx(value[row], abs=1e-12)
-        assert alone[1][0] == pytest.approx(sigma[row], abs=1e-12)
+@pytest.mark.parametrize("sigma", [0.05, 0.0012, E.MIN_SIGMA])  # the inverse's two cases: kept below half or not
+def test_smoothing_is_scipys_dct_and_inverse_dct(sigma):
+    """The masses' coefficients are scipy's DCT-II, the smoothed masses its inverse of them times the gain
+    (the frequencies with a gain under 1e-30 left out), and a row's smECE does not depend on the rows beside it."""
+    fft = pytest.importorskip("scipy.fft")
+    masses, _ = _resampled_masses(2_000, 3, "wavy", resamples=12)
+    spectrum = E._mirror_spectrum(masses)
+    reference = fft.dct(masses, type=2, axis=1)
+    assert np.abs(spectrum - reference).max() <= 1e-14 * np.abs(reference).max()
+    gain = np.exp(-0.5 * (np.pi * np.arange(E.GRID_CELLS) * sigma) ** 2)
+    smoothed = fft.idct(reference * np.where(gain < 1e-30, 0.0, gain), type=2, axis=1)
+    assert np.abs(E._smoothed(spectrum, sigma) - smoothed).max() <= 1e-14 * np.abs(smoothed).max()
+    value, _ = E.smooth_ece_of_masses(masses)
+    alone = E.smooth_ece_of_masses(masses[-1:])
+    assert alone[0][0] == pytest.approx(value[-1], abs=1e-12)
