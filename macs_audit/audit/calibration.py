@@ -15,6 +15,7 @@ from macs_audit.errors import UsageError
 from macs_audit.metrics import accumulators, conformal
 from macs_audit.metrics.registry import TEMPERATURE_METRICS
 from macs_audit.progress import ProgressFn, Stage, step
+from macs_audit.report import Calibrators, TemperatureFit
 
 TEMPERATURE_STAGE = Stage("temperature scaling", "")
 CALIBRATORS_STAGE = Stage("post-hoc calibrators", "methods")
@@ -51,7 +52,7 @@ def temperature_section(
     split: Split | None,
     *,
     progress: ProgressFn | None = None,
-) -> dict | None:
+) -> TemperatureFit | None:
     """T fitted on the split's fit part; the metrics before and after it on the scored part."""
     if split is None:
         return None
@@ -61,16 +62,16 @@ def temperature_section(
     raw = accumulators.calibration_metrics(logits[scored], labels[scored], num_classes)
     scaled = accumulators.calibration_metrics(logits[scored] / t, labels[scored], num_classes)
     finish()
-    return {
-        "temperature": t,
-        "fit_fraction": split.fraction,
-        "n_fit": int(len(fit)),
-        "n_eval": int(len(scored)),
-        "split": SPLIT,
-        "seed": split.seed,
-        "raw": {k: raw[k] for k in TEMPERATURE_METRICS},
-        "scaled": {k: scaled[k] for k in TEMPERATURE_METRICS},
-    }
+    return TemperatureFit.of(
+        temperature=t,
+        fit_fraction=split.fraction,
+        n_fit=int(len(fit)),
+        n_eval=int(len(scored)),
+        split=SPLIT,
+        seed=split.seed,
+        raw={k: raw[k] for k in TEMPERATURE_METRICS},
+        scaled={k: scaled[k] for k in TEMPERATURE_METRICS},
+    )
 
 
 def calibrators_section(
@@ -80,7 +81,7 @@ def calibrators_section(
     split: Split | None,
     *,
     progress: ProgressFn | None = None,
-) -> dict | None:
+) -> Calibrators | None:
     """Each of `methods` fitted on the temperature's fit part and scored on the rest (the same split), for
     information; a method the part is too small for is listed as refused. None when none can be fitted."""
     if not methods or split is None:
@@ -93,7 +94,7 @@ def calibrators_section(
         return None
     finally:
         finish()
-    return {**selection.to_dict(), "split": f"the temperature's: {SPLIT}", "seed": split.seed}
+    return Calibrators.of(**selection.to_dict(), split=f"the temperature's: {SPLIT}", seed=split.seed)
 
 
 def conformal_fit(

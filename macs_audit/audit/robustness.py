@@ -14,7 +14,7 @@ from macs_audit.metrics import conformal
 from macs_audit.models.predictor import Predictor
 from macs_audit.models.preprocessing import to_unit_float
 from macs_audit.progress import ProgressFn, Stage, step
-from macs_audit.report import ViewResult
+from macs_audit.report import CorruptionSummary, Robustness, Sensitivity, ViewResult
 from macs_audit.views import view as views
 from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, EXTRA_CORRUPTIONS
 
@@ -64,8 +64,8 @@ class RobustnessResult:
     """What the robustness half of the audit adds to the Report."""
 
     views: list[ViewResult] = dataclasses.field(default_factory=list)
-    section: dict | None = None  # robust accuracy, sensitivity, robustness ratio
-    corruption_summary: dict | None = None
+    section: Robustness | None = None  # robust accuracy, sensitivity, robustness ratio
+    corruption_summary: CorruptionSummary | None = None
     conventions: dict = dataclasses.field(default_factory=dict)
     seeds: dict = dataclasses.field(default_factory=dict)
 
@@ -132,7 +132,7 @@ def audit_robustness(
             ctx=ctx,
         )
         finish()
-        section["sensitivity"] = sens
+        section["sensitivity"] = Sensitivity.from_dict(sens, "robustness.sensitivity")  # the metric's own keys
         gradient_norm = sens["lipschitz"]  # L^, the mean gradient norm, under the report's key for it
         # Margin and L^ over the same images (the sensitivity subset), so the ratio mixes no populations.
         section["robustness_ratio"] = sens["mean_margin_subset"] / gradient_norm if gradient_norm > 0 else None
@@ -151,7 +151,11 @@ def audit_robustness(
         summary = corruption_summary(view_results, clean, options, parameters)
         seeds["corruptions"] = options.seed
     return RobustnessResult(
-        views=view_results, section=section or None, corruption_summary=summary, conventions=conventions, seeds=seeds
+        views=view_results,
+        section=Robustness.of(**section) if section else None,
+        corruption_summary=summary,
+        conventions=conventions,
+        seeds=seeds,
     )
 
 
@@ -208,8 +212,9 @@ def corruption_grid(
 
 def corruption_summary(
     view_results: list[ViewResult], clean: ViewResult, options: AuditOptions, parameters: dict
-) -> dict:
-    """The grid's summary with the corruption parameters it ran with (`corruption_parameters`)."""
+) -> CorruptionSummary:
+    """The grid's summary (the metrics' summary with its own keys, read as the section) with the corruption
+    parameters it ran with (`corruption_parameters`)."""
     from macs_audit.metrics.corruption_summary import summarize_corruptions
 
     grid = [v for v in view_results if v.kind == "corruption"]
@@ -231,4 +236,4 @@ def corruption_summary(
         from macs_audit.views.corruptions.weather import frost_texture_info  # imports torch
 
         summary["frost_textures"] = frost_texture_info(options.frost_textures, parameters["corruption_set"])
-    return summary
+    return CorruptionSummary.from_dict(summary, "corruption_summary")

@@ -20,22 +20,7 @@ from macs_audit.errors import UsageError
 from macs_audit.metrics import accumulators, bootstrap
 from macs_audit.models.predictor import Predictor
 from macs_audit.progress import ProgressFn
-from macs_audit.report import (
-    Calibrators,
-    Conformal,
-    Conventions,
-    CorruptionSummary,
-    DataInfo,
-    MarginHistogram,
-    ModelInfo,
-    OODDetection,
-    Report,
-    Robustness,
-    Runtime,
-    TemperatureFit,
-    Tool,
-    Unlabeled,
-)
+from macs_audit.report import Conventions, DataInfo, MarginHistogram, ModelInfo, Report, Runtime, Tool
 from macs_audit.views import view as views
 
 
@@ -133,26 +118,26 @@ def run_audit(
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
         clean=clean,
-        temperature_scaling=TemperatureFit.from_dict_or_none(temperature),
-        calibrators=Calibrators.from_dict_or_none(calibrators),
-        margin_histogram=MarginHistogram.from_dict(margin_histogram(acc)),
+        temperature_scaling=temperature,
+        calibrators=calibrators,
+        margin_histogram=margin_histogram(acc),
         views=robustness.views,
-        robustness=Robustness.from_dict_or_none(robustness.section),
-        corruption_summary=CorruptionSummary.from_dict_or_none(robustness.corruption_summary),
-        conformal=Conformal.from_dict_or_none(trust.conformal),
-        ood=OODDetection.from_dict_or_none(trust.ood),
-        unlabeled=Unlabeled.from_dict_or_none(trust.unlabeled),
-        tool=Tool.from_dict({"name": "macs-audit", "version": macs_audit.__version__}),
+        robustness=robustness.section,
+        corruption_summary=robustness.corruption_summary,
+        conformal=trust.conformal,
+        ood=trust.ood,
+        unlabeled=trust.unlabeled,
+        tool=Tool.of(name="macs-audit", version=macs_audit.__version__),
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
     return AuditResult(report=report, logits=logits, labels=source.labels.copy())
 
 
-def margin_histogram(acc: accumulators.CalibrationAccumulator, bins: int = 40) -> dict:
+def margin_histogram(acc: accumulators.CalibrationAccumulator, bins: int = 40) -> MarginHistogram:
     margins = acc.samples()["margin"]
     lo, hi = float(np.floor(margins.min())), float(np.ceil(margins.max()))
     counts, edges = np.histogram(margins, bins=bins, range=(lo, hi if hi > lo else lo + 1))
-    return {"edges": edges.tolist(), "counts": counts.tolist()}
+    return MarginHistogram.of(edges=edges.tolist(), counts=counts.tolist())
 
 
 def _bootstrap_note(n: int, resamples: int) -> dict[str, str]:

@@ -5,6 +5,7 @@ unlabeled one. The selective-prediction metrics are in every view's metrics (`ru
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from macs_audit.distributed import SINGLE, Context
 from macs_audit.metrics import conformal, label_free, ood, selective
 from macs_audit.models.predictor import Predictor
 from macs_audit.progress import ProgressFn, Stage, step
-from macs_audit.report import ViewResult
+from macs_audit.report import Conformal, OODDetection, Unlabeled, ViewResult
 
 OOD_STAGE = Stage("OOD detection", "resamples")
 LABEL_FREE_STAGE = Stage("label-free estimates", "resamples")
@@ -25,31 +26,31 @@ LABEL_FREE_STAGE = Stage("label-free estimates", "resamples")
 class TrustResult:
     """What selective prediction, conformal sets, OOD detection and the unlabeled estimate add to the Report."""
 
-    conformal: dict | None = None
-    ood: dict | None = None
-    unlabeled: dict | None = None
+    conformal: Conformal | None = None
+    ood: OODDetection | None = None
+    unlabeled: Unlabeled | None = None
     conventions: dict = dataclasses.field(default_factory=dict)
     seeds: dict = dataclasses.field(default_factory=dict)
 
 
 def conformal_section(
     logits: np.ndarray, labels: np.ndarray, sets: conformal.SplitConformal, view_results: list[ViewResult], seed: int
-) -> dict:
+) -> Conformal:
     """The sets' thresholds and statistics on the clean view's scored part, and their mean over the corruption
     views (each view holds its own, `ViewResult.conformal`)."""
     corrupted = {v.name: v.conformal for v in view_results if v.kind == "corruption" and v.conformal}
-    return {
-        "target_coverage": sets.coverage,
-        "n_calibration": len(labels) - len(sets.scored),
-        "n_eval": len(sets.scored),
-        "methods": {
+    return Conformal.of(
+        target_coverage=sets.coverage,
+        n_calibration=len(labels) - len(sets.scored),
+        n_eval=len(sets.scored),
+        methods={
             method: {"threshold": q if np.isfinite(q) else None, **stats}
             for (method, q), stats in zip(sets.thresholds.items(), sets.evaluate(logits).values(), strict=True)
         },
-        "split": f"the temperature's: {SPLIT}",
-        "seed": seed,
-        "corruption_mean": conformal.summarize_views(corrupted) if corrupted else None,
-    }
+        split=f"the temperature's: {SPLIT}",
+        seed=seed,
+        corruption_mean=conformal.summarize_views(corrupted) if corrupted else None,
+    )
 
 
 def audit_trust(
@@ -72,7 +73,8 @@ def audit_trust(
     if sets is not None:
         section = conformal_section(logits, labels, sets, view_results, options.seed)
         conventions["conformal"] = conformal.CONVENTION
-    found: dict[str, dict] = {}
+    ood_section: OODDetection | None = None
+    unlabeled: Unlabeled | None = None
     for purpose, target in (("ood", options.ood_source), ("unlabeled", options.unlabeled_source)):
         if target is None:
             continue
@@ -88,21 +90,19 @@ def audit_trust(
             workers=workers(options, ctx),
             accumulate=False,
         )
-        about = {"source": target.name, "format": target.format, "bootstrap_resamples": options.bootstrap}
-        about["seed"] = options.seed
+        about: dict[str, Any] = {"source": target.name, "format": target.format}  # the JSON's first keys
+        about.update(bootstrap_resamples=options.bootstrap, seed=options.seed)
         finish = step(progress, OOD_STAGE if purpose == "ood" else LABEL_FREE_STAGE, max(1, options.bootstrap))
         if purpose == "ood":
             scores = ood.ood_section(logits, target_logits, options.bootstrap, options.seed)
             finish()
-            found["ood"] = {**about, "n_in": len(logits), "n_out": len(target_logits), "scores": scores}
+            ood_section = OODDetection.of(**about, n_in=len(logits), n_out=len(target_logits), scores=scores)
             conventions["ood"] = ood.CONVENTION
         else:
             estimates = label_free.estimates(logits, labels, target_logits, options.bootstrap, options.seed)
             finish()
             accuracy = float((logits.argmax(axis=1) == labels).mean())
-            found["unlabeled"] = {**about, "n": len(target_logits), "source_accuracy": accuracy, "estimates": estimates}
+            unlabeled = Unlabeled.of(**about, n=len(target_logits), source_accuracy=accuracy, estimates=estimates)
             conventions["label_free"] = label_free.CONVENTION
         seeds[purpose] = options.seed
-    return TrustResult(
-        conformal=section, ood=found.get("ood"), unlabeled=found.get("unlabeled"), conventions=conventions, seeds=seeds
-    )
+    return TrustResult(conformal=section, ood=ood_section, unlabeled=unlabeled, conventions=conventions, seeds=seeds)

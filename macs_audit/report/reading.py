@@ -5,7 +5,8 @@ A section read from JSON keeps the keys this version does not name (a newer mino
 `extra_keys`, and its key order, so a section loaded and saved again gives back the same JSON. Optional keys
 left None are not written, except the ones marked `null_when_absent` (the schema writes those as null). A
 field is written under its own name, or under the key `stored_as` gives it where the schema's key names it
-less well than the code does.
+less well than the code does. A section the audit builds (`Section.of`) writes the keys it was given, in their
+order, as a section read with them does.
 """
 
 from __future__ import annotations
@@ -243,6 +244,15 @@ class Section:
             raise InputError(f"{where}.{missing[0]}: missing (a required key)")
         section = cls(**kwargs, extra_keys=extra)
         section._keys = list(data)
+        return section
+
+    @classmethod
+    def of(cls: type[S], **values: Any) -> S:
+        """A section built from its fields (by the audit, not read from JSON): its JSON holds the keys of
+        `values` in their order, a None one as null, as a section read with those keys does."""
+        section = cls(**values)
+        keys = {name: key for key, name in cls.json_keys().items()}
+        section._keys = [keys[name] for name in values]
         return section
 
     @classmethod

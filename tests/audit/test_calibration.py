@@ -30,9 +30,9 @@ def test_the_split_is_the_stratified_one_and_every_fit_reads_it():
     sets = conformal_fit(logits, labels, split, coverage=0.9)
     assert sets is not None and np.array_equal(sets.scored, split.scored)
     temperature = temperature_section(logits, labels, 4, split)
-    assert temperature is not None and (temperature["n_fit"], temperature["n_eval"]) == (len(fit), len(scored))
+    assert temperature is not None and (temperature.n_fit, temperature.n_eval) == (len(fit), len(scored))
     calibrators = calibrators_section(logits, labels, ("temperature",), split)
-    assert calibrators is not None and calibrators["seed"] == 7
+    assert calibrators is not None and calibrators.seed == 7 and calibrators.n_fit == len(fit)
 
 
 def test_no_split_without_a_fraction_and_a_usage_error_past_one():

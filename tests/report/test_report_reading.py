@@ -84,3 +84,12 @@ def test_a_field_stored_under_another_key_is_read_and_written_under_that_key():
         Sensitivity.from_dict({"units": "u"}, "robustness.sensitivity")
     with pytest.raises(InputError, match='^robustness.sensitivity.lipschitz: expected a number, got "x"$'):
         Sensitivity.from_dict({"lipschitz": "x"}, "robustness.sensitivity")
+
+
+def test_a_built_section_writes_the_keys_it_was_given_in_their_order_none_as_null():
+    from macs_audit.report import Conformal
+
+    section = Conformal.of(target_coverage=0.9, n_calibration=2, n_eval=8, methods={}, corruption_mean=None)
+    assert list(section.to_dict()) == ["target_coverage", "n_calibration", "n_eval", "methods", "corruption_mean"]
+    assert section.to_dict()["corruption_mean"] is None
+    assert Conformal.from_dict(section.to_dict()).to_dict() == section.to_dict()
