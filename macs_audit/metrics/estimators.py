@@ -336,9 +336,18 @@ def grid_cells(confidence: np.ndarray) -> np.ndarray:
 def _mirror_spectrum(masses: np.ndarray) -> np.ndarray:
     """Each row's DCT-II coefficients y_k = 2 sum_n m_n cos(pi k (2n + 1) / (2 GRID_CELLS)), k < GRID_CELLS: the
     DFT of the row's mirror-periodic extension (the masses, then reversed: period 2 in [0, 1] units) is
-    exp(i pi k / (2 GRID_CELLS)) y_k, so they hold its whole spectrum in real numbers."""
-    spectrum = np.fft.rfft(np.concatenate([masses, masses[:, ::-1]], axis=1), axis=1)[:, :GRID_CELLS]
-    return (spectrum * _twiddle(GRID_CELLS).conj()).real
+    exp(i pi k / (2 GRID_CELLS)) y_k, so they hold its whole spectrum in real numbers.
+
+    One real FFT of GRID_CELLS points, half the mirror's (Makhoul 1980): of the masses reordered 0, 2, 4, ...,
+    then ..., 5, 3, 1; y_k is twice the real part of its k-th term (or the conjugate of its (GRID_CELLS - k)-th
+    past the middle) times exp(-i pi k / (2 GRID_CELLS))."""
+    half = GRID_CELLS // 2
+    spectrum = np.fft.rfft(np.concatenate([masses[:, 0::2], masses[:, ::-2]], axis=1), axis=1)
+    twiddle = _twiddle(GRID_CELLS).conj()
+    coefficients = np.empty((len(masses), GRID_CELLS))
+    coefficients[:, : half + 1] = 2 * (spectrum * twiddle[: half + 1]).real
+    coefficients[:, half + 1 :] = 2 * (spectrum[:, half - 1 : 0 : -1].conj() * twiddle[half + 1 :]).real
+    return coefficients
 
 
 def _twiddle(kept: int) -> np.ndarray:
