@@ -25,7 +25,7 @@ class AuditOptions:
     sensitivity_directions: int = 8  # finite-difference directions (ONNX models)
     corruptions: tuple[str, ...] = ()  # of views.corruptions.table.CORRUPTIONS
     severities: tuple[int, ...] = (1, 2, 3, 4, 5)
-    cifar_c_dir: str | None = None  # read released files (CIFAR-C .npy or an image tree) instead of generating
+    released_dir: str | None = None  # read released files (CIFAR-C .npy or an image tree) instead of generating
     frost_textures: str | None = None
     corruption_set: str = "auto"  # cifar, tiny-imagenet, imagenet, or auto: the one nearest the images' size
     corruption_baseline: Report | None = None  # for CE / relative mCE

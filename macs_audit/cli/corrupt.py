@@ -41,7 +41,9 @@ def corrupt(
         help="Image folders, with --input-size: resize the shorter side to size / F, then centre-crop, as evaluate "
         "does for a model with that crop_pct (ImageNet-C's pipeline: --input-size 224 --crop-pct 0.875).",
     ),
-    corruptions: str = typer.Option("cifar-c", "--corruptions", help="cifar-c (all 19), benchmark (the 15), or names."),
+    corruptions: str = typer.Option(
+        "all", "--corruptions", help="all (the 19; cifar-c is an alias), benchmark (the 15), or names."
+    ),
     severities: str = typer.Option("1-5", "--severities", help="Severities; the npy layout holds all of 1-5."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the random corruptions (with --batch-size)."),
     batch_size: int = typer.Option(

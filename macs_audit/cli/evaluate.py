@@ -96,10 +96,12 @@ def evaluate(
         8, "--sensitivity-directions", min=1, help="Random directions of the finite-difference estimate (ONNX models)."
     ),
     corruptions: Optional[str] = typer.Option(
-        None, "--corruptions", help="CIFAR-C grid: cifar-c (all 19), benchmark (the 15), or names, comma-separated."
+        None,
+        "--corruptions",
+        help="CIFAR-C grid: all (the 19; alias cifar-c), benchmark (the 15), or names, comma-separated.",
     ),
     severities: str = typer.Option("1-5", "--severities", help="Corruption severities, e.g. 1-5 or 3 or 1,3,5."),
-    cifar_c: Optional[Path] = typer.Option(
+    corrupted_data: Optional[Path] = typer.Option(
         None,
         "--corrupted-data",
         "--cifar-c",
@@ -164,8 +166,8 @@ def evaluate(
     from macs_audit.reports import terminal
 
     # Everything that can be checked without the model is checked first: options, gate config, outputs.
-    if cifar_c and not corruptions:
-        raise UsageError("--corrupted-data / --cifar-c needs --corruptions (e.g. --corruptions cifar-c)")
+    if corrupted_data and not corruptions:
+        raise UsageError("--corrupted-data / --cifar-c needs --corruptions (e.g. --corruptions all)")
     if frost_textures and not corruptions:
         raise UsageError("--frost-textures needs --corruptions (e.g. --corruptions frost)")
     options = audit_options(
@@ -180,7 +182,7 @@ def evaluate(
         workers=workers,
         calibrators=() if calibrators.strip() == "none" else tuple(parse_methods(calibrators)),
         sensitivity_directions=sensitivity_directions,
-        cifar_c_dir=str(cifar_c) if cifar_c else None,
+        released_dir=str(corrupted_data) if corrupted_data else None,
         frost_textures=str(frost_textures) if frost_textures else None,
         corruption_set=parse_corruption_set(corruption_set),
         corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,

@@ -60,7 +60,9 @@ SENSITIVITY_SAMPLES_OPTION = typer.Option(
     500, "--sensitivity-samples", min=0, help="Audit: images for the input sensitivity L^ (0 disables)."
 )
 CORRUPTIONS_OPTION = typer.Option(
-    None, "--corruptions", help="Audit CIFAR-C grid: cifar-c (all 19), benchmark (the 15), or names (default: none)."
+    None,
+    "--corruptions",
+    help="Audit CIFAR-C grid: all (the 19; alias cifar-c), benchmark (the 15), or names (default: none).",
 )
 SEVERITIES_OPTION = typer.Option("1-5", "--severities", help="Audit: corruption severities, e.g. 1-5 or 3.")
 CORRUPTION_SET_OPTION = typer.Option(
@@ -202,7 +204,8 @@ def parse_perturbations(text: str | None) -> tuple[str, ...]:
 
 
 def parse_corruptions(text: str | None) -> tuple[str, ...]:
-    """'cifar-c' or 'all' -> the 19; 'benchmark' -> the 15; else a comma-separated list of names."""
+    """'all' (or its alias 'cifar-c', an older name: it meant all 19 for every parameter set) -> the 19;
+    'benchmark' -> the 15; else a comma-separated list of names."""
     from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, CORRUPTIONS
 
     if text is None or text.strip() in ("", "none"):
@@ -214,7 +217,7 @@ def parse_corruptions(text: str | None) -> tuple[str, ...]:
         return BENCHMARK_CORRUPTIONS
     names = tuple(t.strip() for t in text.split(",") if t.strip())
     if not names:
-        raise UsageError(f"--corruptions {text!r} names no corruption; use cifar-c, benchmark, names, or none")
+        raise UsageError(f"--corruptions {text!r} names no corruption; use all, benchmark, names, or none")
     unknown = [n for n in names if n not in CORRUPTIONS]
     if unknown:
         raise UsageError(

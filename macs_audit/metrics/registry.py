@@ -170,7 +170,7 @@ def _estimate(estimator: str, label: str) -> Metric:
 
 
 _ROBUST_VIEW, _SENSITIVITY = f"--perturbations {DEFAULT_ROBUST_VIEW}", "--sensitivity-samples N, N > 0"
-_GRID_15, _GRID_19 = "--corruptions benchmark or cifar-c", "--corruptions cifar-c"
+_GRID_15, _GRID_19 = "--corruptions benchmark or all", "--corruptions all"
 _BASELINE = "--corruptions with --corruption-baseline, or the imagenet set (AlexNet's errors)"
 
 # The rows of one place: every view's metrics (report.clean.metrics), report.temperature_scaling,

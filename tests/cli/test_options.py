@@ -13,7 +13,8 @@ from macs_audit.errors import UsageError
 def test_parsers():
     assert parse_severities("1-5") == (1, 2, 3, 4, 5)
     assert parse_severities("3, 1") == (1, 3)
-    assert len(parse_corruptions("cifar-c")) == 19 and len(parse_corruptions("benchmark")) == 15
+    assert parse_corruptions("all") == parse_corruptions("cifar-c") and len(parse_corruptions("all")) == 19
+    assert len(parse_corruptions("benchmark")) == 15
     assert parse_perturbations("none") == () and len(parse_perturbations("all")) == 3
     for bad in (
         lambda: parse_severities("0-6"),
