@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable
 
 from macs_audit.audit import AuditOptions
 from macs_audit.compare import Comparison
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
-from macs_audit.progress import Stage, as_stage
+from macs_audit.progress import ProgressFn, Stage, as_stage
 from macs_audit.report import Report
 
-ProgressFn = Callable[..., None]
 BEFORE, AFTER, TEMPERATURE_ONLY = "before", "after", "temperature only"
 BEFORE_AFTER_FILES = ("audit_before.json", "audit_after.json", "audit_comparison.md")
 TEMPERATURE_ONLY_FILE = "audit_temperature_only.json"  # finetune: the Report of the temperature-only fix
@@ -76,9 +74,9 @@ def audit_model(
 
     predictor = load_predictor(path, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
 
-    def labelled(stage: Stage | str, done: int, total: int) -> None:
+    def labelled(stage: Stage | str, done: int, total: int, terms: dict[str, float] | None = None, /) -> None:
         if progress is not None:
-            progress(as_stage(stage).prefixed(f"audit {label}: "), done, total)
+            progress(as_stage(stage).prefixed(f"audit {label}: "), done, total, terms)
 
     return run_audit(predictor, source, options, progress=labelled, data_info=data_info, ctx=ctx).report
 

@@ -4,16 +4,21 @@ A stage is described by data, not by its name: what it is called and what its co
 reports `done = 0` when a stage begins and `done = total` when it ends (a view also after every batch),
 so that the time between the two is the stage's own. A stage that is one piece of work (fitting a
 temperature, rendering a report) has total 1 and no unit. Plain strings are still accepted as stages
-of images (the corruption writers, fine-tuning's steps); the CLI's Progress reads either.
+of images (the corruption writers); the CLI's Progress reads either.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-ProgressFn = Callable[..., None]
+
+class ProgressFn(Protocol):
+    """The one progress callback of the core (the CLI's cli/progress.Progress is one): `stage` a Stage (or a
+    string: a stage of images), `done` of `total` counted, `terms` a training step's loss terms."""
+
+    def __call__(self, stage: Stage | str, done: int, total: int, terms: dict[str, float] | None = None, /) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +42,8 @@ def step(progress: ProgressFn | None, stage: Stage, total: int = 1) -> Callable[
     return lambda: progress(stage, total, total)
 
 
-def as_stage(description: Any, steps: bool = False) -> Stage:
-    """A Stage from what a progress call passed: a Stage as it is, a string as a stage of images (of steps
-    when the call carries loss terms: a training epoch)."""
+def as_stage(description: Any) -> Stage:
+    """A Stage from what a progress call passed: a Stage as it is, a string as a stage of images."""
     if isinstance(description, Stage):
         return description
-    return Stage(str(description), "steps" if steps else "images")
+    return Stage(str(description))

@@ -187,7 +187,7 @@ def corruption_grid(
                 name, severity, options.seed, device, options.frost_textures, parameters["corruption_set"]
             )
 
-        def grid_progress(desc: str, done: int, total: int, i: int = i) -> None:
+        def grid_progress(desc: Stage | str, done: int, total: int, terms: dict | None = None, /, i: int = i) -> None:
             if progress:
                 progress(desc, done, total)
                 progress(GRID_STAGE, i * total + done, len(grid) * total)

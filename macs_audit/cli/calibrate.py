@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, note, show_progress, state, warn, warn_about_model
+from macs_audit.cli.console import handle_errors, note, state, warn, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
     BOOTSTRAP_OPTION,
@@ -34,6 +34,7 @@ from macs_audit.cli.options import (
     model_flags,
 )
 from macs_audit.cli.output import print_before_after, print_calibrators
+from macs_audit.cli.progress import Progress, show_progress
 
 
 @handle_errors

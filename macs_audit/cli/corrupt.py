@@ -8,8 +8,9 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, note, show_progress
+from macs_audit.cli.console import handle_errors, note
 from macs_audit.cli.options import CORRUPTION_SET_OPTION
+from macs_audit.cli.progress import Progress, show_progress
 
 
 @handle_errors

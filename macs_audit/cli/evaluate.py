@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, note, show_progress, state, stderr, stdout, warn_about_model
+from macs_audit.cli.console import handle_errors, note, state, stderr, stdout, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
     CORRUPTION_SET_OPTION,
@@ -27,6 +27,7 @@ from macs_audit.cli.options import (
     model_flags,
     parse_corruption_set,
 )
+from macs_audit.cli.progress import Progress, show_progress
 from macs_audit.progress import Stage, step
 
 REPORT_STAGE = Stage("report", "")

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import Progress, handle_errors, note, show_progress, state, warn, warn_about_model
+from macs_audit.cli.console import handle_errors, note, state, warn, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
     BOOTSTRAP_OPTION,
@@ -31,6 +31,7 @@ from macs_audit.cli.options import (
     parse_range,
 )
 from macs_audit.cli.output import print_before_after
+from macs_audit.cli.progress import Progress, show_progress
 from macs_audit.errors import UsageError
 from macs_audit.finetune.options import PRESETS, FinetuneOptions
 

@@ -18,7 +18,7 @@ import hashlib
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,13 +35,13 @@ from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.models.backend import OutputAdapter, one_line
 from macs_audit.models.config import ModelConfig
 from macs_audit.models.preprocessing import resize_and_normalize, unit_float_nchw
+from macs_audit.progress import ProgressFn, Stage
 from macs_audit.seeding import derive_seed
 from macs_audit.views import perturbations
 
 CHECKPOINT_FORMAT = "macs-audit-finetune-checkpoint/1"
 # Options that may change between a run and its resumption without changing the result on CPU.
 RUNTIME_OPTIONS = ("device", "amp", "eval_batch_size", "checkpoint_every")
-ProgressFn = Callable[..., None]
 
 
 @dataclasses.dataclass
@@ -393,7 +393,8 @@ def finetune(
             order = torch.randperm(n_train, generator=data_gen)
             sums = {}
         steps_now = min(steps_per_epoch, total_steps - (step - position))
-        description = f"epoch {epoch + 1}/{n_epochs}"
+        epoch_stage = Stage(f"epoch {epoch + 1}/{n_epochs}", unit="steps")
+        validation_stage = Stage(f"{epoch_stage.name} validation", unit="")
         for i in range(position, steps_now):
             idx = order[i * options.batch_size : (i + 1) * options.batch_size][ctx.rank :: ctx.world_size]
             images = unit_float_nchw(data.x_train[idx].to(device, non_blocking=True))
@@ -424,9 +425,9 @@ def finetune(
             if options.checkpoint_every and step % options.checkpoint_every == 0 and i + 1 < steps_now:
                 save(epoch, i + 1)  # inside the epoch; its end is saved below, after validation
             if progress:
-                progress(description, i + 1, steps_now, {**shown, "lr": lr})
+                progress(epoch_stage, i + 1, steps_now, {**shown, "lr": lr})
         if progress:
-            progress("validate", 0, 1, None)
+            progress(validation_stage, 0, 1, None)
         entry: dict[str, Any] = {
             "epoch": epoch + 1,
             "step": step,
@@ -440,7 +441,7 @@ def finetune(
         save(epoch + 1, 0)
         if progress:
             progress(
-                "validate",
+                validation_stage,
                 1,
                 1,
                 {"val_acc": entry["val"]["accuracy"], "val_ece": entry["val"]["ece"], "val_nll": entry["val"]["nll"]},

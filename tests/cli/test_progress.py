@@ -6,7 +6,8 @@ from conftest import linear_onnx, tiny_images
 from typer.testing import CliRunner
 
 from macs_audit.cli import app
-from macs_audit.cli.console import LINE_INTERVAL, MIN_RATE_SECONDS, Progress
+from macs_audit.cli.progress import LINE_INTERVAL, MIN_RATE_SECONDS, Progress
+from macs_audit.progress import Stage
 
 runner = CliRunner()
 
@@ -65,13 +66,13 @@ def test_a_stage_done_in_one_batch_gets_one_line_and_stages_may_repeat():
     with progress:
         clock.now += 2.0
         progress("snow s3", 200, 200)
-        progress("epoch 1/2", 1, 4, {"loss": 0.5, "lr": 0.1})
+        progress(Stage("epoch 1/2", unit="steps"), 1, 4, {"loss": 0.5, "lr": 0.1})
         clock.now += 3.0
-        progress("epoch 1/2", 4, 4, {"loss": 0.25, "lr": 0.05})
-        for epoch in (1, 2):  # validation is reported again every epoch: a new stage each time
-            progress("validate", 0, 1, None)
+        progress(Stage("epoch 1/2", unit="steps"), 4, 4, {"loss": 0.25, "lr": 0.05})
+        for epoch in (1, 2):  # a stage reported again after it finished is a new stage each time
+            progress(Stage("epoch 1/2 validation", unit=""), 0, 1, None)
             clock.now += 1.0
-            progress("validate", 1, 1, {"val_acc": 0.5 + epoch / 10})
+            progress(Stage("epoch 1/2 validation", unit=""), 1, 1, {"val_acc": 0.5 + epoch / 10})
     assert lines[0] == "[0:02] snow s3: done, 200 images in 2.0 s"
     assert lines[1] == "[0:02] epoch 1/2: started, 4 steps"
     assert lines[2] == "[0:05] epoch 1/2: done, 4 steps in 3.0 s (1.0 steps/s); loss 0.25 lr 0.05"
@@ -139,7 +140,6 @@ def test_evaluate_writes_progress_lines_to_a_log_and_none_with_quiet(tmp_path):
 
 def test_stages_described_by_data_show_their_unit_and_time_from_their_own_start():
     """A stage reported at done 0 begins then: its time and rate are its own, not the previous stage's end."""
-    from macs_audit.progress import Stage
 
     clock = Clock()
     progress, lines = lines_progress(clock)
@@ -168,7 +168,7 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
     import re
     import time
 
-    from macs_audit.cli import console, evaluate
+    from macs_audit.cli import evaluate, progress
     from macs_audit.metrics import bootstrap
 
     offset = [0.0]
@@ -183,7 +183,7 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bootstrap, "bootstrap_intervals", slow_bootstrap)
-    monkeypatch.setattr(evaluate, "Progress", functools.partial(console.Progress, clock=clock))
+    monkeypatch.setattr(evaluate, "Progress", functools.partial(progress.Progress, clock=clock))
     model = linear_onnx(tmp_path / "m.onnx")
     x, y = tiny_images(40)
     np.savez(tmp_path / "d.npz", x=x, y=y)
@@ -228,7 +228,6 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
 
 
 def test_a_stage_with_nothing_counted_yet_reads_running_in_a_status_line():
-    from macs_audit.progress import Stage
 
     clock = Clock()
     progress, lines = lines_progress(clock)

@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent("""
         pass
 
     def kill(description, done, total, terms=None):
-        if description.startswith("epoch 2") and done == 1:
+        if str(description).startswith("epoch 2") and done == 1:
             raise Killed
 
     try:
