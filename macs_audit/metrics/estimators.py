@@ -28,7 +28,8 @@ from macs_audit.metrics.conventions import N_BINS
 
 # Smooth ECE: confidences are binned onto GRID_CELLS cells of [0, 1] (a position error of at most
 # 1e-4, against bandwidths of at least MIN_SIGMA = 5 cells), the kernel is applied in the Fourier
-# domain, and the bandwidth's fixed point is solved to ROOT_TOLERANCE.
+# domain (a cosine transform: GRID_CELLS is even, its reordering pairs the cells), and the bandwidth's fixed
+# point is solved to ROOT_TOLERANCE.
 GRID_CELLS = 5000
 MIN_SIGMA = 1e-3
 ROOT_TOLERANCE = 1e-9
