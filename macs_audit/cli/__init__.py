@@ -5,7 +5,7 @@ Help is click's plain layout (rich_markup_mode=None): it never cuts option names
 [brackets] such as [tool.macs-audit.gate] as written, and shows no type for flags.
 Each command module holds its commands as plain functions; the app is built here, every command
 registered once, so `from macs_audit.cli import app` always has them all. Command modules import
-only the shared cli.console, cli.options and cli.output, and torch only inside a command.
+only the shared cli.console, cli.progress, cli.options and cli.output, and torch only inside a command.
 """
 
 import typer
