@@ -83,7 +83,8 @@ def main() -> None:
 
     from macs_audit.data.sources import load_source
     from macs_audit.models.predictor import load_predictor
-    from macs_audit.models.preprocessing import resize_and_normalize, to_unit_float
+    from macs_audit.models.preprocessing import resize_and_normalize
+    from macs_audit.pixels import to_unit_float
 
     source = load_source(None)
     cfg = load_predictor(args.model, device="cpu").config

@@ -183,7 +183,7 @@ def step_throughput(results: Path, work: Path) -> None:
     from macs_audit.audit import evaluate_view
     from macs_audit.data.sources import load_source
     from macs_audit.models.predictor import load_predictor
-    from macs_audit.models.preprocessing import to_unit_float
+    from macs_audit.pixels import to_unit_float
     from macs_audit.views.view import perturbation, view_device
 
     full = load_source(None)

@@ -36,7 +36,7 @@ name = session.get_inputs()[0].name
 def unit(batch: np.ndarray) -> np.ndarray:
     """uint8 NHWC to float32 [0, 1] NCHW."""
     x = np.ascontiguousarray(batch.transpose(0, 3, 1, 2), dtype=np.float32)
-    x *= np.float32(1 / 255)  # the audit's scale (models.preprocessing.UNIT_SCALE)
+    x *= np.float32(1 / 255)  # the audit's scale (macs_audit.pixels.UNIT_SCALE)
     return x
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from macs_audit.atomic import write_text
 from macs_audit.audit import AuditOptions, check_classes, evaluate_view
-from macs_audit.before_after import AFTER, BEFORE, BEFORE_AFTER_FILES, ProgressFn, audit_model, write_before_after
+from macs_audit.before_after import AFTER, BEFORE, BEFORE_AFTER_FILES, audit_model, write_before_after
 from macs_audit.calibrators.base import LABELS, Calibrator, fit_calibrator
 from macs_audit.calibrators.common import log_softmax, mean_nll
 from macs_audit.calibrators.selection import DEFAULT_SELECT, Selection, compare_calibrators
@@ -33,6 +33,7 @@ from macs_audit.models.config import sidecar_path
 from macs_audit.models.export import model_files
 from macs_audit.models.predictor import ONNX_SUFFIXES, load_predictor
 from macs_audit.outputs import check_folder
+from macs_audit.progress import ProgressFn
 from macs_audit.report import Report
 
 CALIBRATION_FILE = "calibration.json"

@@ -113,7 +113,7 @@ def cifar_subset(n: int):
 
 
 def unit_float(images_uint8: np.ndarray) -> np.ndarray:
-    from macs_audit.models.preprocessing import to_unit_float
+    from macs_audit.pixels import to_unit_float
 
     return to_unit_float(images_uint8)
 

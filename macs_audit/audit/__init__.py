@@ -8,7 +8,7 @@
 - `run`: `run_audit`, the driver that builds the Report once.
 
 `run_audit` is the function the evaluate command, `finetune` and `calibrate` (through `before_after`) call. It
-never prints; progress goes to an optional callback `progress(stage, done, total)` (macs_audit.progress):
+never prints; progress goes to an optional callback `progress(stage, done, total, terms)` (macs_audit.progress):
 every piece of work that can take seconds is a stage of its own, reported when it begins (done 0) and when it
 ends, so that each stage's time is its own: a view's passes over the data, each view's bootstrap intervals,
 the temperature and calibrator fits, the conformal sets, the OOD and label-free analyses. The rest of the

@@ -12,7 +12,7 @@ from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.metrics import conformal
 from macs_audit.models.predictor import Predictor
-from macs_audit.models.preprocessing import to_unit_float
+from macs_audit.pixels import to_unit_float
 from macs_audit.progress import ProgressFn, Stage, step
 from macs_audit.report import CorruptionSummary, Robustness, Sensitivity, ViewResult
 from macs_audit.views import view as views

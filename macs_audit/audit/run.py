@@ -1,4 +1,4 @@
-"""`run_audit`, the driver: check the inputs, run the clean view, draw the calibration split, then the
+"""`run_audit`, the driver: check the inputs, draw the calibration split, run the clean view, then the
 robustness and trust halves and what is fitted on the split, and assemble the Report once, in that order."""
 
 from __future__ import annotations

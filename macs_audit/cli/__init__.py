@@ -26,7 +26,7 @@ for command, summary in (
     (corrupt.corrupt, "Write the 19 corruptions of a data set (any parameter set) in the CIFAR-C layout."),
     (evaluate.evaluate, "Audit a model: calibration, robustness and the CIFAR-C grid."),
     (finetune.finetune, "Fine-tune a PyTorch model (MaCS or a baseline), audited before and after."),
-    (calibrate.calibrate, "Fit temperature scaling and write the calibrated model, audited before and after."),
+    (calibrate.calibrate, "Fit a post-hoc calibrator and write the calibrated model, audited before and after."),
     (export.export, "Export a PyTorch checkpoint to one ONNX file with the metadata evaluate reads."),
     (init.init, "Write starting gate thresholds from a saved report."),
     (gate.gate, "Check a saved report against thresholds: exit 0 if it passes, 1 if not."),

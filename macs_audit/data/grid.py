@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from macs_audit.data.image_tree import write_image_tree
 from macs_audit.data.released import write_cifar_c
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE
+from macs_audit.progress import ProgressFn
 from macs_audit.views.corruptions.apply import corrupt_batch
 
 
@@ -54,7 +55,7 @@ def corrupted_batches(grid: Grid, name: str, severity: int) -> Iterator[tuple[in
 
 
 def write_corruption_grid(
-    out: str | Path, grid: Grid, names: tuple[str, ...], progress: Callable[[str, int, int], None] | None = None
+    out: str | Path, grid: Grid, names: tuple[str, ...], progress: ProgressFn | None = None
 ) -> list[Path]:
     """Generate `names` at severities 1-5 of the grid's source with its parameter set's values and write them
     to `out` in the released CIFAR-C layout (each file atomically); return the paths written."""
@@ -71,7 +72,7 @@ def write_corruption_tree(
     grid: Grid,
     names: tuple[str, ...],
     severities: tuple[int, ...],
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: ProgressFn | None = None,
 ) -> tuple[int, int]:
     """Generate `names` at `severities` of the grid's source with its parameter set's values and write them to
     `out` as the set's released image tree (data.image_tree: that set's file format, atomic per file, finished

@@ -31,6 +31,7 @@ from macs_audit.atomic import remove_stale_temporaries, write_bytes
 from macs_audit.data.sources import Source, load_imagefolder
 from macs_audit.errors import InputError, UsageError
 from macs_audit.images import IMAGE_SUFFIXES
+from macs_audit.progress import ProgressFn
 from macs_audit.views.corruptions.table import CORRUPTIONS
 
 # The file format each parameter set's released tree uses: the ImageNet-C and Tiny-ImageNet-C
@@ -46,7 +47,6 @@ TREE_FORMATS: dict[str, tuple[str, str, dict[str, Any]]] = {
 # and fsync release the GIL (measured: 240 files/s in one thread, 440 in 8, for 224 px JPEGs).
 WRITE_THREADS = 8
 CorruptFn = Callable[[str, int, int, int], Any]  # (name, severity, start, stop) -> uint8 (b, H, W, 3)
-Progress = Callable[[str, int, int], None]
 
 
 def is_image_tree(directory: str | os.PathLike) -> bool:
@@ -176,7 +176,7 @@ def write_image_tree(
     severities: Iterable[int],
     corruption_set: str,
     batch_size: int,
-    progress: Progress | None = None,
+    progress: ProgressFn | None = None,
 ) -> tuple[int, int]:
     """Write `out_dir/<corruption>/<severity>/<class>/<n>.<ext>` for every position n of the data; return
     (files written, finished files kept).

@@ -27,12 +27,12 @@ from macs_audit.atomic import atomic_path, output_error, remove_stale_temporarie
 from macs_audit.data import image_tree
 from macs_audit.data.npz import data_bytes, npy_header
 from macs_audit.errors import InputError, UsageError
+from macs_audit.progress import ProgressFn
 from macs_audit.views.corruptions.table import CORRUPTIONS, SEVERITIES
 
 NUM_SEVERITIES = len(SEVERITIES)
 LABELS_FILE = "labels.npy"
 
-Progress = Callable[[str, int, int], None]
 ImagesFn = Callable[[str, int], Iterable[Any]]
 
 
@@ -139,7 +139,7 @@ def write_cifar_c(
     images_fn: ImagesFn,
     labels: Any,
     corruptions: Iterable[str] = CORRUPTIONS,
-    progress: Progress | None = None,
+    progress: ProgressFn | None = None,
 ) -> list[Path]:
     """Write a CIFAR-C directory in the released layout; return the paths written.
 

@@ -34,7 +34,8 @@ from macs_audit.finetune import losses
 from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.models.backend import OutputAdapter, one_line
 from macs_audit.models.config import ModelConfig
-from macs_audit.models.preprocessing import resize_and_normalize, unit_float_nchw
+from macs_audit.models.preprocessing import resize_and_normalize
+from macs_audit.pixels import unit_float_nchw
 from macs_audit.progress import ProgressFn, Stage
 from macs_audit.seeding import derive_seed
 from macs_audit.views import perturbations

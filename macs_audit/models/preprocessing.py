@@ -1,9 +1,9 @@
-"""The one preprocessing of images, shared by the ONNX and torch predictors, the views, fine-tuning and the
-image folders.
+"""The one preprocessing of images, shared by the ONNX and torch predictors, fine-tuning and the image
+folders.
 
-Images travel as uint8 (N, H, W, C) from the sources; `to_unit_float` (macs_audit/pixels.py, named here
-too) turns them into float32 (N, C, H, W) in [0, 1] by one rounding rule (times float32(1/255)) on numpy
-arrays and torch tensors alike; `resize_and_normalize` then resizes and applies the model's mean/std.
+Images travel as uint8 (N, H, W, C) from the sources; `to_unit_float` (macs_audit/pixels.py, which the
+views share) turns them into float32 (N, C, H, W) in [0, 1] by one rounding rule (times float32(1/255)) on
+numpy arrays and torch tensors alike; `resize_and_normalize` then resizes and applies the model's mean/std.
 
 Every resize is `resize`: torch's antialiased interpolation (half-pixel centres), only when the size
 differs; a float batch is resized in float, a uint8 one in uint8 (rounded after each pass, as Pillow
@@ -21,10 +21,7 @@ from typing import Any
 import numpy as np
 
 from macs_audit.errors import InputError
-from macs_audit.pixels import UNIT_SCALE as UNIT_SCALE
 from macs_audit.pixels import is_tensor
-from macs_audit.pixels import to_unit_float as to_unit_float
-from macs_audit.pixels import unit_float_nchw as unit_float_nchw
 
 # The interpolations of `resize` (torch's names, antialiased): bilinear for batches and whole images, bicubic
 # for the shorter side of a crop_pct pipeline.

@@ -6,7 +6,7 @@ from conftest import tiny_images
 
 from macs_audit.data.grid import Grid, corrupted_batches, write_corruption_grid
 from macs_audit.data.sources import array_source
-from macs_audit.models.preprocessing import to_unit_float
+from macs_audit.pixels import to_unit_float
 
 
 @pytest.fixture

@@ -381,7 +381,7 @@ def test_finetune_ends_calibrated_and_shows_the_temperature_only_fix(start_model
     T, and evaluate reads back the NLL of those logits at T. The start model with temperature scaling only
     is written and audited beside it, and the before/after table shows the fixes side by side."""
     from macs_audit.calibrators.temperature import optimal_temperature, temperature_nll
-    from macs_audit.models.preprocessing import to_unit_float
+    from macs_audit.pixels import to_unit_float
 
     def run(out, *extra):
         args = ["finetune", str(start_model), "--data", str(tmp_path / "train.npz"), "--out", str(out)]

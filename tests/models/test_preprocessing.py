@@ -5,16 +5,8 @@ import numpy as np
 import torch
 
 from macs_audit.errors import InputError
-from macs_audit.models.preprocessing import (
-    UNIT_SCALE,
-    crop_size,
-    fit_description,
-    fit_image,
-    resize,
-    resize_and_normalize,
-    to_unit_float,
-    unit_float_nchw,
-)
+from macs_audit.models.preprocessing import crop_size, fit_description, fit_image, resize, resize_and_normalize
+from macs_audit.pixels import UNIT_SCALE, to_unit_float, unit_float_nchw
 
 
 def test_every_grey_level_maps_by_one_rule_on_numpy_and_torch():
