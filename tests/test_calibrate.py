@@ -50,30 +50,20 @@ def heldout_nll(model_path, x, y):
     return calibration_metrics(logits, y, 10)["nll"]
 
 
+def _calibrate(model, tmp_path, out, *extra: str):
+    """`calibrate MODEL` fitted on tmp_path/val.npz, audited on tmp_path/test.npz, on the CPU, quiet."""
+    data = ["--data", str(tmp_path / "val.npz"), "--eval-data", str(tmp_path / "test.npz")]
+    quick = ["--out", str(out), "--device", "cpu", "--bootstrap", "0", *extra, "--quiet"]
+    return runner.invoke(app, ["calibrate", str(model), *data, *quick])
+
+
 def test_calibrate_cli_lowers_heldout_nll_onnx(tmp_path):
     model = overconfident_onnx(tmp_path / "model.onnx")
     for name, seed in (("val", 1), ("test", 2)):
         x, y = tiny_images(200, seed=seed)
         np.savez(tmp_path / f"{name}.npz", x=x, y=y)
     out = tmp_path / "cal"
-    result = runner.invoke(
-        app,
-        [
-            "calibrate",
-            str(model),
-            "--data",
-            str(tmp_path / "val.npz"),
-            "--eval-data",
-            str(tmp_path / "test.npz"),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-            "--bootstrap",
-            "0",
-            "--quiet",
-        ],
-    )
+    result = _calibrate(model, tmp_path, out)
     assert result.exit_code == 0, result.output
     t = json.loads((out / "calibration.json").read_text())
     assert t["method"] == "temperature" and t["fit_data"]["n"] == 200 and t["selection"] is None
@@ -99,26 +89,7 @@ def test_calibrate_cli_torch_checkpoint(tmp_path):
         x, y = tiny_images(100, seed=seed, size=16)
         np.savez(tmp_path / f"{name}.npz", x=x, y=y)
     out = tmp_path / "cal"
-    result = runner.invoke(
-        app,
-        [
-            "calibrate",
-            str(tmp_path / "net.safetensors"),
-            "--data",
-            str(tmp_path / "val.npz"),
-            "--eval-data",
-            str(tmp_path / "test.npz"),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-            "--bootstrap",
-            "0",
-            "--calibration-split",
-            "0",
-            "--quiet",
-        ],
-    )
+    result = _calibrate(tmp_path / "net.safetensors", tmp_path, out, "--calibration-split", "0")
     assert result.exit_code == 0, result.output
     sidecar = json.loads((out / "net.json").read_text())
     t = sidecar["calibration"]["temperature"]

@@ -16,28 +16,14 @@ def test_corruption_grid_end_to_end_through_the_cli(tmp_path):
     model = linear_onnx(tmp_path / "m.onnx")
     x, y = tiny_images(40)
     np.savez(tmp_path / "d.npz", x=x, y=y)
+    grid = ["--corruptions", "gaussian_noise,brightness,glass_blur", "--severities", "1,5"]
+    grid += ["--perturbations", "all", "--sensitivity-samples", "20", "--bootstrap", "0"]
+
+    def evaluate(out):
+        return runner.invoke(app, ["evaluate", str(model), "--data", str(tmp_path / "d.npz"), "-o", str(out), *grid])
+
     out = tmp_path / "r.json"
-    result = runner.invoke(
-        app,
-        [
-            "evaluate",
-            str(model),
-            "--data",
-            str(tmp_path / "d.npz"),
-            "-o",
-            str(out),
-            "--corruptions",
-            "gaussian_noise,brightness,glass_blur",
-            "--severities",
-            "1,5",
-            "--perturbations",
-            "all",
-            "--sensitivity-samples",
-            "20",
-            "--bootstrap",
-            "0",
-        ],
-    )
+    result = evaluate(out)
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     cells = [v for v in report["views"] if v["kind"] == "corruption"]
@@ -61,25 +47,5 @@ def test_corruption_grid_end_to_end_through_the_cli(tmp_path):
     assert "Corruptions (accuracy by severity)" in result.stdout
     # The same seed gives the same grid.
     again = tmp_path / "r2.json"
-    runner.invoke(
-        app,
-        [
-            "evaluate",
-            str(model),
-            "--data",
-            str(tmp_path / "d.npz"),
-            "-o",
-            str(again),
-            "--corruptions",
-            "gaussian_noise,brightness,glass_blur",
-            "--severities",
-            "1,5",
-            "--perturbations",
-            "all",
-            "--sensitivity-samples",
-            "20",
-            "--bootstrap",
-            "0",
-        ],
-    )
+    evaluate(again)
     assert json.loads(again.read_text())["views"] == report["views"]
