@@ -17,7 +17,7 @@ package imports these names from `macs_audit.audit`.
 
 from macs_audit.audit.calibration import Split, calibration_split, conformal_fit
 from macs_audit.audit.options import AuditOptions
-from macs_audit.audit.robustness import check_corruption_inputs, corruption_parameters
+from macs_audit.audit.robustness import check_corruption_data, check_corruption_files, corruption_parameters
 from macs_audit.audit.run import AuditResult, run_audit
 from macs_audit.audit.runner import check_classes, evaluate_view, view_result
 
@@ -27,7 +27,8 @@ __all__ = [
     "Split",
     "calibration_split",
     "check_classes",
-    "check_corruption_inputs",
+    "check_corruption_data",
+    "check_corruption_files",
     "conformal_fit",
     "corruption_parameters",
     "evaluate_view",

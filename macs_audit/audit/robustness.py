@@ -1,6 +1,6 @@
 """The robustness half of the audit: the perturbation views, the input sensitivity and the corruption grid with
-its summary; and the checks of the grid's inputs, which give the corruption parameter set the grid runs with
-(`check_corruption_inputs`, once per audit, before the clean pass)."""
+its summary; and the checks of the grid's inputs: its files before the model loads (`check_corruption_files`),
+then, against the clean data, the corruption parameter set the grid runs with (`check_corruption_data`)."""
 
 from __future__ import annotations
 
@@ -22,23 +22,34 @@ SENSITIVITY_STAGE = Stage("sensitivity")
 GRID_STAGE = Stage("corruption grid")
 
 
-def check_corruption_inputs(options: AuditOptions, source: Source | None = None) -> dict | None:
-    """Fail before any audit when the corruption grid cannot run: a --corrupted-data folder that lacks a requested
-    corruption or severity, holds an empty folder, or (given the clean `source`) was made from other data or
-    names other classes; or an unusable frost texture folder. Given `source`, return the corruption parameters
-    the grid runs with (`corruption_parameters`); None without a grid or without `source`."""
+def check_corruption_files(options: AuditOptions) -> None:
+    """Fail before the model loads when the corruption grid's files are unusable: a --corrupted-data folder
+    that lacks a requested corruption or severity or holds an empty folder, or an unusable frost texture
+    folder. What needs the clean data is `check_corruption_data`'s."""
     if not options.corruptions:
-        return None
-    # No parameter set for the images' size: fail before the clean pass.
-    parameters = corruption_parameters(options, source) if source is not None else None
+        return
     if options.released_dir:
-        from macs_audit.data.released import check_released
+        from macs_audit.data.released import check_released_files
 
-        check_released(options.released_dir, options.corruptions, options.severities, source)
+        check_released_files(options.released_dir, options.corruptions, options.severities)
     elif options.frost_textures:
         from macs_audit.views.corruptions.weather import frost_texture_info  # imports torch, as the grid does
 
         frost_texture_info(options.frost_textures)
+
+
+def check_corruption_data(options: AuditOptions, source: Source) -> dict | None:
+    """Fail before the clean pass when the corruption grid cannot run on `source`: no parameter set for its
+    images' size, or a --corrupted-data folder made from other data or naming other classes. Return the
+    corruption parameters the grid runs with (`corruption_parameters`); None without a grid. The folder's
+    files are checked before the model loads (`check_corruption_files`)."""
+    if not options.corruptions:
+        return None
+    parameters = corruption_parameters(options, source)
+    if options.released_dir:
+        from macs_audit.data.released import check_released_matches
+
+        check_released_matches(options.released_dir, options.corruptions, options.severities, source)
     return parameters
 
 
@@ -83,7 +94,7 @@ def audit_robustness(
     ctx: Context = SINGLE,
 ) -> RobustnessResult:
     """Perturbation views, sensitivity and the corruption grid (run with `parameters`, from
-    `check_corruption_inputs`); with `sets`, each view's conformal coverage."""
+    `check_corruption_data`); with `sets`, each view's conformal coverage."""
     from macs_audit.data.splits import stratified_subset
 
     device = views.view_device(predictor.device)
@@ -144,7 +155,7 @@ def audit_robustness(
         )
         seeds["sensitivity"] = options.seed
     if options.corruptions:
-        assert parameters is not None, "the corruption grid runs with the parameters check_corruption_inputs gives"
+        assert parameters is not None, "the corruption grid runs with the parameters check_corruption_data gives"
         view_results += corruption_grid(
             predictor, source, num_classes, options, parameters=parameters, sets=sets, progress=progress, ctx=ctx
         )

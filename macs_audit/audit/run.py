@@ -11,7 +11,7 @@ import numpy as np
 import macs_audit
 from macs_audit.audit.calibration import calibration_split, calibrators_section, conformal_fit, temperature_section
 from macs_audit.audit.options import AuditOptions, workers
-from macs_audit.audit.robustness import RobustnessResult, audit_robustness, check_corruption_inputs
+from macs_audit.audit.robustness import RobustnessResult, audit_robustness, check_corruption_data
 from macs_audit.audit.runner import check_classes, evaluate_view, view_result
 from macs_audit.audit.trust import audit_trust
 from macs_audit.data.sources import Source
@@ -45,8 +45,9 @@ def run_audit(
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
     num_classes = check_classes(predictor, source)
-    # A mismatched --corrupted-data folder or no parameter set for the images fails before the clean pass.
-    parameters = check_corruption_inputs(options, source)
+    # A --corrupted-data folder of other data or no parameter set for the images fails before the clean pass;
+    # the folder's files are the caller's to check before it loads the model (check_corruption_files).
+    parameters = check_corruption_data(options, source)
     split = calibration_split(source.labels, options.calibration_split, options.seed)
     acc, logits = evaluate_view(
         predictor,

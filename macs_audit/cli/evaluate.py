@@ -155,7 +155,7 @@ def evaluate(
     prediction and conformal sets; with --ood-data, OOD detection; with --unlabeled, accuracy without labels."""
     from macs_audit import distributed
     from macs_audit.atomic import destination
-    from macs_audit.audit import check_corruption_inputs, run_audit
+    from macs_audit.audit import check_corruption_files, run_audit
     from macs_audit.calibrators.selection import parse_methods
     from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.errors import UsageError
@@ -204,7 +204,7 @@ def evaluate(
     json_to_stdout = output is not None and destination(output).fd == 1
     if json_to_stdout and predictions is not None and destination(predictions).fd == 1:
         raise UsageError("--output and --save-predictions cannot both go to standard output")
-    check_corruption_inputs(options)  # the --corrupted-data folder and frost textures, before the model loads
+    check_corruption_files(options)  # the --corrupted-data folder and frost textures, before the model loads
 
     ctx = distributed.init_from_env(device)  # torchrun: one shard of every view per process
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct)

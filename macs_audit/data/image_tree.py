@@ -85,16 +85,10 @@ def _class_folders(cell: Path) -> list[Path]:
     return sorted(p for p in cell.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def check_image_tree(
-    directory: str | os.PathLike,
-    corruptions: Iterable[str],
-    severities: Iterable[int],
-    class_names: list[str] | None = None,
-) -> None:
-    """Fail before any audit when the tree cannot serve every (corruption, severity): a folder missing or
-    empty, or (given the data's `class_names`) a class folder that names no class of the data."""
+def check_image_tree(directory: str | os.PathLike, corruptions: Iterable[str], severities: Iterable[int]) -> None:
+    """Fail before the model loads when the tree cannot serve every (corruption, severity): a folder missing
+    or empty, or a class folder without images. Reads folder listings only."""
     root = Path(directory)
-    known = set(class_names) if class_names is not None else None
     for name in corruptions:
         for severity in severities:
             cell = _cell(root, name, severity)
@@ -102,10 +96,22 @@ def check_image_tree(
             if not folders:
                 raise InputError(f"{cell} is empty (expected <class>/<image> folders)")
             for folder in folders:
-                if known is not None and folder.name not in known:
-                    raise InputError(_unmatched(folder, class_names or []))
                 if not any(f.suffix.lower() in IMAGE_SUFFIXES for f in folder.rglob("*")):
                     raise InputError(f"{folder} holds no images")
+
+
+def check_tree_classes(
+    directory: str | os.PathLike, corruptions: Iterable[str], severities: Iterable[int], class_names: list[str]
+) -> None:
+    """Fail before the clean pass when a class folder of any (corruption, severity) names no class of the
+    data's `class_names` (the folders are there: `check_image_tree`)."""
+    root = Path(directory)
+    known = set(class_names)
+    for name in corruptions:
+        for severity in severities:
+            for folder in _class_folders(_cell(root, name, severity)):
+                if folder.name not in known:
+                    raise InputError(_unmatched(folder, class_names))
 
 
 def _unmatched(folder: Path, class_names: list[str]) -> str:

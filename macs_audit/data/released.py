@@ -1,5 +1,6 @@
 """The released CIFAR-10-C / CIFAR-100-C directory layout: read it memory-mapped, write it; and which
-released layout a corrupted-data folder holds (`check_released`, `released_source`): this one, or the
+released layout a corrupted-data folder holds (`check_released_files`, `check_released_matches`,
+`released_source`): this one, or the
 ImageNet-C / Tiny-ImageNet-C image tree (data.image_tree).
 
 Layout (Zenodo 2535967 / 3555552): one ``<corruption>.npy`` per corruption, uint8 of shape
@@ -284,19 +285,15 @@ def _open_cached(real: str, given: str, stamp: tuple) -> CifarCDirectory:
     return cc
 
 
-def check_cifar_c(directory: str | os.PathLike, corruptions: Iterable[str], clean_source=None) -> None:
-    """Fail now, before any audit, when `directory` cannot serve `corruptions`: a file missing, or (given
-    the clean source) made from other data. Reads headers and labels only."""
+def check_cifar_c(directory: str | os.PathLike, corruptions: Iterable[str]) -> None:
+    """Fail before any audit when `directory` lacks a file of `corruptions`. Reads headers and labels only."""
     cc = _open_cifar_c(str(directory))
-    names = list(corruptions)
-    missing = [name for name in names if name not in cc.corruptions]
+    missing = [name for name in corruptions if name not in cc.corruptions]
     if missing:
         raise InputError(
             f"{directory} has no {', '.join(f'{name}.npy' for name in missing)} (found: {', '.join(cc.corruptions)}); "
             "choose --corruptions from the files present or write the others with `macs-audit corrupt`"
         )
-    if clean_source is not None and names:
-        cifar_c_source(directory, clean_source, names[0], 1)  # raises when the folder does not match the data
 
 
 def cifar_c_source(directory, clean_source, name: str, severity: int):
@@ -329,19 +326,29 @@ def cifar_c_source(directory, clean_source, name: str, severity: int):
     return dataclasses.replace(clean_source, name=str(directory), format="cifar-c", indices=rows, fetch=fetch)
 
 
-def check_released(
-    directory: str | os.PathLike, corruptions: Iterable[str], severities: Iterable[int], clean_source=None
-) -> None:
-    """Fail now, before any audit, when the corrupted-data folder (either layout) cannot serve `corruptions`
-    at `severities` for `clean_source` (when given)."""
+def check_released_files(directory: str | os.PathLike, corruptions: Iterable[str], severities: Iterable[int]) -> None:
+    """Fail before the model loads when the corrupted-data folder (either layout) lacks a requested corruption
+    or severity or holds an empty folder. Reads headers and folder listings only."""
     names = list(corruptions)
-    if not image_tree.is_image_tree(directory):
-        check_cifar_c(directory, names, clean_source)
+    if image_tree.is_image_tree(directory):
+        image_tree.check_image_tree(directory, names, list(severities))
+    else:
+        check_cifar_c(directory, names)
+
+
+def check_released_matches(
+    directory: str | os.PathLike, corruptions: Iterable[str], severities: Iterable[int], clean_source
+) -> None:
+    """Fail before the clean pass when the corrupted-data folder (either layout) was made from other data than
+    `clean_source` or names other classes; its files are checked by `check_released_files`."""
+    names, sevs = list(corruptions), list(severities)
+    if not names or not sevs:
         return
-    sevs = list(severities)
-    image_tree.check_image_tree(directory, names, sevs, clean_source.class_names if clean_source else None)
-    if clean_source is not None and names and sevs:
+    if image_tree.is_image_tree(directory):
+        image_tree.check_tree_classes(directory, names, sevs, clean_source.class_names)
         image_tree.tree_source(directory, clean_source, names[0], sevs[0])  # raises when not the data's images
+    else:
+        cifar_c_source(directory, clean_source, names[0], 1)  # raises when the folder does not match the data
 
 
 def released_source(directory: str | os.PathLike, clean_source, name: str, severity: int):

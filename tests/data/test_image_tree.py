@@ -11,7 +11,7 @@ from PIL import Image
 
 from macs_audit.data.grid import Grid, corrupted_batches, write_corruption_tree
 from macs_audit.data.image_tree import is_image_tree, tree_source
-from macs_audit.data.released import check_released, released_source
+from macs_audit.data.released import check_released_files, check_released_matches, released_source
 from macs_audit.data.sources import array_source, load_imagefolder
 from macs_audit.errors import InputError
 
@@ -40,7 +40,8 @@ def test_png_tree_reads_back_the_generated_bytes_at_the_data_positions(tmp_path)
     zebras = sorted(p.name for p in (tmp_path / "contrast" / "2" / "zebra").iterdir())
     assert zebras == ["0.png", "3.png", "6.png", "9.png"]
     assert is_image_tree(tmp_path)
-    check_released(tmp_path, ["contrast", "gaussian_noise"], [1, 2], source)
+    check_released_files(tmp_path, ["contrast", "gaussian_noise"], [1, 2])
+    check_released_matches(tmp_path, ["contrast", "gaussian_noise"], [1, 2], source)
     for name in ("contrast", "gaussian_noise"):
         for severity in (1, 2):
             read = released_source(tmp_path, source, name, severity)
@@ -94,22 +95,22 @@ def test_class_folders_that_name_no_class_and_missing_folders_are_errors(tmp_pat
     source = _source()
     write_corruption_tree(tmp_path, Grid(source, 0, 10, "cpu", corruption_set="cifar"), ("contrast",), (1, 2))
     with pytest.raises(InputError, match="has no fog folder"):
-        check_released(tmp_path, ["fog"], [1], source)
+        check_released_files(tmp_path, ["fog"], [1])
     with pytest.raises(InputError, match="has no severity folder 3"):
-        check_released(tmp_path, ["contrast"], [1, 3], source)
+        check_released_files(tmp_path, ["contrast"], [1, 3])
     (tmp_path / "contrast" / "2" / "apple").rename(tmp_path / "contrast" / "2" / "dog")
     with pytest.raises(InputError, match=r"class folder \S+dog names no class of the data \(3 classes: zebra"):
-        check_released(tmp_path, ["contrast"], [1, 2], source)
+        check_released_matches(tmp_path, ["contrast"], [1, 2], source)
     with pytest.raises(InputError, match="dog names no class"):
         tree_source(tmp_path, source, "contrast", 2)
     shutil.rmtree(tmp_path / "contrast" / "2" / "dog")
     (tmp_path / "contrast" / "2" / "dog").mkdir()
     with pytest.raises(InputError, match="holds no images"):
-        check_released(tmp_path, ["contrast"], [2])
+        check_released_files(tmp_path, ["contrast"], [2])
     for folder in (tmp_path / "contrast" / "2").iterdir():
         shutil.rmtree(folder)
     with pytest.raises(InputError, match="is empty"):
-        check_released(tmp_path, ["contrast"], [2])
+        check_released_files(tmp_path, ["contrast"], [2])
     with pytest.raises(InputError, match="does not match the clean data"):  # other images than the data's
         tree_source(tmp_path, _source(n=13), "contrast", 1)
 
