@@ -15,7 +15,7 @@ the temperature and calibrator fits, the conformal sets, the OOD and label-free 
 package imports these names from `macs_audit.audit`.
 """
 
-from macs_audit.audit.calibration import Split, calibration_split, conformal_fit
+from macs_audit.audit.calibration import Split, calibration_split, check_calibration_split, conformal_fit
 from macs_audit.audit.options import AuditOptions
 from macs_audit.audit.robustness import check_corruption_data, check_corruption_files, corruption_parameters
 from macs_audit.audit.run import AuditResult, run_audit
@@ -26,6 +26,7 @@ __all__ = [
     "AuditResult",
     "Split",
     "calibration_split",
+    "check_calibration_split",
     "check_classes",
     "check_corruption_data",
     "check_corruption_files",

@@ -33,12 +33,17 @@ class Split:
     seed: int
 
 
+def check_calibration_split(fraction: float) -> float:
+    """`fraction` when it is in [0, 1) (0: no split); else the UsageError that names the option."""
+    if not 0 <= fraction < 1:
+        raise UsageError(f"--calibration-split must be in [0, 1), got {fraction}")
+    return fraction
+
+
 def calibration_split(labels: np.ndarray, fraction: float, seed: int) -> Split | None:
     """The stratified, seeded split of `labels`; None when `fraction` is 0 or either part would be empty."""
-    if fraction <= 0:
+    if check_calibration_split(fraction) == 0:
         return None
-    if not 0 < fraction < 1:
-        raise UsageError(f"--calibration-split must be in [0, 1), got {fraction}")
     fit, scored = stratified_split(labels, fraction, seed)
     if len(fit) == 0 or len(scored) == 0:
         return None

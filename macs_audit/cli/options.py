@@ -129,13 +129,11 @@ def audit_options(
     **more: Any,
 ) -> AuditOptions:
     """The AuditOptions of the flags shared by evaluate and the before/after audits; `more` sets the others."""
-    from macs_audit.audit import AuditOptions
+    from macs_audit.audit import AuditOptions, check_calibration_split
 
-    if not 0 <= calibration_split < 1:
-        raise UsageError(f"--calibration-split must be in [0, 1), got {calibration_split}")
     return AuditOptions(
         batch_size=batch_size,
-        calibration_split=calibration_split,
+        calibration_split=check_calibration_split(calibration_split),  # the core's range, checked before the model
         bootstrap=bootstrap,
         seed=seed,
         perturbations=parse_perturbations(perturbations),

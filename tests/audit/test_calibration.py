@@ -35,9 +35,10 @@ def test_the_split_is_the_stratified_one_and_every_fit_reads_it():
     assert calibrators is not None and calibrators.seed == 7 and calibrators.n_fit == len(fit)
 
 
-def test_no_split_without_a_fraction_and_a_usage_error_past_one():
+def test_no_split_without_a_fraction_and_a_usage_error_outside_zero_to_one():
     labels = np.repeat(np.arange(2), 5)
     assert calibration_split(labels, 0, 0) is None
     assert conformal_fit(np.zeros((10, 2)), labels, None, coverage=0.9) is None
-    with pytest.raises(UsageError, match="--calibration-split"):
-        calibration_split(labels, 1.0, 0)
+    for fraction in (1.0, -0.1, float("nan")):
+        with pytest.raises(UsageError, match=r"--calibration-split must be in \[0, 1\)"):
+            calibration_split(labels, fraction, 0)
