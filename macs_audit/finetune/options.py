@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from macs_audit.metrics.conventions import MARGIN_TARGET
 from macs_audit.models.config import CIFAR10_MEAN, CIFAR10_STD
 from macs_audit.views.perturbation_params import TRAIN_BLUR_RANGE, TRAIN_NOISE_RANGE
 
@@ -43,7 +44,7 @@ class FinetuneOptions:
     seed: int = 0  # data order, augmentation, perturbations, mixup
     # MaCS (docs/method.md §1). The defaults are PRESETS["calibrated"], chosen on a validation split by
     # the trade-off map in docs/finetune-experiment.md (Delta and lambda_m by the sweep before it).
-    delta: float = 1.0  # target logit margin Delta of the hinge-squared term
+    delta: float = MARGIN_TARGET  # target logit margin Delta of the hinge-squared term (the audit's margin target)
     lambda_m: float = 0.1  # weight of the margin term
     lambda_c: float = 1.0  # weight of the consistency (KL) term
     kl_direction: str = "clean||pert"  # KL(p_clean || p_pert), the paper's form; or "pert||clean"

@@ -21,10 +21,9 @@ import numpy as np
 from macs_audit import distributed
 from macs_audit.errors import InputError
 from macs_audit.metrics import estimators
-from macs_audit.metrics.conventions import N_BINS, softmax64
+from macs_audit.metrics.conventions import MARGIN_TARGET, N_BINS, softmax64
 from macs_audit.metrics.margins import logit_margin
 
-MARGIN_TARGET = 1.0  # "fraction of samples with margin below a target": the MaCS Delta default
 CONVENTIONS = {
     "softmax": "float64, from the logits",
     "ece_bins": N_BINS,

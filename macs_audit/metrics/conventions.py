@@ -1,5 +1,5 @@
 """The conventions every metric and calibrator shares (docs/method.md §2): the bin count of the binned
-estimators and reliability diagrams, and the softmax, in float64 from the logits.
+estimators and reliability diagrams, the margin target, and the softmax, in float64 from the logits.
 
 The softmax's two forms round differently and each keeps the bytes of what reads it: `softmax64`
 (the metrics) exponentiates the log-probabilities, `softmax` (the one-vs-rest calibrators)
@@ -11,6 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 N_BINS = 15  # bins of the binned ECEs, the reliability diagram and histogram binning
+# "Fraction of samples with margin below a target": the target is MaCS's Delta default (FinetuneOptions.delta
+# reads it), so that the audit counts the margins the fine-tuning pushes up.
+MARGIN_TARGET = 1.0
 
 
 def _shifted(logits: np.ndarray) -> np.ndarray:
