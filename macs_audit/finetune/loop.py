@@ -38,7 +38,6 @@ from macs_audit.models.preprocessing import resize_and_normalize
 from macs_audit.pixels import unit_float_nchw
 from macs_audit.progress import ProgressFn, Stage
 from macs_audit.seeding import derive_seed
-from macs_audit.views import perturbations
 
 CHECKPOINT_FORMAT = "macs-audit-finetune-checkpoint/1"
 # Options that may change between a run and its resumption without changing the result on CPU.
@@ -183,34 +182,7 @@ def training_step(
             return model(prep(x))
 
     if options.objective == "macs":
-        # Two forward passes (clean, perturbed; each with its own batch-norm statistics), both
-        # views sharing the crop/flip. With the clean view detached inside the KL (the default),
-        # the gradient splits exactly: clean pass <- CE + margin, perturbed pass <- KL (and its half
-        # of CE with ce_on_perturbed), so the clean graph is freed before the perturbed pass and
-        # memory stays that of one batch.
-        perturbed = perturbations.training_view(images, view_gen, options.blur_range, options.noise_range)
-        pert_updates_bn = options.bn_stats == "both"
-        args = (
-            labels,
-            options.delta,
-            options.lambda_m,
-            options.lambda_c,
-            options.kl_direction,
-            options.stop_grad,
-            options.ce_on_perturbed,
-        )
-        if options.stop_grad == "clean":
-            clean = forward(images)
-            # KL of a view with itself is 0, and a detached view's CE has no gradient.
-            losses.macs_loss(clean, clean.detach(), *args).total.backward()
-            t = losses.macs_loss(clean.detach(), forward(perturbed, pert_updates_bn), *args)  # grads to T(x) only
-        elif options.stop_grad == "pert" and not options.ce_on_perturbed:
-            with torch.no_grad():  # the perturbed view is only a target: no graph needed
-                pert = forward(perturbed, pert_updates_bn)
-            t = losses.macs_loss(forward(images), pert, *args)
-        else:
-            t = losses.macs_loss(forward(images), forward(perturbed, pert_updates_bn), *args)
-        t.total.backward()
+        t = losses.macs_backward(forward, images, labels, options, view_gen)
         return t.total.detach(), {"ce": t.ce, "margin": t.margin, "kl": t.consistency}
     loss = losses.OBJECTIVE_LOSSES[options.objective](forward, images, labels, options, data_gen)
     loss.backward()

@@ -2,7 +2,8 @@
 label smoothing and mixup.
 
 A new single-pass objective is one function and one row of OBJECTIVE_LOSSES (plus its name in
-options.OBJECTIVES, which --help reads without torch); the loop calls it through the table.
+options.OBJECTIVES, which --help reads without torch); the loop calls it through the table. MaCS, with its
+two views and split backward, is `macs_backward`, which the loop calls for the "macs" objective.
 
 Every loss upcasts the logits to float32 and runs with autocast off, so mixed-precision training
 computes the same loss as float32 training (softmax in bf16 saturates).
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 
 from macs_audit.finetune.options import KL_DIRECTIONS, STOP_GRADS, FinetuneOptions
 from macs_audit.metrics.margins import logit_margin
+from macs_audit.views import perturbations
 
 _DEFAULTS = FinetuneOptions()  # the losses' defaults are the options' (finetune/options.py, the one list)
 
@@ -123,6 +125,53 @@ def macs_loss(
 Forward = Callable[[torch.Tensor], torch.Tensor]
 
 
+class ViewForward(Protocol):
+    """The model's forward pass on [0, 1] images; `update_bn_stats` False keeps the batch-norm running
+    statistics as they were (finetune.loop.running_stats_kept)."""
+
+    def __call__(self, x: torch.Tensor, update_bn_stats: bool = True) -> torch.Tensor: ...
+
+
+def macs_backward(
+    forward: ViewForward,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    options: FinetuneOptions,
+    view_gen: torch.Generator,
+) -> MacsTerms:
+    """The MaCS objective on augmented `images` and their training view T(x) (drawn from `view_gen`), its
+    gradients accumulated into .grad; returns its terms (`total` not yet detached).
+
+    Two forward passes (clean, perturbed; each with its own batch-norm statistics), both views sharing the
+    crop/flip. With the clean view detached inside the KL (the default), the gradient splits exactly: clean
+    pass <- CE + margin, perturbed pass <- KL (and its half of CE with ce_on_perturbed), so the clean graph
+    is freed before the perturbed pass and memory stays that of one batch."""
+    perturbed = perturbations.training_view(images, view_gen, options.blur_range, options.noise_range)
+    pert_updates_bn = options.bn_stats == "both"
+    args = (
+        labels,
+        options.delta,
+        options.lambda_m,
+        options.lambda_c,
+        options.kl_direction,
+        options.stop_grad,
+        options.ce_on_perturbed,
+    )
+    if options.stop_grad == "clean":
+        clean = forward(images)
+        # KL of a view with itself is 0, and a detached view's CE has no gradient.
+        macs_loss(clean, clean.detach(), *args).total.backward()
+        terms = macs_loss(clean.detach(), forward(perturbed, pert_updates_bn), *args)  # grads to T(x) only
+    elif options.stop_grad == "pert" and not options.ce_on_perturbed:
+        with torch.no_grad():  # the perturbed view is only a target: no graph needed
+            pert = forward(perturbed, pert_updates_bn)
+        terms = macs_loss(forward(images), pert, *args)
+    else:
+        terms = macs_loss(forward(images), forward(perturbed, pert_updates_bn), *args)
+    terms.total.backward()
+    return terms
+
+
 def _mixup_objective(
     forward: Forward, images: torch.Tensor, labels: torch.Tensor, options: Any, generator: torch.Generator
 ) -> torch.Tensor:
@@ -131,7 +180,7 @@ def _mixup_objective(
 
 
 # The objectives of one forward pass: name -> loss(forward, augmented images, labels, options, data
-# generator). MaCS, with its two views and split backward, is the loop's own (finetune.loop.training_step).
+# generator). MaCS, with its two views and split backward, is `macs_backward`.
 OBJECTIVE_LOSSES: dict[str, Callable[[Forward, torch.Tensor, torch.Tensor, Any, torch.Generator], torch.Tensor]] = {
     "ce": lambda forward, x, y, options, gen: cross_entropy(forward(x), y),
     "focal": lambda forward, x, y, options, gen: focal_loss(forward(x), y, options.focal_gamma),
