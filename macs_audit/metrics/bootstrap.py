@@ -27,11 +27,10 @@ import numpy as np
 
 from macs_audit.metrics import estimators
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
+from macs_audit.metrics.conventions import ERROR_METRICS, MEAN_METRICS
 from macs_audit.metrics.resampling import draw_counts
 
 MIN_BOOTSTRAP_SAMPLES = 2  # one sample resampled is always itself: a zero-width interval that claims certainty
-MEAN_METRICS = ("accuracy", "nll", "brier")
-ERROR_METRICS = ("ece", "mce", "adaptive_ece", "smooth_ece", "l2_ece", "debiased_l2_ece", "ece_sweep")
 CONVENTION = (
     "95% bootstrap intervals, one set of resampled draw counts for every metric: percentile intervals for "
     "accuracy, NLL and Brier; for the calibration errors the percentile interval shifted down by the bootstrap "

@@ -1,5 +1,6 @@
 """The conventions every metric and calibrator shares (docs/method.md §2): the bin count of the binned
-estimators and reliability diagrams, the margin target, and the softmax, in float64 from the logits.
+estimators and reliability diagrams, the margin target, the view metrics with a bootstrap interval, and the
+softmax, in float64 from the logits.
 
 The softmax's two forms round differently and each keeps the bytes of what reads it: `softmax64`
 (the metrics) exponentiates the log-probabilities, `softmax` (the one-vs-rest calibrators)
@@ -14,6 +15,11 @@ N_BINS = 15  # bins of the binned ECEs, the reliability diagram and histogram bi
 # "Fraction of samples with margin below a target": the target is MaCS's Delta default (FinetuneOptions.delta
 # reads it), so that the audit counts the margins the fine-tuning pushes up.
 MARGIN_TARGET = 1.0
+# The view metrics with a 95% bootstrap interval (metrics.bootstrap): percentile intervals of the means,
+# bias-corrected ones of the calibration errors. Here, free of the accumulators, for the report's tables.
+MEAN_METRICS = ("accuracy", "nll", "brier")
+ERROR_METRICS = ("ece", "mce", "adaptive_ece", "smooth_ece", "l2_ece", "debiased_l2_ece", "ece_sweep")
+INTERVAL_METRICS = MEAN_METRICS + ERROR_METRICS
 
 
 def _shifted(logits: np.ndarray) -> np.ndarray:

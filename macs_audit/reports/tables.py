@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from macs_audit.gate import GateResult
+from macs_audit.metrics.conventions import INTERVAL_METRICS
 from macs_audit.metrics.registry import METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Place, in_place
 from macs_audit.numbers import format_change, format_value
 from macs_audit.report import Calibrators, Report, ViewResult
@@ -70,12 +71,11 @@ def clean_rows(report: Report) -> list[tuple[str, str, str]]:
     m, ci = report.clean.metrics, report.clean.intervals
     # Resamples asked for but too few samples: say so instead of leaving the cell blank.
     missing = f"n/a (n = {m.get('n')})" if report.conventions.bootstrap_note else ""
-    bootstrapped = ("accuracy", "ece", "nll")
     return [
         (
             metric.table_label_for(report.model.output),  # log p statistics of a probability model
             format_value(m[metric.name], metric.percent),
-            _interval(ci.get(metric.name), metric.percent) or (missing if metric.name in bootstrapped else ""),
+            _interval(ci.get(metric.name), metric.percent) or (missing if metric.name in INTERVAL_METRICS else ""),
         )
         for metric in in_place(Place.CLEAN)
         if metric.name in m

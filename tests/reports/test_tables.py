@@ -28,3 +28,16 @@ def test_view_rows_lead_with_clean_and_absent_sections_have_no_rows():
 def test_gate_verdict_names_the_failed_checks():
     gate_result = failed_gate()
     assert tables.gate_verdict(gate_result) == "gate FAILED: 2 of 4 checks failed (min_accuracy, max_ece)"
+
+
+def test_clean_rows_say_why_every_metric_with_a_bootstrap_interval_has_none():
+    from macs_audit.metrics.bootstrap import ERROR_METRICS, MEAN_METRICS
+    from macs_audit.metrics.registry import METRICS
+
+    report = synthetic_report(intervals=False, n=1)
+    report.conventions.bootstrap_note = "no intervals: a bootstrap needs at least 2 samples, got 1"
+    intervals = {label: interval for label, _, interval in tables.clean_rows(report)}
+    labels = {METRICS[name].table_label_for(report.model.output): name for name in report.clean.metrics if name in METRICS}
+    for label, interval in intervals.items():
+        assert interval == ("n/a (n = 1)" if labels[label] in MEAN_METRICS + ERROR_METRICS else ""), label
+    assert {labels[label] for label, i in intervals.items() if i} == {*MEAN_METRICS, *ERROR_METRICS}
