@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from macs_audit.audit.options import AuditOptions, workers
-from macs_audit.audit.runner import evaluate_view, view_result
+from macs_audit.audit.runner import BatchObserver, evaluate_view, view_result
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.metrics import conformal
@@ -92,9 +92,10 @@ def audit_robustness(
     sets: conformal.SplitConformal | None = None,
     progress: ProgressFn | None = None,
     ctx: Context = SINGLE,
+    observer: BatchObserver | None = None,
 ) -> RobustnessResult:
     """Perturbation views, sensitivity and the corruption grid (run with `parameters`, from
-    `check_corruption_data`); with `sets`, each view's conformal coverage."""
+    `check_corruption_data`); with `sets`, each view's conformal coverage; `observer` sees every view's batches."""
     from macs_audit.data.splits import stratified_subset
 
     device = views.view_device(predictor.device)
@@ -121,6 +122,7 @@ def audit_robustness(
                 keep_logits=sets is not None,
                 ctx=ctx,
                 workers=workers(options, ctx),
+                observer=observer,
             )
             coverage = sets.evaluate(logits) if sets is not None else None
             view_results.append(view_result(view, acc, options.bootstrap, options.seed, progress, conformal=coverage))
@@ -157,7 +159,15 @@ def audit_robustness(
     if options.corruptions:
         assert parameters is not None, "the corruption grid runs with the parameters check_corruption_data gives"
         view_results += corruption_grid(
-            predictor, source, num_classes, options, parameters=parameters, sets=sets, progress=progress, ctx=ctx
+            predictor,
+            source,
+            num_classes,
+            options,
+            parameters=parameters,
+            sets=sets,
+            progress=progress,
+            ctx=ctx,
+            observer=observer,
         )
         summary = corruption_summary(view_results, clean, options, parameters)
         seeds["corruptions"] = options.seed
@@ -180,6 +190,7 @@ def corruption_grid(
     sets: conformal.SplitConformal | None = None,
     progress: ProgressFn | None = None,
     ctx: Context = SINGLE,
+    observer: BatchObserver | None = None,
 ) -> list[ViewResult]:
     """Every corruption x severity, generated on the predictor's device with `parameters`' set or read from
     released files; with `sets`, each view's conformal coverage."""
@@ -214,6 +225,7 @@ def corruption_grid(
             keep_logits=sets is not None,
             ctx=ctx,
             workers=workers(options, ctx),
+            observer=observer,
         )
         coverage = sets.evaluate(logits) if sets is not None else None
         # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.

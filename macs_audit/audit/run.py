@@ -11,6 +11,7 @@ import numpy as np
 import macs_audit
 from macs_audit.audit.calibration import calibration_split, calibrators_section, conformal_fit, temperature_section
 from macs_audit.audit.options import AuditOptions, workers
+from macs_audit.audit.parity import ParityRecorder, check_pair
 from macs_audit.audit.robustness import RobustnessResult, audit_robustness, check_corruption_data
 from macs_audit.audit.runner import check_classes, evaluate_view, view_result
 from macs_audit.audit.trust import audit_trust
@@ -39,8 +40,11 @@ def run_audit(
     progress: ProgressFn | None = None,
     data_info: dict | None = None,
     ctx: Context = SINGLE,
+    reference: Predictor | None = None,
 ) -> AuditResult:
-    """Audit `predictor` on `source`. Under torch.distributed (ctx), every rank returns the same Report."""
+    """Audit `predictor` on `source`. Under torch.distributed (ctx), every rank returns the same Report. With
+    `reference`, the report's parity section: the reference scored on the same batches of every view
+    (audit/parity.py), in the same pass."""
     options = options or AuditOptions()
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
@@ -49,6 +53,20 @@ def run_audit(
     # the folder's files are the caller's to check before it loads the model (check_corruption_files).
     parameters = check_corruption_data(options, source)
     split = calibration_split(source.labels, options.calibration_split, options.seed)
+    recorder = None
+    if reference is not None:
+        if ctx.active:
+            raise UsageError("--reference does not run under torchrun: run the parity audit in one process")
+        check_pair(reference, predictor)
+        recorder = ParityRecorder(
+            reference,
+            source.labels,
+            num_classes,
+            split,
+            coverage=options.coverage,
+            resamples=options.bootstrap,
+            seed=options.seed,
+        )
     acc, logits = evaluate_view(
         predictor,
         source,
@@ -58,13 +76,23 @@ def run_audit(
         keep_logits=True,
         ctx=ctx,
         workers=workers(options, ctx),
+        observer=recorder,
     )
     clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress)
     sets = conformal_fit(logits, source.labels, split, coverage=options.coverage, progress=progress)
     robustness = RobustnessResult()
     if options.perturbations or options.sensitivity_samples or options.corruptions:
         robustness = audit_robustness(
-            predictor, source, num_classes, clean, options, parameters=parameters, sets=sets, progress=progress, ctx=ctx
+            predictor,
+            source,
+            num_classes,
+            clean,
+            options,
+            parameters=parameters,
+            sets=sets,
+            progress=progress,
+            ctx=ctx,
+            observer=recorder,
         )
     trust = audit_trust(
         predictor,
@@ -128,6 +156,7 @@ def run_audit(
         conformal=trust.conformal,
         ood=trust.ood,
         unlabeled=trust.unlabeled,
+        parity=recorder.section() if recorder is not None else None,
         tool=Tool.of(name="macs-audit", version=macs_audit.__version__),
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )

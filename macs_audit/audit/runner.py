@@ -4,6 +4,8 @@ fit read logits through the same loop."""
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import numpy as np
 
 from macs_audit import distributed
@@ -18,6 +20,13 @@ from macs_audit.report import Reliability, ViewResult
 from macs_audit.views import view as views
 from macs_audit.views.corruptions.table import FAMILIES
 from macs_audit.views.view import View
+
+
+class BatchObserver(Protocol):
+    """Sees every batch the loop scores: the view, its data-set position, the view's images, the labels and the
+    predictor's logits (audit/parity.py scores a reference model on the same images, in the same pass)."""
+
+    def observe(self, view: View, start: int, images: Any, labels: np.ndarray, logits: np.ndarray) -> None: ...
 
 
 def check_classes(predictor: Predictor, source: Source) -> int:
@@ -41,10 +50,11 @@ def evaluate_view(
     ctx: Context = SINGLE,
     workers: int = 0,
     accumulate: bool = True,
+    observer: BatchObserver | None = None,
 ):
     """Run one view over the whole source (this rank's shard under torch.distributed, then
     combined across ranks); return (accumulator, logits or None). `accumulate=False` only predicts
-    (an unlabeled source): the accumulator returned is then None.
+    (an unlabeled source): the accumulator returned is then None. `observer` sees every batch (`BatchObserver`).
 
     A torch model on CUDA gets the whole split as one device tensor when it fits (views then run
     on the device with no host round trip), else page-locked host batches."""
@@ -79,6 +89,8 @@ def evaluate_view(
             raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
         if acc is not None:
             acc.update(logits, labels)
+        if observer is not None:
+            observer.observe(view, start, images, labels, logits)
         starts.append(start)
         if keep_logits:
             kept.append(logits)

@@ -22,6 +22,7 @@ from macs_audit.report.sections import (
     MarginHistogram,
     ModelInfo,
     OODDetection,
+    Parity,
     Robustness,
     Runtime,
     TemperatureFit,
@@ -51,6 +52,7 @@ class Report:
     conformal: Conformal | None = added_in("1.2")
     ood: OODDetection | None = added_in("1.2")
     unlabeled: Unlabeled | None = added_in("1.2")
+    parity: Parity | None = added_in("2.1")
     tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""
     schema_version: str = SCHEMA_VERSION

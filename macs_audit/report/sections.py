@@ -141,6 +141,8 @@ class Conventions(Section):
     label_free: str | None = None  # ATC and DoC
 
 
+    shift: str | None = None  # the natural-shift sets' two conventions (restricted, unrestricted)
+    rms_calibration_error: str | None = None  # the shift papers' RMS calibration error
 @dataclasses.dataclass
 class Tool(Section):
     name: str | None = None
@@ -306,3 +308,73 @@ class Unlabeled(Section):
     estimates: dict[str, Estimate]
     bootstrap_resamples: int | None = None
     seed: int | None = None
+
+
+
+# A difference of one metric between a candidate and its reference (audit/parity.py): both values, candidate -
+@dataclasses.dataclass(kw_only=True)
+class ShiftSetResult(Section):
+    """One natural-shift set (`--shift-data NAME=DIR`): its classes mapped to the model's outputs
+    (data/label_space.py, `mapped_by`), scored under both conventions: `restricted` (softmax over the set's
+    classes' logits) and `unrestricted` (softmax over every output; a prediction outside the set is wrong)."""
+
+    source: str
+    format: str | None = None
+    n: int
+    num_classes: int
+    num_outputs: int
+    mapped_by: str
+    restricted: ViewResult
+    unrestricted: ViewResult
+
+
+@dataclasses.dataclass(kw_only=True)
+class Shift(Section):
+    """The natural-shift sets (audit/shift.py): each set's two views, and `mean`: convention (restricted,
+    unrestricted) -> metric -> its mean over the sets."""
+
+    sets: dict[str, ShiftSetResult]
+    mean: dict[str, dict[str, float]]
+    default_convention: str = "restricted"
+
+# reference, and its paired 95% bootstrap interval (null without resamples).
+MetricDifference = Annotated[
+    dict[str, Any], Keys(reference=float, candidate=float, difference=float, interval=Pair | None)
+]
+
+
+@dataclasses.dataclass(kw_only=True)
+class ParityView(Section):
+    """One view scored by the candidate (the audited model) and its reference on the same images: top-1
+    agreement, the flips against the labels, logit and softmax differences, `metrics`: metric -> its
+    MetricDifference, and `conformal`: method -> both models' sets at the reference's and the candidate's
+    thresholds on the calibration split's scored part, with the paired differences (null without a split)."""
+
+    name: str
+    kind: str
+    corruption: str | None = null_when_absent()
+    severity: int | None = null_when_absent()
+    n: int
+    agreement: float
+    agreement_interval: Pair | None = null_when_absent()
+    correct_to_wrong: int
+    wrong_to_correct: int
+    mean_abs_logit_difference: float
+    max_abs_logit_difference: float
+    mean_kl: float
+    metrics: dict[str, MetricDifference]
+    conformal: dict[str, dict[str, Any]] | None = null_when_absent()
+
+
+@dataclasses.dataclass(kw_only=True)
+class Parity(Section):
+    """The audited model against a reference (`evaluate CANDIDATE --reference REFERENCE`): the reference's
+    file, device and provider (the candidate's are the report's model and runtime), every view's ParityView."""
+
+    reference: ModelInfo
+    bootstrap_resamples: int
+    seed: int
+    views: list[ParityView]
+
+    def view(self, name: str) -> ParityView | None:
+        return next((v for v in self.views if v.name == name), None)

@@ -1,0 +1,72 @@
+"""The parity audit (audit/parity.py through run_audit): the reference scored on the same batches of every view,
+a copy of the candidate giving differences of exactly zero, the clean view's numbers equal to those of the two
+models' own predictions, and the pairs that cannot be compared refused."""
+
+import shutil
+
+import numpy as np
+import pytest
+from conftest import linear_onnx, tiny_images
+
+from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.data.sources import array_source
+from macs_audit.errors import InputError, UsageError
+from macs_audit.metrics import parity
+from macs_audit.models.predictor import load_predictor
+
+OPTIONS = AuditOptions(
+    batch_size=64, perturbations=("noise",), sensitivity_samples=0, bootstrap=50, calibrators=(), calibration_split=0.3
+)
+
+
+@pytest.fixture
+def source():
+    x, y = tiny_images(200, seed=3)
+    return array_source("tiny", "npz", x, y, [str(i) for i in range(10)])
+
+
+def test_a_copy_of_the_candidate_differs_by_exactly_zero(tmp_path, source):
+    candidate = linear_onnx(tmp_path / "candidate.onnx", seed=1)
+    copy = shutil.copy(candidate, tmp_path / "copy.onnx")
+    report = run_audit(load_predictor(candidate), source, OPTIONS, reference=load_predictor(copy)).report
+    assert [v.name for v in report.parity.views] == ["clean", "noise"]
+    for view in report.parity.views:
+        assert view.agreement == 1.0 and view.agreement_interval == [1.0, 1.0]
+        assert view.max_abs_logit_difference == 0.0 and view.mean_kl == 0.0
+        for name, entry in view.metrics.items():
+            assert entry["difference"] == 0.0 and entry["interval"] == [0.0, 0.0], name
+        for method in view.conformal.values():
+            assert all(d == {"difference": 0.0, "interval": [0.0, 0.0]} for d in method["differences"].values())
+    assert report.to_dict()["parity"]["reference"]["path"] == str(copy)
+
+
+def test_the_clean_view_is_that_of_both_models_predictions(tmp_path, source):
+    candidate = load_predictor(linear_onnx(tmp_path / "candidate.onnx", seed=1))
+    reference = load_predictor(linear_onnx(tmp_path / "reference.onnx", seed=2))
+    result = run_audit(candidate, source, OPTIONS, reference=reference)
+    images = source.images(np.arange(len(source))).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
+    ref_logits = reference.predict(images)
+    clean = result.report.parity.view("clean")
+    expected = parity.agreement_summary(parity.agreement(ref_logits, result.logits, result.labels))
+    assert clean.agreement == pytest.approx(expected["agreement"])
+    assert clean.correct_to_wrong == expected["correct_to_wrong"] and clean.n == len(source)
+    assert clean.mean_kl == pytest.approx(expected["mean_kl"], rel=1e-6)
+    assert clean.metrics["accuracy"]["candidate"] == pytest.approx(result.report.clean.metrics["accuracy"])
+    assert clean.metrics["ece"]["candidate"] == pytest.approx(result.report.clean.metrics["ece"])
+    assert 0 < clean.agreement < 1
+    low, high = clean.metrics["nll"]["interval"]
+    assert low < clean.metrics["nll"]["difference"] < high
+
+
+def test_pairs_that_cannot_be_compared_are_refused(tmp_path, source):
+    path = linear_onnx(tmp_path / "candidate.onnx")
+    candidate = load_predictor(path)
+    with pytest.raises(UsageError, match="is the model being audited"):
+        run_audit(candidate, source, OPTIONS, reference=load_predictor(path))
+    with pytest.raises(InputError, match="the reference has 5 classes but the candidate has 10"):
+        run_audit(
+            candidate, source, OPTIONS, reference=load_predictor(linear_onnx(tmp_path / "k5.onnx", num_classes=5))
+        )
+    small = load_predictor(linear_onnx(tmp_path / "small.onnx", size=16))
+    with pytest.raises(InputError, match="takes 16x16 images but the candidate takes 32x32"):
+        run_audit(candidate, source, OPTIONS, reference=small)

@@ -1,0 +1,116 @@
+"""Parity metrics (metrics/parity.py) against direct numpy computations: agreement and flips, the paired
+intervals as the percentiles of the metric differences on explicitly drawn resamples, conformal sets at each
+model's threshold; a model against itself gives exactly zero."""
+
+import numpy as np
+import pytest
+
+from macs_audit.metrics import conformal, parity
+from macs_audit.metrics.accumulators import CalibrationAccumulator, calibration_metrics
+
+
+def pair(n=400, k=5, seed=0, noise=0.4):
+    rng = np.random.default_rng(seed)
+    reference = (rng.normal(size=(n, k)) * 2.0).astype(np.float32)
+    candidate = (reference + rng.normal(0, noise, size=(n, k))).astype(np.float32)
+    labels = np.where(rng.random(n) < 0.7, reference.argmax(axis=1), rng.integers(0, k, n))
+    return reference, candidate, labels
+
+
+def accumulated(logits, labels):
+    acc = CalibrationAccumulator(logits.shape[1])
+    acc.update(logits, labels)
+    return acc
+
+
+def test_agreement_and_flips_against_numpy():
+    reference, candidate, labels = pair()
+    summary = parity.agreement_summary(parity.agreement(reference, candidate, labels))
+    a, b = reference.argmax(1), candidate.argmax(1)
+    assert summary["agreement"] == pytest.approx(np.mean(a == b))
+    assert summary["correct_to_wrong"] == np.sum((a == labels) & (b != labels))
+    assert summary["wrong_to_correct"] == np.sum((a != labels) & (b == labels))
+    gap = np.abs(candidate.astype(np.float64) - reference)
+    assert summary["mean_abs_logit_difference"] == pytest.approx(gap.mean())
+    assert summary["max_abs_logit_difference"] == pytest.approx(gap.max())
+    p = np.exp(reference - reference.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    q = np.exp(candidate - candidate.max(1, keepdims=True))
+    q /= q.sum(1, keepdims=True)
+    assert summary["mean_kl"] == pytest.approx(np.mean((p * np.log(p / q)).sum(1)), rel=1e-6)
+    assert 0 < summary["agreement"] < 1 and summary["correct_to_wrong"] > 0
+
+
+def test_paired_intervals_are_the_percentiles_of_the_differences_on_shared_resamples():
+    reference, candidate, labels = pair(n=300)
+    n, resamples, seed = len(labels), 40, 7
+    out = parity.metric_differences(accumulated(reference, labels), accumulated(candidate, labels), resamples, seed)
+    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # the documented draws, one chunk
+    ref, cand = calibration_metrics(reference, labels, 5), calibration_metrics(candidate, labels, 5)
+    for name in parity.DIFFERENCE_METRICS:
+        estimate = cand[name] - ref[name]
+        resampled = np.array(
+            [
+                calibration_metrics(candidate[i], labels[i], 5)[name]
+                - calibration_metrics(reference[i], labels[i], 5)[name]
+                for i in draws
+            ]
+        )
+        expected = np.quantile(resampled, [0.025, 0.975])
+        if name in ("ece", "smooth_ece"):
+            expected = expected - (resampled.mean() - estimate)
+        assert out[name]["difference"] == pytest.approx(estimate)
+        assert out[name]["interval"] == pytest.approx(list(expected), abs=1e-9), name
+    means_only = parity.metric_differences(
+        accumulated(reference, labels), accumulated(candidate, labels), resamples, seed, errors=False
+    )
+    for name in ("accuracy", "nll", "brier"):
+        assert means_only[name]["interval"] == pytest.approx(out[name]["interval"], abs=1e-12)
+    assert means_only["ece"]["interval"] is None
+
+
+def test_a_model_against_itself_differs_by_exactly_zero():
+    reference, _, labels = pair()
+    out = parity.metric_differences(accumulated(reference, labels), accumulated(reference.copy(), labels), 50, 3)
+    for name, entry in out.items():
+        assert entry["difference"] == 0.0 and entry["interval"] == [0.0, 0.0], name
+    thresholds = conformal.fit_thresholds(reference[:200], labels[:200], 0.9)
+    sets = parity.conformal_differences(
+        reference[200:], reference[200:].copy(), labels[200:], {"reference": thresholds, "candidate": thresholds}, 50, 3
+    )
+    for method in conformal.METHODS:
+        for entry in sets[method]["differences"].values():
+            assert entry == {"difference": 0.0, "interval": [0.0, 0.0]}
+    summary = parity.agreement_summary(parity.agreement(reference, reference.copy(), labels))
+    assert summary["agreement"] == 1.0 and summary["mean_kl"] == 0.0 and summary["max_abs_logit_difference"] == 0.0
+
+
+def test_conformal_differences_at_both_thresholds_against_numpy():
+    reference, candidate, labels = pair(n=600, noise=1.0)
+    fit, scored = np.arange(300), np.arange(300, 600)
+    thresholds = {
+        "reference": conformal.fit_thresholds(reference[fit], labels[fit], 0.9),
+        "candidate": conformal.fit_thresholds(candidate[fit], labels[fit], 0.9),
+    }
+    out = parity.conformal_differences(reference[scored], candidate[scored], labels[scored], thresholds, 30, 1)
+    for method in conformal.METHODS:
+        stats = conformal.evaluate_sets(reference[scored], labels[scored], thresholds["reference"])[method]
+        at_ref = conformal.evaluate_sets(candidate[scored], labels[scored], thresholds["reference"])[method]
+        at_own = conformal.evaluate_sets(candidate[scored], labels[scored], thresholds["candidate"])[method]
+        entry = out[method]
+        assert entry["reference"]["coverage"] == pytest.approx(stats["coverage"])
+        assert entry["candidate_at_reference_threshold"]["mean_set_size"] == pytest.approx(at_ref["mean_set_size"])
+        assert entry["candidate_at_own_threshold"]["coverage"] == pytest.approx(at_own["coverage"])
+        drop = entry["differences"]["coverage_at_reference_threshold"]
+        assert drop["difference"] == pytest.approx(at_ref["coverage"] - stats["coverage"])
+        low, high = drop["interval"]
+        assert low <= drop["difference"] <= high
+
+
+def test_mean_intervals_use_the_bootstrap_draws():
+    rng = np.random.default_rng(2)
+    column = rng.random(100)
+    draws = np.random.default_rng(5).integers(0, 100, size=(30, 100))
+    expected = np.quantile(column[draws].mean(axis=1), [0.025, 0.975])
+    assert parity.mean_intervals({"x": column}, 30, 5)["x"] == pytest.approx(list(expected))
+    assert parity.mean_intervals({"x": column}, 0, 5) == {}
