@@ -27,6 +27,7 @@ SECTIONS = (
     Place.CONFORMAL.value,
     Place.OOD.value,
     Place.UNLABELED.value,
+    Place.SHIFT.value,
 )
 PER_VIEW = ("accuracy", "ece")  # compared for each perturbation view and each corruption
 AFTER_SCALING = ("ece", "nll")  # compared after temperature scaling
@@ -161,7 +162,7 @@ def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Compa
     for name in dict.fromkeys([*ca, *cb]):
         add_per_view(Place.CORRUPTION.value, name, ca.get(name), cb.get(name), _summary_value)
 
-    for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED):
+    for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT):
         add_metrics(place)
     return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b))
 

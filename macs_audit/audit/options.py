@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from macs_audit.data.label_space import MappedSource
 from macs_audit.data.sources import Source
 from macs_audit.distributed import Context
 from macs_audit.metrics import conformal
@@ -33,6 +34,7 @@ class AuditOptions:
     coverage: float = conformal.DEFAULT_COVERAGE  # conformal sets' target, fitted on the calibration split
     ood_source: Source | None = None  # a second data set (labels unused) for OOD detection
     unlabeled_source: Source | None = None  # target images whose accuracy is estimated without labels
+    shift_sets: tuple[MappedSource, ...] = ()  # natural-shift sets (--shift-data), scored as views (audit/shift.py)
 
 
 def workers(options: AuditOptions, ctx: Context) -> int:

@@ -11,6 +11,7 @@ import typer
 from macs_audit.cli.console import handle_errors, note, state, stderr, stdout, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
+    CLASS_MAP_OPTION,
     CORRUPTION_SET_OPTION,
     COVERAGE_OPTION,
     CROP_PCT_OPTION,
@@ -20,12 +21,15 @@ from macs_audit.cli.options import (
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
     OOD_DATA_OPTION,
+    REFERENCE_OPTION,
+    SHIFT_DATA_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
     UNLABELED_OPTION,
     audit_options,
     model_flags,
     parse_corruption_set,
+    parse_shift_data,
 )
 from macs_audit.cli.progress import Progress, show_progress
 from macs_audit.progress import Stage, step
@@ -126,6 +130,9 @@ def evaluate(
     coverage: float = COVERAGE_OPTION,
     ood_data: Optional[Path] = OOD_DATA_OPTION,
     unlabeled: Optional[Path] = UNLABELED_OPTION,
+    reference: Optional[Path] = REFERENCE_OPTION,
+    shift_data: Optional[list[str]] = SHIFT_DATA_OPTION,
+    class_map: Optional[Path] = CLASS_MAP_OPTION,
     output: Optional[Path] = typer.Option(None, "--output", "-o", readable=False, help="Write the JSON report here."),
     predictions: Optional[Path] = typer.Option(
         None, "--save-predictions", readable=False, help="Write logits and labels (.npz) here."
@@ -157,6 +164,7 @@ def evaluate(
     from macs_audit.atomic import destination
     from macs_audit.audit import check_corruption_files, run_audit
     from macs_audit.calibrators.selection import parse_methods
+    from macs_audit.data.label_space import load_mapped_sets
     from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.errors import UsageError
     from macs_audit.metrics.conformal import check_coverage
@@ -189,6 +197,9 @@ def evaluate(
         corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,
         coverage=check_coverage(coverage),
     )
+    shift_sets = parse_shift_data(shift_data)
+    if class_map is not None and not shift_sets:
+        raise UsageError("--class-map maps the --shift-data sets' classes; give --shift-data NAME=DIR")
     configured_gate = None
     gate_inputs: tuple[Path | None, ...] = ()
     if gate or config or baseline:
@@ -197,6 +208,13 @@ def evaluate(
         configured_gate = ConfiguredGate.load(config, baseline)  # a bad config fails now, not after the audit
         gate_inputs = configured_gate.inputs
     inputs = (model, sidecar_path(model), data, corruption_baseline, ood_data, unlabeled, *gate_inputs)
+    if reference is not None:
+        from macs_audit.audit.parity import same_file
+
+        if same_file(reference, model):
+            raise UsageError(f"--reference {reference} is MODEL itself; give the model MODEL was built from")
+        inputs += (reference, sidecar_path(reference))
+    inputs += (class_map, *(folder for _, folder in shift_sets))
     check_distinct([("--output", output), ("--save-predictions", predictions)])
     for option, path in (("--output", output), ("--save-predictions", predictions)):
         if path is not None:
@@ -225,7 +243,17 @@ def evaluate(
         return load_data(DataSpec(path, labeled=False), predictor.config.input_size, predictor.config.crop_pct)[0]
 
     options = dataclasses.replace(
-        options, ood_source=unlabeled_data(ood_data), unlabeled_source=unlabeled_data(unlabeled)
+        options,
+        ood_source=unlabeled_data(ood_data),
+        unlabeled_source=unlabeled_data(unlabeled),
+        shift_sets=load_mapped_sets(
+            shift_sets,
+            predictor.num_classes or source.num_classes,
+            image_size=predictor.config.input_size,
+            crop_pct=predictor.config.crop_pct,
+            model_classes=predictor.config.class_names,
+            class_map=class_map,
+        ),
     )
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
         result = run_audit(predictor, source, options, progress=progress, data_info=data_info, ctx=ctx)

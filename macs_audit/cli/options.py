@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -97,6 +98,22 @@ FORCE_OPTION = typer.Option(
 
 
 def model_flags(
+# Natural-shift sets (evaluate): image folders scored as views, their classes mapped to the model's outputs.
+SHIFT_DATA_OPTION = typer.Option(
+    None,
+    "--shift-data",
+    readable=False,
+    help="A natural-shift set NAME=DIR (repeatable; e.g. imagenet-a=/data/imagenet-a): an ImageFolder whose "
+    "classes (WordNet ids, the model's class names, or --class-map) map to the model's outputs; scored under the "
+    "restricted and unrestricted conventions.",
+)
+CLASS_MAP_OPTION = typer.Option(
+    None,
+    "--class-map",
+    readable=False,
+    help="Map the --shift-data sets' classes to model output indices: a JSON object {class: index} or CSV rows "
+    "class,index (default: by WordNet id or the model's class names).",
+)
     arch: str | None,
     num_classes: int | None,
     input_size: str | None,
@@ -251,3 +268,17 @@ def parse_severities(text: str | None) -> tuple[int, ...]:
     if not out:
         raise UsageError(f"severities must lie in 1-5, got {text!r}")
     return tuple(sorted(out))
+
+
+def parse_shift_data(values: list[str] | None) -> list[tuple[str, Path]]:
+    """['imagenet-a=/data/a', ...] -> [('imagenet-a', Path('/data/a')), ...]; names unique and non-empty."""
+    found: dict[str, Path] = {}
+    for value in values or []:
+        name, sep, folder = value.partition("=")
+        name = name.strip()
+        if not sep or not name or not folder:
+            raise UsageError(f"--shift-data must be NAME=DIR (e.g. imagenet-a=/data/imagenet-a), got {value!r}")
+        if name in found:
+            raise UsageError(f"--shift-data names {name!r} twice; give each set its own name")
+        found[name] = Path(folder)
+    return list(found.items())

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, CORRUPTION_KEYS, GateConfig, config_path, load_config
+from macs_audit.gate.config import (
+    ABSOLUTE_KEYS,
+    BASELINE_KEYS,
+    CORRUPTION_KEYS,
+    SHIFT_KEYS,
+    GateConfig,
+    config_path,
+    load_config,
+)
 from macs_audit.metrics.registry import METRICS, Metric, Place
 from macs_audit.numbers import format_change, format_value
 from macs_audit.report import Report, Section, ViewResult, load_report
@@ -87,6 +95,7 @@ _SECTIONS = {
 }
 _VIEW_PLACES = (Place.CLEAN, Place.SELECTIVE)  # values in report.clean.metrics
 
+    Place.SHIFT: "shift",
 
 def _attribute(section: object, path: str) -> object:
     """section.a.b for path "a.b" of JSON keys (of sections, or of mappings); None where any step is absent."""
@@ -226,6 +235,7 @@ def run_gate(
     )
 
 
+    checks.extend(_shift_checks(report, config, interval))
 def _baseline_checks(report: Report, baseline: Report, config: GateConfig, use_interval: bool) -> list[Check]:
     checks = []
     for key, allowance in config.baseline.items():
@@ -293,6 +303,30 @@ class ConfiguredGate:
     is read), then run on the report."""
 
     config: GateConfig
+def _shift_checks(report: Report, config: GateConfig, use_interval: bool) -> list[Check]:
+    """[gate.shift.<set>]: each named --shift-data set's restricted view against its thresholds."""
+    if not config.shift_overrides:
+        return []
+    sets = report.shift.sets if report.shift is not None else {}
+    checks = []
+    for name, bounds in config.shift_overrides.items():
+        if name not in sets:
+            having = f"it has: {', '.join(sets)}" if sets else "run evaluate with --shift-data NAME=DIR"
+            raise InputError(
+                f"the gate has thresholds for shift set {name!r} but the report has no such set ({having})"
+            )
+        view = sets[name].restricted
+        for key, bound in bounds.items():
+            metric = METRICS[SHIFT_KEYS[key]]
+            value, ci = view.metrics.get(metric.name), view.intervals.get(metric.name)
+            if value is None:
+                raise InputError(f"the gate checks {name} {metric.with_unit} but the report's shift set has none")
+            observed, how = _gated_value(value, ci, metric.higher_is_better, use_interval, metric.percent)
+            label = f"{name} {metric.with_unit} (restricted)"
+            checks.append(_check(f"shift.{name}.{key}", metric, label, observed, bound, how))
+    return checks
+
+
     config_path: Path  # --config, else the file found from the current directory
     baseline_path: Path | None  # --baseline, else the config's [gate.baseline] report
 

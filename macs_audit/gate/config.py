@@ -42,6 +42,8 @@ def bound_key(m: Metric) -> str:
 ABSOLUTE_KEYS = {bound_key(m): m.name for m in GATE_METRICS.values()}
 # Per-corruption thresholds, on the means over severities in report.corruption_summary.corruptions.
 CORRUPTION_KEYS = {bound_key(METRICS[name]): name for name in VIEW_METRICS}
+# Per-set thresholds of the natural-shift sets ([gate.shift.<name>]), on each set's restricted view.
+SHIFT_KEYS = {bound_key(METRICS[name]): name for name in VIEW_METRICS}
 BASELINE_KEYS: dict[str, tuple[str, bool]] = {}  # key -> (metric, relative?)
 for _m in GATE_METRICS.values():
     for _relative in (False, True):
@@ -59,7 +61,7 @@ for _old, _new in RENAMED_METRICS.items():
         if _name == _new:
             DEPRECATED_BASELINE_KEYS[_key.replace(_new, _old, 1)] = _key
 GATE_OPTIONS = ("use_interval",)
-GATE_TABLES = ("corruptions", "baseline")
+GATE_TABLES = ("corruptions", "baseline", "shift")
 BASELINE_OPTIONS = ("report",)
 
 
@@ -71,6 +73,7 @@ class GateConfig:
     corruption_defaults: dict[str, float] = dataclasses.field(default_factory=dict)  # "min_accuracy" -> 0.5
     corruption_overrides: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "fog" -> {...}
     baseline: dict[str, float] = dataclasses.field(default_factory=dict)  # "max_ece_increase" -> 0.01
+    shift_overrides: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "imagenet-a" -> {...}
     baseline_report: Path | None = None
     use_interval: bool = False
     source: str = "<config>"
@@ -195,11 +198,14 @@ def parse_config(table: dict, source: str = "<config>", base_dir: Path | None = 
             cfg.thresholds[key] = _fraction(_number(value, where), METRICS[ABSOLUTE_KEYS[key]], where)
         elif key == "corruptions":
             _parse_corruptions(_table(value, where), cfg, f"{source}: corruptions")
+        elif key == "shift":
+            _parse_shift(_table(value, where), cfg, f"{source}: shift")
         elif key == "baseline":
             _parse_baseline(_table(value, where), cfg, f"{source}: baseline", base_dir)
         else:
             raise _unknown_key(key, [*ABSOLUTE_KEYS, *GATE_OPTIONS, *GATE_TABLES], source)
-    if not (cfg.thresholds or cfg.corruption_defaults or cfg.corruption_overrides or cfg.baseline):
+    checks = (cfg.thresholds, cfg.corruption_defaults, cfg.corruption_overrides, cfg.baseline, cfg.shift_overrides)
+    if not any(checks):
         raise UsageError(f"{source} sets no thresholds; a gate with no checks would always pass (see docs/gate.md)")
     return cfg
 
@@ -227,6 +233,21 @@ def _parse_corruptions(table: dict, cfg: GateConfig, where: str) -> None:
             raise UsageError(f"{where}: {key} must be a table, e.g. [...gate.corruptions.{key}] min_accuracy = 0.5")
         else:
             raise _unknown_key(key, [*CORRUPTION_KEYS, *known_names], where)
+
+
+def _parse_shift(table: dict, cfg: GateConfig, where: str) -> None:
+    """[gate.shift.<set>]: thresholds on one --shift-data set's restricted view (min_accuracy, max_ece, ...)."""
+    for name, value in table.items():
+        if not isinstance(value, dict):
+            raise UsageError(f"{where}: {name} must be a table, e.g. [...gate.shift.{name}] min_accuracy = 0.3")
+        bounds = {}
+        for key, bound in value.items():
+            if key not in SHIFT_KEYS:
+                raise _unknown_key(key, SHIFT_KEYS, f"{where}.{name}")
+            bounds[key] = _fraction(_number(bound, f"{where}.{name}: {key}"), METRICS[SHIFT_KEYS[key]], where)
+        if not bounds:
+            raise UsageError(f"{where}.{name} is empty; give at least one of {', '.join(SHIFT_KEYS)}")
+        cfg.shift_overrides[name] = bounds
 
 
 def _parse_baseline(table: dict, cfg: GateConfig, where: str, base_dir: Path | None) -> None:

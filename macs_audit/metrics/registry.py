@@ -46,6 +46,7 @@ class Place(enum.Enum):
     CONFORMAL = "conformal"  # report.conformal
     OOD = "ood"  # report.ood
     UNLABELED = "unlabeled"  # report.unlabeled
+    SHIFT = "shift"  # report.shift: means over the natural-shift sets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +172,7 @@ def _estimate(estimator: str, label: str) -> Metric:
 
 _ROBUST_VIEW, _SENSITIVITY = f"--perturbations {DEFAULT_ROBUST_VIEW}", "--sensitivity-samples N, N > 0"
 _GRID_15, _GRID_19 = "--corruptions benchmark or all", "--corruptions all"
+_SHIFT_DATA = "--shift-data NAME=DIR"
 _BASELINE = "--corruptions with --corruption-baseline, or the imagenet set (AlexNet's errors)"
 
 # The rows of one place: every view's metrics (report.clean.metrics), report.temperature_scaling,
@@ -180,6 +182,7 @@ _temperature = functools.partial(Metric, place=Place.TEMPERATURE)
 _robustness = functools.partial(Metric, place=Place.ROBUSTNESS)
 _corruption = functools.partial(Metric, place=Place.CORRUPTION)
 _selective = functools.partial(Metric, place=Place.SELECTIVE)
+_shift = functools.partial(Metric, place=Place.SHIFT, unit=Unit.FRACTION, made_by=_SHIFT_DATA)
 
 # In the order tables and `compare` list them.
 METRICS: dict[str, Metric] = {
@@ -437,6 +440,39 @@ METRICS: dict[str, Metric] = {
         _estimate("doc", "DoC"),
     ]
 }
+        # report.shift (audit/shift.py): means over the sets; per set under [gate.shift.<name>].
+        _shift(
+            "shift_accuracy",
+            "mean accuracy, restricted",
+            higher_is_better=True,
+            gate=True,
+            key="mean.restricted.accuracy",
+            named="mean natural-shift accuracy (restricted)",
+        ),
+        _shift(
+            "shift_ece",
+            "mean ECE, restricted",
+            higher_is_better=False,
+            gate=True,
+            key="mean.restricted.ece",
+            named="mean natural-shift ECE (restricted)",
+        ),
+        # The shift papers' RMS calibration error (metrics/rms_calibration.py), which each shift view holds.
+        _shift(
+            "shift_rms_calibration_error",
+            "mean RMS calibration error, restricted",
+            higher_is_better=False,
+            key="mean.restricted.rms_calibration_error",
+            note="100-sample bins, Hendrycks et al.",
+            short="RMS calibration error",
+        ),
+        _shift(
+            "shift_accuracy_unrestricted",
+            "mean accuracy, unrestricted",
+            higher_is_better=True,
+            key="mean.unrestricted.accuracy",
+        ),
+        _shift("shift_ece_unrestricted", "mean ECE, unrestricted", higher_is_better=False, key="mean.unrestricted.ece"),
 
 GATE_METRICS: dict[str, Metric] = {name: m for name, m in METRICS.items() if m.gate}
 

@@ -25,6 +25,7 @@ from macs_audit.report.sections import (
     Parity,
     Robustness,
     Runtime,
+    Shift,
     TemperatureFit,
     Tool,
     Unlabeled,
@@ -52,6 +53,7 @@ class Report:
     conformal: Conformal | None = added_in("1.2")
     ood: OODDetection | None = added_in("1.2")
     unlabeled: Unlabeled | None = added_in("1.2")
+    shift: Shift | None = added_in("2.1")
     parity: Parity | None = added_in("2.1")
     tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""

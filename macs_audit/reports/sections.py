@@ -16,7 +16,7 @@ from typing import Any
 
 from macs_audit.metrics.registry import Place
 from macs_audit.numbers import format_value
-from macs_audit.report import Calibrators, Conformal, OODDetection, Report, Unlabeled
+from macs_audit.report import Calibrators, Conformal, OODDetection, Report, Shift, Unlabeled
 from macs_audit.reports import tables
 
 
@@ -143,6 +143,26 @@ _unlabeled = _part(
 )
 
 
+def _shift_detail(shift: Shift) -> str:
+    mapped = sorted({f"{name}: {entry.mapped_by}" for name, entry in shift.sets.items()})
+    return f"{len(shift.sets)} set{'s' if len(shift.sets) != 1 else ''} ({'; '.join(mapped)})"
+
+
+def _shift(report: Report) -> Content | None:
+    shift = report.shift
+    if shift is None:
+        return None
+    outputs = sorted({entry.num_outputs for entry in shift.sets.values()})
+    caption = (
+        "restricted (the default): softmax over the logits of the set's classes; unrestricted: softmax over all "
+        f"{'/'.join(map(str, outputs))} outputs, a prediction outside the set counts as wrong"
+    )
+    table = Table(
+        tables.shift_header(), tables.shift_rows(report), note="RMS error: the RMS calibration error (100-sample bins)"
+    )
+    return Content((table,), _shift_detail(shift), caption)
+
+
 SECTIONS: tuple[Section, ...] = (
     Section("clean", "Clean calibration", _clean),
     Section("temperature", "Temperature scaling", _temperature),
@@ -150,6 +170,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("margins", "Logit margins", _margins),
     Section("robustness", "Robustness", _robustness),
     Section("corruptions", "Corruptions (accuracy by severity)", _corruptions),
+    Section("shift", "Natural shift", _shift),
     Section("selective", "Selective prediction", _selective),
     Section("conformal", "Conformal sets", _conformal),
     Section("ood", "OOD detection", _ood),

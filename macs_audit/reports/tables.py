@@ -326,3 +326,31 @@ def conformal_rows(report: Report) -> list[list[str]]:
             ]
         )
     return rows
+
+
+SHIFT_METRICS = ("accuracy", "ece", "nll", "rms_calibration_error")  # a shift view's, in its table
+
+
+def shift_header() -> list[str]:
+    labels = [METRICS[name].label for name in SHIFT_METRICS[:-1]]
+    return ["set, convention", *labels, "RMS error"]
+
+
+def shift_rows(report: Report) -> list[list[str]]:
+    """[set and convention, accuracy, ECE, NLL, RMS calibration error]: each natural-shift set under the
+    restricted and the unrestricted convention, then their means."""
+    shift = report.shift
+    if shift is None:
+        return []
+
+    def row(label: str, metrics: dict) -> list[str]:
+        # Fractions but the NLL (the RMS calibration error is no view metric of the registry's).
+        return [label, *(format_value(metrics.get(k), k != "nll") for k in SHIFT_METRICS)]
+
+    rows = []
+    for name, entry in shift.sets.items():
+        rows.append(row(name, entry.restricted.metrics))
+        rows.append(row(f"{name}, unrestricted", entry.unrestricted.metrics))
+    for convention, means in shift.mean.items():
+        rows.append(row("mean" if convention == "restricted" else f"mean, {convention}", means))
+    return rows

@@ -364,6 +364,19 @@ def _hostile(data: dict) -> None:
         family["corruptions"] = [fog if c == "fog" else c for c in family["corruptions"]]
 
 
+def _image_tree(root: str, classes: tuple[str, ...]) -> Callable[[Path], None]:
+    """root/<class>/0.png: one small image per class."""
+
+    def make(tmp: Path) -> None:
+        from PIL import Image
+
+        for i, name in enumerate(classes):
+            (tmp / root / name).mkdir(parents=True)
+            Image.fromarray(tiny_images(1, seed=i)[0][0]).save(tmp / root / name / "0.png")
+
+    return make
+
+
 # -------------------------------------------------------------------------------------------- rows
 
 ROWS: list[Row] = [
@@ -912,6 +925,53 @@ ROWS: list[Row] = [
         3,
         f"(it has: fog{ESC_SHOWN})",
         _all(_report_json("evil.json", _hostile), _file("snow.toml", "[gate.corruptions.snow]\nmin_accuracy = 0.5\n")),
+    ),
+    # natural-shift sets and their label spaces (--shift-data, --class-map)
+    Row("evaluate-shift-data-no-name", (*QUICK, "--shift-data", "{tmp}/a"), 2, "--shift-data must be NAME=DIR"),
+    Row("evaluate-shift-data-twice", (*QUICK, "--shift-data", "a=x", "--shift-data", "a=y"), 2, "names 'a' twice"),
+    Row("evaluate-class-map-alone", (*QUICK, "--class-map", "m.json"), 2, "--class-map maps the --shift-data"),
+    Row("evaluate-shift-data-missing", (*QUICK, "--shift-data", "a={tmp}/gone"), 3, "data not found"),
+    Row(
+        "evaluate-shift-wordnet-ids-on-10-outputs",
+        (*QUICK, "--shift-data", "a=a"),
+        3,
+        "--shift-data a: the data's classes are WordNet ids but the model has 10 outputs",
+        _image_tree("a", ("n01440764", "n01443537")),
+    ),
+    Row(
+        "evaluate-shift-partial-class-map",
+        (*QUICK, "--shift-data", "a=a", "--class-map", "m.json"),
+        3,
+        "class map m.json: 1 of the data's classes do not map: car",
+        _all(_image_tree("a", ("bus", "car")), _file("m.json", '{"bus": 1}')),
+    ),
+    Row(
+        "evaluate-shift-class-map-not-json",
+        (*QUICK, "--shift-data", "a=a", "--class-map", "m.json"),
+        2,
+        "--class-map m.json: not valid JSON",
+        _all(_image_tree("a", ("bus",)), _file("m.json", "{bus")),
+    ),
+    Row(
+        "evaluate-shift-class-map-csv-rows",
+        (*QUICK, "--shift-data", "a=a", "--class-map", "m.csv"),
+        2,
+        "every CSV row must be class,index",
+        _all(_image_tree("a", ("bus",)), _file("m.csv", "bus,1,2\n")),
+    ),
+    Row(
+        "gate-shift-unknown-key",
+        ("gate", "{report}", "--config", "s.toml"),
+        2,
+        "unknown key 'min_acc' in s.toml [gate]: shift.imagenet-a",
+        _file("s.toml", "[gate.shift.imagenet-a]\nmin_acc = 0.5\n"),
+    ),
+    Row(
+        "gate-shift-set-not-in-report",
+        ("gate", "{report}", "--config", "s.toml"),
+        3,
+        "the gate has thresholds for shift set 'imagenet-a' but the report has no such set",
+        _file("s.toml", "[gate.shift.imagenet-a]\nmin_accuracy = 0.5\n"),
     ),
 ]
 

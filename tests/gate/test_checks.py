@@ -111,7 +111,7 @@ def _set_metric(report, name, value):
         out.clean.metrics[name] = value
     elif metric.place is Place.CORRUPTION:
         setattr(out.corruption_summary, metric.report_key, value)
-    elif metric.place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED):  # a path through the section's mappings
+    elif metric.place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT):  # a path through mappings
         *path, last = metric.report_key.split(".")
         table = getattr(out, metric.place.value)
         for step in path:
@@ -241,3 +241,15 @@ def test_partial_corruption_grid_has_no_15_mean_and_no_unrun_corruption():
         gate(report, {"min_corruption_accuracy": 0.5})
     with pytest.raises(InputError, match="no such corruption.*fog, snow"):
         gate(report, {"corruptions": {"contrast": {"min_accuracy": 0.5}}})
+
+
+def test_per_set_shift_thresholds_read_each_sets_restricted_view(full_report):
+    accuracy = full_report.shift.sets["sketch"].restricted.metrics["accuracy"]
+    result = gate(full_report, {"shift": {"sketch": {"min_accuracy": accuracy - EPS, "max_ece": 0.0}}})
+    assert [(c.name, c.passed) for c in result.checks] == [
+        ("shift.sketch.min_accuracy", True),
+        ("shift.sketch.max_ece", False),
+    ]
+    interval = full_report.shift.sets["sketch"].restricted.intervals["accuracy"]
+    (low,) = gate(full_report, {"shift": {"sketch": {"min_accuracy": 0.0}}}, use_interval=True).checks
+    assert low.observed == pytest.approx(interval[0]) and "95% CI" in low.detail

@@ -24,6 +24,7 @@ from macs_audit.report import (
     CorruptionSummary,
     OODDetection,
     Robustness,
+    Shift,
     TemperatureFit,
     Unlabeled,
     load_report,
@@ -61,6 +62,7 @@ def test_every_metric_names_a_key_its_section_has():
         Place.CONFORMAL: Conformal,
         Place.OOD: OODDetection,
         Place.UNLABELED: Unlabeled,
+        Place.SHIFT: Shift,
     }
     for metric in METRICS.values():
         # a view's metrics; the robust view's ECE

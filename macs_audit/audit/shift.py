@@ -1,0 +1,139 @@
+"""The natural-shift sets (`--shift-data NAME=DIR`: ImageNet-A, -R, -Sketch, -V2, ...) as evaluation views.
+
+Each set runs once through the model; its logits are scored under both conventions of a subset of the model's
+classes (data/label_space.py maps them):
+
+- restricted, the default: the softmax over the logits of the set's classes only (the timm and Hendrycks
+  evaluation code); accuracy, every ECE, NLL, Brier and the rest, with their intervals;
+- unrestricted: the softmax over every output, the labels as output indices; a top-1 outside the set is wrong.
+
+The conformal sets fitted on the clean data's calibration split are scored on the unrestricted outputs (they
+were fitted on every output's softmax), on every image of the set. Each view also holds the shift papers' RMS
+calibration error (metrics/rms_calibration.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from macs_audit.audit.options import AuditOptions, workers
+from macs_audit.audit.runner import evaluate_view, view_result
+from macs_audit.data.label_space import MappedSource
+from macs_audit.distributed import SINGLE, Context
+from macs_audit.metrics import accumulators, conformal
+from macs_audit.metrics.rms_calibration import CONVENTION as RMS_CONVENTION
+from macs_audit.metrics.rms_calibration import rms_calibration_error
+from macs_audit.models.predictor import Predictor
+from macs_audit.progress import ProgressFn
+from macs_audit.report import Shift, ShiftSetResult, ViewResult
+from macs_audit.views.view import CLEAN, View
+
+RESTRICTED, UNRESTRICTED = "restricted", "unrestricted"
+CONVENTION = (
+    "restricted (the default; every metric of shift.sets.*.restricted and shift.mean.restricted): softmax over "
+    "the logits of the set's classes only, labels as the set's classes; unrestricted: softmax over every model "
+    "output, labels as output indices, a top-1 outside the set counts as wrong; the conformal sets (fitted on "
+    "the clean calibration split) are scored on every output"
+)
+CHUNK = 4096  # images whose restricted logits are scored at once (bounds the float64 softmax's memory)
+
+
+def shift_view(name: str) -> View:
+    """The view of a shift set: its images as they are (the model's preprocessing, read once)."""
+    return View(name, "shift", CLEAN.transform)
+
+
+def _with_rms(result: ViewResult, acc: accumulators.CalibrationAccumulator) -> ViewResult:
+    samples = acc.samples()
+    rms = rms_calibration_error(samples["confidence"], samples["correct"])
+    if rms is None:
+        return result
+    return dataclasses.replace(result, metrics={**result.metrics, "rms_calibration_error": rms})
+
+
+def restricted_accumulator(
+    mapped: MappedSource, logits: np.ndarray, labels: np.ndarray
+) -> accumulators.CalibrationAccumulator:
+    """The restricted convention's accumulator: the set's classes' logits against the set's labels."""
+    acc = accumulators.CalibrationAccumulator(len(mapped.space.classes))
+    for start in range(0, len(labels), CHUNK):
+        acc.update(mapped.space.restrict(logits[start : start + CHUNK]), labels[start : start + CHUNK])
+    return acc
+
+
+def audit_shift_set(
+    predictor: Predictor,
+    mapped: MappedSource,
+    options: AuditOptions,
+    *,
+    sets: conformal.SplitConformal | None = None,
+    progress: ProgressFn | None = None,
+    ctx: Context = SINGLE,
+) -> ShiftSetResult:
+    """One shift set through the model (this rank's batches under torchrun, gathered), scored both ways."""
+    view = shift_view(mapped.name)
+    in_outputs = mapped.in_model_labels()
+    acc_all, logits = evaluate_view(
+        predictor,
+        in_outputs,
+        mapped.space.num_outputs,
+        options.batch_size,
+        view=view,
+        progress=progress,
+        description=f"shift: {mapped.name}",
+        keep_logits=True,
+        ctx=ctx,
+        workers=workers(options, ctx),
+    )
+    coverage = conformal.evaluate_sets(logits, in_outputs.labels, sets.thresholds) if sets is not None else None
+    acc_subset = restricted_accumulator(mapped, logits, mapped.source.labels)
+    restricted = view_result(view, acc_subset, options.bootstrap, options.seed, progress)
+    unrestricted = view_result(
+        View(f"{mapped.name} ({UNRESTRICTED})", "shift", CLEAN.transform),
+        acc_all,
+        options.bootstrap,
+        options.seed,
+        progress,
+        conformal=coverage,
+    )
+    return ShiftSetResult.of(
+        source=mapped.source.name,
+        format=mapped.source.format,
+        n=len(mapped.source),
+        num_classes=len(mapped.space.classes),
+        num_outputs=mapped.space.num_outputs,
+        mapped_by=mapped.space.mapped_by,
+        restricted=_with_rms(restricted, acc_subset),
+        unrestricted=_with_rms(unrestricted, acc_all),
+    )
+
+
+def shift_means(results: dict[str, ShiftSetResult]) -> dict[str, dict[str, float]]:
+    """Each convention's metrics averaged over the sets (a metric only where every set has it)."""
+    means: dict[str, dict[str, float]] = {}
+    for convention in (RESTRICTED, UNRESTRICTED):
+        views = [getattr(r, convention) for r in results.values()]
+        common = [k for k in views[0].metrics if all(k in v.metrics for v in views)]
+        means[convention] = {k: float(np.mean([v.metrics[k] for v in views])) for k in common}
+    return means
+
+
+def audit_shift(
+    predictor: Predictor,
+    options: AuditOptions,
+    *,
+    sets: conformal.SplitConformal | None = None,
+    progress: ProgressFn | None = None,
+    ctx: Context = SINGLE,
+) -> tuple[Shift | None, dict]:
+    """The shift section of `options.shift_sets` (None without any) and the conventions it adds."""
+    if not options.shift_sets:
+        return None, {}
+    results = {
+        mapped.name: audit_shift_set(predictor, mapped, options, sets=sets, progress=progress, ctx=ctx)
+        for mapped in options.shift_sets
+    }
+    section = Shift.of(sets=results, mean=shift_means(results), default_convention=RESTRICTED)
+    return section, {"shift": CONVENTION, "rms_calibration_error": RMS_CONVENTION}
