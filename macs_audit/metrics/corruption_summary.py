@@ -55,7 +55,7 @@ def summarize_corruptions(
             summary[f"mean_accuracy_{label}"] = float(np.mean([corruptions[n]["accuracy"] for n in names]))
             summary[f"mean_ece_{label}"] = float(np.mean([corruptions[n]["ece"] for n in names]))
     if "mean_accuracy_15" in summary:
-        summary["mce_unnormalized"] = 1.0 - summary["mean_accuracy_15"]
+        summary["mean_corruption_error_unnormalized"] = 1.0 - summary["mean_accuracy_15"]
     summary["mean_accuracy_selected"] = float(np.mean([c["accuracy"] for c in corruptions.values()]))
     if baseline is not None:
         summary.update(baseline_errors(views, clean_accuracy, baseline, benchmark))
@@ -110,6 +110,6 @@ def errors_against(
         "ce": ce,
         "relative_ce": rel,
         "mean_corruption_error": float(np.mean(defined_ce)) if defined_ce else None,
-        "relative_mce": float(np.mean(defined_rel)) if defined_rel else None,
+        "relative_mean_corruption_error": float(np.mean(defined_rel)) if defined_rel else None,
         "baseline_corruptions": sorted(ce),
     }

@@ -53,8 +53,11 @@ class Renamed:
 
 
 RENAMED = (
-    # The mean Corruption Error, not the Maximum Calibration Error every view's metrics call `mce`.
+    # The mean Corruption Error and its relative and unnormalised forms, named so that none reads as the
+    # Maximum Calibration Error every view's metrics call `mce`.
     Renamed("corruption_summary", "mce", "mean_corruption_error", since="2.0"),
+    Renamed("corruption_summary", "relative_mce", "relative_mean_corruption_error", since="2.0"),
+    Renamed("corruption_summary", "mce_unnormalized", "mean_corruption_error_unnormalized", since="2.0"),
 )
 
 

@@ -212,13 +212,14 @@ def corruption_table(report: Report, title: str) -> RenderableType | None:
                 f"mean over {count}x{len(severities)}: {accuracy.label} {format_value(acc_value, accuracy.percent)}, "
                 f"{ece.label} {format_value(ece_value, ece.percent)}"
             )
-    if summary.mce_unnormalized is not None:
-        notes.append(f"{METRICS['mce_unnormalized'].label} {100 * summary.mce_unnormalized:.2f}")
+    if summary.mean_corruption_error_unnormalized is not None:
+        unnormalized = METRICS["mean_corruption_error_unnormalized"]
+        notes.append(f"{unnormalized.label} {100 * summary.mean_corruption_error_unnormalized:.2f}")
     if summary.mean_corruption_error is not None:
-        relative = METRICS["relative_mce"]
+        relative = METRICS["relative_mean_corruption_error"]
         notes.append(
             f"mCE vs baseline {100 * summary.mean_corruption_error:.1f}%, "
-            f"{relative.label} {format_value(summary.relative_mce, relative.percent)}"
+            f"{relative.label} {format_value(summary.relative_mean_corruption_error, relative.percent)}"
         )
     return Group(
         _text(f"{title}: {summary.source}" if summary.source else title, style="italic"),

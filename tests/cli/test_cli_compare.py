@@ -28,7 +28,7 @@ def test_compare_renders_and_exits_0(files, monkeypatch):
 def test_a_schema_1_2_report_is_compared_on_the_new_key_with_a_warning(files):
     files["a"].write_text(json.dumps(schema_1_2(mce=0.8)))
     data = json.loads(files["b"].read_text())
-    data["corruption_summary"].update(mean_corruption_error=0.7, relative_mce=0.9)
+    data["corruption_summary"].update(mean_corruption_error=0.7, relative_mean_corruption_error=0.9)
     files["b"].write_text(json.dumps(data))
     result = run("compare", files["a"], files["b"], "-f", "json", "--no-step-summary")
     assert result.exit_code == 0, result.output

@@ -163,7 +163,8 @@ def test_a_schema_1_2_report_and_the_old_gate_key_are_read_with_a_warning_each(f
     result = run("gate", files["a"], "--config", files["pass"])
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 2 and "gate passed: 1 of 1 checks" in result.stderr
+    assert len(warnings) == 3 and "gate passed: 1 of 1 checks" in result.stderr
     assert "a.json: corruption_summary.mce of a schema 1.2 report is deprecated" in warnings[0]
-    assert "max_corruption_mce is deprecated: read as max_mean_corruption_error" in warnings[1]
+    assert "a.json: corruption_summary.relative_mce of a schema 1.2 report is deprecated" in warnings[1]
+    assert "max_corruption_mce is deprecated: read as max_mean_corruption_error" in warnings[2]
     assert "max_mean_corruption_error" in result.stdout

@@ -41,6 +41,16 @@ def test_the_mean_corruption_errors_old_keys_are_read_as_the_new_ones_with_a_not
         parse_config({"max_corruption_mce": 1.2, "max_mean_corruption_error": 1.1}, "g.toml [gate]")
 
 
+def test_the_relative_mean_corruption_errors_old_keys_are_read_as_the_new_ones_with_a_note():
+    config = parse_config({"max_relative_mce": 1.0, "baseline": {"max_relative_mce_increase": 0.05}}, "g.toml [gate]")
+    assert config.thresholds == {"max_relative_mean_corruption_error": 1.0}
+    assert config.baseline == {"max_relative_mean_corruption_error_increase": 0.05}
+    first, second = config.notes
+    assert first.startswith("g.toml [gate]: max_relative_mce is deprecated: read as max_relative_mean_corruption_error")
+    assert second.startswith("g.toml [gate]: baseline: max_relative_mce_increase is deprecated")
+    assert "max_relative_mce" not in ABSOLUTE_KEYS and ABSOLUTE_KEYS["max_relative_mean_corruption_error"]
+
+
 # ---------------------------------------------------------------------------------- bad configuration
 
 

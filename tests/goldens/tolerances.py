@@ -108,7 +108,7 @@ EXACT_NAMES = {
     "mean_set_size",
     "frac_margin_below_target",
     "robust_accuracy",
-    "mce_unnormalized",
+    "mean_corruption_error_unnormalized",
     "mean_accuracy_15",
     "mean_accuracy_19",
     "mean_accuracy_selected",

@@ -40,7 +40,7 @@ def test_corruption_summary_means_and_mce():
     mean15 = np.mean([acc[c, s] for c in BENCHMARK_CORRUPTIONS for s in range(1, 6)])
     assert summary["mean_accuracy_15"] == pytest.approx(mean15)
     assert summary["mean_accuracy_19"] == pytest.approx(np.mean(list(acc.values())))
-    assert summary["mce_unnormalized"] == pytest.approx(1 - mean15)
+    assert summary["mean_corruption_error_unnormalized"] == pytest.approx(1 - mean15)
     assert (
         summary["corruptions"]["speckle_noise"]["extra"] and summary["families"]["weather"]["corruptions"][0] == "snow"
     )
@@ -87,5 +87,5 @@ def test_alexnet_normalisation_uses_the_published_imagenet_c_errors():
     assert sorted(result["ce"]) == sorted(BENCHMARK_CORRUPTIONS)
     assert all(v == pytest.approx(1.0) for v in result["ce"].values())
     assert result["mean_corruption_error"] == pytest.approx(1.0)
-    assert result["relative_mce"] == pytest.approx(1.0)
+    assert result["relative_mean_corruption_error"] == pytest.approx(1.0)
     assert "torchvision" in result["baseline"]["clean_error_source"]

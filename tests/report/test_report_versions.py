@@ -43,15 +43,19 @@ def test_a_report_of_an_older_minor_version_is_saved_without_the_sections_added_
     assert Report.from_dict(data).to_json() == json.dumps(data, indent=2) + "\n"
 
 
-def test_the_previous_major_versions_renamed_key_is_read_under_its_new_name_with_a_note():
+def test_the_previous_major_versions_renamed_keys_are_read_under_their_new_names_with_a_note_each():
     data = schema_1_2()
     original = json.dumps(data)
     report = Report.from_dict(data)
     assert json.dumps(data) == original  # the caller's object is not changed
-    assert report.corruption_summary.mean_corruption_error == 0.8 and not report.corruption_summary.extra_keys
-    (note,) = report.deprecations
+    summary = report.corruption_summary
+    assert summary.mean_corruption_error == 0.8 and summary.relative_mean_corruption_error == 0.9
+    assert not summary.extra_keys
+    note, relative_note = report.deprecations
     assert note.startswith("corruption_summary.mce of a schema 1.2 report is deprecated: read as ")
     assert "corruption_summary.mean_corruption_error" in note and "\n" not in note
+    assert relative_note.startswith("corruption_summary.relative_mce of a schema 1.2 report is deprecated")
+    assert "corruption_summary.relative_mean_corruption_error, its name since schema 2.0" in relative_note
     # saved again, a 1.2 report keeps its key, in its place, and its bytes
     assert report.to_json() == json.dumps(data, indent=2) + "\n"
     assert "deprecations" not in report.to_dict()
@@ -59,12 +63,12 @@ def test_the_previous_major_versions_renamed_key_is_read_under_its_new_name_with
 
 def test_load_report_names_the_file_in_the_note(tmp_path):
     (tmp_path / "old.json").write_text(json.dumps(schema_1_2()))
-    (note,) = load_report(tmp_path / "old.json").deprecations
+    note, _ = load_report(tmp_path / "old.json").deprecations
     assert note.startswith(f"{tmp_path / 'old.json'}: corruption_summary.mce of a schema 1.2 report")
 
 
 def test_no_note_where_nothing_was_renamed():
-    assert Report.from_dict(schema_1_2(mce=None)).deprecations == []
+    assert Report.from_dict(schema_1_2(mce=None, relative_mce=None)).deprecations == []
     assert synthetic_report().deprecations == []
     current = json.loads(synthetic_report(corruptions=["fog"]).to_json())
     current["corruption_summary"]["mce"] = 0.8  # not a key of 2.0: kept unread, like any unknown key
@@ -90,3 +94,19 @@ def test_this_version_reads_1_x_and_2_x():
         data["schema_version"] = refused
         with pytest.raises(InputError, match=rf"^report schema {refused} is not supported \(this version writes 2.0"):
             Report.from_dict(data)
+
+
+def test_a_1_x_unnormalised_mce_is_read_as_the_mean_corruption_error_unnormalized_and_written_back_as_it_was():
+    data = json.loads(synthetic_report().to_json())  # all 19 corruptions: the unnormalised mCE is there
+    data["schema_version"] = "1.2"
+    summary = data["corruption_summary"]
+    value = summary["mean_corruption_error_unnormalized"]
+    data["corruption_summary"] = {
+        ("mce_unnormalized" if key == "mean_corruption_error_unnormalized" else key): v for key, v in summary.items()
+    }
+    report = Report.from_dict(data)
+    assert report.corruption_summary.mean_corruption_error_unnormalized == value
+    (note,) = report.deprecations
+    assert note.startswith("corruption_summary.mce_unnormalized of a schema 1.2 report is deprecated: read as ")
+    assert report.to_json() == json.dumps(data, indent=2) + "\n"
+    assert "mce_unnormalized" not in synthetic_report().to_dict()["corruption_summary"]
