@@ -21,7 +21,6 @@ from macs_audit.cli.options import (
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
     OOD_DATA_OPTION,
-    REFERENCE_OPTION,
     SHIFT_DATA_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
@@ -130,7 +129,6 @@ def evaluate(
     coverage: float = COVERAGE_OPTION,
     ood_data: Optional[Path] = OOD_DATA_OPTION,
     unlabeled: Optional[Path] = UNLABELED_OPTION,
-    reference: Optional[Path] = REFERENCE_OPTION,
     shift_data: Optional[list[str]] = SHIFT_DATA_OPTION,
     class_map: Optional[Path] = CLASS_MAP_OPTION,
     output: Optional[Path] = typer.Option(None, "--output", "-o", readable=False, help="Write the JSON report here."),
@@ -208,12 +206,6 @@ def evaluate(
         configured_gate = ConfiguredGate.load(config, baseline)  # a bad config fails now, not after the audit
         gate_inputs = configured_gate.inputs
     inputs = (model, sidecar_path(model), data, corruption_baseline, ood_data, unlabeled, *gate_inputs)
-    if reference is not None:
-        from macs_audit.audit.parity import same_file
-
-        if same_file(reference, model):
-            raise UsageError(f"--reference {reference} is MODEL itself; give the model MODEL was built from")
-        inputs += (reference, sidecar_path(reference))
     inputs += (class_map, *(folder for _, folder in shift_sets))
     check_distinct([("--output", output), ("--save-predictions", predictions)])
     for option, path in (("--output", output), ("--save-predictions", predictions)):

@@ -90,14 +90,6 @@ UNLABELED_OPTION = typer.Option(
     help="Unlabeled images whose accuracy is estimated without labels (ATC, DoC), fitted on --data; formats as "
     "--ood-data.",
 )
-QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log).")
-# Commands that write models (calibrate, export, finetune) refuse to replace an existing output without it.
-FORCE_OPTION = typer.Option(
-    False, "--force", help="Replace outputs that already exist (never the command's own inputs)."
-)
-
-
-def model_flags(
 # Natural-shift sets (evaluate): image folders scored as views, their classes mapped to the model's outputs.
 SHIFT_DATA_OPTION = typer.Option(
     None,
@@ -114,6 +106,14 @@ CLASS_MAP_OPTION = typer.Option(
     help="Map the --shift-data sets' classes to model output indices: a JSON object {class: index} or CSV rows "
     "class,index (default: by WordNet id or the model's class names).",
 )
+QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log).")
+# Commands that write models (calibrate, export, finetune) refuse to replace an existing output without it.
+FORCE_OPTION = typer.Option(
+    False, "--force", help="Replace outputs that already exist (never the command's own inputs)."
+)
+
+
+def model_flags(
     arch: str | None,
     num_classes: int | None,
     input_size: str | None,

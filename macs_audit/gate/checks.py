@@ -92,10 +92,10 @@ _SECTIONS = {
     Place.CONFORMAL: "conformal",
     Place.OOD: "ood",
     Place.UNLABELED: "unlabeled",
+    Place.SHIFT: "shift",
 }
 _VIEW_PLACES = (Place.CLEAN, Place.SELECTIVE)  # values in report.clean.metrics
 
-    Place.SHIFT: "shift",
 
 def _attribute(section: object, path: str) -> object:
     """section.a.b for path "a.b" of JSON keys (of sections, or of mappings); None where any step is absent."""
@@ -224,6 +224,7 @@ def run_gate(
         checks.append(_check(key, metric, metric.title, observed, bound, how))
 
     checks.extend(_corruption_checks(report, config, interval))
+    checks.extend(_shift_checks(report, config, interval))
     if baseline is not None:
         checks.extend(_baseline_checks(report, baseline, config, interval))
     return GateResult(
@@ -235,7 +236,6 @@ def run_gate(
     )
 
 
-    checks.extend(_shift_checks(report, config, interval))
 def _baseline_checks(report: Report, baseline: Report, config: GateConfig, use_interval: bool) -> list[Check]:
     checks = []
     for key, allowance in config.baseline.items():
@@ -291,18 +291,6 @@ def _corruption_checks(report: Report, config: GateConfig, use_interval: bool) -
     return checks
 
 
-# --------------------------------------------------------------------------------------------
-# The gate as a command runs it: thresholds and a baseline from files
-# --------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class ConfiguredGate:
-    """The thresholds of a config file and the baseline report to compare with, as `gate`, `report --gate`
-    and `evaluate --gate` take them: loaded first (a bad config is a usage error, exit 2, before any report
-    is read), then run on the report."""
-
-    config: GateConfig
 def _shift_checks(report: Report, config: GateConfig, use_interval: bool) -> list[Check]:
     """[gate.shift.<set>]: each named --shift-data set's restricted view against its thresholds."""
     if not config.shift_overrides:
@@ -327,6 +315,18 @@ def _shift_checks(report: Report, config: GateConfig, use_interval: bool) -> lis
     return checks
 
 
+# --------------------------------------------------------------------------------------------
+# The gate as a command runs it: thresholds and a baseline from files
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfiguredGate:
+    """The thresholds of a config file and the baseline report to compare with, as `gate`, `report --gate`
+    and `evaluate --gate` take them: loaded first (a bad config is a usage error, exit 2, before any report
+    is read), then run on the report."""
+
+    config: GateConfig
     config_path: Path  # --config, else the file found from the current directory
     baseline_path: Path | None  # --baseline, else the config's [gate.baseline] report
 

@@ -314,7 +314,7 @@ METRICS: dict[str, Metric] = {
         ),
         # 1 - corruption_accuracy: shown in the summary table, not compared or gated twice.
         _corruption(
-            "mean_corruption_error_unnormalized",
+            "mce_unnormalized",
             "unnormalised mCE",
             unit=Unit.FRACTION,
             higher_is_better=False,
@@ -322,8 +322,7 @@ METRICS: dict[str, Metric] = {
             note="1 - mean accuracy 15 x 5",
             made_by=_GRID_15,
         ),
-        # mCE, the mean Corruption Error, and its relative and unnormalised forms: named in full, not as the
-        # Maximum Calibration Error (`mce` above).
+        # mCE, the mean Corruption Error (not the Maximum Calibration Error, `mce` above).
         _corruption(
             "mean_corruption_error",
             "mCE relative to the corruption baseline",
@@ -333,12 +332,7 @@ METRICS: dict[str, Metric] = {
             made_by=_BASELINE,
         ),
         _corruption(
-            "relative_mean_corruption_error",
-            "relative mCE",
-            unit=Unit.RATIO,
-            higher_is_better=False,
-            gate=True,
-            made_by=_BASELINE,
+            "relative_mce", "relative mCE", unit=Unit.RATIO, higher_is_better=False, gate=True, made_by=_BASELINE
         ),
         # Selective prediction on the max-softmax confidence, in every view's metrics (metrics/selective.py).
         _selective("aurc", "AURC", unit=Unit.FRACTION, higher_is_better=False, gate=True),
@@ -440,12 +434,6 @@ METRICS: dict[str, Metric] = {
                 ("fpr95", "FPR at 95% TPR", False),
             )
         ),
-        # report.unlabeled (metrics/label_free.py).
-        _estimate("atc_mc", "ATC-MC"),
-        _estimate("atc_ne", "ATC-NE"),
-        _estimate("doc", "DoC"),
-    ]
-}
         # report.shift (audit/shift.py): means over the sets; per set under [gate.shift.<name>].
         _shift(
             "shift_accuracy",
@@ -479,6 +467,12 @@ METRICS: dict[str, Metric] = {
             key="mean.unrestricted.accuracy",
         ),
         _shift("shift_ece_unrestricted", "mean ECE, unrestricted", higher_is_better=False, key="mean.unrestricted.ece"),
+        # report.unlabeled (metrics/label_free.py).
+        _estimate("atc_mc", "ATC-MC"),
+        _estimate("atc_ne", "ATC-NE"),
+        _estimate("doc", "DoC"),
+    ]
+}
 
 GATE_METRICS: dict[str, Metric] = {name: m for name, m in METRICS.items() if m.gate}
 

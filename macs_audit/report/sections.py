@@ -139,10 +139,10 @@ class Conventions(Section):
     conformal: str | None = None
     ood: str | None = None
     label_free: str | None = None  # ATC and DoC
-
-
     shift: str | None = None  # the natural-shift sets' two conventions (restricted, unrestricted)
     rms_calibration_error: str | None = None  # the shift papers' RMS calibration error
+
+
 @dataclasses.dataclass
 class Tool(Section):
     name: str | None = None
@@ -247,14 +247,14 @@ class CorruptionSummary(Section):
     mean_ece_15: float | None = None
     mean_accuracy_19: float | None = None  # only when all 19 ran
     mean_ece_19: float | None = None
-    mean_corruption_error_unnormalized: float | None = None  # 1 - mean_accuracy_15 (schema 1.x: `mce_unnormalized`)
+    mce_unnormalized: float | None = None
     mean_accuracy_selected: float | None = None
     # Only with a corruption baseline report:
     baseline: dict[str, Any] | None = None
     ce: dict[str, float | None] | None = None
     relative_ce: dict[str, float | None] | None = None
     mean_corruption_error: float | None = None  # mCE: the mean of the CEs (schema 1.x: `mce`)
-    relative_mean_corruption_error: float | None = None  # the mean of relative_ce (schema 1.x: `relative_mce`)
+    relative_mce: float | None = None
     baseline_corruptions: list[str] | None = None
     source: str | None = None
     frost_textures: str | None = None
@@ -310,8 +310,6 @@ class Unlabeled(Section):
     seed: int | None = None
 
 
-
-# A difference of one metric between a candidate and its reference (audit/parity.py): both values, candidate -
 @dataclasses.dataclass(kw_only=True)
 class ShiftSetResult(Section):
     """One natural-shift set (`--shift-data NAME=DIR`): its classes mapped to the model's outputs
@@ -337,6 +335,8 @@ class Shift(Section):
     mean: dict[str, dict[str, float]]
     default_convention: str = "restricted"
 
+
+# A difference of one metric between a candidate and its reference (audit/parity.py): both values, candidate -
 # reference, and its paired 95% bootstrap interval (null without resamples).
 MetricDifference = Annotated[
     dict[str, Any], Keys(reference=float, candidate=float, difference=float, interval=Pair | None)

@@ -67,7 +67,7 @@ def _gate(tmp, out, toml: str):
 def test_the_gate_keys_and_per_set_overrides(shifted):
     tmp, _, _, out = shifted
     assert _gate(tmp, out, "[gate]\nmin_shift_accuracy = 0.0\nmax_shift_ece = 1.0\n").exit_code == 0
-    failed = _gate(tmp, out, '[gate.shift.imagenet-a]\nmin_accuracy = 1.0\nmax_ece = 0.0\n')
+    failed = _gate(tmp, out, "[gate.shift.imagenet-a]\nmin_accuracy = 1.0\nmax_ece = 0.0\n")
     assert failed.exit_code == 1 and "shift.imagenet-a.min_accuracy" in failed.output
     unknown = _gate(tmp, out, "[gate.shift.imagenet-v2]\nmin_accuracy = 0.1\n")
     assert unknown.exit_code == 3 and "no such set" in unknown.output
