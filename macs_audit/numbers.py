@@ -22,6 +22,21 @@ def format_value(value: float | None, percent: bool) -> str:
     return f"{100 * value:.2f}%" if percent else f"{value:.4f}"
 
 
+def format_values(values: tuple[float, float], percent: bool, most_decimals: int = 8) -> tuple[str, str]:
+    """Two values shown side by side (a gate check's observed value and its bound): format_value's decimals,
+    more where those show two different values as the same (`17.38% <= 17.38%` for 0.17384 and 0.17380
+    reads `17.384% <= 17.380%`), up to `most_decimals`."""
+    a, b = values
+    base = 2 if percent else 4
+    scale = 100 if percent else 1
+    for decimals in range(base, most_decimals + 1):
+        shown = (f"{scale * a:.{decimals}f}", f"{scale * b:.{decimals}f}")
+        if shown[0] != shown[1] or a == b:
+            break
+    suffix = "%" if percent else ""
+    return shown[0] + suffix, shown[1] + suffix
+
+
 def format_change(change: float | None, percent: bool, signed: bool = True) -> str:
     """A change in a metric: `+1.25 pp` (percentage points) for a fraction-style metric, else `+0.0123`;
     without the sign for an amount such as an allowance; `-` if absent."""

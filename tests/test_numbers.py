@@ -8,7 +8,7 @@ import pytest
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.gate import parse_config, run_gate, starting_config
-from macs_audit.numbers import format_change, format_value
+from macs_audit.numbers import format_change, format_value, format_values
 from macs_audit.reports import junit, tables
 
 
@@ -53,7 +53,30 @@ def test_a_gate_check_shows_its_values_as_the_report_table_does():
     assert nll[3:5] == ["0.4300", "<= 0.4730"] and accuracy[3:5] == ["92.00%", ">= 90.00%"]
     assert "0.4300" in [value for _, value, _ in tables.clean_rows(report)]
     assert "clean NLL (nats): 0.4300 (must be &lt;= 0.4730)" in junit.render(report, result)
-    assert "max_nll = 0.473  # clean NLL (nats): 0.4300 in the report" in starting_config(report).splitlines()
+    written = starting_config(report, relative_margin=0.1).splitlines()
+    assert any(line.startswith("max_nll = 0.473  # clean NLL (nats): 0.4300 in the report;") for line in written)
+
+
+@pytest.mark.parametrize(
+    ("values", "percent", "text"),
+    [
+        ((0.17384, 0.1738), False, ("0.17384", "0.17380")),  # 0.1738 <= 0.1738 would not say why it failed
+        ((0.050004, 0.05), True, ("5.0004%", "5.0000%")),
+        ((0.43, 0.473), False, ("0.4300", "0.4730")),  # distinct at the usual digits: kept
+        ((0.05, 0.05), True, ("5.00%", "5.00%")),  # equal values (a pass) keep the usual digits
+    ],
+)
+def test_two_values_side_by_side_get_the_digits_that_tell_them_apart(values, percent, text):
+    assert format_values(values, percent) == text
+
+
+def test_a_failed_check_shows_the_digits_that_make_it_fail():
+    report = synthetic_report()
+    brier = report.clean.metrics["brier"]
+    result = run_gate(report, parse_config({"max_brier": round(brier - 4e-5, 5)}, "test"))
+    (row,) = tables.gate_rows(result)
+    assert row[0] == "FAIL" and row[3] != row[4].removeprefix("<= ")
+    assert float(row[3]) == pytest.approx(brier, abs=1e-5)
 
 
 def test_a_baseline_allowance_is_an_unsigned_change():

@@ -24,16 +24,27 @@ def init(
         readable=False,
         help="A report written by `evaluate -o`: its values give the thresholds.",
     ),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", readable=False, help=OUT_HELP),
-    margin: float = typer.Option(
-        0.02, "--margin", min=0, max=1, help="Allowance on fractions (accuracy, ECE, ...): 0.02 = 2 percentage points."
+    out: Optional[Path] = typer.Option(None, "--output", "--out", "-o", readable=False, help=OUT_HELP),
+    margin: Optional[float] = typer.Option(
+        None,
+        "--margin",
+        min=0,
+        max=1,
+        help="A flat allowance on fractions (accuracy, ECE, ...), 0.02 = 2 percentage points, in place of "
+        "the noise of each estimate (default: sqrt(2) x its 95% interval's half-width).",
     ),
-    relative_margin: float = typer.Option(
-        0.1, "--relative-margin", min=0, max=1, help="Allowance on the other metrics (NLL, Brier, ratios): 0.1 = 10%."
+    relative_margin: Optional[float] = typer.Option(
+        None,
+        "--relative-margin",
+        min=0,
+        max=1,
+        help="A flat allowance on the other metrics (NLL, ratios), 0.1 = 10% of the value, in place of the noise.",
     ),
 ) -> None:
-    """Write starting gate thresholds from a saved report: its values loosened by a margin. Never replaces a
-    gate table that exists; appends to a pyproject.toml that has none."""
+    """Write starting gate thresholds from a saved report: accuracy, ECE, NLL, robust accuracy, the corruption
+    mean and conformal coverage (where the report has them) loosened by the noise of their estimates, the
+    baseline allowances alike, the other metrics commented out. Never replaces a gate table that exists;
+    appends to a pyproject.toml that has none."""
     from macs_audit import gate as gate_core
     from macs_audit.atomic import destination
     from macs_audit.outputs import check_file
@@ -49,7 +60,7 @@ def init(
         pyproject = Path(gate_core.PYPROJECT_TOML)
         out = pyproject if pyproject.is_file() else Path(gate_core.MACS_AUDIT_TOML)
     if not out.is_dir():  # a directory gets write_starting_config's own message
-        check_file(out, inputs=(report_path,), option="--out")  # every output's checks, before the report is read
+        check_file(out, inputs=(report_path,), option="--output")  # every output's checks, before the report is read
     report = load_report(report_path)
     for message in report.deprecations:
         warn(message)
@@ -61,6 +72,7 @@ def init(
         found = searched and out.name in (gate_core.PYPROJECT_TOML, gate_core.MACS_AUDIT_TOML)
         check = f"macs-audit gate {report_path}" + ("" if found else f" --config {out}")
         message = (
-            f"[{table}] written to {out}; `{check}` passes on this report; tighten the thresholds as the model improves"
+            f"[{table}] written to {out}; `{check}` passes on this report (its baseline allowances run with "
+            "--baseline BASE.json); tighten the thresholds as the model improves"
         )
     note(message)

@@ -60,6 +60,8 @@ class GateResult:
     baseline: str | None = None
     # Not in to_dict: the deprecated names the config and the baseline report were read with, for the commands.
     notes: list[str] = dataclasses.field(default_factory=list)
+    # Checks the config sets but this run could not make, and why (baseline allowances without a baseline).
+    skipped: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -78,6 +80,7 @@ class GateResult:
             "n_checks": len(self.checks),
             "n_failed": len(self.failures),
             "checks": [dataclasses.asdict(c) for c in self.checks],
+            "skipped": list(self.skipped),
         }
 
 
@@ -205,10 +208,18 @@ def run_gate(
             "use_interval needs bootstrap intervals but the report has none (it was made with "
             "--bootstrap 0); rerun evaluate with --bootstrap N or gate on point estimates"
         )
+    skipped = []
     if config.baseline and baseline is None:
-        raise UsageError(
-            f"{config.source} sets baseline allowances but no baseline report was given; "
-            'pass --baseline BASE.json or set [gate.baseline] report = "..."'
+        # One config serves a branch's own gate (no baseline) and a pull request's (--baseline): the
+        # allowances are skipped, and said so, unless they are all the config checks.
+        if not (config.thresholds or config.corruption_defaults or config.corruption_overrides):
+            raise UsageError(
+                f"{config.source} sets only baseline allowances but no baseline report was given; "
+                'pass --baseline BASE.json or set [gate.baseline] report = "..."'
+            )
+        skipped.append(
+            f"{len(config.baseline)} baseline allowance{'s' if len(config.baseline) != 1 else ''} "
+            f"({', '.join(config.baseline)}): no baseline report given (--baseline BASE.json runs them)"
         )
     if baseline is not None and not config.baseline:
         raise UsageError(
@@ -233,6 +244,7 @@ def run_gate(
         config=config.source,
         baseline=baseline_name if baseline is not None else None,
         notes=[*config.notes, *(baseline.deprecations if baseline is not None else [])],
+        skipped=skipped,
     )
 
 

@@ -1,8 +1,12 @@
-"""`macs-audit init`'s starting gate table: a report's values loosened by a margin, written as TOML.
+"""`macs-audit init`'s starting gate table: a report's values loosened by the noise of their estimates, as TOML.
 
-The thresholds are ones the report passes, for every gated metric it holds (and the worst
-corruption's mean accuracy and ECE); the table is added to a TOML file atomically, never over a
-gate table the file already has, and only once the gate accepts what would be written.
+The few metrics a team means are set (clean accuracy, ECE and NLL, robust accuracy, the corruption mean,
+conformal coverage, where the report has them), each at its value less a margin from its own 95%
+interval, so the model the report was made from passes and a model worse beyond the noise fails; the
+other gated metrics are written commented out at their current values. The baseline allowances are set
+with the same margins: the gate runs them when a baseline report is given and skips them, saying so,
+when none is. The table is added to a TOML file atomically, never over a gate table the file already
+has, and only once the gate accepts what would be written.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from macs_audit.errors import InputError, UsageError
 from macs_audit.gate.checks import locate
 from macs_audit.gate.config import (
+    BASELINE_KEYS,
     MACS_AUDIT_TOML,
     PYPROJECT_TOML,
     TOOL_TABLE,
@@ -24,12 +29,20 @@ from macs_audit.gate.config import (
     table_name,
 )
 from macs_audit.metrics.registry import GATE_METRICS, METRICS, Metric
-from macs_audit.numbers import format_value
+from macs_audit.numbers import format_change, format_value
 from macs_audit.report import Report
 from macs_audit.text import printable
 
-MARGIN = 0.02  # fractions (accuracy, ECE, ...): 2 percentage points either way
-RELATIVE_MARGIN = 0.10  # the other metrics (NLL, Brier, ratios): 10% of the value
+MARGIN = 0.02  # without an interval: fractions (accuracy, ECE, ...) by 2 percentage points
+RELATIVE_MARGIN = 0.10  # and the other metrics (NLL, Brier, ratios) by 10% of the value
+# The metrics set by default, in this order; every other gated metric is written commented out.
+DEFAULT_METRICS = ("accuracy", "ece", "nll", "robust_accuracy", "corruption_accuracy", "conformal_coverage")
+# Those with a baseline allowance: conformal coverage is judged against its target, not another model.
+BASELINE_METRICS = ("accuracy", "ece", "nll", "robust_accuracy", "corruption_accuracy")
+Z95 = 1.959963984540054  # the normal 97.5% quantile: a binomial 95% half-width is Z95 * sqrt(p (1 - p) / n)
+# Two independent estimates with 95% half-width h differ by up to sqrt(2) h (95%): the margin of a model
+# measured again, on another sample as large, or as a retrained model of the same quality.
+DIFFERENCE = math.sqrt(2)
 
 
 @dataclasses.dataclass
@@ -39,33 +52,101 @@ class StartingThreshold:
     observed: float
     what: str  # what was observed, in words (for the comment)
     percent: bool
+    enabled: bool = True  # False: written commented out, at the observed value
+    margin: float = 0.0  # bound - observed, unsigned
+    how: str = ""  # where the margin comes from, in words
 
 
-def _loosened(value: float, metric: Metric, margin: float, relative_margin: float) -> float:
-    """`value` moved by the margin in the allowed direction, rounded outwards to 4 decimals."""
-    allowance = margin if metric.unit.bounded else relative_margin * abs(value)
+def _rounded(value: float, metric: Metric) -> float:
+    """`value` rounded outwards (in the allowed direction) to 4 decimals; a fraction kept in [0, 1]."""
     if metric.higher_is_better:
-        bound = math.floor((value - allowance) * 1e4) / 1e4
+        bound = math.floor(value * 1e4) / 1e4
+        bound = round(bound - 1e-4, 4) if bound > value else bound  # value * 1e4 rounded up in binary: one step more
     else:
-        bound = math.ceil((value + allowance) * 1e4) / 1e4
+        bound = math.ceil(value * 1e4) / 1e4
+        bound = round(bound + 1e-4, 4) if bound < value else bound
     return min(1.0, max(0.0, bound)) if metric.unit.bounded else bound
 
 
+def _binomial_half_width(p: float, n: int) -> float:
+    return Z95 * math.sqrt(max(p * (1 - p), 0.0) / n) if n > 0 else 0.0
+
+
+def _noise_margin(report: Report, metric: Metric, value: float, interval: list[float] | None) -> tuple[float, str]:
+    """(margin, where it comes from) for `metric`'s value: sqrt(2) x the distance from the value to the
+    pessimistic end of its 95% interval, or of a binomial one where the report has none (a fraction of
+    the n images), else the flat margins."""
+    side = "lower" if metric.higher_is_better else "upper"
+    if interval is not None and len(interval) == 2 and all(isinstance(v, (int, float)) for v in interval):
+        end = interval[0] if metric.higher_is_better else interval[1]
+        half = abs(value - float(end))
+        shown = ", ".join(format_value(float(v), metric.percent) for v in interval)
+        return DIFFERENCE * half, f"sqrt(2) x the {side} half-width of its 95% bootstrap interval [{shown}]"
+    n = report.data.n or 0
+    if metric.unit.bounded and n > 0:
+        half = _binomial_half_width(value, n)
+        return DIFFERENCE * half, f"sqrt(2) x the binomial 95% half-width on {n} images (no interval in the report)"
+    if metric.unit.bounded:
+        return MARGIN, f"a flat {format_change(MARGIN, True, signed=False)} (no interval in the report)"
+    return RELATIVE_MARGIN * abs(value), f"a flat {100 * RELATIVE_MARGIN:g}% of the value (no interval in the report)"
+
+
+def _coverage_bound(report: Report, metric: Metric, value: float) -> tuple[float, str] | None:
+    """Conformal coverage is judged against its target: the target less the binomial 95% half-width on the
+    held-out images it was scored on (None where the report lacks the target)."""
+    conformal = report.conformal
+    target = getattr(conformal, "target_coverage", None) if conformal is not None else None
+    n = getattr(conformal, "n_eval", None) if conformal is not None else None
+    if not isinstance(target, (int, float)) or not isinstance(n, int) or n <= 0:
+        return None
+    half = _binomial_half_width(float(target), n)
+    how = f"its target {format_value(float(target), True)} less the binomial 95% half-width on {n} held-out images"
+    return float(target) - half, how
+
+
 def starting_thresholds(
-    report: Report, margin: float = MARGIN, relative_margin: float = RELATIVE_MARGIN
+    report: Report, margin: float | None = None, relative_margin: float | None = None
 ) -> tuple[list[StartingThreshold], list[StartingThreshold]]:
-    """(thresholds, per-corruption defaults) at the report's values loosened by the margins: a config that
-    the report passes, for every gated metric it holds. The per-corruption defaults bound the worst
-    corruption's mean accuracy and ECE."""
+    """(thresholds, per-corruption defaults) that the report passes, for every gated metric it holds: the
+    default metrics enabled, at their values loosened by the noise of their estimates (_noise_margin); the
+    others disabled, at their values. `margin` / `relative_margin` (fractions; the other metrics, a fraction
+    of the value) replace the noise margins with flat ones. The per-corruption defaults (disabled) bound the
+    worst corruption's mean accuracy and ECE."""
+    flat = margin is not None or relative_margin is not None
+    margin = MARGIN if margin is None else margin
+    relative_margin = RELATIVE_MARGIN if relative_margin is None else relative_margin
     if not (0 <= margin < 1 and 0 <= relative_margin < 1):
         raise UsageError(f"margins must lie in [0, 1), got {margin:g} and {relative_margin:g}")
+
+    def loosen(metric: Metric, value: float, interval: list[float] | None) -> tuple[float, float, str]:
+        if flat:
+            allowance = margin if metric.unit.bounded else relative_margin * abs(value)
+            how = f"a flat {format_change(allowance, metric.percent, signed=False)} (--margin, --relative-margin)"
+        elif metric.name.startswith("conformal_coverage") and (target := _coverage_bound(report, metric, value)):
+            bound, how = target
+            bound = min(bound, value)  # a report below its target's noise still passes its own gate
+            return _rounded(bound, metric), abs(value - bound), how
+        else:
+            allowance, how = _noise_margin(report, metric, value, interval)
+        bound = value - allowance if metric.higher_is_better else value + allowance
+        return _rounded(bound, metric), allowance, how
+
     absolute = []
     for metric in GATE_METRICS.values():
-        value, _ = locate(report, metric)
+        value, interval = locate(report, metric)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
-        bound = _loosened(float(value), metric, margin, relative_margin)
-        absolute.append(StartingThreshold(bound_key(metric), bound, float(value), metric.title, metric.percent))
+        enabled = metric.name in DEFAULT_METRICS
+        if enabled:
+            bound, allowance, how = loosen(metric, float(value), interval)  # type: ignore[arg-type]
+        else:
+            bound, allowance, how = _rounded(float(value), metric), 0.0, ""
+        absolute.append(
+            StartingThreshold(
+                bound_key(metric), bound, float(value), metric.title, metric.percent, enabled, allowance, how
+            )
+        )
+    absolute.sort(key=lambda t: not t.enabled)  # the enabled first, each group in the registry's order
     per_corruption = []
     entries = report.corruption_summary.corruptions if report.corruption_summary is not None else {}
     for name in ("accuracy", "ece"):
@@ -76,9 +157,9 @@ def starting_thresholds(
             continue
         pick = min if metric.higher_is_better else max
         worst = pick(values, key=values.__getitem__)
-        bound = _loosened(values[worst], metric, margin, relative_margin)
         what = f"{'lowest' if metric.higher_is_better else 'highest'} per-corruption mean {metric.label} ({worst})"
-        per_corruption.append(StartingThreshold(bound_key(metric), bound, values[worst], what, metric.percent))
+        bound = _rounded(values[worst], metric)
+        per_corruption.append(StartingThreshold(bound_key(metric), bound, values[worst], what, metric.percent, False))
     if not absolute and not per_corruption:
         raise InputError("the report holds no gated metric (no clean metrics): is it a report written by evaluate?")
     return absolute, per_corruption
@@ -89,11 +170,16 @@ def _comment(text: str) -> str:
     return printable(text)
 
 
+def _allowance_key(metric_name: str) -> str:
+    key = next(k for k, (name, relative) in BASELINE_KEYS.items() if name == metric_name and not relative)
+    return key
+
+
 def starting_config(
     report: Report,
     table: str = TOOL_TABLE,
-    margin: float = MARGIN,
-    relative_margin: float = RELATIVE_MARGIN,
+    margin: float | None = None,
+    relative_margin: float | None = None,
     report_name: str = "the report",
 ) -> str:
     """The TOML text of a starting gate table `table` from `report` (see starting_thresholds)."""
@@ -101,37 +187,53 @@ def starting_config(
     model, data = report.model, report.data
     lines = [
         _comment(f"# Starting gate thresholds, written by `macs-audit init` from {report_name}"),
-        _comment(f"# ({model.path or '?'} on {data.source or '?'}, n={data.n or '?'}): each is the report's value"),
-        f"# loosened by {margin:g} for fractions (accuracy, ECE, ...) and by {100 * relative_margin:g}% of",
-        "# the value for the other metrics, on point estimates (use_interval = true gates on",
-        "# the pessimistic end of the 95% interval instead). Tighten them as the model",
-        "# improves; docs/gate.md lists every key.",
+        _comment(f"# ({model.path or '?'} on {data.source or '?'}, n={data.n or '?'})."),
+        "# The metrics set are each the report's value loosened by the noise of its estimate (the",
+        "# comment says which interval), so this model passes and one worse beyond the noise fails; the",
+        "# others are commented out at their current values: uncomment the ones to hold. Checks compare",
+        "# point estimates (use_interval = true: the pessimistic end of the 95% interval). docs/gate.md",
+        "# lists every key.",
         f"[{table}]",
     ]
 
+    def observed(t: StartingThreshold) -> str:
+        return f"{t.what}: {format_value(t.observed, t.percent)} in the report"
+
     def row(t: StartingThreshold) -> str:
-        return f"{t.key} = {t.bound!r}  " + _comment(f"# {t.what}: {format_value(t.observed, t.percent)} in the report")
+        if not t.enabled:
+            return f"# {t.key} = {t.bound!r}  " + _comment(f"# {observed(t)}")
+        return f"{t.key} = {t.bound!r}  " + _comment(f"# {observed(t)}; margin {t.how}")
 
     lines += [row(t) for t in absolute]
     if per_corruption:
         lines += ["", "# Every corruption's mean over severities; [...corruptions.<name>] overrides one."]
-        lines += [f"[{table}.corruptions]", *(row(t) for t in per_corruption)]
+        lines += [f"# [{table}.corruptions]", *(row(t) for t in per_corruption)]
+    lines += parity_lines(report, table)
+    allowances = [
+        (METRICS[t.key.split("_", 1)[1]], t)
+        for t in absolute
+        if t.enabled and t.key.split("_", 1)[1] in BASELINE_METRICS
+    ]
     lines += [
         "",
-        "# Regression checks against a saved baseline report (gate --baseline BASE.json, or report = below):",
-        f"# [{table}.baseline]",
+        "# Regression checks against a baseline report (the target branch's): they run when one is given",
+        '# (gate --baseline BASE.json, or report = "..." below) and are skipped, with a note, when none is.',
+        "# Each allowance is the threshold's margin above.",
+        f"[{table}.baseline]",
         '# report = "baseline.json"',
-        "# max_ece_increase = 0.01",
-        "# max_accuracy_drop = 0.01",
     ]
+    for metric, t in allowances:
+        allowance = math.ceil(t.margin * 1e4) / 1e4
+        amount = format_change(allowance, metric.percent, signed=False)
+        lines.append(f"{_allowance_key(metric.name)} = {allowance!r}  " + _comment(f"# {metric.title}: {amount}"))
     return "\n".join(lines) + "\n"
 
 
 def write_starting_config(
     path: Path,
     report: Report,
-    margin: float = MARGIN,
-    relative_margin: float = RELATIVE_MARGIN,
+    margin: float | None = None,
+    relative_margin: float | None = None,
     report_name: str = "the report",
 ) -> str:
     """Add a starting gate table to the TOML file `path` (created, or appended to when it has no gate table
@@ -170,3 +272,47 @@ def write_starting_config(
     parse_config(found or {}, source, base_dir=path.parent)  # what was written is a config the gate accepts
     write_text(path, text)
     return table
+
+
+def parity_lines(report: Report, table: str) -> list[str]:
+    """[gate.parity] from a report with a parity section: each key at the worst view's pessimistic end of its
+    paired 95% interval (the point estimate where none), rounded outwards, so the candidate passes its own gate."""
+    if report.parity is None or not report.parity.views:
+        return []
+
+    def end(value: float, interval: list[float] | None, sign: int, lower: bool) -> float:
+        ends = sorted(0.0 + sign * v for v in interval) if interval else [0.0 + sign * value] * 2  # 0.0 +: no -0.0
+        return ends[0] if lower else ends[1]
+
+    views = report.parity.views
+    worst = {
+        "min_agreement": min(end(v.agreement, v.agreement_interval, 1, True) for v in views),
+        "max_ece_increase": max(
+            end(v.metrics["ece"]["difference"], v.metrics["ece"]["interval"], 1, False) for v in views
+        ),
+        "max_nll_increase": max(
+            end(v.metrics["nll"]["difference"], v.metrics["nll"]["interval"], 1, False) for v in views
+        ),
+    }
+    drops = [
+        end(d["difference"], d["interval"], -1, False)
+        for v in views
+        for sets in (v.conformal or {}).values()
+        for d in (sets["differences"]["coverage_at_reference_threshold"],)
+    ]
+    if drops:
+        worst["max_coverage_drop"] = max(drops)
+    lines = [
+        "",
+        "# Deployment parity (evaluate CANDIDATE --reference REFERENCE): every view of the parity section, at the",
+        "# worst view's pessimistic end of its paired 95% interval; [...parity.<view>] overrides one view.",
+        f"[{table}.parity]",
+    ]
+    for key, value in worst.items():
+        if key == "min_agreement":
+            bound = max(0.0, math.floor(value * 1e4) / 1e4)
+        else:
+            bound = max(0.0, math.ceil(value * 1e4) / 1e4)
+            bound = min(bound, 1.0) if key != "max_nll_increase" else bound
+        lines.append(f"{key} = {bound!r}  # worst view: {value:+.4f}")
+    return lines

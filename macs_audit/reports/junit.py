@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from macs_audit.errors import UsageError
-from macs_audit.numbers import format_value
+from macs_audit.numbers import format_values
 from macs_audit.report import Report
 from macs_audit.reports.tables import comparison_rows, shown
 from macs_audit.text import printable
@@ -76,7 +76,7 @@ def render(report: Report, gate: GateResult | None = None) -> str:
         )
     cases = []
     for check in gate.checks:
-        observed, bound = format_value(check.observed, check.percent), format_value(check.threshold, check.percent)
+        observed, bound = format_values((check.observed, check.threshold), check.percent)
         text = f"{check.metric}: {observed} (must be {check.op} {bound}); {check.detail}"
         message = None if check.passed else f"{check.metric} {observed} is not {check.op} {bound}"
         section = check.name.split(".")[0] if "." in check.name else "absolute"

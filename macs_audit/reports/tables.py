@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from macs_audit.gate import GateResult
+from macs_audit.gate import Check, GateResult
 from macs_audit.metrics.conventions import INTERVAL_METRICS
 from macs_audit.metrics.registry import METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Place, in_place
-from macs_audit.numbers import format_change, format_value
+from macs_audit.numbers import format_change, format_value, format_values
 from macs_audit.report import Calibrators, Report, ViewResult
 
 if TYPE_CHECKING:
@@ -241,6 +241,12 @@ def corruption_summary_rows(report: Report) -> list[tuple[str, str]]:
     return rows
 
 
+def _observed_and_bound(c: Check) -> list[str]:
+    """The observed value and `op threshold`, with the digits that tell them apart (format_values)."""
+    observed, bound = format_values((c.observed, c.threshold), c.percent)
+    return [observed, f"{c.op} {bound}"]
+
+
 def gate_rows(gate: GateResult) -> list[list[str]]:
     """[PASS/FAIL, check, metric, observed, op threshold, detail] per check."""
     return [
@@ -248,8 +254,7 @@ def gate_rows(gate: GateResult) -> list[list[str]]:
             "PASS" if c.passed else "FAIL",
             c.name,
             c.metric,
-            format_value(c.observed, c.percent),
-            f"{c.op} {format_value(c.threshold, c.percent)}",
+            *_observed_and_bound(c),
             c.detail,
         ]
         for c in gate.checks
@@ -258,9 +263,10 @@ def gate_rows(gate: GateResult) -> list[list[str]]:
 
 def gate_verdict(gate: GateResult) -> str:
     n, failed = len(gate.checks), len(gate.failures)
+    skipped = "".join(f"; skipped {reason}" for reason in gate.skipped)
     if not failed:
-        return f"gate passed: {n} of {n} checks"
-    return f"gate FAILED: {failed} of {n} checks failed ({', '.join(c.name for c in gate.failures)})"
+        return f"gate passed: {n} of {n} checks{skipped}"
+    return f"gate FAILED: {failed} of {n} checks failed ({', '.join(c.name for c in gate.failures)}){skipped}"
 
 
 def convention_rows(report: Report) -> list[tuple[str, str]]:

@@ -88,3 +88,9 @@ def test_init_from_a_schema_1_2_report_writes_the_new_key_with_a_warning(workdir
     assert result.exit_code == 0, result.output
     assert "old.json: corruption_summary.mce of a schema 1.2 report is deprecated" in result.stderr
     assert "max_mean_corruption_error = " in result.stdout and "max_corruption_mce" not in result.stdout
+
+
+def test_init_takes_output_as_the_other_commands_do_and_out_as_its_alias(workdir):
+    assert run("init", "report.json", "--output", "a.toml").exit_code == 0
+    assert run("init", "report.json", "--out", "b.toml").exit_code == 0
+    assert "[tool.macs-audit.gate]" in (workdir / "a.toml").read_text() == (workdir / "b.toml").read_text()

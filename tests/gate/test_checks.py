@@ -13,6 +13,7 @@ from macs_audit.gate.checks import observe, run_gate
 from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, parse_config
 from macs_audit.metrics.registry import METRICS, Place
 from macs_audit.report import Report
+from macs_audit.reports import tables
 
 EPS = 1e-6
 
@@ -161,6 +162,17 @@ def test_baseline_and_allowances_must_come_together(full_report):
         gate(full_report, {"baseline": {"max_ece_increase": 0.01}})
     with pytest.raises(UsageError, match="no \\[gate.baseline\\] allowances"):
         gate(full_report, {"max_ece": 0.1}, baseline=full_report)
+
+
+def test_allowances_without_a_baseline_are_skipped_and_said_so(full_report):
+    result = gate(full_report, {"max_ece": 1.0, "baseline": {"max_ece_increase": 0.0, "max_accuracy_drop": 0.0}})
+    assert [c.name for c in result.checks] == ["max_ece"] and result.passed
+    assert result.skipped == [
+        "2 baseline allowances (max_ece_increase, max_accuracy_drop): no baseline report given "
+        "(--baseline BASE.json runs them)"
+    ]
+    assert result.to_dict()["skipped"] == result.skipped
+    assert "skipped 2 baseline allowances" in tables.gate_verdict(result)
 
 
 def test_baseline_missing_the_metric_is_an_input_error(full_report):
