@@ -1,7 +1,10 @@
 """ONNX audits from the command line against bare onnxruntime scripts: wall time, CPU time, peak memory
 and the default audit's time by stage.
 
-    python benchmarks/bench_startup.py [--model sample_models/resnet9_c10_ce.onnx] [--runs 5]
+    python benchmarks/bench_startup.py [--model sample_models/resnet9_c10_ce.onnx] [--runs 5] [--python PYTHON]
+
+`--python` runs the four processes with another environment's interpreter (one with PyTorch's CPU
+build, say: the torch import's memory differs by build), which must have macs-audit installed.
 
 Every run is a fresh process; each round runs the four below once (the order rotated from round to
 round), so machine noise hits all of them alike and the ratios are taken within a round:
@@ -77,8 +80,13 @@ def stages(log: str, pattern: re.Pattern) -> dict[str, float]:
 
 
 def imports_torch(cmd: list[str]) -> bool:
-    done = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], cwd=ROOT, capture_output=True, text=True)
     return any(line.rsplit("|", 1)[-1].strip() == "torch" for line in done.stderr.splitlines())
+
+
+def torch_version(python: str) -> str:
+    done = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    return done.stdout.strip() or "not installed"
 
 
 def median_stages(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -90,13 +98,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=ROOT / "sample_models" / "resnet9_c10_ce.onnx")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--python", default=sys.executable, help="the interpreter of every process (default: this one)")
     args = parser.parse_args()
-    cli = [sys.executable, "-m", "macs_audit", "evaluate", str(args.model)]
+    python = args.python
+    cli = [python, "-m", "macs_audit", "evaluate", str(args.model)]
     commands = {
         "default": cli,
-        "floor": [sys.executable, str(ROOT / "benchmarks" / "onnx_default_passes.py"), str(args.model)],
+        "floor": [python, str(ROOT / "benchmarks" / "onnx_default_passes.py"), str(args.model)],
         "clean": [*cli, *CLEAN_FLAGS],
-        "script": [sys.executable, str(ROOT / "benchmarks" / "onnx_baseline.py"), str(args.model)],
+        "script": [python, str(ROOT / "benchmarks" / "onnx_baseline.py"), str(args.model)],
     }
     keys = list(commands)
     wall: dict[str, list[float]] = {k: [] for k in commands}
@@ -127,7 +137,7 @@ def main() -> None:
 
     median = {k: (statistics.median(wall[k]), statistics.median(cpu[k]), statistics.median(peak[k])) for k in keys}
     print(
-        f"model {args.model.name}, {args.runs} rounds (medians); {os.cpu_count()} CPUs, "
+        f"model {args.model.name}, {args.runs} rounds (medians), torch {torch_version(python)}; {os.cpu_count()} CPUs, "
         f"load average {load_before:.1f} before, {load_after:.1f} after"
     )
     print(f"{'process':<8} {'wall s':>7} {'CPU s':>7} {'peak MiB':>9}")
