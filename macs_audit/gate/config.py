@@ -50,9 +50,9 @@ for _m in GATE_METRICS.values():
         _key = f"max_{_m.name}_{'drop' if _m.higher_is_better else 'increase'}" + ("_relative" if _relative else "")
         BASELINE_KEYS[_key] = (_m.name, _relative)
 # Gate metrics renamed with the report key they read (report schema 2.0), old name -> new: their old keys
-# (max_corruption_mce; baseline.max_corruption_mce_increase, and _relative) are read as the new ones, with a
-# note, until the next major version.
-RENAMED_METRICS = {"corruption_mce": "mean_corruption_error"}
+# (max_corruption_mce, max_relative_mce; baseline.max_corruption_mce_increase, and _relative, the same for
+# relative_mce) are read as the new ones, with a note, until the next major version.
+RENAMED_METRICS = {"corruption_mce": "mean_corruption_error", "relative_mce": "relative_mean_corruption_error"}
 DEPRECATED_KEYS: dict[str, str] = {}  # old key -> new key, at the top of the gate table
 DEPRECATED_BASELINE_KEYS: dict[str, str] = {}  # the same in [gate.baseline]
 for _old, _new in RENAMED_METRICS.items():

@@ -314,7 +314,7 @@ METRICS: dict[str, Metric] = {
         ),
         # 1 - corruption_accuracy: shown in the summary table, not compared or gated twice.
         _corruption(
-            "mce_unnormalized",
+            "mean_corruption_error_unnormalized",
             "unnormalised mCE",
             unit=Unit.FRACTION,
             higher_is_better=False,
@@ -322,7 +322,8 @@ METRICS: dict[str, Metric] = {
             note="1 - mean accuracy 15 x 5",
             made_by=_GRID_15,
         ),
-        # mCE, the mean Corruption Error (not the Maximum Calibration Error, `mce` above).
+        # mCE, the mean Corruption Error, and its relative and unnormalised forms: named in full, not as the
+        # Maximum Calibration Error (`mce` above).
         _corruption(
             "mean_corruption_error",
             "mCE relative to the corruption baseline",
@@ -332,7 +333,12 @@ METRICS: dict[str, Metric] = {
             made_by=_BASELINE,
         ),
         _corruption(
-            "relative_mce", "relative mCE", unit=Unit.RATIO, higher_is_better=False, gate=True, made_by=_BASELINE
+            "relative_mean_corruption_error",
+            "relative mCE",
+            unit=Unit.RATIO,
+            higher_is_better=False,
+            gate=True,
+            made_by=_BASELINE,
         ),
         # Selective prediction on the max-softmax confidence, in every view's metrics (metrics/selective.py).
         _selective("aurc", "AURC", unit=Unit.FRACTION, higher_is_better=False, gate=True),

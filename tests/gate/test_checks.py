@@ -23,7 +23,7 @@ def full_report():
     """Every gate metric present, including the two that need a corruption baseline."""
     report = synthetic_report()
     report.corruption_summary.mean_corruption_error = 0.8
-    report.corruption_summary.relative_mce = 0.9
+    report.corruption_summary.relative_mean_corruption_error = 0.9
     return report
 
 
@@ -235,7 +235,7 @@ def test_baseline_checks_use_the_candidates_pessimistic_end(full_report):
         ({"max_robust_ece": 0.5}, "noise\\+blur view"),
         ({"min_corruption_accuracy": 0.5}, "mean_accuracy_15"),
         ({"min_corruption_accuracy_19": 0.5}, "mean_accuracy_19"),
-        ({"max_relative_mce": 1.0}, "relative_mce.*--corruption-baseline"),
+        ({"max_relative_mean_corruption_error": 1.0}, "relative_mean_corruption_error.*--corruption-baseline"),
         ({"corruptions": {"min_accuracy": 0.5}}, "no corruption_summary"),
     ],
 )
