@@ -28,6 +28,7 @@ SECTIONS = (
     Place.OOD.value,
     Place.UNLABELED.value,
     Place.SHIFT.value,
+    "parity",
 )
 PER_VIEW = ("accuracy", "ece")  # compared for each perturbation view and each corruption
 AFTER_SCALING = ("ece", "nll")  # compared after temperature scaling
@@ -164,7 +165,22 @@ def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Compa
 
     for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT):
         add_metrics(place)
+    rows += _parity_rows(a, b)
     return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b))
+
+
+def _parity_rows(a: Report, b: Report) -> list[Delta]:
+    """Two parity audits (evaluate --reference): each view's agreement and its ECE and NLL changes."""
+    views = [{v.name: v for v in r.parity.views} if r.parity is not None else {} for r in (a, b)]
+    rows = []
+    for name in dict.fromkeys([*views[0], *views[1]]):
+        va, vb = views[0].get(name), views[1].get(name)
+        agree = [v.agreement if v is not None else None for v in (va, vb)]
+        rows.append(Delta("parity", f"{name}.agreement", f"{name} agreement", agree[0], agree[1], True, True))
+        for key, label, percent in (("ece", "ECE change", True), ("nll", "NLL change", False)):
+            pair = [v.metrics[key]["difference"] if v is not None else None for v in (va, vb)]
+            rows.append(Delta("parity", f"{name}.{key}_change", f"{name} {label}", pair[0], pair[1], False, percent))
+    return rows
 
 
 def _notes(a: Report, b: Report) -> list[str]:

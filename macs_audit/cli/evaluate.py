@@ -21,6 +21,7 @@ from macs_audit.cli.options import (
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
     OOD_DATA_OPTION,
+    REFERENCE_OPTION,
     SHIFT_DATA_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
@@ -129,6 +130,7 @@ def evaluate(
     coverage: float = COVERAGE_OPTION,
     ood_data: Optional[Path] = OOD_DATA_OPTION,
     unlabeled: Optional[Path] = UNLABELED_OPTION,
+    reference: Optional[Path] = REFERENCE_OPTION,
     shift_data: Optional[list[str]] = SHIFT_DATA_OPTION,
     class_map: Optional[Path] = CLASS_MAP_OPTION,
     output: Optional[Path] = typer.Option(None, "--output", "-o", readable=False, help="Write the JSON report here."),
@@ -206,6 +208,12 @@ def evaluate(
         configured_gate = ConfiguredGate.load(config, baseline)  # a bad config fails now, not after the audit
         gate_inputs = configured_gate.inputs
     inputs = (model, sidecar_path(model), data, corruption_baseline, ood_data, unlabeled, *gate_inputs)
+    if reference is not None:
+        from macs_audit.audit.parity import same_file
+
+        if same_file(reference, model):
+            raise UsageError(f"--reference {reference} is MODEL itself; give the model MODEL was built from")
+        inputs += (reference, sidecar_path(reference))
     inputs += (class_map, *(folder for _, folder in shift_sets))
     check_distinct([("--output", output), ("--save-predictions", predictions)])
     for option, path in (("--output", output), ("--save-predictions", predictions)):
@@ -225,6 +233,11 @@ def evaluate(
         allow_unsafe_pickle=trust_pickled,
         debug=state["debug"],
     )
+    reference_predictor = None
+    if reference is not None:  # on the candidate's device; check_pair (run_audit) compares the two
+        reference_predictor = load_predictor(
+            reference, flags, device=predictor.device, allow_unsafe_pickle=trust_pickled, debug=state["debug"]
+        )
     source, data_info = load_data(
         DataSpec(data, data_format, split, limit, seed), predictor.config.input_size, predictor.config.crop_pct
     )
@@ -248,7 +261,15 @@ def evaluate(
         ),
     )
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
-        result = run_audit(predictor, source, options, progress=progress, data_info=data_info, ctx=ctx)
+        result = run_audit(
+            predictor,
+            source,
+            options,
+            progress=progress,
+            data_info=data_info,
+            ctx=ctx,
+            reference=reference_predictor,
+        )
         distributed.shutdown(ctx)
         if not ctx.is_main:  # every rank holds the same report; rank 0 alone writes and prints
             return

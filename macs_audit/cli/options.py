@@ -83,6 +83,14 @@ OOD_DATA_OPTION = typer.Option(
     help="A second data set to tell apart from --data (OOD detection: AUROC, AUPR, FPR at 95% TPR); any format "
     "--data reads, labels not needed (an .npz with only x, a folder of images).",
 )
+REFERENCE_OPTION = typer.Option(
+    None,
+    "--reference",
+    readable=False,
+    help="The model MODEL was made from (the float ONNX export of an FP16 or INT8 build, say): scored on the same "
+    "images of every view in the same pass, for the report's parity section (agreement, flips, metric changes "
+    "with paired intervals). The model flags apply to both.",
+)
 UNLABELED_OPTION = typer.Option(
     None,
     "--unlabeled",

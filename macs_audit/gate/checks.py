@@ -27,6 +27,7 @@ from macs_audit.gate.config import (
     ABSOLUTE_KEYS,
     BASELINE_KEYS,
     CORRUPTION_KEYS,
+    PARITY_KEYS,
     SHIFT_KEYS,
     GateConfig,
     config_path,
@@ -236,6 +237,7 @@ def run_gate(
 
     checks.extend(_corruption_checks(report, config, interval))
     checks.extend(_shift_checks(report, config, interval))
+    checks.extend(_parity_checks(report, config, interval))
     if baseline is not None:
         checks.extend(_baseline_checks(report, baseline, config, interval))
     return GateResult(
@@ -361,3 +363,68 @@ class ConfiguredGate:
             return run_gate(report, self.config, use_interval=use_interval)
         baseline = load_report(self.baseline_path)
         return run_gate(report, self.config, baseline, use_interval=use_interval, baseline_name=str(self.baseline_path))
+
+
+def _parity_check(name: str, label: str, observed: float, bound: float, detail: str, lower: bool) -> Check:
+    passed = observed >= bound - TOLERANCE if lower else observed <= bound + TOLERANCE
+    percent = not name.endswith("max_nll_increase")  # NLL is in nats, the others fractions
+    return Check(name, label, ">=" if lower else "<=", bound, observed, passed, detail, percent=percent)
+
+
+def _parity_checks(report: Report, config: GateConfig, use_interval: bool) -> list[Check]:
+    """[gate.parity]: every view of the parity section against PARITY_KEYS (a view's own table overriding), on
+    the candidate - reference changes; with use_interval, on the pessimistic end of their paired intervals."""
+    if not (config.parity_defaults or config.parity_overrides):
+        return []
+    if report.parity is None:
+        raise InputError(
+            "the gate has [gate.parity] thresholds but the report has no parity section "
+            "(run evaluate CANDIDATE --reference REFERENCE, or remove [gate.parity])"
+        )
+    names = [v.name for v in report.parity.views]
+    for name in config.parity_overrides:
+        if name not in names:
+            raise InputError(
+                f"the gate has parity thresholds for view {name!r} but the report's parity section has "
+                f"no such view (it has: {', '.join(names)})"
+            )
+    checks = []
+    for view in report.parity.views:
+        bounds = {**config.parity_defaults, **config.parity_overrides.get(view.name, {})}
+        for key, bound in bounds.items():
+            where = f"parity.{view.name}.{key}"
+            lower = PARITY_KEYS[key]
+            if key == "min_agreement":
+                entries = [("", "top-1 agreement", view.agreement, view.agreement_interval, 1)]
+            elif key == "max_coverage_drop":
+                if not view.conformal:
+                    raise InputError(
+                        f"the gate checks {where} but the report's parity section has no conformal sets for "
+                        f"{view.name} (evaluate with --calibration-split above 0)"
+                    )
+                entries = [
+                    (
+                        f".{method}",
+                        f"{method.upper()} coverage drop at the reference's threshold",
+                        sets["differences"]["coverage_at_reference_threshold"]["difference"],
+                        sets["differences"]["coverage_at_reference_threshold"]["interval"],
+                        -1,
+                    )
+                    for method, sets in view.conformal.items()
+                ]
+            else:
+                metric = "ece" if key == "max_ece_increase" else "nll"
+                change = view.metrics[metric]
+                label = "ECE increase" if metric == "ece" else "NLL increase"
+                entries = [("", label, change["difference"], change["interval"], 1)]
+            for suffix, label, value, interval, sign in entries:
+                # sign -1: a drop is the negated change, and its pessimistic end the negated lower end.
+                observed, how = 0.0 + sign * value, "point estimate"  # 0.0 +: no -0.0
+                if use_interval and interval:
+                    ends = sorted(0.0 + sign * end for end in interval)
+                    observed = ends[0] if lower else ends[1]
+                    how = f"95% paired CI {'lower' if lower else 'upper'} end (point estimate {sign * value:+.4f})"
+                elif use_interval:
+                    how = "point estimate (the report has no paired interval for it)"
+                checks.append(_parity_check(where + suffix, f"{view.name}: {label}", observed, bound, how, lower))
+    return checks

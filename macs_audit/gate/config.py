@@ -61,8 +61,11 @@ for _old, _new in RENAMED_METRICS.items():
         if _name == _new:
             DEPRECATED_BASELINE_KEYS[_key.replace(_new, _old, 1)] = _key
 GATE_OPTIONS = ("use_interval",)
-GATE_TABLES = ("corruptions", "baseline", "shift")
+GATE_TABLES = ("corruptions", "baseline", "shift", "parity")
 BASELINE_OPTIONS = ("report",)
+# Deployment parity ([gate.parity], every view of the report's parity section; [gate.parity.<view>] for one):
+# key -> whether it bounds from below. Fractions, on the candidate - reference changes (audit/parity.py).
+PARITY_KEYS = {"min_agreement": True, "max_ece_increase": False, "max_nll_increase": False, "max_coverage_drop": False}
 
 
 @dataclasses.dataclass
@@ -74,6 +77,8 @@ class GateConfig:
     corruption_overrides: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "fog" -> {...}
     baseline: dict[str, float] = dataclasses.field(default_factory=dict)  # "max_ece_increase" -> 0.01
     shift_overrides: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "imagenet-a" -> {...}
+    parity_defaults: dict[str, float] = dataclasses.field(default_factory=dict)  # "min_agreement" -> 0.99
+    parity_overrides: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "fog@3" -> {...}
     baseline_report: Path | None = None
     use_interval: bool = False
     source: str = "<config>"
@@ -200,12 +205,14 @@ def parse_config(table: dict, source: str = "<config>", base_dir: Path | None = 
             _parse_corruptions(_table(value, where), cfg, f"{source}: corruptions")
         elif key == "shift":
             _parse_shift(_table(value, where), cfg, f"{source}: shift")
+        elif key == "parity":
+            _parse_parity(_table(value, where), cfg, f"{source}: parity")
         elif key == "baseline":
             _parse_baseline(_table(value, where), cfg, f"{source}: baseline", base_dir)
         else:
             raise _unknown_key(key, [*ABSOLUTE_KEYS, *GATE_OPTIONS, *GATE_TABLES], source)
     checks = (cfg.thresholds, cfg.corruption_defaults, cfg.corruption_overrides, cfg.baseline, cfg.shift_overrides)
-    if not any(checks):
+    if not any(checks) and not (cfg.parity_defaults or cfg.parity_overrides):
         raise UsageError(f"{source} sets no thresholds; a gate with no checks would always pass (see docs/gate.md)")
     return cfg
 
@@ -248,6 +255,31 @@ def _parse_shift(table: dict, cfg: GateConfig, where: str) -> None:
         if not bounds:
             raise UsageError(f"{where}.{name} is empty; give at least one of {', '.join(SHIFT_KEYS)}")
         cfg.shift_overrides[name] = bounds
+
+
+def _parity_bound(value: Any, key: str, where: str) -> float:
+    bound = _number(value, where, non_negative=True)
+    if key != "max_nll_increase" and bound > 1:  # NLL is in nats; the others are fractions
+        raise UsageError(f"{where} = {bound:g} is outside [0, 1]: {key} is a fraction ({bound / 100:g} for {bound:g}%)")
+    return bound
+
+
+def _parse_parity(table: dict, cfg: GateConfig, where: str) -> None:
+    """[gate.parity]: PARITY_KEYS for every view of the parity section; [gate.parity.<view>] for one view."""
+    for key, value in table.items():
+        if isinstance(value, dict):
+            overrides = {}
+            for sub, bound in value.items():
+                if sub not in PARITY_KEYS:
+                    raise _unknown_key(sub, PARITY_KEYS, f"{where}.{key}")
+                overrides[sub] = _parity_bound(bound, sub, f"{where}.{key}: {sub}")
+            if not overrides:
+                raise UsageError(f"{where}.{key} is empty; give at least one of {', '.join(PARITY_KEYS)}")
+            cfg.parity_overrides[key] = overrides
+        elif key in PARITY_KEYS:
+            cfg.parity_defaults[key] = _parity_bound(value, key, f"{where}: {key}")
+        else:
+            raise _unknown_key(key, PARITY_KEYS, where)
 
 
 def _parse_baseline(table: dict, cfg: GateConfig, where: str, base_dir: Path | None) -> None:

@@ -163,6 +163,25 @@ def _shift(report: Report) -> Content | None:
     return Content((table,), _shift_detail(shift), caption)
 
 
+def _parity(report: Report) -> Content | None:
+    parity = report.parity
+    if parity is None:
+        return None
+    reference = parity.reference
+    detail = f"against {reference.path} ({reference.provider or reference.backend})"
+    caption = (
+        "candidate (this report's model) - reference on the same images; 95% intervals paired (the same "
+        f"{parity.bootstrap_resamples:,} resamples for both models); ref q: the reference's conformal threshold, "
+        "own q: the candidate's"
+    )
+    legend = "c->w, w->c: predictions that turned wrong, right; max |dz|: the largest logit difference"
+    found = [Table(tables.parity_header(), tables.parity_rows(report), note=legend)]
+    differences = tables.parity_difference_rows(report)
+    if differences:
+        found.append(Table(["view", "metric", "ref", "cand", "change", "95% CI"], differences, text_columns=2))
+    return Content(tuple(found), detail, caption)
+
+
 SECTIONS: tuple[Section, ...] = (
     Section("clean", "Clean calibration", _clean),
     Section("temperature", "Temperature scaling", _temperature),
@@ -175,6 +194,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("conformal", "Conformal sets", _conformal),
     Section("ood", "OOD detection", _ood),
     Section("unlabeled", "Accuracy without labels", _unlabeled),
+    Section("parity", "Deployment parity", _parity),
 )
 
 
