@@ -9,9 +9,13 @@ characters, line and paragraph separators, format characters such as bidirection
 zero-width marks, lone surrogates, unassigned code points) in Python's escape notation instead, as
 `repr()` would: ESC as `\\x1b`, a line break as `\\n`, U+202E as `\\u202e`. Everything else,
 spaces and non-ASCII letters included, is kept; a backslash already in the text is kept as it is.
+
+Also here, for the help texts and messages that name a registry's entries: `or_list`, the names as prose.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 
 def printable(text: object) -> str:
@@ -20,3 +24,9 @@ def printable(text: object) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def or_list(names: Iterable[str], last: str = "or") -> str:
+    """'a, b or c': names read from their registry (so that a new entry is listed too) as a help text says them."""
+    *rest, final = list(names)
+    return f"{', '.join(rest)} {last} {final}" if rest else final

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from macs_audit.text import printable
+from macs_audit.text import or_list, printable
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,9 @@ def test_printable_text_is_one_line_and_fits_in_xml():
     element = ET.Element("x", {"v": shown})
     element.text = shown
     assert ET.fromstring(ET.tostring(element, encoding="unicode")).text == shown
+
+
+def test_or_list_names_every_entry_once_in_order():
+    assert or_list(["a"]) == "a"
+    assert or_list(("a", "b")) == "a or b"
+    assert or_list({"a": 1, "b": 2, "c": 3}, "and") == "a, b and c"

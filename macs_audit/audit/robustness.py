@@ -16,7 +16,7 @@ from macs_audit.pixels import to_unit_float
 from macs_audit.progress import ProgressFn, Stage, step
 from macs_audit.report import CorruptionSummary, Robustness, Sensitivity, ViewResult
 from macs_audit.views import view as views
-from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, EXTRA_CORRUPTIONS
+from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, EXTRA_CORRUPTIONS, parameter_set
 
 SENSITIVITY_STAGE = Stage("sensitivity")
 GRID_STAGE = Stage("corruption grid")
@@ -248,7 +248,8 @@ def corruption_summary(
         benchmark=BENCHMARK_CORRUPTIONS,
         extras=EXTRA_CORRUPTIONS,
     )
-    if options.corruption_baseline is None and parameters.get("corruption_set") == "imagenet":
+    pset = parameters.get("corruption_set")
+    if options.corruption_baseline is None and pset is not None and parameter_set(pset).alexnet_baseline:
         from macs_audit.metrics.corruption_summary import alexnet_errors
 
         # The benchmark's own normaliser: AlexNet's published errors (a --corruption-baseline replaces them).

@@ -11,6 +11,8 @@ only the shared cli.console, cli.progress, cli.options and cli.output, and torch
 import typer
 
 from macs_audit.cli import calibrate, compare, console, corrupt, evaluate, export, finetune, gate, init, report
+from macs_audit.reports import FORMATS
+from macs_audit.text import or_list
 
 app = typer.Typer(
     name="macs-audit",
@@ -30,7 +32,7 @@ for command, summary in (
     (export.export, "Export a PyTorch checkpoint to one ONNX file with the metadata evaluate reads."),
     (init.init, "Write starting gate thresholds from a saved report."),
     (gate.gate, "Check a saved report against thresholds: exit 0 if it passes, 1 if not."),
-    (report.report, "Re-render a saved report: terminal, json, md, junit or html."),
+    (report.report, f"Re-render a saved report: {or_list(FORMATS)}."),
     (compare.compare, "Compare two saved reports; regressions are marked."),
 ):
     app.command(short_help=summary)(command)

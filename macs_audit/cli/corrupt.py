@@ -11,6 +11,29 @@ import typer
 from macs_audit.cli.console import handle_errors, note
 from macs_audit.cli.options import CORRUPTION_SET_OPTION
 from macs_audit.cli.progress import Progress, show_progress
+from macs_audit.text import or_list
+from macs_audit.views.corruptions.table import PARAMETER_SETS
+
+
+def _sets_by(describe) -> str:
+    """'A for x, B for y and z': the parameter sets grouped by what `describe` says of each, in table order."""
+    groups: dict[str, list[str]] = {}
+    for pset in PARAMETER_SETS.values():
+        groups.setdefault(describe(pset), []).append(pset.name)
+    return ", ".join(f"{what} for {or_list(names, 'and')}" for what, names in groups.items())
+
+
+def _released_layouts() -> str:
+    return _sets_by(lambda pset: pset.released_layout)
+
+
+def _tree_formats() -> str:
+    def described(pset) -> str:
+        fmt, _, save_args = pset.tree_format
+        quality = save_args.get("quality")
+        return f"{fmt} quality {quality}" if quality else fmt
+
+    return _sets_by(described)
 
 
 @handle_errors
@@ -19,10 +42,10 @@ def corrupt(
     layout: str = typer.Option(
         "auto",
         "--layout",
-        help="auto: the layout the chosen set was released in (npy for cifar, tree for tiny-imagenet and "
-        "imagenet). npy: the CIFAR-C layout (<corruption>.npy + labels.npy, severities 1-5). tree: the ImageNet-C "
-        "layout <corruption>/<severity>/<class>/<n>.<ext>, JPEG quality 85 for the tiny-imagenet and imagenet "
-        "sets (as released), PNG for cifar; a rerun keeps the finished files.",
+        help=f"auto: the layout the chosen set was released in ({_released_layouts()}). npy: the CIFAR-C layout "
+        "(<corruption>.npy + labels.npy, severities 1-5). tree: the ImageNet-C layout "
+        f"<corruption>/<severity>/<class>/<n>.<ext>, as each set was released: {_tree_formats()}; a rerun keeps "
+        "the finished files.",
     ),
     data: Optional[Path] = typer.Option(
         None, "--data", readable=False, help="Clean data (default: the built-in CIFAR-10 test set)."
@@ -97,7 +120,7 @@ def corrupt(
     height, width = source.image_size()
     pset, how = choose_parameter_set(requested_set, height, width)
     if layout == "auto":  # the layout the set was released in, known once the images' size is
-        layout = "npy" if pset.name == "cifar" else "tree"
+        layout = pset.released_layout
         _check_outputs(layout, out, names, levels, data)
     note(f"corruption parameters: {pset.name} set on {height}x{width} images ({how}); {layout} layout")
     grid = Grid(source, seed, batch_size, device, frost, pset.name)

@@ -33,7 +33,8 @@ from macs_audit.cli.options import (
 from macs_audit.cli.output import print_before_after
 from macs_audit.cli.progress import Progress, show_progress
 from macs_audit.errors import UsageError
-from macs_audit.finetune.options import PRESETS, FinetuneOptions
+from macs_audit.finetune.options import OBJECTIVES, PRESETS, FinetuneOptions
+from macs_audit.text import or_list
 
 DEFAULTS = FinetuneOptions()
 
@@ -55,7 +56,7 @@ def finetune(
     out: Path = typer.Option(
         ..., "--out", readable=False, help="Output directory: weights, ONNX, config, checkpoint, before/after audit."
     ),
-    objective: str = typer.Option(DEFAULTS.objective, "--objective", help="macs, ce, focal, label-smoothing or mixup."),
+    objective: str = typer.Option(DEFAULTS.objective, "--objective", help=f"{or_list(OBJECTIVES)}."),
     preset: str = typer.Option(
         DEFAULTS.preset,
         "--preset",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from macs_audit.errors import UsageError
+from macs_audit.views.corruptions.table import PARAMETER_SETS
 
 if TYPE_CHECKING:
     from macs_audit.audit import AuditOptions
@@ -69,8 +70,9 @@ SEVERITIES_OPTION = typer.Option("1-5", "--severities", help="Audit: corruption 
 CORRUPTION_SET_OPTION = typer.Option(
     "auto",
     "--corruption-set",
-    help="Corruption parameters: cifar (32 px), tiny-imagenet (64 px), imagenet (224 px), or auto (the set "
-    "nearest the size of the images corrupted; an error when none is near).",
+    help="Corruption parameters: "
+    + ", ".join(f"{pset.name} ({pset.size} px)" for pset in PARAMETER_SETS.values())
+    + ", or auto (the set nearest the size of the images corrupted; an error when none is near).",
 )
 # Trust beyond calibration (evaluate): conformal sets, OOD detection, accuracy without labels.
 COVERAGE_OPTION = typer.Option(
@@ -251,8 +253,6 @@ def parse_corruptions(text: str | None) -> tuple[str, ...]:
 
 def parse_corruption_set(text: str) -> str:
     """A parameter set's name or 'auto'."""
-    from macs_audit.views.corruptions.table import PARAMETER_SETS
-
     text = text.strip()
     if text != "auto" and text not in PARAMETER_SETS:
         raise UsageError(f"--corruption-set must be auto or one of: {', '.join(PARAMETER_SETS)}; got {text!r}")

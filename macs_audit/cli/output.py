@@ -21,7 +21,7 @@ from macs_audit.cli.console import note, stderr, stdout, warn
 from macs_audit.errors import UsageError
 from macs_audit.outputs import check_distinct, check_file
 from macs_audit.reports import ALIASES, EXTENSIONS, FORMATS
-from macs_audit.text import printable
+from macs_audit.text import or_list, printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -29,10 +29,19 @@ if TYPE_CHECKING:
     from macs_audit.gate import ConfiguredGate, GateResult
     from macs_audit.report import Report
 
-FORMAT_HELP = "Output format: terminal, json, md, junit or html. Repeatable."
+
+def _first_extensions() -> str:
+    """Each format's first extension in EXTENSIONS, as --output's help lists them: '.json .md .xml .html .txt'."""
+    first: dict[str, str] = {}
+    for extension, name in EXTENSIONS.items():
+        first.setdefault(name, extension)
+    return " ".join(first.values())
+
+
+FORMAT_HELP = f"Output format: {or_list(FORMATS)}. Repeatable."
 OUTPUT_HELP = (
     "Write to this file (atomically) instead of stdout. Repeatable: pairs with --format in order, "
-    "or the extension (.json .md .xml .html .txt) names the format."
+    f"or the extension ({_first_extensions()}) names the format."
 )
 SUMMARY_HELP = "Append the Markdown to $GITHUB_STEP_SUMMARY when that is set."
 CONFIG_HELP = (

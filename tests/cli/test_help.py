@@ -66,3 +66,28 @@ def test_export_help_promises_only_what_export_does():
 def test_version():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output == f"macs-audit {__version__}\n"
+
+
+def test_help_texts_that_list_a_registry_list_every_entry():
+    import re
+
+    from macs_audit.cli.options import CORRUPTION_SET_OPTION
+    from macs_audit.cli.output import FORMAT_HELP, OUTPUT_HELP
+    from macs_audit.finetune.options import OBJECTIVES
+    from macs_audit.reports import EXTENSIONS, FORMATS
+    from macs_audit.views.corruptions.table import PARAMETER_SETS
+
+    def option_help(command: str, name: str) -> str:
+        params = typer.main.get_command(app).commands[command].params  # type: ignore[attr-defined]
+        return next(p.help for p in params if p.name == name)
+
+    def words(text: str) -> list[str]:
+        return re.findall(r"[\w-]+", text)
+
+    assert set(FORMATS) <= set(words(FORMAT_HELP))
+    assert {EXTENSIONS[ext] for ext in re.findall(r"\.\w+", OUTPUT_HELP)} == set(FORMATS)
+    assert set(OBJECTIVES) <= set(words(option_help("finetune", "objective")))
+    layout_help = option_help("corrupt", "layout")
+    for pset in PARAMETER_SETS.values():
+        assert f"{pset.name} ({pset.size} px)" in CORRUPTION_SET_OPTION.help
+        assert f"{pset.released_layout} for " in layout_help and pset.name in words(layout_help)

@@ -52,6 +52,12 @@ class ParameterSet:
     frost5 after that resize (the sizes of the procedural textures). ``elastic_length`` is the
     length the elastic_transform fractions multiply at ``size`` (the generator's side, except
     ImageNet-C's 244 for its 224 px images); at other sides it scales with the image.
+
+    How the set's benchmark was released: ``released_layout``, the layout `corrupt --layout auto`
+    writes ("npy", the CIFAR-C files, or "tree", the ImageNet-C image tree); ``tree_format``, the
+    (PIL format, suffix, save arguments) of the tree's image files; ``alexnet_baseline``, whether its
+    Corruption Errors are normalised by AlexNet's published errors when no --corruption-baseline is
+    given.
     """
 
     name: str
@@ -61,6 +67,16 @@ class ParameterSet:
     frost_scale: float
     frost_sizes: tuple[tuple[int, int], ...]
     elastic_length: int
+    released_layout: str
+    tree_format: tuple[str, str, Mapping[str, Any]]
+    alexnet_baseline: bool = False
+
+
+# The released trees' file formats: the ImageNet-C and Tiny-ImageNet-C generators save every image as a
+# quality-85 JPEG (PIL, optimized Huffman tables, 4:2:0); CIFAR-C is released lossless (.npy), so its tree
+# is PNG.
+_RELEASED_JPEG: tuple[str, str, Mapping[str, Any]] = ("JPEG", ".jpg", {"quality": 85, "optimize": True})
+_LOSSLESS_PNG: tuple[str, str, Mapping[str, Any]] = ("PNG", ".png", {})
 
 
 CIFAR = ParameterSet(
@@ -128,6 +144,8 @@ CIFAR = ParameterSet(
     frost_scale=0.2,
     frost_sizes=((120, 180), (63, 112), (63, 112), (70, 105), (99, 132)),
     elastic_length=32,
+    released_layout="npy",
+    tree_format=_LOSSLESS_PNG,
 )
 
 # make_tinyimagenet_c.py (= make_imagenet_64_c.py): the tuples mean what they mean for CIFAR.
@@ -179,6 +197,8 @@ TINY_IMAGENET = ParameterSet(
     frost_scale=0.3,
     frost_sizes=((180, 270), (94, 168), (94, 168), (105, 158), (148, 198)),
     elastic_length=64,
+    released_layout="tree",
+    tree_format=_RELEASED_JPEG,
 )
 
 # make_imagenet_c.py: the tuples mean what they mean for CIFAR.
@@ -232,6 +252,9 @@ IMAGENET = ParameterSet(
     frost_scale=1.0,  # the photographs are cropped at full resolution
     frost_sizes=((600, 900), (315, 560), (315, 560), (350, 527), (495, 660)),
     elastic_length=244,
+    released_layout="tree",
+    tree_format=_RELEASED_JPEG,
+    alexnet_baseline=True,  # the ImageNet-C benchmark's mCE
 )
 
 PARAMETER_SETS: dict[str, ParameterSet] = {p.name: p for p in (CIFAR, TINY_IMAGENET, IMAGENET)}
