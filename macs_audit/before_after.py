@@ -2,7 +2,11 @@
 model read and the model written, saved as audit_before.json, audit_after.json (Reports) and
 audit_comparison.md (their `compare`, as the compare command's Markdown). `finetune` adds the fixes
 side by side (start model, temperature scaling only, fine-tuned): a row each of the headline metrics,
-so the user sees which fix to use (the temperature-only Report is TEMPERATURE_ONLY_FILE)."""
+so the user sees which fix to use (the temperature-only Report is TEMPERATURE_ONLY_FILE).
+
+Both audits score the same images, so the comparison's clean accuracy, ECE, smooth ECE, NLL and Brier are
+judged on paired bootstrap intervals of after - before (metrics.parity, the same resamples for both
+models) where the caller keeps the two models' clean outputs (`outputs`, filled by audit_model)."""
 
 from __future__ import annotations
 
@@ -66,9 +70,11 @@ def audit_model(
     label: str,
     ctx: Context = SINGLE,
     debug: bool = False,
+    outputs: dict | None = None,
 ) -> Report:
     """Load the model at `path` as `evaluate` does and audit it; progress descriptions start 'audit LABEL: '.
-    `debug` lets the libraries' warnings through while the model loads."""
+    `debug` lets the libraries' warnings through while the model loads. `outputs`: gets LABEL -> (clean
+    logits, labels), for write_before_after's paired intervals."""
     from macs_audit.audit import run_audit
     from macs_audit.models.predictor import load_predictor
 
@@ -78,19 +84,52 @@ def audit_model(
         if progress is not None:
             progress(as_stage(stage).prefixed(f"audit {label}: "), done, total, terms)
 
-    return run_audit(predictor, source, options, progress=labelled, data_info=data_info, ctx=ctx).report
+    result = run_audit(predictor, source, options, progress=labelled, data_info=data_info, ctx=ctx)
+    if outputs is not None:
+        outputs[label] = (result.logits, result.labels)
+    return result.report
+
+
+def paired_intervals(before: Report, after: Report, outputs: dict | None) -> dict[str, list[float]]:
+    """Row key -> the paired 95% bootstrap interval of after - before for the clean metrics both audits
+    resampled, from the two models' clean outputs on the same images; {} without them."""
+    import numpy as np
+
+    from macs_audit.metrics.accumulators import CalibrationAccumulator
+    from macs_audit.metrics.parity import metric_differences
+
+    if not outputs or BEFORE not in outputs or AFTER not in outputs:
+        return {}
+    (logits_a, labels_a), (logits_b, labels_b) = outputs[BEFORE], outputs[AFTER]
+    if logits_a.shape != logits_b.shape or not np.array_equal(labels_a, labels_b):
+        return {}  # not the same images
+    accumulators = []
+    for logits in (logits_a, logits_b):
+        acc = CalibrationAccumulator(logits.shape[1])
+        acc.update(logits, labels_a)
+        accumulators.append(acc)
+    resamples = before.conventions.bootstrap_resamples or 0
+    seed = int(before.seeds.get("bootstrap", 0)) if isinstance(before.seeds, dict) else 0
+    differences = metric_differences(accumulators[0], accumulators[1], resamples, seed)
+    return {name: d["interval"] for name, d in differences.items() if d["interval"] is not None}
 
 
 def write_before_after(
-    out: Path, before: Report, after: Report, title: str, fixes: list[Fix] | None = None
+    out: Path,
+    before: Report,
+    after: Report,
+    title: str,
+    fixes: list[Fix] | None = None,
+    outputs: dict | None = None,
 ) -> Comparison:
     """Write the two Reports and their comparison (headed by `title`) into `out`; return the comparison.
-    With `fixes` (finetune), the comparison starts with the fixes table."""
+    With `fixes` (finetune), the comparison starts with the fixes table; with `outputs` (audit_model's), its
+    clean metrics are judged on paired intervals."""
     from macs_audit.atomic import write_text
     from macs_audit.compare import compare
     from macs_audit.reports import markdown
 
-    comparison = compare(before, after, BEFORE, AFTER)
+    comparison = compare(before, after, BEFORE, AFTER, paired=paired_intervals(before, after, outputs))
     before_file, after_file, comparison_file = BEFORE_AFTER_FILES
     write_text(out / before_file, before.to_json())
     write_text(out / after_file, after.to_json())

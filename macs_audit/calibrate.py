@@ -154,8 +154,19 @@ def run_calibrate(
     assert logits is not None
     labels = np.asarray(fit_source.labels, dtype=np.int64)
     calibrator, selection = choose_calibrator(logits, labels, list(methods), select, holdout, fit.seed)
+    outputs: dict = {}  # both models' clean outputs: the comparison's paired intervals
     before = audit_model(
-        model, flags, device, eval_source, eval_info, audit, progress, trust_pickled, BEFORE, debug=debug
+        model,
+        flags,
+        device,
+        eval_source,
+        eval_info,
+        audit,
+        progress,
+        trust_pickled,
+        BEFORE,
+        debug=debug,
+        outputs=outputs,
     )
     out.mkdir(parents=True, exist_ok=True)
     fit_data: dict[str, Any] = {"source": fit_source.name, "n": len(fit_source), **fit_info}
@@ -163,7 +174,17 @@ def run_calibrate(
         fit_data["n_fitted_on"] = selection.n_fit
     calibrated = write_calibrated(model, predictor, calibrator, out, fit_data)
     after = audit_model(
-        calibrated, {}, device, eval_source, eval_info, audit, progress, trust_pickled, AFTER, debug=debug
+        calibrated,
+        {},
+        device,
+        eval_source,
+        eval_info,
+        audit,
+        progress,
+        trust_pickled,
+        AFTER,
+        debug=debug,
+        outputs=outputs,
     )
     name = fitted_name(calibrator)
     warnings = held_out_warnings(before, after, name, float((logits.argmax(1) == labels).mean()))
@@ -178,5 +199,5 @@ def run_calibrate(
     }
     write_text(out / CALIBRATION_FILE, json.dumps(record, indent=2) + "\n")
     title = f"{name} of {model.name}: before / after on {eval_source.name}"
-    comparison = write_before_after(out, before, after, title)
+    comparison = write_before_after(out, before, after, title, outputs=outputs)
     return CalibrateRun(calibrator, calibrated, before, after, comparison, title, warnings, selection)

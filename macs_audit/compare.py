@@ -2,13 +2,21 @@
 
 `compare(a, b)` returns a Comparison (B relative to A: delta = B - A) with a row per metric of the
 registry that both or either report holds; every format renders it (`render_comparison`).
-Comparing is informational: a regression here is any change in the bad direction; thresholds on
-regressions belong to `gate --baseline`.
+Comparing is informational; thresholds on regressions belong to `gate --baseline`.
+
+A change is better or worse only when it is not noise: when the 95% interval of B - A excludes zero.
+That interval is, by what the reports hold: paired (given by the caller that has both models' outputs on
+the same images, as `calibrate` and `finetune` do), else the two reports' own bootstrap intervals
+combined as independent (conservative for reports of the same images), else a binomial approximation for
+a fraction on the reports' images; a value with none of these (ratios, temperatures, numbers of the
+scaled model) is "same" unless it moved by more than RESOLUTION of itself. Conformal coverage is judged
+against its target: worse when B falls short of it beyond the noise of its held-out images and A did not.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +40,15 @@ SECTIONS = (
 )
 PER_VIEW = ("accuracy", "ece")  # compared for each perturbation view and each corruption
 AFTER_SCALING = ("ece", "nll")  # compared after temperature scaling
+Z95 = 1.959963984540054  # the normal 97.5% quantile
+RESOLUTION = 1e-3  # without an interval: a change within this fraction of the value is "same"
+PAIRED, UNPAIRED, BINOMIAL, TARGET = "paired bootstrap", "bootstrap, unpaired", "binomial", "against the target"
+# How the formats say what better and worse mean (below the table).
+RULE = (
+    "better / worse: the 95% interval of B - A excludes zero (paired where both audits scored the same "
+    "images with both models, else the reports' own intervals combined, else binomial); same: within the "
+    "noise; conformal coverage: against its target. A regression is a worse row"
+)
 
 
 @dataclasses.dataclass
@@ -43,6 +60,10 @@ class Delta:
     b: float | None
     higher_is_better: bool | None  # None: no better direction (e.g. mean confidence)
     percent: bool
+    interval: list[float] | None = None  # the 95% interval of B - A (None: no interval for this value)
+    basis: str = ""  # how it was obtained (PAIRED, UNPAIRED, BINOMIAL, TARGET), "" without one
+    target: float | None = None  # conformal coverage: the target it is judged against
+    target_noise: tuple[float, float] | None = None  # the binomial 95% half-widths of A's and B's coverage
 
     @property
     def delta(self) -> float | None:
@@ -54,19 +75,41 @@ class Delta:
         return None if delta is None or not self.a else delta / abs(self.a)
 
     @property
-    def status(self) -> str:
-        """'better', 'worse', 'same', 'changed' (no direction) or 'missing'."""
+    def moved(self) -> int:
+        """+1 / -1 where B - A is beyond the noise upwards / downwards, 0 where it is not."""
         d = self.delta
-        if d is None:
+        if d is None or abs(d) <= 1e-12:
+            return 0
+        if self.interval is not None:
+            low, high = self.interval
+            return 1 if low > 0 else -1 if high < 0 else 0
+        assert self.a is not None and self.b is not None
+        if abs(d) <= RESOLUTION * max(abs(self.a), abs(self.b)):
+            return 0
+        return 1 if d > 0 else -1
+
+    @property
+    def status(self) -> str:
+        """'better', 'worse', 'same' (within the noise), 'changed' (no better direction) or 'missing'."""
+        if self.a is None or self.b is None:
             return "missing"
-        if abs(d) <= 1e-12:
+        if self.target is not None and self.target_noise is not None:
+            meets = [v >= self.target - noise for v, noise in zip((self.a, self.b), self.target_noise, strict=True)]
+            if meets[0] != meets[1]:
+                return "better" if meets[1] else "worse"
+            if meets[1]:
+                return "same"  # both cover their target: which covers more is not better
+        moved = self.moved
+        if moved == 0:
             return "same"
         if self.higher_is_better is None:
             return "changed"
-        return "better" if (d > 0) == self.higher_is_better else "worse"
+        return "better" if (moved > 0) == self.higher_is_better else "worse"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "delta": self.delta, "relative": self.relative, "status": self.status}
+        row = dataclasses.asdict(self)
+        row.pop("target_noise")
+        return {**row, "delta": self.delta, "relative": self.relative, "status": self.status}
 
 
 @dataclasses.dataclass
@@ -105,10 +148,41 @@ class Comparison:
 
 
 def _value(report: Report, name: str) -> float | None:
+    return _observed(report, name)[0]
+
+
+def _observed(report: Report, name: str) -> tuple[float | None, list[float] | None]:
     try:
-        return observe(report, name)[0]
+        return observe(report, name)
     except MacsAuditError:  # absent from this report: shown as "-"
+        return None, None
+
+
+def _half_widths(value: float, interval: list[float] | None) -> tuple[float, float] | None:
+    """(below, above) the value: its 95% interval's half-widths (None without a usable interval)."""
+    if interval is None or len(interval) != 2 or not all(isinstance(v, (int, float)) for v in interval):
         return None
+    return max(value - float(interval[0]), 0.0), max(float(interval[1]) - value, 0.0)
+
+
+def difference_interval(
+    a: float, a_interval: list[float] | None, b: float, b_interval: list[float] | None
+) -> list[float] | None:
+    """The 95% interval of b - a from each value's own, as independent estimates: each side's half-widths
+    added in quadrature (b's lower with a's upper below, and the reverse above)."""
+    ha, hb = _half_widths(a, a_interval), _half_widths(b, b_interval)
+    if ha is None or hb is None:
+        return None
+    d = b - a
+    return [d - math.hypot(hb[0], ha[1]), d + math.hypot(hb[1], ha[0])]
+
+
+def binomial_interval(a: float, n_a: int | None, b: float, n_b: int | None) -> list[float] | None:
+    """The normal 95% interval of b - a for two fractions of n_a and n_b images (None without counts)."""
+    if not n_a or not n_b or not (0 <= a <= 1 and 0 <= b <= 1):
+        return None
+    half = Z95 * math.sqrt(a * (1 - a) / n_a + b * (1 - b) / n_b)
+    return [b - a - half, b - a + half]
 
 
 def _view_value(view: ViewResult | None, key: str) -> float | None:
@@ -119,24 +193,78 @@ def _summary_value(entry: CorruptionMeans | None, key: str) -> float | None:
     return getattr(entry, key) if entry is not None else None
 
 
-def compare(a: Report, b: Report, a_name: str = "A", b_name: str = "B") -> Comparison:
-    rows: list[Delta] = []
+def _images(report: Report, metric: Metric) -> int | None:
+    """The images a fraction of `report` was measured on: the conformal sets' scored part, else the data's."""
+    if metric.place is Place.CONFORMAL and report.conformal is not None:
+        return getattr(report.conformal, "n_eval", None)
+    return report.data.n
 
-    def add(section: str, key: str, label: str, va: float | None, vb: float | None, metric: Metric) -> None:
-        if va is not None or vb is not None:
-            rows.append(Delta(section, key, label, va, vb, metric.higher_is_better, metric.percent))
+
+def _coverage_target(a: Report, b: Report, metric: Metric) -> tuple[float, tuple[float, float]] | None:
+    """(target, (A's, B's) binomial 95% half-widths) of a conformal coverage row, None for any other row."""
+    if metric.place is not Place.CONFORMAL or not metric.report_key.endswith(".coverage"):
+        return None
+    targets = [getattr(r.conformal, "target_coverage", None) if r.conformal is not None else None for r in (a, b)]
+    counts = [_images(r, metric) for r in (a, b)]
+    if targets[0] is None or targets[0] != targets[1] or not all(counts):
+        return None
+    t = float(targets[0])
+    noise = tuple(Z95 * math.sqrt(t * (1 - t) / n) for n in counts)  # type: ignore[operator]
+    return t, (noise[0], noise[1])
+
+
+def compare(
+    a: Report,
+    b: Report,
+    a_name: str = "A",
+    b_name: str = "B",
+    paired: dict[str, list[float]] | None = None,
+) -> Comparison:
+    """B against A, a row per metric. `paired`: row key -> the paired 95% interval of B - A, for the rows the
+    caller measured on the same images with both models (calibrate, finetune); the others are judged by the
+    reports' own intervals (see the module's docstring)."""
+    rows: list[Delta] = []
+    paired = paired or {}
+
+    def add(
+        section: str,
+        key: str,
+        label: str,
+        va: float | None,
+        vb: float | None,
+        metric: Metric,
+        intervals: tuple[list[float] | None, list[float] | None] = (None, None),
+    ) -> None:
+        if va is None and vb is None:
+            return
+        row = Delta(section, key, label, va, vb, metric.higher_is_better, metric.percent)
+        if va is not None and vb is not None:
+            if key in paired:
+                row.interval, row.basis = list(paired[key]), PAIRED
+            elif (combined := difference_interval(va, intervals[0], vb, intervals[1])) is not None:
+                row.interval, row.basis = combined, UNPAIRED
+            elif metric.unit.bounded and (
+                binomial := binomial_interval(va, _images(a, metric), vb, _images(b, metric))
+            ):
+                row.interval, row.basis = binomial, BINOMIAL
+            if (target := _coverage_target(a, b, metric)) is not None:
+                row.target, row.target_noise = target
+                row.basis = TARGET
+        rows.append(row)
 
     def add_metrics(place: Place) -> None:
         for metric in in_place(place):
             if metric.compare:
                 title = metric.title_for(a.model.output, b.model.output)
-                add(place.value, metric.name, title, _value(a, metric.name), _value(b, metric.name), metric)
+                (va, ia), (vb, ib) = _observed(a, metric.name), _observed(b, metric.name)
+                add(place.value, metric.name, title, va, vb, metric, (ia, ib))
 
     def add_per_view(section: str, name: str, va: Any, vb: Any, value: Callable[[Any, str], float | None]) -> None:
         """The PER_VIEW metrics of one perturbation view or corruption (`value` reads one of A's or B's)."""
         for key in PER_VIEW:
             metric = METRICS[key]
-            add(section, f"{name}.{key}", f"{name} {metric.label}", value(va, key), value(vb, key), metric)
+            ia, ib = (v.intervals.get(key) if isinstance(v, ViewResult) else None for v in (va, vb))
+            add(section, f"{name}.{key}", f"{name} {metric.label}", value(va, key), value(vb, key), metric, (ia, ib))
 
     add_metrics(Place.CLEAN)
     add_metrics(Place.SELECTIVE)

@@ -176,9 +176,11 @@ def run_finetune(
     distributed.barrier(ctx)  # every rank has checked for an old checkpoint before rank 0 writes one
     started = time.time()
 
+    outputs: dict = {}  # the start and fine-tuned models' clean outputs: the comparison's paired intervals
+
     def audit_file(path: Path, path_flags: dict, label: str) -> Report:
         return audit_model(
-            path, path_flags, device, eval_source, eval_info, audit, progress, trust_pickled, label, ctx, debug
+            path, path_flags, device, eval_source, eval_info, audit, progress, trust_pickled, label, ctx, debug, outputs
         )
 
     before = audit_file(model, flags, BEFORE)
@@ -273,6 +275,6 @@ def run_finetune(
             after,
         ),
     ]
-    comparison = write_before_after(out, before, after, title, fixes)
+    comparison = write_before_after(out, before, after, title, fixes, outputs)
     write_text(out / TEMPERATURE_ONLY_FILE, baseline.to_json())
     return FinetuneRun(weights, onnx_path, onnx_skipped, before, after, comparison, title, t_final, baseline, t0, fixes)

@@ -248,6 +248,8 @@ def render(report: Report, gate: GateResult | None = None) -> str:
 
 
 def render_comparison(comparison: Comparison) -> str:
+    from macs_audit.compare import RULE
+
     regressions = comparison.regressions
     body = [
         "<h1>macs-audit comparison</h1>",
@@ -266,7 +268,7 @@ def render_comparison(comparison: Comparison) -> str:
             numeric=(2, 3, 4),
             row_classes=[r[5] for r in rows],
         ),
-        '<p class="note">pp: percentage points. A regression is any change in the bad direction; '
+        f'<p class="note">pp: percentage points. {esc(RULE)}; '
         "<code>macs-audit gate --baseline</code> applies thresholds to them.</p>",
     ]
     png = plots.reliability(

@@ -94,6 +94,8 @@ def render(report: Report, gate: GateResult | None = None) -> str:
 
 
 def render_comparison(comparison: Comparison) -> str:
+    from macs_audit.compare import RULE
+
     regressions = comparison.regressions
     icon = "⚠️" if regressions else "✅"
     lines = [
@@ -116,8 +118,7 @@ def render_comparison(comparison: Comparison) -> str:
         lines.append("| " + " | ".join(cells) + f" | {marks[status]} |")
     lines += [
         "",
-        "pp: percentage points. A regression is any change in the bad direction; "
-        "`macs-audit gate --baseline` applies thresholds to them.",
+        f"pp: percentage points. {RULE}; `macs-audit gate --baseline` applies thresholds to them.",
         "",
     ]
     return "\n".join(lines)

@@ -300,6 +300,8 @@ def gate_table(gate: GateResult) -> Group:
 def comparison_table(comparison: Comparison) -> Group:
     """The rows of `compare`: sections in a column where it fits, else the compact layout with a blank line
     between sections (each metric's label names its view)."""
+    from macs_audit.compare import RULE
+
     n = len(comparison.regressions)
     title = f"A = {comparison.a_name}, B = {comparison.b_name}: {n} regression{'s' * (n != 1)}"
     styles = {"worse": "bold red", "better": "green"}
@@ -320,7 +322,8 @@ def comparison_table(comparison: Comparison) -> Group:
 
     notes = [_text(f"note: {note}", style="yellow") for note in comparison.notes]
     heading = _text(title, style="bold red" if n else "bold green")
-    return Group(heading, Fitted(layout(True), compact(layout(False)), unwrapped=True), *notes)
+    rule = _text(f"{RULE}.", style="dim")
+    return Group(heading, Fitted(layout(True), compact(layout(False)), unwrapped=True), rule, *notes)
 
 
 def render(report: Report, gate: GateResult | None = None) -> str:
