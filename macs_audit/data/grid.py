@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from macs_audit.data.batching import prefetched
-from macs_audit.data.image_tree import write_image_tree
+from macs_audit.data.image_tree import source_stems, write_image_tree
 from macs_audit.data.released import write_cifar_c
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE
@@ -94,4 +94,5 @@ def write_corruption_tree(
         grid.corruption_set,
         grid.batch_size,
         progress,
+        stems=source_stems(source),  # an image folder's names kept; index names for arrays
     )

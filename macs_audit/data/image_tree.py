@@ -9,9 +9,11 @@ Reading: each (corruption, severity) folder is an image folder (``sources.load_i
 images sized to the evaluated data's size), its class folders mapped by name to the data's
 classes, its images aligned with the data's positions (``tree_source``).
 
-Writing: ``<n>.<ext>`` per image, n its position in the data (zero-padded, so that sorted names
-keep the data's order within a class), each file written atomically; a rerun keeps the files
-that decode to the right size and writes the rest (``write_image_tree``).
+Writing: an image folder's images keep their class folder and file name, the suffix the layout's format's
+(``ILSVRC2012_val_00000001.JPEG`` -> ``<class>/ILSVRC2012_val_00000001.jpg``, as the released ImageNet-C keeps
+the validation files' names: ``source_stems``); images of arrays are named ``<n>.<ext>``, n their position in
+the data (zero-padded, so that sorted names keep the data's order within a class). Each file is written
+atomically; a rerun keeps the files that decode to the right size and writes the rest (``write_image_tree``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import dataclasses
 import io
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,16 @@ from macs_audit.data.sources import Source, load_imagefolder
 from macs_audit.errors import InputError, UsageError
 from macs_audit.images import IMAGE_SUFFIXES
 from macs_audit.progress import ProgressFn
-from macs_audit.views.corruptions.table import CORRUPTIONS, parameter_set
+from macs_audit.views.corruptions.table import CORRUPTIONS
+
+# The file format each parameter set's released tree uses: the ImageNet-C and Tiny-ImageNet-C
+# generators save every image as a quality-85 JPEG (PIL, optimized Huffman tables, 4:2:0);
+# CIFAR-C is released lossless (.npy), so its tree is PNG.
+TREE_FORMATS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "imagenet": ("JPEG", ".jpg", {"quality": 85, "optimize": True}),
+    "tiny-imagenet": ("JPEG", ".jpg", {"quality": 85, "optimize": True}),
+    "cifar": ("PNG", ".png", {}),
+}
 
 # Writing a file atomically costs an fsync (milliseconds); threads overlap those, and the JPEG codec
 # and fsync release the GIL (measured: 240 files/s in one thread, 440 in 8, for 224 px JPEGs).
@@ -163,6 +174,25 @@ def class_folder_names(class_names: list[str]) -> list[str]:
     return list(class_names)
 
 
+def source_stems(source: Source) -> list[str] | None:
+    """Each position's file of an image-folder source, as a path under its class folder without the suffix;
+    None for a source of arrays (its images have no names) or one whose names collide without their suffixes."""
+    files = getattr(source.fetch, "files", None)
+    if source.format != "imagefolder" or files is None or not source.class_names:
+        return None
+    root = Path(source.name)
+    underlying = source.indices if source.indices is not None else np.arange(len(source))
+    stems = []
+    for label, i in zip(source.labels.tolist(), underlying.tolist(), strict=True):
+        path = Path(files[i])
+        try:
+            stems.append(path.relative_to(root / source.class_names[label]).with_suffix("").as_posix())
+        except ValueError:  # not under its class folder: no name to keep
+            return None
+    named = [f"{source.class_names[label]}/{stem}" for label, stem in zip(source.labels.tolist(), stems, strict=True)]
+    return stems if len(set(named)) == len(named) else None  # a.png and a.jpg of one class: index names
+
+
 def write_image_tree(
     out_dir: str | os.PathLike,
     corrupt_fn: CorruptFn,
@@ -174,37 +204,41 @@ def write_image_tree(
     corruption_set: str,
     batch_size: int,
     progress: ProgressFn | None = None,
+    stems: list[str] | None = None,
 ) -> tuple[int, int]:
-    """Write `out_dir/<corruption>/<severity>/<class>/<n>.<ext>` for every position n of the data; return
-    (files written, finished files kept).
+    """Write `out_dir/<corruption>/<severity>/<class>/<stem>.<ext>` for every position n of the data, the stem
+    `stems[n]` (the source's file name, `source_stems`) or n; return (files written, finished files kept).
 
     ``corrupt_fn(name, severity, start, stop)`` returns the corrupted uint8 images (b, H, W, 3) of positions
     [start, stop), numpy or torch; it is called only for the batches (cut every `batch_size` positions) that
     have a file missing, damaged or of another size than `image_size` (H, W). The file format is the one of
-    `corruption_set`'s release (its ParameterSet's tree_format); each file is written atomically, and temporary
-    files a killed run left are removed first. ``progress(description, done, total)`` is called after every batch."""
+    `corruption_set`'s release (TREE_FORMATS); each file is written atomically, and temporary files a killed
+    run left are removed first. ``progress(description, done, total)`` is called after every batch."""
     started = time.time()
     names, sevs = list(dict.fromkeys(corruptions)), list(dict.fromkeys(severities))
     if not names or not sevs:
         raise UsageError("no corruptions or severities to write")
-    fmt, ext, save_args = parameter_set(corruption_set).tree_format
+    fmt, ext, save_args = TREE_FORMATS[corruption_set]
     folders = class_folder_names(class_names)
     labels = np.asarray(labels)
     n = len(labels)
     if n == 0 or labels.min() < 0 or labels.max() >= len(folders):
         raise InputError("every image needs a label of one of the data's classes to be written in a class folder")
+    if stems is not None and len(stems) != n:
+        raise InputError(f"{len(stems)} file names for {n} images")
     width = len(str(n - 1))
-    files = [f"{folders[label]}/{i:0{width}d}{ext}" for i, label in enumerate(labels)]
-    by_class: dict[int, list[str]] = {}
-    for file, label in zip(files, labels.tolist(), strict=True):
-        by_class.setdefault(label, []).append(Path(file).name)
+    names_of = stems if stems is not None else [f"{i:0{width}d}" for i in range(n)]
+    files = [f"{folders[label]}/{stem}{ext}" for stem, label in zip(names_of, labels.tolist(), strict=True)]
+    by_folder: dict[str, list[str]] = {}  # a class folder (or a folder in it) -> its files' names
+    for file in files:
+        by_folder.setdefault(str(Path(file).parent), []).append(Path(file).name)
     total, done, written, kept = len(names) * len(sevs) * n, 0, 0, 0
     with ThreadPoolExecutor(WRITE_THREADS) as pool:
         for name in names:
             for severity in sevs:
                 cell = Path(out_dir) / name / str(severity)
-                for label, own in by_class.items():
-                    remove_stale_temporaries(cell / folders[label], own, before=started)
+                for folder, own in by_folder.items():
+                    remove_stale_temporaries(cell / folder, own, before=started)
                 for start in range(0, n, batch_size):
                     stop = min(start + batch_size, n)
                     paths = [cell / file for file in files[start:stop]]
@@ -234,7 +268,7 @@ def _intact(path: Path, size: tuple[int, int]) -> bool:
         return False
 
 
-def _write(path: Path, image: np.ndarray, fmt: str, save_args: Mapping[str, Any]) -> None:
+def _write(path: Path, image: np.ndarray, fmt: str, save_args: dict[str, Any]) -> None:
     """Encode one image in `fmt` and write it atomically."""
     from PIL import Image
 

@@ -2,6 +2,7 @@
 and scores what the generated grid scores: the same metrics for PNG, up to JPEG's loss for JPEG."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,8 +110,8 @@ def test_an_image_folder_cut_like_imagenet_c_and_read_back_with_a_limit(tmp_path
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     apples = sorted(p.name for p in (out / "contrast" / "1" / "apple").iterdir())
-    assert apples == ["0.png", "1.png"]  # the folder's positions: apple comes first
-    with Image.open(out / "contrast" / "1" / "apple" / "1.png") as im:
+    assert apples == ["photo1.png", "photo4.png"]  # each image keeps its class folder and file name
+    with Image.open(out / "contrast" / "1" / "apple" / "photo4.png") as im:
         assert im.size == (64, 64)
     for limit in ([], ["--limit", "3"]):
         common = [str(model), "--data", str(folder), "--crop-pct", "0.875", *QUICK, *grid, *limit]
@@ -123,3 +124,38 @@ def test_an_image_folder_cut_like_imagenet_c_and_read_back_with_a_limit(tmp_path
         generated, read = reports
         assert [v["metrics"] for v in read["views"]] == [v["metrics"] for v in generated["views"]]
         assert read["views"][-1]["name"] == "contrast@2" and read["data"]["n"] == (3 if limit else 6)
+
+
+def test_a_tree_keeps_the_sources_names_with_its_formats_suffix_and_arrays_get_index_names(tmp_path):
+    """ImageNet-style names (ILSVRC2012_val_*.JPEG, in a sub-folder too) written as the imagenet set's JPEGs
+    keep their stems; an npz's images, which have no names, are numbered by position."""
+    from PIL import Image
+
+    x, _ = tiny_images(4, size=224)
+    folder = tmp_path / "val"
+    names = ["n01440764/ILSVRC2012_val_00000293.JPEG", "n01440764/extra/ILSVRC2012_val_00002138.JPEG"]
+    names += ["n01443537/ILSVRC2012_val_00000236.JPEG", "n01443537/ILSVRC2012_val_00000262.png"]
+    for image, name in zip(x, names, strict=True):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(image).save(folder / name)
+    out = tmp_path / "tree"
+    grid = ["--corruptions", "contrast", "--severities", "1", "--corruption-set", "imagenet"]
+    result = runner.invoke(app, ["corrupt", "--data", str(folder), "--out", str(out), "--layout", "tree", *grid])
+    assert result.exit_code == 0, result.output
+    cell = out / "contrast" / "1"
+    written = sorted(p.relative_to(cell).as_posix() for p in cell.rglob("*") if p.is_file())
+    assert written == sorted(str(Path(n).with_suffix(".jpg")) for n in names)
+    npz = tmp_path / "d.npz"
+    np.savez(npz, x=x[:, :32, :32], y=np.array([0, 1, 0, 1]))
+    grid[-1] = "cifar"
+    result = runner.invoke(
+        app, ["corrupt", "--data", str(npz), "--out", str(tmp_path / "t2"), "--layout", "tree", *grid]
+    )
+    assert result.exit_code == 0, result.output
+    cell = tmp_path / "t2" / "contrast" / "1"
+    assert sorted(p.relative_to(cell).as_posix() for p in cell.rglob("*.png")) == [
+        "airplane/0.png",
+        "airplane/2.png",
+        "automobile/1.png",
+        "automobile/3.png",
+    ]
