@@ -25,7 +25,7 @@ from macs_audit.calibrators.base import LABELS, Calibrator, fit_calibrator
 from macs_audit.calibrators.common import log_softmax, mean_nll
 from macs_audit.calibrators.selection import DEFAULT_SELECT, Selection, compare_calibrators
 from macs_audit.compare import Comparison
-from macs_audit.data.loading import DataSpec, load_data
+from macs_audit.data.loading import DataSpec, load_model_data
 from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
 from macs_audit.models.calibrated import calibration_record, write_calibrated
@@ -138,9 +138,8 @@ def run_calibrate(
     inputs = (model, sidecar_path(model), fit.path, eval_data.path)
     check_folder(out, output_names(model), inputs=inputs, force=force)
     predictor = load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
-    image_size = predictor.config.input_size
-    fit_source, fit_info = load_data(fit, image_size, predictor.config.crop_pct)
-    eval_source, eval_info = load_data(eval_data, image_size, predictor.config.crop_pct)
+    fit_source, fit_info = load_model_data(fit, predictor.config)
+    eval_source, eval_info = load_model_data(eval_data, predictor.config)
     check_classes(predictor, fit_source)
     _, logits = evaluate_view(
         predictor,

@@ -12,6 +12,7 @@ from macs_audit.cli.console import handle_errors, note, state, stderr, stdout, w
 from macs_audit.cli.options import (
     ARCH_OPTION,
     CLASS_MAP_OPTION,
+    CLASS_PROMPTS_OPTION,
     CORRUPTION_SET_OPTION,
     COVERAGE_OPTION,
     CROP_PCT_OPTION,
@@ -21,6 +22,7 @@ from macs_audit.cli.options import (
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
     OOD_DATA_OPTION,
+    PRECISION_OPTION,
     REFERENCE_OPTION,
     SHIFT_DATA_OPTION,
     STD_OPTION,
@@ -67,6 +69,8 @@ def evaluate(
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
     trust_pickled: bool = TRUST_PICKLED_OPTION,
+    class_prompts: Optional[Path] = CLASS_PROMPTS_OPTION,
+    precision: str = PRECISION_OPTION,
     batch_size: int = typer.Option(500, "--batch-size", min=1, help="Images per model call."),
     workers: Optional[int] = typer.Option(
         None,
@@ -165,7 +169,7 @@ def evaluate(
     from macs_audit.audit import check_corruption_files, run_audit
     from macs_audit.calibrators.selection import parse_methods
     from macs_audit.data.label_space import load_mapped_sets
-    from macs_audit.data.loading import DataSpec, load_data
+    from macs_audit.data.loading import DataSpec, load_model_data
     from macs_audit.errors import UsageError
     from macs_audit.metrics.conformal import check_coverage
     from macs_audit.models.config import sidecar_path
@@ -232,20 +236,20 @@ def evaluate(
         device=distributed.rank_device(ctx, device),
         allow_unsafe_pickle=trust_pickled,
         debug=state["debug"],
+        precision=precision,
+        class_prompts=class_prompts,
     )
     reference_predictor = None
     if reference is not None:  # on the candidate's device; check_pair (run_audit) compares the two
         reference_predictor = load_predictor(
             reference, flags, device=predictor.device, allow_unsafe_pickle=trust_pickled, debug=state["debug"]
         )
-    source, data_info = load_data(
-        DataSpec(data, data_format, split, limit, seed), predictor.config.input_size, predictor.config.crop_pct
-    )
+    source, data_info = load_model_data(DataSpec(data, data_format, split, limit, seed), predictor.config)
 
     def unlabeled_data(path: Path | None):  # --ood-data and --unlabeled: labels not needed
         if path is None:
             return None
-        return load_data(DataSpec(path, labeled=False), predictor.config.input_size, predictor.config.crop_pct)[0]
+        return load_model_data(DataSpec(path, labeled=False), predictor.config)[0]
 
     options = dataclasses.replace(
         options,

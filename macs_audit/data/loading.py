@@ -8,6 +8,7 @@ from pathlib import Path
 
 from macs_audit.data.sources import Source, load_source
 from macs_audit.data.splits import stratified_subset
+from macs_audit.models.config import ModelConfig
 from macs_audit.models.preprocessing import fit_description
 
 
@@ -22,15 +23,26 @@ class DataSpec:
 
 
 def load_data(
-    spec: DataSpec, image_size: tuple[int, int] | None = None, crop_pct: float | None = None
+    spec: DataSpec,
+    image_size: tuple[int, int] | None = None,
+    crop_pct: float | None = None,
+    interpolation: str | None = None,
+    sources: dict[str, str] | None = None,
 ) -> tuple[Source, dict]:
     """The source `spec` names (ImageFolder images resized to `image_size`, or resized and centre-cropped
-    with `crop_pct`) and its data facts for the report (`pipeline`: how image-folder images were sized)."""
-    source = load_source(spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct)
+    with `crop_pct`, by `interpolation`) and its data facts for the report (`pipeline`: how image-folder images
+    were sized, with where each value came from when `sources`, a ModelConfig's, is given)."""
+    source = load_source(spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct, interpolation)
     info: dict = {"split": spec.split, "limit": spec.limit}
     if source.format == "imagefolder" and image_size is not None:
-        info["pipeline"] = fit_description(image_size, crop_pct)
+        info["pipeline"] = fit_description(image_size, crop_pct, interpolation, sources)
     if spec.limit is not None:
         source = source.subset(stratified_subset(source.labels, spec.limit, spec.seed))
         info["limit_seed"] = spec.seed
     return source, info
+
+
+def load_model_data(spec: DataSpec, config: ModelConfig) -> tuple[Source, dict]:
+    """`load_data` for a model: its input size, crop_pct and interpolation, and the report's pipeline with where
+    each of them came from (the model's ModelConfig)."""
+    return load_data(spec, config.input_size, config.crop_pct, config.interpolation, config.sources)

@@ -1,8 +1,10 @@
 """Model configuration: preprocessing, class count and architecture, from flags, sidecar or metadata.
 
 Precedence (first that sets a key wins): command-line flags, the sidecar JSON next to the model
-(`model.onnx` -> `model.json`), ONNX metadata properties (`macs_audit.<key>`, JSON values),
-then CIFAR-10 defaults.
+(`model.onnx` -> `model.json`), the model's own description (ONNX metadata properties `macs_audit.<key>`
+with JSON values; a Hugging Face folder's preprocessor_config.json; a timm folder's or architecture's
+pretrained_cfg; an OpenCLIP model's preprocessing), then CIFAR-10 defaults. `ModelConfig.sources` records
+where each key came from, and the CIFAR-10 default warns unless the model is known to fit it.
 """
 
 import dataclasses
@@ -12,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
+from macs_audit.models.preprocessing import INTERPOLATIONS
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 OUTPUT_KINDS = ("auto", "logits", "probabilities")
+PRECISIONS = ("fp32", "bf16", "fp16")  # torch models: fp32, or CUDA autocast to bf16 / fp16 (--precision)
 METADATA_PREFIX = "macs_audit."
 # The largest side a model input may have, in pixels. Every batch is resized to the input size before the
 # model runs, so the size decides the memory of each batch: at 4096x4096 one float32 RGB image is 192 MiB,
@@ -36,6 +40,11 @@ KEYS = {
         "absent, they are resized to input_size whole"
     ),
     "class_names": "class names, in label order",
+    "interpolation": (
+        f"how images are resized to the input size: {', '.join(INTERPOLATIONS)} (bilinear and bicubic antialiased "
+        "as Pillow resizes, -no-antialias as torch resizes tensors by default); absent, bilinear for whole images "
+        "and bicubic for a crop_pct pipeline"
+    ),
 }
 
 
@@ -49,14 +58,25 @@ class ModelConfig:
     output: str = "auto"
     class_names: list[str] | None = None
     crop_pct: float | None = None
+    interpolation: str | None = None
     sources: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> where it came from
+    # The model's own description says it is a CIFAR-10 classifier at 32x32 (a 10-output ONNX graph with a static
+    # 32x32 input, one of the project's CIFAR architectures): CIFAR-10's mean/std then go without a warning.
+    fits_cifar10: bool = False
 
-    def as_metadata(self) -> dict[str, Any]:
-        """The keys a sidecar or ONNX metadata would carry."""
+    def as_metadata(self, declared_only: bool = False) -> dict[str, Any]:
+        """The keys a sidecar or ONNX metadata would carry. `declared_only`: only the keys someone set (a flag,
+        the sidecar, the model's own description), so that a written model never presents a default as declared."""
         meta = {k: getattr(self, k) for k in KEYS}
         meta["input_size"] = list(self.input_size)
         meta["mean"], meta["std"] = list(self.mean), list(self.std)
+        if declared_only:
+            meta = {k: v for k, v in meta.items() if k in self.sources or k in ("num_classes", "class_names")}
         return {k: v for k, v in meta.items() if v is not None}
+
+    def declared_sources(self) -> dict[str, str]:
+        """Where each key `as_metadata(declared_only=True)` writes was set (a written model's record of them)."""
+        return {k: v for k, v in self.sources.items() if k in KEYS}
 
     def default_normalisation(self) -> list[str]:
         """Which of mean and std were set by nobody (flag, sidecar or metadata): CIFAR-10's built-in values."""
@@ -71,13 +91,15 @@ class ModelConfig:
         defaulted = self.default_normalisation()
         other_classes = self.num_classes is not None and self.num_classes != 10
         other_size = tuple(self.input_size) != (32, 32)
-        if not defaulted or not (other_classes or other_size):
+        if not defaulted or (self.fits_cifar10 and not (other_classes or other_size)):
             return None
         size = f"{self.input_size[0]}x{self.input_size[1]} input"
         if other_classes:
             model = f"a {self.num_classes}-class model" + (f" with {size}" if other_size else "")
-        else:
+        elif other_size:
             model = f"a model with {size}"
+        else:  # 10 classes at 32x32 by its shape, but nothing the model carries says CIFAR-10 (#27)
+            model = "a model not known to be a CIFAR-10 classifier (its own configuration does not say so)"
         builtin = {"mean": CIFAR10_MEAN, "std": CIFAR10_STD}
         return (
             f"no {' or '.join(f'--{key}' for key in defaulted)} given: normalising with CIFAR-10's "
@@ -132,10 +154,13 @@ def encode_metadata(meta: dict[str, Any]) -> dict[str, str]:
     return {METADATA_PREFIX + k: json.dumps(v) for k, v in meta.items() if k in KEYS}
 
 
-def resolve(flags: dict[str, Any], sidecar: dict[str, Any], metadata: dict[str, Any]) -> ModelConfig:
-    """Merge the three layers into a validated ModelConfig."""
+def resolve(
+    flags: dict[str, Any], sidecar: dict[str, Any], metadata: dict[str, Any], metadata_origin: str = "metadata"
+) -> ModelConfig:
+    """Merge the three layers into a validated ModelConfig. `metadata` is the model's own description, and
+    `metadata_origin` where it was read ("metadata": ONNX properties; "preprocessor_config.json", ...)."""
     cfg = ModelConfig()
-    for origin, layer in (("default", {}), ("metadata", metadata), ("sidecar", sidecar), ("flag", flags)):
+    for origin, layer in (("default", {}), (metadata_origin, metadata), ("sidecar", sidecar), ("flag", flags)):
         for key, value in layer.items():
             if value is None or key not in KEYS:
                 continue
@@ -149,7 +174,10 @@ ORIGINS = {"flag": "--{key}", "sidecar": "the model's sidecar", "metadata": "the
 
 def _origin(cfg: ModelConfig, key: str) -> str:
     """Where `key` of `cfg` was set, as a message names it: --input-size, the model's sidecar, ..."""
-    return ORIGINS.get(cfg.sources.get(key, ""), "the defaults").format(key=key.replace("_", "-"))
+    source = cfg.sources.get(key, "")
+    if source and source not in ORIGINS:
+        return f"the model's {source}"
+    return ORIGINS.get(source, "the defaults").format(key=key.replace("_", "-"))
 
 
 def _validate(cfg: ModelConfig) -> ModelConfig:
@@ -193,6 +221,8 @@ def _validate(cfg: ModelConfig) -> ModelConfig:
             raise fail("crop_pct", "a number in (0, 1]") from None
         if not 0 < cfg.crop_pct <= 1:
             raise UsageError(f"crop_pct must be in (0, 1], got {cfg.crop_pct}")
+    if cfg.interpolation is not None and cfg.interpolation not in INTERPOLATIONS:
+        raise fail("interpolation", f"one of {', '.join(INTERPOLATIONS)}")
     if cfg.output not in OUTPUT_KINDS:
         raise UsageError(f"output must be one of {', '.join(OUTPUT_KINDS)}, got {cfg.output!r}")
     if cfg.arch is not None and not isinstance(cfg.arch, str):

@@ -21,6 +21,7 @@ _LEAKY_METADATA = ("stack_trace", "pkg.torch", "namespace", "source", "fx_node",
 DEFAULT_OPSET = 18
 MIN_OPSET, MAX_OPSET = 18, 25
 STATE_DICT_FORMATS = ("safetensors", "state-dict")  # the formats whose weights are written as safetensors
+SOURCES_PROPERTY = "macs_audit.sources"  # where each exported value was set; not a config key
 
 
 def check_opset(opset: int) -> int:
@@ -70,11 +71,14 @@ def strip_build_metadata(proto) -> None:
     proto.doc_string = ""
 
 
-def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = DEFAULT_OPSET) -> None:
+def export_onnx(
+    model, path: str | Path, meta: dict[str, Any], opset: int = DEFAULT_OPSET, sources: dict[str, str] | None = None
+) -> None:
     """Export an eval-mode torch model to one self-contained ONNX file with a dynamic batch axis.
 
     `meta` (arch, num_classes, input_size, mean, std, output, class_names) goes into the file's
-    metadata properties, which `evaluate` reads, so the file needs no sidecar.
+    metadata properties, which `evaluate` reads, so the file needs no sidecar; `sources` (where each value
+    was set: a flag, the sidecar, the model's own config) into `macs_audit.sources`, for the record.
     """
     import onnx
     import torch
@@ -105,6 +109,8 @@ def export_onnx(model, path: str | Path, meta: dict[str, Any], opset: int = DEFA
     del proto.metadata_props[:]
     for key, value in encode_metadata(meta).items():
         proto.metadata_props.add(key=key, value=value)
+    if sources:
+        proto.metadata_props.add(key=SOURCES_PROPERTY, value=json.dumps(sources))
     proto.producer_name = "macs-audit"
     with atomic_path(path) as tmp:
         onnx.save_model(proto, str(tmp), save_as_external_data=False)
@@ -134,10 +140,13 @@ def export_checkpoint(
             f"{checkpoint} is TorchScript, which torch.export cannot trace to ONNX: evaluate and calibrate read it "
             "as it is; to export, save the module's state dict (with --arch) instead"
         )
-    meta = predictor.config.as_metadata()
+    # Only what was declared: a default (CIFAR-10's mean/std, 32 px) written as metadata would read as the
+    # model's own next time, and its warning would be lost.
+    meta = predictor.config.as_metadata(declared_only=True)
     if meta.get("output") == "auto":
         meta.pop("output")
-    export_onnx(predictor.model.cpu().eval(), path, meta, opset=opset)
+    sources = {k: v for k, v in predictor.config.declared_sources().items() if k in meta}
+    export_onnx(predictor.model.cpu().eval(), path, meta, opset=opset, sources=sources)
     return path
 
 

@@ -106,6 +106,9 @@ class OnnxPredictor:
         if len(out_shape) == 2 and isinstance(out_shape[1], int) and "num_classes" not in metadata:
             metadata["num_classes"] = out_shape[1]
         self.config = model_config.resolve(flags, sidecar, metadata)
+        # A graph whose own shapes are CIFAR-10's (a static 32x32 input, 10 outputs) is taken to be a CIFAR-10
+        # classifier: its defaulted mean/std go without a warning. Any other model without them is warned (#27).
+        self.config.fits_cifar10 = static_hw == (32, 32) and out_shape[-1] == 10
         if static_hw and static_hw != self.config.input_size:
             raise InputError(
                 f"{path}: the model's input is {static_hw[0]}x{static_hw[1]} but the input size "
@@ -132,8 +135,9 @@ class OnnxPredictor:
         return self.config.num_classes
 
     def predict(self, images: np.ndarray) -> np.ndarray:
+        cfg = self.config
         x = resize_and_normalize(
-            np.asarray(images, dtype=np.float32), self.config.input_size, self.config.mean, self.config.std
+            np.asarray(images, dtype=np.float32), cfg.input_size, cfg.mean, cfg.std, cfg.interpolation
         )
         try:
             out = self.session.run(None, {self.input_name: x})[0]

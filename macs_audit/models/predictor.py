@@ -44,12 +44,25 @@ def load_predictor(
     device: str = "auto",
     allow_unsafe_pickle: bool = False,
     debug: bool = False,
+    precision: str = "fp32",
+    class_prompts: Path | None = None,
 ) -> Predictor:
-    """Open a model file with the right backend. `flags` are command-line overrides of ModelConfig keys.
+    """Open a model with the right backend, by what `path` is (models/sources.py: a file by its suffix, a model
+    folder by its config.json, `hf-hub:ORG/NAME` from the local cache) and the --arch prefix (torchvision:,
+    open_clip:, hf-hub:). `flags` are command-line overrides of ModelConfig keys; `precision` (fp32, bf16,
+    fp16) the CUDA autocast of torch models; `class_prompts` an OpenCLIP model's classes and templates.
 
     The libraries' own warnings while loading (torch's deprecations and weights-only notes) are kept
     off stderr unless `debug` (the CLI's --debug). What the user should know about the model (CIFAR-10's
     normalisation applied to a model it does not fit) is in `info["warnings"]`, which the report keeps."""
+    from macs_audit.models.sources import resolve_source
+
+    if precision not in model_config.PRECISIONS:
+        raise UsageError(f"--precision must be one of {', '.join(model_config.PRECISIONS)}, got {precision!r}")
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    source = resolve_source(path, flags.get("arch"))
+    if source.kind != "file":
+        return _load_source(source, flags, resolve_device(device), debug, precision, class_prompts)
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model not found: {path}")
@@ -58,22 +71,58 @@ def load_predictor(
             pass
     except OSError as exc:
         raise InputError(f"cannot read model {path}: {exc.strerror or exc}") from None
-    flags = {k: v for k, v in (flags or {}).items() if v is not None}
     sidecar = model_config.read_sidecar(path)
     device = resolve_device(device)
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
         from macs_audit.models.onnx import OnnxPredictor
 
+        if precision != "fp32":
+            raise UsageError(f"--precision {precision} is for torch models: an ONNX model runs as its graph is typed")
         return OnnxPredictor(path, flags, sidecar, device)
     if suffix in TORCH_SUFFIXES:
         from macs_audit.models.torch import TorchPredictor
 
-        return TorchPredictor(path, flags, sidecar, device, allow_unsafe_pickle, debug=debug)
-    raise UsageError(f"unknown model type {path.suffix!r}; expected .onnx, .safetensors, .pt or .pth")
+        return TorchPredictor(path, flags, sidecar, device, allow_unsafe_pickle, debug=debug, precision=precision)
+    raise UsageError(
+        f"unknown model type {path.suffix!r}; expected .onnx, .pt2, .safetensors, .pt or .pth, or a model folder"
+    )
 
 
-def load_torch_predictor(model: Path, flags: dict, device: str, trust_pickled: bool, debug: bool = False) -> Any:
+def _load_source(
+    source: Any, flags: dict[str, Any], device: str, debug: bool, precision: str, class_prompts: Path | None
+) -> Predictor:
+    """A predictor of a source other than a plain model file (models/sources.py's kinds), its library
+    imported here only."""
+    from macs_audit.models import sources
+
+    sidecar = model_config.read_sidecar(source.path)
+    if source.kind == sources.HF_TRANSFORMERS:
+        from macs_audit.models.huggingface import load_hf_folder
+
+        return load_hf_folder(source.path, flags, sidecar, device, precision, debug)
+    if source.kind == sources.TIMM_FOLDER:
+        from macs_audit.models.timm_folder import load_timm_folder
+
+        if source.config_folder is not None:  # --arch hf-hub:ORG/NAME with a weights file
+            return load_timm_folder(source.config_folder, flags, sidecar, device, precision, debug, source.path)
+        return load_timm_folder(source.path, flags, sidecar, device, precision, debug)
+    if source.kind == sources.TORCH_EXPORT:
+        from macs_audit.models.exported_program import load_exported_program
+
+        return load_exported_program(source.path, flags, sidecar, device, precision, debug)
+    if source.kind == sources.TORCHVISION:
+        from macs_audit.models.torchvision_arch import load_torchvision
+
+        return load_torchvision(source.path, source.name, flags, sidecar, device, precision, debug)
+    from macs_audit.models.open_clip import load_open_clip
+
+    return load_open_clip(source.path, source.name, flags, sidecar, device, precision, debug, class_prompts)
+
+
+def load_torch_predictor(
+    model: Path, flags: dict, device: str, trust_pickled: bool, debug: bool = False, class_prompts: Path | None = None
+) -> Any:
     """A PyTorch model to train or export (a TorchPredictor); an ONNX file gets an error naming the checkpoint route."""
     if model.suffix.lower() in ONNX_SUFFIXES:
         raise UsageError(
@@ -81,4 +130,6 @@ def load_torch_predictor(model: Path, flags: dict, device: str, trust_pickled: b
             "exported from (.safetensors/.pt with --arch or a sidecar JSON), or fix it with "
             "`macs-audit calibrate`"
         )
-    return load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
+    return load_predictor(
+        model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug, class_prompts=class_prompts
+    )

@@ -5,11 +5,14 @@ Images travel as uint8 (N, H, W, C) from the sources; `to_unit_float` (macs_audi
 views share) turns them into float32 (N, C, H, W) in [0, 1] by one rounding rule (times float32(1/255)) on
 numpy arrays and torch tensors alike; `resize_and_normalize` then resizes and applies the model's mean/std.
 
-Every resize is `resize`: torch's antialiased interpolation (half-pixel centres), only when the size
-differs; a float batch is resized in float, a uint8 one in uint8 (rounded after each pass, as Pillow
-does). Image folders' files, of any size, are brought to the model's input size by the same rule when
-they are read (`fit_image`: whole, or the shorter side and a centre crop with `crop_pct`), so that they
-batch and the views see them at the model's size. torch is imported only for a torch input or a resize.
+Every resize is `resize`: torch's interpolation (half-pixel centres) named by the model's `interpolation`
+(bilinear, bicubic, antialiased as Pillow resizes, or -no-antialias; nearest), only when the size differs; a
+float batch is resized in float, a uint8 one in uint8 (rounded after each pass, as Pillow does). Image
+folders' files, of any size, are brought to the model's input size by the same rule when they are read
+(`fit_image`: whole, or the shorter side and a centre crop with `crop_pct`), so that they batch and the
+views see them at the model's size; arrays are resized in the predictor by the same rule and interpolation.
+Without an interpolation declared: bilinear for whole images, bicubic for a crop_pct pipeline (timm's).
+torch is imported only for a torch input or a resize.
 """
 
 from __future__ import annotations
@@ -23,9 +26,22 @@ import numpy as np
 from macs_audit.errors import InputError
 from macs_audit.pixels import is_tensor
 
-# The interpolations of `resize` (torch's names, antialiased): bilinear for batches and whole images, bicubic
-# for the shorter side of a crop_pct pipeline.
-INTERPOLATIONS = ("bilinear", "bicubic")
+# The interpolations of `resize`: bilinear and bicubic antialiased (as Pillow and the image processors resize),
+# their -no-antialias forms (torch's tensor default), and nearest (Pillow's nearest: torch's "nearest-exact").
+INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "bilinear-no-antialias", "bicubic-no-antialias")
+WHOLE_DEFAULT, CROP_DEFAULT = "bilinear", "bicubic"  # without a declared interpolation
+# Pillow's resampling filters by number (Hugging Face image processors' `resample`) -> our names.
+PIL_RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}
+
+
+def _torch_mode(interpolation: str) -> tuple[str, bool]:
+    """(torch's mode, antialias) of one of INTERPOLATIONS."""
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
+    if interpolation == "nearest":
+        return "nearest-exact", False
+    mode, _, rest = interpolation.partition("-")
+    return mode, not rest
 
 
 def _check_channels(channels: int, mean: Sequence[float]) -> None:
@@ -35,18 +51,20 @@ def _check_channels(channels: int, mean: Sequence[float]) -> None:
 
 def resize(x: Any, size: Sequence[int], interpolation: str = "bilinear") -> Any:
     """An NCHW batch (a torch tensor, or a numpy array: numpy in, numpy out) at `size` (height, width) by the
-    one resize rule: torch's antialiased `interpolation` ("bilinear" or "bicubic"), align_corners False.
-    The same object when it is at that size already; a uint8 batch stays uint8."""
+    one resize rule: torch's `interpolation` (one of INTERPOLATIONS), align_corners False. The same object
+    when it is at that size already; a uint8 batch stays uint8."""
     size = (int(size[0]), int(size[1]))
+    mode, antialias = _torch_mode(interpolation)
     if tuple(x.shape[2:]) == size:
         return x
     import torch
     import torch.nn.functional as F
 
-    if interpolation not in INTERPOLATIONS:
-        raise ValueError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
     tensor = x if is_tensor(x) else torch.from_numpy(np.require(x, requirements=("C", "W")))
-    out = F.interpolate(tensor, size=size, mode=interpolation, antialias=True, align_corners=False)
+    if mode == "nearest-exact":
+        out = F.interpolate(tensor, size=size, mode=mode)
+    else:
+        out = F.interpolate(tensor, size=size, mode=mode, antialias=antialias, align_corners=False)
     return out if is_tensor(x) else out.numpy()
 
 
@@ -55,39 +73,59 @@ def crop_size(size: Sequence[int], crop_pct: float) -> int:
     return math.floor(min(size) / crop_pct)
 
 
-def fit_image(image: np.ndarray, size: Sequence[int], crop_pct: float | None = None) -> np.ndarray:
-    """One uint8 image (H, W, C) of any size as a uint8 image of `size` (h, w), by `resize`: resized whole
-    (bilinear, aspect not kept), or with `crop_pct` as timm and torchvision evaluate ImageNet: the shorter
-    side resized to `crop_size` (bicubic, aspect kept, the longer side truncated), then the centre crop."""
+def fit_image(
+    image: np.ndarray, size: Sequence[int], crop_pct: float | None = None, interpolation: str | None = None
+) -> np.ndarray:
+    """One uint8 image (H, W, C) of any size as a uint8 image of `size` (h, w), by `resize` with `interpolation`
+    (default bilinear whole, bicubic with a crop): resized whole (aspect not kept), or with `crop_pct` as timm
+    and torchvision evaluate ImageNet: the shorter side resized to `crop_size` (aspect kept, the longer side
+    truncated), then the centre crop."""
     h, w = int(size[0]), int(size[1])
     batch = image.transpose(2, 0, 1)[None]  # (1, C, H, W), a view
     if crop_pct is None:
-        return resize(batch, (h, w))[0].transpose(1, 2, 0)
+        return resize(batch, (h, w), interpolation or WHOLE_DEFAULT)[0].transpose(1, 2, 0)
     short = crop_size((h, w), crop_pct)
     height, width = image.shape[:2]
     if width <= height:
         scaled = (int(short * height / width), short)
     else:
         scaled = (short, int(short * width / height))
-    batch = resize(batch, scaled, "bicubic")
+    batch = resize(batch, scaled, interpolation or CROP_DEFAULT)
     top, left = int(round((scaled[0] - h) / 2.0)), int(round((scaled[1] - w) / 2.0))
     return batch[0, :, top : top + h, left : left + w].transpose(1, 2, 0)
 
 
-def fit_description(size: Sequence[int], crop_pct: float | None) -> str:
-    """How `fit_image` sizes images, as the report says it."""
+def fit_description(
+    size: Sequence[int],
+    crop_pct: float | None,
+    interpolation: str | None = None,
+    sources: dict[str, str] | None = None,
+) -> str:
+    """How `fit_image` sizes images, as the report says it; with `sources` (a ModelConfig's), where each
+    value came from ("default" where nobody set it)."""
     h, w = int(size[0]), int(size[1])
+
+    def where(key: str) -> str:
+        return "" if sources is None else f" from {sources.get(key, 'default')}"
+
     if crop_pct is None:
-        return f"resized to {h}x{w} (bilinear, aspect not kept)"
+        how = interpolation or WHOLE_DEFAULT
+        return f"resized to {h}x{w}{where('input_size')} ({how}{where('interpolation')}, aspect not kept)"
     short = crop_size((h, w), crop_pct)
-    return f"shorter side resized to {short} (bicubic), centre crop {h}x{w} (crop_pct {crop_pct:g})"
+    how = interpolation or CROP_DEFAULT
+    return (
+        f"shorter side resized to {short} ({how}{where('interpolation')}), centre crop {h}x{w}{where('input_size')} "
+        f"(crop_pct {crop_pct:g}{where('crop_pct')})"
+    )
 
 
-def resize_and_normalize(x: Any, input_size: Sequence[int], mean: Any, std: Any) -> Any:
-    """Resize a float32 NCHW batch to `input_size` (`resize`: bilinear) and normalise it. numpy in, numpy
-    out (mean/std as sequences); torch in, torch out (mean/std as (1, C, 1, 1) tensors on x's device, or
-    sequences)."""
-    x = resize(x, input_size)
+def resize_and_normalize(
+    x: Any, input_size: Sequence[int], mean: Any, std: Any, interpolation: str | None = None
+) -> Any:
+    """Resize a float32 NCHW batch to `input_size` (`resize` with `interpolation`, default bilinear) and
+    normalise it. numpy in, numpy out (mean/std as sequences); torch in, torch out (mean/std as (1, C, 1, 1)
+    tensors on x's device, or sequences)."""
+    x = resize(x, input_size, interpolation or WHOLE_DEFAULT)
     if is_tensor(x):
         import torch
 

@@ -233,22 +233,30 @@ def _prefix_hint(missing: list[str], unexpected: list[str]) -> str:
     )
 
 
-def build_timm_model(arch: str, num_classes: int, state_dict: dict | None = None) -> tuple[torch.nn.Module, str]:
-    """The timm model `arch` with `num_classes` outputs and the weights of `state_dict` (strictly), and the
-    wrapper prefix stripped from the checkpoint's keys ("" for none)."""
-    model = _create(arch, num_classes=num_classes)
+def build_timm_model(
+    arch: str, num_classes: int, state_dict: dict | None = None, **model_args: Any
+) -> tuple[torch.nn.Module, str]:
+    """The timm model `arch` with `num_classes` outputs (and a timm folder's `model_args`) and the weights of
+    `state_dict` (strictly), and the wrapper prefix stripped from the checkpoint's keys ("" for none)."""
+    model = _create(arch, num_classes=num_classes, **model_args)
     if state_dict is None:
         return model, ""
+    return model, load_strictly(model, state_dict, f"{arch} with {num_classes} classes")
+
+
+def load_strictly(model: torch.nn.Module, state_dict: dict, what: str) -> str:
+    """Load `state_dict` into `model` strictly (a shared wrapper prefix stripped), or an InputError naming the
+    missing, extra and other-shape keys; the prefix stripped ("" for none)."""
     state, stripped = strip_wrapper_prefix(state_dict, set(model.state_dict()))
     where = f"the checkpoint (its key prefix {stripped!r} stripped)" if stripped else "the checkpoint"
     misfit = _misfit(model, state)
     if misfit:
-        raise InputError(f"{where} does not fit {arch} with {num_classes} classes: {misfit}")
+        raise InputError(f"{where} does not fit {what}: {misfit}")
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as exc:
-        raise InputError(f"{where} does not fit {arch} with {num_classes} classes: {one_line(exc)}") from None
-    return model, stripped
+        raise InputError(f"{where} does not fit {what}: {one_line(exc)}") from None
+    return stripped
 
 
 def infer_num_classes(arch: str, state_dict: dict) -> int | None:
@@ -273,6 +281,25 @@ def infer_num_classes(arch: str, state_dict: dict) -> int | None:
     return int(weight.shape[0]) if weight is not None and weight.ndim == 2 else None
 
 
+# The project's architectures trained on CIFAR-10 at 32x32 (models/architectures.py): CIFAR-10's mean/std fit them.
+CIFAR10_ARCHS = ("macs_resnet9_c10", "macs_resnet9_wide_c10")
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of `precision` on `device` (None: fp32, no autocast). Reduced precision is for CUDA:
+    on a CPU, or bf16 on a GPU without it, a UsageError (an audit in another precision than asked is not the
+    same audit)."""
+    if precision not in model_config.PRECISIONS:
+        raise UsageError(f"--precision must be one of {', '.join(model_config.PRECISIONS)}, got {precision!r}")
+    if precision == "fp32":
+        return None
+    if device.type != "cuda":
+        raise UsageError(f"--precision {precision} runs torch models under CUDA autocast; on {device} use fp32")
+    if precision == "bf16" and not torch.cuda.is_bf16_supported():
+        raise UsageError(f"--precision bf16: {device} has no bfloat16; use fp16 or fp32")
+    return torch.bfloat16 if precision == "bf16" else torch.float16
+
+
 class TorchPredictor:
     backend = "torch"
 
@@ -284,9 +311,8 @@ class TorchPredictor:
         device: str,
         allow_unsafe_pickle: bool = False,
         debug: bool = False,
+        precision: str = "fp32",
     ):
-        self.torch_device = torch.device(device)
-        self.device = str(self.torch_device)
         cfg = model_config.resolve(flags, sidecar, {})
         stripped = ""
         with library_warnings(debug):  # torch.jit.load's deprecation, weights-only notes: --debug shows them
@@ -312,24 +338,60 @@ class TorchPredictor:
                     if cfg.num_classes is None:
                         raise UsageError(f"cannot tell the class count of {path}: pass --num-classes")
                     model, stripped = build_timm_model(cfg.arch, cfg.num_classes, state)
+                    cfg.fits_cifar10 = cfg.arch in CIFAR10_ARCHS
+        self._setup(model, cfg, path, fmt, device, precision)
+        if stripped:
+            self.info["checkpoint_prefix_stripped"] = stripped
+
+    @classmethod
+    def of_module(
+        cls,
+        model: torch.nn.Module,
+        cfg: model_config.ModelConfig,
+        path: Path,
+        fmt: str,
+        device: str,
+        precision: str = "fp32",
+        hashed: Path | None = None,
+    ) -> TorchPredictor:
+        """A predictor of a module another source built (Hugging Face, timm folders, torchvision, torch.export,
+        OpenCLIP): the same preprocessing, precision, output checks and report facts. `hashed`: the file whose
+        sha256 the report records (the weights of a folder), default `path`."""
+        predictor = cls.__new__(cls)
+        predictor._setup(model, cfg, path, fmt, device, precision, hashed)
+        return predictor
+
+    def _setup(
+        self,
+        model: torch.nn.Module,
+        cfg: model_config.ModelConfig,
+        path: Path,
+        fmt: str,
+        device: str,
+        precision: str,
+        hashed: Path | None = None,
+    ) -> None:
+        self.torch_device = torch.device(device)
+        self.device = str(self.torch_device)
+        amp_dtype = autocast_dtype(precision, self.torch_device)
+        self.precision = precision
         self.config = cfg
         self.model = model.to(self.torch_device).eval()
         self.output = OutputAdapter(cfg.output, cfg.num_classes)
         self.mean = torch.tensor(cfg.mean, device=self.torch_device).view(1, -1, 1, 1)
         self.std = torch.tensor(cfg.std, device=self.torch_device).view(1, -1, 1, 1)
-        self.autocast = self.torch_device.type == "cuda"
-        # bf16 where the GPU has it (Ampere and later), else fp16; the logits are upcast either way.
-        self.amp_dtype = torch.bfloat16 if not self.autocast or torch.cuda.is_bf16_supported() else torch.float16
+        # fp32 unless --precision asks for CUDA autocast (bf16 or fp16); the logits are upcast either way.
+        self.autocast = amp_dtype is not None
+        self.amp_dtype = amp_dtype or torch.bfloat16
         self.info: dict[str, Any] = {
             "path": str(path),
             "format": fmt,
             "backend": self.backend,
             "device": self.device,
             "provider": f"torch {torch.__version__} ({'CUDA' if self.torch_device.type == 'cuda' else 'CPU'})",
-            "sha256": file_sha256(path),
+            "sha256": file_sha256(hashed or path),
+            "precision": precision,
         }
-        if stripped:
-            self.info["checkpoint_prefix_stripped"] = stripped
         record_warnings(self.info, cfg)
 
     @property
@@ -337,9 +399,9 @@ class TorchPredictor:
         return self.config.num_classes
 
     def forward(self, images: torch.Tensor, amp: bool | None = None) -> torch.Tensor:
-        """Differentiable logits of float images in [0,1] (N, C, H, W) on the model's device.
-        bf16 autocast on CUDA unless `amp=False` (an outer autocast(enabled=False) does not reach in)."""
-        x = resize_and_normalize(images, self.config.input_size, self.mean, self.std)
+        """Differentiable logits of float images in [0,1] (N, C, H, W) on the model's device. Under autocast
+        where --precision asked for it, unless `amp=False` (an outer autocast(enabled=False) does not reach in)."""
+        x = resize_and_normalize(images, self.config.input_size, self.mean, self.std, self.config.interpolation)
         with torch.autocast(
             self.torch_device.type, dtype=self.amp_dtype, enabled=self.autocast if amp is None else amp
         ):

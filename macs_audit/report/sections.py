@@ -81,6 +81,8 @@ class ModelInfo(Section):
     output: str | None = None
     class_names: list[str] | None = None
     crop_pct: float | None = None  # image folders were resized and centre-cropped with it (1.2)
+    interpolation: str | None = None  # how images were resized to the input size, where declared
+    precision: str | None = None  # torch models: fp32, or the CUDA autocast dtype (bf16, fp16) asked for
     config_sources: dict[str, str] | None = None
     checkpoint_prefix_stripped: str | None = None  # the wrapper prefix taken off every state-dict key
     warnings: list[str] | None = None  # what the user should know about how the model was read

@@ -60,19 +60,21 @@ def hundred_class_data(tmp_path, n=200):
 
 
 @pytest.mark.parametrize(
-    "num_classes, size, flags, warned",
+    "num_classes, size, flags, fits, warned",
     [
-        (10, 32, {}, False),
-        (100, 32, {}, True),
-        (10, 64, {}, True),
-        (100, 32, {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}, False),
-        (100, 32, {"mean": [0.5, 0.5, 0.5]}, True),  # std still CIFAR-10's
-        (None, 32, {}, False),  # not known (yet): nothing to say
+        (10, 32, {}, True, False),  # the model's own description says CIFAR-10 at 32x32
+        (10, 32, {}, False, True),  # 10 classes at 32x32, but nothing says CIFAR-10 (a torchvision resnet18)
+        (100, 32, {}, False, True),
+        (100, 32, {}, True, True),  # not CIFAR-10 whatever the loader thought
+        (10, 64, {}, False, True),
+        (100, 32, {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}, False, False),
+        (100, 32, {"mean": [0.5, 0.5, 0.5]}, False, True),  # std still CIFAR-10's
+        (None, 32, {}, False, True),  # a model not known to fit: warned at once
     ],
 )
-def test_normalisation_warning_rule(num_classes, size, flags, warned):
+def test_normalisation_warning_rule(num_classes, size, flags, fits, warned):
     cfg = resolve({**flags, "input_size": [size, size]}, {}, {})
-    cfg.num_classes = num_classes
+    cfg.num_classes, cfg.fits_cifar10 = num_classes, fits
     message = cfg.normalisation_warning()
     assert bool(message) == warned, message
     if warned:

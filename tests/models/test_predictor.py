@@ -43,10 +43,10 @@ def test_what_cannot_be_opened_is_refused_with_what_to_do(tmp_path):
     with pytest.raises(InputError, match="model not found"):
         load_predictor(tmp_path / "missing.onnx", device="cpu")
     (tmp_path / "m.h5").write_bytes(b"keras")
-    with pytest.raises(UsageError, match=r"unknown model type '\.h5'; expected \.onnx, \.safetensors"):
+    with pytest.raises(UsageError, match=r"unknown model type '\.h5'; expected \.onnx, \.pt2, \.safetensors"):
         load_predictor(tmp_path / "m.h5", device="cpu")
     (tmp_path / "folder.onnx").mkdir()
-    with pytest.raises(InputError, match="model not found"):  # a directory is no model file
+    with pytest.raises(InputError, match="is a folder without config.json"):  # a directory is no model file
         load_predictor(tmp_path / "folder.onnx", device="cpu")
     with pytest.raises(UsageError, match="unknown device"):
         load_predictor(linear_onnx(tmp_path / "m.onnx", size=8), device="gpu")

@@ -1,0 +1,140 @@
+"""OpenCLIP zero-shot classifiers: `--arch open_clip:NAME` builds OpenCLIP's model NAME with random weights
+(`create_model(NAME, pretrained=None)`: nothing is downloaded), loads the MODEL file's weights into it
+(weights_only, or safetensors), strictly, and makes a classifier of it with `--class-prompts FILE`.
+
+FILE is JSON: {"classes": ["tench", ...], "templates": ["a photo of a {}.", ...]} (templates default to
+"a photo of a {}."). Each class's prompts are encoded by the text tower, each embedding L2-normalised, their
+mean normalised again (the zero-shot head of CLIP and open_clip's own zero-shot evaluation); the logits are
+the model's logit scale (exp of its learnt log scale) times the cosine of the normalised image embedding with
+each class's. Temperature scaling and every calibrator then apply to these logits as to any model's.
+The preprocessing is the model's own (its visual preprocess_cfg: size, mean, std, interpolation, resize mode).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from macs_audit.errors import InputError, UsageError
+from macs_audit.models import config as model_config
+from macs_audit.models.sources import OPEN_CLIP, OPEN_CLIP_PREFIX, require
+
+ORIGIN = "open_clip config"
+DEFAULT_TEMPLATES = ("a photo of a {}.",)
+
+
+def read_class_prompts(path: Path | None) -> tuple[list[str], list[str]]:
+    """(classes, templates) of a --class-prompts file, or an InputError saying what it lacks."""
+    if path is None:
+        raise UsageError(f"--arch {OPEN_CLIP_PREFIX}NAME needs --class-prompts FILE (the class names and templates)")
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InputError(f"cannot read --class-prompts {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f'--class-prompts {path} must hold a JSON object {{"classes": [...], "templates": [...]}}')
+    classes = data.get("classes")
+    if not isinstance(classes, list) or len(classes) < 2 or not all(isinstance(c, str) and c for c in classes):
+        raise InputError(f'--class-prompts {path} needs "classes": a list of at least 2 class names')
+    if len(set(classes)) != len(classes):
+        raise InputError(f"--class-prompts {path}: class names repeat")
+    templates = data.get("templates", list(DEFAULT_TEMPLATES))
+    if not isinstance(templates, list) or not templates or not all(isinstance(t, str) and "{}" in t for t in templates):
+        raise InputError(f'--class-prompts {path}: "templates" must be a list of strings, each with {{}} for the class')
+    return classes, templates
+
+
+def preprocess_metadata(preprocess_cfg: dict[str, Any]) -> dict[str, Any]:
+    """OpenCLIP's preprocess_cfg as ModelConfig keys: 'shortest' is a shorter-side resize and a full centre crop
+    (crop_pct 1), 'squash' a resize of the whole image."""
+    size = preprocess_cfg.get("size", 224)
+    size = [size, size] if isinstance(size, int) else list(size)
+    meta: dict[str, Any] = {"input_size": size}
+    meta["mean"], meta["std"] = list(preprocess_cfg["mean"]), list(preprocess_cfg["std"])
+    interpolation = preprocess_cfg.get("interpolation", "bicubic")
+    if interpolation in ("bilinear", "bicubic", "nearest"):
+        meta["interpolation"] = interpolation
+    mode = preprocess_cfg.get("resize_mode", "shortest")
+    if mode == "shortest":
+        meta["crop_pct"] = 1.0
+    elif mode != "squash":
+        raise InputError(f"OpenCLIP resize_mode {mode!r} (padding) is not supported")
+    return meta
+
+
+def zero_shot_module(model: Any, classifier: Any) -> Any:
+    import torch
+
+    class ZeroShot(torch.nn.Module):
+        """logit_scale.exp() * cos(image embedding, class embedding): CLIP's zero-shot logits."""
+
+        def __init__(self, clip: Any, weights: torch.Tensor):
+            super().__init__()
+            self.clip = clip
+            self.register_buffer("class_embeddings", weights)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            features = torch.nn.functional.normalize(self.clip.encode_image(x), dim=-1)
+            return self.clip.logit_scale.exp() * features @ self.get_buffer("class_embeddings").T
+
+    return ZeroShot(model, classifier)
+
+
+def class_embeddings(model: Any, tokenizer: Any, classes: list[str], templates: list[str]) -> Any:
+    """(K, D): each class's prompts' normalised text embeddings, averaged and normalised again."""
+    import torch
+
+    rows = []
+    with torch.no_grad():
+        for name in classes:
+            tokens = tokenizer([t.format(name) for t in templates])
+            text = torch.nn.functional.normalize(model.encode_text(tokens), dim=-1)
+            rows.append(torch.nn.functional.normalize(text.mean(dim=0), dim=-1))
+    return torch.stack(rows)
+
+
+def load_open_clip(
+    path: Path,
+    name: str,
+    flags: dict[str, Any],
+    sidecar: dict[str, Any],
+    device: str,
+    precision: str,
+    debug: bool,
+    class_prompts: Path | None,
+) -> Any:
+    from macs_audit.models.backend import library_warnings, one_line
+    from macs_audit.models.torch import TorchPredictor, load_strictly, read_state_dict
+
+    classes, templates = read_class_prompts(class_prompts)
+    open_clip = require("open_clip", "clip")
+    if name not in open_clip.list_models():
+        raise UsageError(f"--arch {OPEN_CLIP_PREFIX}{name}: not an OpenCLIP model (see open_clip.list_models())")
+    with library_warnings(debug):
+        import logging
+
+        logging.getLogger().disabled, was = True, logging.getLogger().disabled  # "No pretrained weights loaded"
+        try:
+            model = open_clip.create_model(name, pretrained=None)
+        finally:
+            logging.getLogger().disabled = was
+        state = read_state_dict(path)
+        load_strictly(model, state, f"{OPEN_CLIP_PREFIX}{name}")
+        try:
+            tokenizer = open_clip.get_tokenizer(name)
+        except Exception as exc:  # a Hugging Face tokenizer that is not in the local cache
+            raise InputError(f"cannot load the tokenizer of {OPEN_CLIP_PREFIX}{name}: {one_line(exc)}") from None
+        model.eval()
+        weights = class_embeddings(model, tokenizer, classes, templates)
+    meta = preprocess_metadata(dict(model.visual.preprocess_cfg))
+    meta["num_classes"], meta["class_names"] = len(classes), classes
+    cfg = model_config.resolve({k: v for k, v in flags.items() if k != "arch"}, sidecar, meta, metadata_origin=ORIGIN)
+    cfg.arch = f"{OPEN_CLIP_PREFIX}{name}"
+    for key in ("num_classes", "class_names"):
+        if cfg.sources.get(key) == ORIGIN:
+            cfg.sources[key] = "--class-prompts"
+    if cfg.num_classes != len(classes):
+        count = len(classes)
+        raise InputError(f"--num-classes {cfg.num_classes} does not match the {count} classes of {class_prompts}")
+    return TorchPredictor.of_module(zero_shot_module(model, weights), cfg, path, OPEN_CLIP, device, precision)

@@ -1,0 +1,53 @@
+"""models/open_clip.py: an OpenCLIP model as a zero-shot classifier of the --class-prompts classes."""
+
+import json
+
+import numpy as np
+import pytest
+
+open_clip = pytest.importorskip("open_clip", reason="the clip extra (pip install -e '.[clip]')")
+import torch  # noqa: E402
+from model_sources import CLASSES, TINY_CLIP, audit_logits, photo_folder, tiny_clip  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from macs_audit.errors import InputError, UsageError  # noqa: E402
+from macs_audit.models.predictor import load_predictor  # noqa: E402
+
+ARCH = {"arch": f"open_clip:{TINY_CLIP}"}
+
+
+def test_audit_logits_are_open_clips_zero_shot_on_its_own_preprocessing(tmp_path):
+    weights, prompts = tmp_path / "clip.pt", tmp_path / "prompts.json"
+    model, tokenizer = tiny_clip(weights, prompts)
+    data, images = photo_folder(tmp_path / "photos")
+    logits, report = audit_logits(weights, data, tmp_path, "--arch", ARCH["arch"], "--class-prompts", str(prompts))
+    # open_clip's own zero-shot head: each class's templates' normalised text embeddings, averaged, normalised
+    templates = json.loads(prompts.read_text())["templates"]
+    preprocess = open_clip.image_transform(model.visual.image_size, is_train=False)
+    with torch.no_grad():
+        heads = []
+        for name in CLASSES:
+            text = model.encode_text(tokenizer([t.format(name) for t in templates]))
+            heads.append(torch.nn.functional.normalize(torch.nn.functional.normalize(text, dim=-1).mean(0), dim=0))
+        image = model.encode_image(torch.stack([preprocess(Image.fromarray(i)) for i in images]))
+        image = torch.nn.functional.normalize(image, dim=-1)
+        expected = (model.logit_scale.exp() * image @ torch.stack(heads).T).numpy()
+    # Pillow's and torch's bicubic differ by a grey level on under 1% of the pixels
+    np.testing.assert_allclose(logits, expected, rtol=0.02, atol=0.02 * np.abs(expected).max())
+    assert report["model"]["format"] == "open-clip" and report["model"]["class_names"] == list(CLASSES)
+    assert report["model"]["config_sources"]["mean"] == "open_clip config"
+
+
+def test_prompts_file_is_needed_and_must_name_the_classes(tmp_path):
+    weights = tmp_path / "clip.pt"
+    tiny_clip(weights)
+    with pytest.raises(UsageError, match="needs --class-prompts"):
+        load_predictor(weights, ARCH, device="cpu")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"templates": ["a {}"]}))
+    with pytest.raises(InputError, match='needs "classes"'):
+        load_predictor(weights, ARCH, device="cpu", class_prompts=bad)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"classes": ["a", "b"]}))
+    with pytest.raises(InputError, match="does not match the 2 classes"):
+        load_predictor(weights, {**ARCH, "num_classes": 3}, device="cpu", class_prompts=good)
