@@ -3,9 +3,16 @@ so that a statistic of many resamples is one matrix operation (a weighted sum, a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import collections
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 DRAWS_PER_CHUNK = 4_000_000  # resample draws made at once (rows x samples): bounds the memory
 # Counts handed out at once (rows x samples) by default: a consumer's per-resample arrays (prefix sums, masses)
@@ -38,3 +45,32 @@ def draw_counts(
             for row, drawn in zip(counts, draws[first:last], strict=True):  # a row's counts stay in cache
                 row[:] = np.bincount(drawn, minlength=n)
             yield counts
+
+
+MAX_PIECE_THREADS = 2  # each piece in flight holds its arrays: two use two cores at twice one piece's memory
+
+
+def piece_threads() -> int:
+    """Threads for a bootstrap's pieces: MAX_PIECE_THREADS, fewer on fewer cores, and OMP_NUM_THREADS where it
+    is set lower (torchrun sets 1 per process, and onnxruntime follows it too)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    limit = os.environ.get("OMP_NUM_THREADS", "")
+    if limit.isdigit() and int(limit) > 0:
+        cores = min(cores, int(limit))
+    return max(1, min(MAX_PIECE_THREADS, cores))
+
+
+def map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
+    """fn of each item, in the items' order, `threads` at a time; the items are taken one at a time as
+    results come back (the draw counts are made while the pieces before them are computed)."""
+    if threads <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        pending: collections.deque[Future[R]] = collections.deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

@@ -39,6 +39,22 @@ def test_each_resampled_metric_is_the_metric_of_the_resampled_data():
             assert resampled[name][row] == pytest.approx(expected[name], rel=1e-9, abs=1e-12), name
 
 
+def test_pieces_in_threads_give_the_values_of_one_thread(monkeypatch):
+    """The pieces run two at a time where two cores are free: the same resampled values as one after another."""
+    from macs_audit.metrics import resampling
+
+    rng = np.random.default_rng(2)
+    logits = (rng.normal(size=(3_000, 10)) * 3).astype(np.float32)
+    acc = accumulated(logits, rng.integers(0, 10, 3_000))
+    monkeypatch.setattr(resampling, "COUNTS_PER_PIECE", 30_000)  # ten rows a piece: 20 pieces
+    monkeypatch.setattr(bootstrap, "piece_threads", lambda: 2)
+    threaded = bootstrap.resampled_metrics(acc, 200, seed=5)
+    monkeypatch.setattr(bootstrap, "piece_threads", lambda: 1)
+    one = bootstrap.resampled_metrics(acc, 200, seed=5)
+    for name in bootstrap.MEAN_METRICS + bootstrap.ERROR_METRICS:
+        np.testing.assert_array_equal(threaded[name], one[name], err_msg=name)
+
+
 def test_sorted_prefix_sums_match_the_written_out_data_set():
     rng = np.random.default_rng(1)
     confidence = rng.choice([0.3, 0.5, 0.7, 0.9], 40)  # ties, broken by correctness

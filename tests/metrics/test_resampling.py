@@ -29,3 +29,29 @@ def test_pieces_are_the_counts_drawn_whole_and_bounded(n, n_resamples):
 def test_explicit_rows_are_the_pieces():
     pieces = list(resampling.draw_counts(50, 25, np.random.default_rng(0), rows=10, dtype=np.uint8))
     assert [len(p) for p in pieces] == [10, 10, 5] and pieces[0].dtype == np.uint8
+
+
+def test_map_in_order_keeps_the_order_and_takes_items_as_results_come_back():
+    taken = []
+
+    def items():
+        for i in range(7):
+            taken.append(i)
+            yield i
+
+    seen_in_flight = []
+
+    def slow_square(i):
+        seen_in_flight.append(len(taken) - i)  # items taken beyond this one when it runs
+        return i * i
+
+    assert list(resampling.map_in_order(slow_square, items(), threads=2)) == [i * i for i in range(7)]
+    assert max(seen_in_flight) <= 2  # never more than `threads` pieces taken ahead
+    assert list(resampling.map_in_order(slow_square, iter(range(4)), threads=1)) == [0, 1, 4, 9]
+
+
+def test_piece_threads_follow_omp_num_threads(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert resampling.piece_threads() == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert 1 <= resampling.piece_threads() <= resampling.MAX_PIECE_THREADS
