@@ -18,10 +18,27 @@ if TYPE_CHECKING:
 # os.access and stop an unreadable one as a usage error (exit 2) before the command starts. The loaders
 # report it instead, as the input error it is (exit 3, docs/errors.md), in the words they use for any
 # file they cannot read; outputs are checked by macs_audit.outputs before the work.
-MODEL_HELP = "Model file: .onnx, TorchScript (.pt), or a state dict (.pt/.pth/.safetensors) with --arch."
+MODEL_HELP = (
+    "Model: .onnx, TorchScript (.pt), a torch.export program (.pt2), a state dict (.pt/.pth/.safetensors) with "
+    "--arch, a Hugging Face save_pretrained or timm save_for_hf folder, or hf-hub:ORG/NAME from the local cache."
+)
 
 # Model options shared by evaluate, finetune, calibrate and export (one definition, one help text).
-ARCH_OPTION = typer.Option(None, "--arch", help="timm architecture of a state dict / safetensors checkpoint.")
+ARCH_OPTION = typer.Option(
+    None,
+    "--arch",
+    help="Architecture of a state dict / safetensors checkpoint: a timm name, torchvision:NAME, open_clip:NAME "
+    "(with --class-prompts) or hf-hub:ORG/NAME (a timm config in the local Hugging Face cache).",
+)
+CLASS_PROMPTS_OPTION = typer.Option(
+    None,
+    "--class-prompts",
+    readable=False,
+    help='OpenCLIP zero-shot: a JSON file {"classes": [...], "templates": ["a photo of a {}.", ...]}.',
+)
+PRECISION_OPTION = typer.Option(
+    "fp32", "--precision", help="Torch models on CUDA: fp32 (the default), or bf16 / fp16 autocast."
+)
 NUM_CLASSES_OPTION = typer.Option(None, "--num-classes", help="Number of classes of the checkpoint.")
 INPUT_SIZE_OPTION = typer.Option(None, "--input-size", help="Model input size H,W (or one number).")
 MEAN_OPTION = typer.Option(None, "--mean", help="Per-channel mean, e.g. 0.4914,0.4822,0.4465.")
