@@ -141,7 +141,7 @@ def corrupt(
 def _check_outputs(layout: str, out: Path, names: tuple[str, ...], levels: tuple[int, ...], data: Path | None) -> None:
     """Before anything is generated: the npy layout holds all 5 severities; its existing files are replaced,
     inputs never; a tree is not written inside the data folder."""
-    from macs_audit.data.released import output_names
+    from macs_audit.data.npy_layout import output_names
     from macs_audit.errors import UsageError
     from macs_audit.outputs import check_folder
 

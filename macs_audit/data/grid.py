@@ -1,5 +1,5 @@
 """The corruption grid of a source generated batch by batch and written in a released layout: the CIFAR-C
-`.npy` files (data.released) or the ImageNet-C image tree (data.image_tree).
+`.npy` files (data.npy_layout) or the ImageNet-C image tree (data.image_tree).
 
 Batches are cut where `evaluate` cuts them (data.batching.prefetched) and corrupted by
 views.corruptions.apply.corrupt_batch, the one home of the per-batch seeding rule, so the files that
@@ -17,7 +17,7 @@ import numpy as np
 
 from macs_audit.data.batching import prefetched
 from macs_audit.data.image_tree import source_stems, write_image_tree
-from macs_audit.data.released import write_cifar_c
+from macs_audit.data.npy_layout import write_cifar_c
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE
 from macs_audit.progress import ProgressFn

@@ -4,7 +4,7 @@ Formats: the built-in CIFAR-10 test set (package data), CIFAR-10/100 python-batc
 (`cifar-10-batches-py`, `cifar-100-python`), `.npz` files with `x` and `y` (and optionally
 class names: `class_names`, `label_names`, `fine_label_names`, `fine_names` or `classes`), and
 ImageFolder directories (one sub-directory of images per class).
-CIFAR-10-C / CIFAR-100-C directories are read by `macs_audit.data.released`.
+CIFAR-10-C / CIFAR-100-C directories are read by `macs_audit.data.npy_layout` (through `data.released`).
 
 Where labels are not needed (OOD data, unlabeled target images: `labeled=False`), an npz with only `x` and
 a folder of images without class sub-directories are read too; their images carry the label UNLABELED and

@@ -1,4 +1,4 @@
-"""Tests of macs_audit.data.released: the released CIFAR-C layout, written and read back."""
+"""Tests of macs_audit.data.npy_layout: the released CIFAR-C layout, written and read back."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from macs_audit.data import released
-from macs_audit.data.released import read_cifar_c, write_cifar_c
+from macs_audit.data import npy_layout
+from macs_audit.data.npy_layout import read_cifar_c, write_cifar_c
 from macs_audit.errors import InputError, UsageError
 from macs_audit.views.corruptions.apply import corrupt
 
@@ -219,4 +219,4 @@ def test_unknown_npy_files_are_ignored(tmp_path):
     write_cifar_c(tmp_path, _batches, np.zeros(N, dtype=np.int64), ["fog"])
     np.save(tmp_path / "notes.npy", np.arange(3))
     assert read_cifar_c(tmp_path).corruptions == ("fog",)
-    assert released.NUM_SEVERITIES == 5
+    assert npy_layout.NUM_SEVERITIES == 5
