@@ -22,7 +22,7 @@ import dataclasses
 import io
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,16 +34,7 @@ from macs_audit.data.sources import Source, load_imagefolder
 from macs_audit.errors import InputError, UsageError
 from macs_audit.images import IMAGE_SUFFIXES
 from macs_audit.progress import ProgressFn
-from macs_audit.views.corruptions.table import CORRUPTIONS
-
-# The file format each parameter set's released tree uses: the ImageNet-C and Tiny-ImageNet-C
-# generators save every image as a quality-85 JPEG (PIL, optimized Huffman tables, 4:2:0);
-# CIFAR-C is released lossless (.npy), so its tree is PNG.
-TREE_FORMATS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "imagenet": ("JPEG", ".jpg", {"quality": 85, "optimize": True}),
-    "tiny-imagenet": ("JPEG", ".jpg", {"quality": 85, "optimize": True}),
-    "cifar": ("PNG", ".png", {}),
-}
+from macs_audit.views.corruptions.table import CORRUPTIONS, parameter_set
 
 # Writing a file atomically costs an fsync (milliseconds); threads overlap those, and the JPEG codec
 # and fsync release the GIL (measured: 240 files/s in one thread, 440 in 8, for 224 px JPEGs).
@@ -212,13 +203,13 @@ def write_image_tree(
     ``corrupt_fn(name, severity, start, stop)`` returns the corrupted uint8 images (b, H, W, 3) of positions
     [start, stop), numpy or torch; it is called only for the batches (cut every `batch_size` positions) that
     have a file missing, damaged or of another size than `image_size` (H, W). The file format is the one of
-    `corruption_set`'s release (TREE_FORMATS); each file is written atomically, and temporary files a killed
-    run left are removed first. ``progress(description, done, total)`` is called after every batch."""
+    `corruption_set`'s release (its ParameterSet's tree_format); each file is written atomically, and temporary
+    files a killed run left are removed first. ``progress(description, done, total)`` is called after every batch."""
     started = time.time()
     names, sevs = list(dict.fromkeys(corruptions)), list(dict.fromkeys(severities))
     if not names or not sevs:
         raise UsageError("no corruptions or severities to write")
-    fmt, ext, save_args = TREE_FORMATS[corruption_set]
+    fmt, ext, save_args = parameter_set(corruption_set).tree_format
     folders = class_folder_names(class_names)
     labels = np.asarray(labels)
     n = len(labels)
@@ -268,7 +259,7 @@ def _intact(path: Path, size: tuple[int, int]) -> bool:
         return False
 
 
-def _write(path: Path, image: np.ndarray, fmt: str, save_args: dict[str, Any]) -> None:
+def _write(path: Path, image: np.ndarray, fmt: str, save_args: Mapping[str, Any]) -> None:
     """Encode one image in `fmt` and write it atomically."""
     from PIL import Image
 
