@@ -129,8 +129,10 @@ def test_torch_predictor_cuda_matches_cpu(tmp_path):
     path = torch_model_file(tmp_path)
     source = cifar_subset(1000)
     x, y = unit_float(source.images(np.arange(len(source)))), source.labels
-    cpu, gpu = load_predictor(path, device="cpu"), load_predictor(path, device="cuda")
+    assert not load_predictor(path, device="cuda").autocast  # audits run in fp32 unless --precision says so
+    cpu, gpu = load_predictor(path, device="cpu"), load_predictor(path, device="cuda", precision="bf16")
     assert gpu.info["device"] == "cuda:0" and "CUDA" in gpu.info["provider"] and gpu.autocast
+    assert gpu.info["precision"] == "bf16"
     seen = []
     hook = gpu.model.register_forward_hook(lambda m, i, o: seen.append(o.dtype))  # the model's own output
     logits_gpu = np.concatenate([gpu.predict(x[i : i + 250]) for i in range(0, len(x), 250)])

@@ -14,7 +14,7 @@ import torch
 from typer.testing import CliRunner
 
 from macs_audit.cli import app
-from macs_audit.errors import InputError
+from macs_audit.errors import InputError, UsageError
 from macs_audit.models.backend import one_line, summarise_keys
 from macs_audit.models.predictor import load_predictor
 from macs_audit.models.torch import strip_wrapper_prefix
@@ -198,3 +198,16 @@ def test_cli_stderr_has_no_torch_warning_lines_without_debug(tmp_path, npz_data)
     debug = subprocess.run([*args[:3], "--debug", *args[3:]], capture_output=True, text=True, env=env, timeout=300)
     assert debug.returncode == 0, debug.stderr
     assert "FutureWarning" in debug.stderr and "torch.jit.load" in debug.stderr
+
+
+def test_precision_selection():
+    """--precision: fp32 (no autocast) everywhere; bf16 / fp16 are CUDA autocast and refused elsewhere, as is a
+    name that is none of them. The CUDA side runs in tests/test_gpu.py."""
+    from macs_audit.models.torch import autocast_dtype
+
+    assert autocast_dtype("fp32", torch.device("cpu")) is None
+    for precision in ("bf16", "fp16"):
+        with pytest.raises(UsageError, match=f"--precision {precision} runs torch models under CUDA autocast"):
+            autocast_dtype(precision, torch.device("cpu"))
+    with pytest.raises(UsageError, match="--precision must be one of fp32, bf16, fp16"):
+        autocast_dtype("fp64", torch.device("cpu"))
