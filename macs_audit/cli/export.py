@@ -1,4 +1,6 @@
-"""`macs-audit export CHECKPOINT`: one ONNX file with the metadata `evaluate` reads."""
+"""`macs-audit export CHECKPOINT`: one ONNX file with the metadata `evaluate` reads; with `--precision fp16|int8`,
+its reduced-precision build (of a checkpoint's float export, or of a float ONNX model) and the parity audit of
+the build against the float model."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors, note, state
+from macs_audit.cli.console import handle_errors, note, state, stdout
 from macs_audit.cli.options import (
     ARCH_OPTION,
     CROP_PCT_OPTION,
@@ -18,6 +20,7 @@ from macs_audit.cli.options import (
     NUM_CLASSES_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
+    audit_options,
     model_flags,
 )
 
@@ -28,7 +31,8 @@ def export(
         ...,
         readable=False,
         help="PyTorch checkpoint: a .safetensors/.pt state dict (with --arch or a sidecar JSON), or a pickled module "
-        "with --trust-pickled-model-code. Not TorchScript: torch.export cannot trace it (evaluate reads it as it is).",
+        "with --trust-pickled-model-code. Not TorchScript: torch.export cannot trace it (evaluate reads it as it is). "
+        "With --precision fp16 or int8, also a float ONNX model.",
     ),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", readable=False, help="ONNX file to write. Default: CHECKPOINT with .onnx."
@@ -43,14 +47,74 @@ def export(
     opset: int = typer.Option(18, "--opset", help="ONNX opset version: 18 (the default) to 25."),
     trust_pickled: bool = TRUST_PICKLED_OPTION,
     force: bool = FORCE_OPTION,
+    precision: str = typer.Option(
+        "fp32",
+        "--precision",
+        help="fp32 (the float export), fp16 (onnxruntime's float16 converter, float32 inputs and outputs) or int8 "
+        "(onnxruntime's static quantizer: QDQ, per-channel weights; needs --calibration-data). A build is audited "
+        "against the float model it was made from.",
+    ),
+    calibration_data: Optional[Path] = typer.Option(
+        None,
+        "--calibration-data",
+        readable=False,
+        help="INT8: images to fit the activation ranges on (any --data format, or builtin: the built-in test set).",
+    ),
+    calibration_images: int = typer.Option(
+        512, "--calibration-images", help="INT8: how many class-stratified calibration images to draw."
+    ),
+    data: Optional[Path] = typer.Option(
+        None, "--data", readable=False, help="The parity audit's data (default: the built-in CIFAR-10 test set)."
+    ),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Audit a class-stratified subset of N images."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Resamples of the paired 95% intervals."),
+    perturbations: str = typer.Option(
+        "noise+blur", "--perturbations", help="The parity audit's perturbation views (as evaluate's), or none."
+    ),
+    corruptions: Optional[str] = typer.Option(
+        None, "--corruptions", help="The parity audit's corruption grid (as evaluate's): all, benchmark or names."
+    ),
+    severities: str = typer.Option("1-5", "--severities", help="Corruption severities, e.g. 1-5 or 3."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the calibration draw, subsets and bootstrap."),
+    audit: bool = typer.Option(True, "--audit/--no-audit", help="Audit the build against the float model."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
 ) -> None:
-    """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads."""
+    """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads; with
+    --precision fp16 or int8, build it at that precision and print the parity audit of the build."""
     from macs_audit.atomic import destination
     from macs_audit.models.export import export_checkpoint
+    from macs_audit.models.precision import check_precision
 
+    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct)
+    if check_precision(precision) != "fp32":
+        from macs_audit.data.loading import DataSpec
+        from macs_audit.deployment import Calibration, check_build
+
+        builtin = calibration_data is not None and str(calibration_data) == "builtin"
+        spec = DataSpec(None, "builtin") if builtin else _spec(calibration_data)
+        calibration = Calibration(spec, calibration_images, seed) if calibration_data else None
+        check_build(precision, calibration)  # before the float export, which takes time
+        if checkpoint.suffix.lower() != ".onnx":
+            checkpoint = export_checkpoint(
+                checkpoint, flags, None, opset=opset, trust_pickled=trust_pickled, debug=state["debug"], force=force
+            )
+            note(f"float ONNX model written to {destination(checkpoint).describe()}")
+        options = audit_options(500, 0.2, bootstrap, seed, perturbations, 0, corruptions, severities, calibrators=())
+        _build(
+            checkpoint,
+            precision,
+            out,
+            flags,
+            calibration,
+            _spec(data, limit, seed) if audit else None,
+            options,
+            quiet,
+            force,
+        )
+        return
     path = export_checkpoint(
         checkpoint,
-        model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct),
+        flags,
         out,
         opset=opset,
         trust_pickled=trust_pickled,
@@ -58,3 +122,37 @@ def export(
         force=force,
     )
     note(f"ONNX model written to {destination(path).describe()}")
+
+
+def _spec(path: Optional[Path], limit: Optional[int] = None, seed: int = 0):
+    from macs_audit.data.loading import DataSpec
+
+    return DataSpec(path, limit=limit, seed=seed)
+
+
+def _build(reference, precision, out, flags, calibration, audit_data, options, quiet, force) -> None:
+    """The reduced-precision build and its parity audit, printed (the parity section's tables)."""
+    from macs_audit.atomic import destination
+    from macs_audit.cli.progress import Progress, show_progress
+    from macs_audit.deployment import build_precision
+    from macs_audit.reports import sections, terminal
+
+    with Progress(show_progress(quiet)) as progress:
+        built = build_precision(
+            reference,
+            precision,
+            out,
+            flags=flags,
+            calibration=calibration,
+            audit_data=audit_data,
+            audit_options=options,
+            progress=progress,
+            force=force,
+        )
+    used = f" ({built.calibration_images} calibration images)" if built.calibration_images else ""
+    note(f"{precision.upper()} model written to {destination(built.path).describe()}{used}")
+    if built.report is not None:
+        parity = sections.section("parity")
+        content = parity.build(built.report)
+        if content is not None:
+            stdout.print(*(terminal.titled(t) for t in terminal.section_tables(parity, content)))

@@ -723,6 +723,39 @@ ROWS: list[Row] = [
     Row("compare-missing-report", ("compare", "{report}", "missing.json"), 3, "report not found"),
     # moved from tests/cli/test_export.py and tests/finetune/test_finetune.py
     Row("export-onnx", ("export", "{model}"), 2, "already an ONNX"),
+    Row("export-unknown-precision", ("export", "{model}", "--precision", "bf16"), 2, "unknown --precision 'bf16'"),
+    Row(
+        "export-int8-without-calibration-data",
+        ("export", "{model}", "--precision", "int8"),
+        2,
+        "needs --calibration-data",
+    ),
+    Row(
+        "export-fp16-with-calibration-data",
+        ("export", "{model}", "--precision", "fp16", "--calibration-data", "{data}"),
+        2,
+        "--calibration-data is for --precision int8, not fp16",
+    ),
+    Row(
+        "export-int8-calibration-images-not-the-input",
+        ("export", "{model}", "--precision", "int8", "--calibration-data", "g.npz", "--calibration-images", "20"),
+        3,
+        "the calibration images are 32x32x1 (H x W x C) but the model takes 3-channel images",
+        _npz("g.npz", x=np.zeros((40, 32, 32, 1), np.uint8), y=np.arange(40) % 10),
+    ),
+    Row(
+        "export-int8-calibration-data-other-classes",
+        ("export", "{model}", "--precision", "int8", "--calibration-data", "k20.npz", "--calibration-images", "20"),
+        3,
+        "the model has 10 classes but the data set has 20",
+        _npz("k20.npz", x=np.zeros((40, 32, 32, 3), np.uint8), y=np.arange(40) % 20),
+    ),
+    Row(
+        "export-int8-too-few-calibration-images",
+        ("export", "{model}", "--precision", "int8", "--calibration-data", "{data}"),
+        3,
+        "--calibration-images 512 is more than the 60 images",
+    ),
     Row("export-without-arch", ("export", "w.safetensors"), 2, "--arch", _safetensors("w.safetensors")),
     Row(
         "finetune-onnx",

@@ -34,3 +34,33 @@ def test_evaluate_with_a_reference(tmp_path, monkeypatch):
     result = runner.invoke(app, ["evaluate", "scaled.onnx", *common, "--gate"])
     assert result.exit_code == 1, result.output
     assert "parity.clean.max_ece_increase" in result.output and "parity.noise.max_ece_increase" in result.output
+
+
+def test_export_builds_fp16_and_int8_and_prints_their_parity(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    x, y = tiny_images(200, seed=4)
+    np.savez(tmp_path / "data.npz", x=x, y=y)
+    linear_onnx(tmp_path / "model.onnx", seed=5)
+    audit = ["--data", "data.npz", "--bootstrap", "20", "--perturbations", "none", "-q"]
+    result = runner.invoke(app, ["export", "model.onnx", "--precision", "fp16", *audit])
+    assert result.exit_code == 0, result.output
+    assert "FP16 model written to model.fp16.onnx" in result.output and "Deployment parity" in result.output
+    result = runner.invoke(
+        app,
+        [
+            "export",
+            "model.onnx",
+            "--precision",
+            "int8",
+            "--calibration-data",
+            "data.npz",
+            "--calibration-images",
+            "50",
+            *audit,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "INT8 model written to model.int8.onnx (50 calibration images)" in result.output
+    result = runner.invoke(app, ["evaluate", "model.int8.onnx", "--reference", "model.onnx", *audit, "-o", "r.json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r.json").read_text())["parity"]["views"][0]["n"] == 200

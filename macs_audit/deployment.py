@@ -1,0 +1,116 @@
+"""`export --precision fp16|int8` from files to files: the deployment build of a model (a float ONNX file, or the
+float ONNX export of a PyTorch checkpoint) made by models/precision.py, then the parity audit of what was made
+against the float model it was made from (`run_audit(..., reference=)`), on the audit data."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.audit.runner import check_classes
+from macs_audit.data.loading import DataSpec, load_data
+from macs_audit.data.splits import stratified_subset
+from macs_audit.errors import InputError, UsageError
+from macs_audit.models.config import sidecar_path
+from macs_audit.models.precision import (
+    DEFAULT_CALIBRATION_IMAGES,
+    calibration_batches,
+    check_precision,
+    convert_fp16,
+    convert_int8,
+)
+from macs_audit.models.predictor import ONNX_SUFFIXES, load_predictor
+from macs_audit.outputs import check_file
+from macs_audit.progress import ProgressFn, Stage, step
+from macs_audit.report import Report
+
+BUILD_STAGE = Stage("reduced-precision build", "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """INT8's calibration images: `images` class-stratified images of `data` drawn with `seed`."""
+
+    data: DataSpec
+    images: int = DEFAULT_CALIBRATION_IMAGES
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+    path: Path  # the reduced-precision model written
+    reference: Path  # the float ONNX model it was made from
+    precision: str
+    calibration_images: int | None  # INT8: how many calibration images were used
+    report: Report | None  # the parity audit of `path` against `reference` (None without audit data)
+
+
+def default_output(reference: Path, precision: str) -> Path:
+    return reference.with_name(f"{reference.stem}.{precision}.onnx")
+
+
+def check_build(precision: str, calibration: Calibration | None) -> str:
+    """The options' consistency, before any work: INT8 needs calibration data, FP16 takes none."""
+    check_precision(precision)
+    if precision == "int8" and calibration is None:
+        raise UsageError("--precision int8 needs --calibration-data DATA (images to fit the activation ranges on)")
+    if precision != "int8" and calibration is not None:
+        raise UsageError(f"--calibration-data is for --precision int8, not {precision}")
+    if calibration is not None and calibration.images < 1:
+        raise UsageError(f"--calibration-images must be positive, got {calibration.images}")
+    return precision
+
+
+def build_precision(
+    reference: Path,
+    precision: str,
+    out: Path | None = None,
+    *,
+    flags: dict | None = None,
+    calibration: Calibration | None = None,
+    audit_data: DataSpec | None = None,
+    audit_options: AuditOptions | None = None,
+    progress: ProgressFn | None = None,
+    force: bool = False,
+) -> Build:
+    """Build `reference` (a float ONNX model) at `precision` into `out` (default REFERENCE.<precision>.onnx) and,
+    with `audit_data`, audit it against `reference`. The output is checked first: never one of the inputs, an
+    existing file only with `force`."""
+    check_build(precision, calibration)
+    if reference.suffix.lower() not in ONNX_SUFFIXES:
+        raise UsageError(f"{reference} is not an ONNX model: --precision builds from the float ONNX model")
+    path = out or default_output(reference, precision)
+    calibration_path = calibration.data.path if calibration is not None else None
+    inputs = (reference, sidecar_path(reference), calibration_path, audit_data.path if audit_data else None)
+    check_file(path, inputs=inputs, option="--out", force=force)
+    float_model = load_predictor(reference, flags, device="cpu")
+    meta = float_model.config.as_metadata()
+    if meta.get("output") == "auto":
+        meta.pop("output")
+    used = None
+    if precision == "fp16":
+        finish = step(progress, BUILD_STAGE)
+        convert_fp16(reference, path, meta)
+    else:
+        assert calibration is not None
+        source, _ = load_data(calibration.data, float_model.config.input_size, float_model.config.crop_pct)
+        check_classes(float_model, source)
+        if calibration.images > len(source):
+            raise InputError(
+                f"--calibration-images {calibration.images} is more than the {len(source)} images of {source.name}"
+            )
+        positions = stratified_subset(source.labels, calibration.images, calibration.seed)
+        batches = calibration_batches(source.images(positions), float_model.config)
+        finish = step(progress, BUILD_STAGE)
+        convert_int8(reference, path, meta, batches)
+        used = len(positions)
+    finish()
+    report = None
+    if audit_data is not None:
+        candidate = load_predictor(path, flags, device="cpu")
+        source, data_info = load_data(audit_data, candidate.config.input_size, candidate.config.crop_pct)
+        report = run_audit(
+            candidate, source, audit_options, progress=progress, data_info=data_info, reference=float_model
+        ).report
+    return Build(path=path, reference=reference, precision=precision, calibration_images=used, report=report)

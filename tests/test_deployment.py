@@ -1,0 +1,98 @@
+"""export --precision's core (deployment.py) on the sample CIFAR-10 model with the real converters: FP16 and INT8
+builds audited against the float model on a 500-image subset of the built-in test set; the parity section's
+agreement, flips and paired intervals against a direct numpy computation from both models' own predictions;
+and a deliberately broken candidate (logits scaled by 3, two classes swapped) failing the parity gate."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fixtures.broken_models import scaled_logits, swapped_classes
+
+from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.data.loading import DataSpec, load_data
+from macs_audit.deployment import Calibration, build_precision
+from macs_audit.gate.checks import run_gate
+from macs_audit.gate.config import parse_config
+from macs_audit.metrics import parity
+from macs_audit.models.predictor import load_predictor
+from macs_audit.pixels import to_unit_float
+from macs_audit.seeding import derive_seed
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_models" / "resnet9_c10_ce.onnx"
+AUDIT = DataSpec(None, limit=500, seed=0)
+OPTIONS = AuditOptions(bootstrap=200, sensitivity_samples=0, calibrators=())
+GATE = {"parity": {"min_agreement": 0.98, "max_ece_increase": 0.01, "max_nll_increase": 0.02}}
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("builds")
+    reference = folder / "float.onnx"
+    reference.write_bytes(SAMPLE.read_bytes())
+    (folder / "float.json").write_bytes(SAMPLE.with_suffix(".json").read_bytes())
+    calibration = Calibration(DataSpec(None, limit=2000, seed=1), images=128, seed=1)
+    return {
+        "fp16": build_precision(reference, "fp16", audit_data=AUDIT, audit_options=OPTIONS),
+        "int8": build_precision(reference, "int8", calibration=calibration, audit_data=AUDIT, audit_options=OPTIONS),
+    }
+
+
+def predictions(path, source):
+    model = load_predictor(path)
+    images = to_unit_float(source.images(np.arange(len(source))))  # the views' one rounding rule
+    return model.predict(images)  # one batch of 500, as the audit's batches of 500 run them
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+def test_the_parity_audit_matches_numpy_on_both_models_predictions(builds, precision):
+    built = builds[precision]
+    assert built.path.name == f"float.{precision}.onnx" and built.report.model.num_classes == 10
+    assert built.calibration_images == (128 if precision == "int8" else None)
+    source, _ = load_data(AUDIT, (32, 32))
+    reference, candidate = predictions(built.reference, source), predictions(built.path, source)
+    labels = source.labels
+    clean = built.report.parity.view("clean")
+    agree = reference.argmax(1) == candidate.argmax(1)
+    assert clean.agreement == pytest.approx(agree.mean()) and clean.agreement >= 0.95
+    assert clean.correct_to_wrong == np.sum((reference.argmax(1) == labels) & ~(candidate.argmax(1) == labels))
+    # The paired intervals: the same resamples of the 500 images for both models, drawn as the audit draws them.
+    n, resamples = len(labels), OPTIONS.bootstrap
+    draws = np.random.default_rng(derive_seed("parity", OPTIONS.seed, "clean")).integers(0, n, size=(resamples, n))
+
+    def nll(logits):
+        z = logits.astype(np.float64) - logits.max(1, keepdims=True)
+        return np.log(np.exp(z).sum(1)) - z[np.arange(n), labels]
+
+    per_sample = {
+        "accuracy": (candidate.argmax(1) == labels).astype(float) - (reference.argmax(1) == labels),
+        "nll": nll(candidate) - nll(reference),
+    }
+    for name, column in per_sample.items():
+        entry = clean.metrics[name]
+        assert entry["difference"] == pytest.approx(column.mean(), abs=1e-9)
+        expected = np.quantile(column[draws].mean(axis=1), [0.025, 0.975])
+        assert entry["interval"] == pytest.approx(list(expected), abs=1e-9), name
+    agree_ci = np.quantile(agree[draws].mean(axis=1), [0.025, 0.975])
+    assert clean.agreement_interval == pytest.approx(list(agree_ci))
+    summary = parity.agreement_summary(parity.agreement(reference, candidate, labels))
+    assert clean.max_abs_logit_difference == pytest.approx(summary["max_abs_logit_difference"], rel=1e-5)
+    assert run_gate(built.report, parse_config(GATE)).passed
+
+
+def test_broken_candidates_fail_the_parity_gate(builds, tmp_path):
+    reference = builds["fp16"].reference
+    source, _ = load_data(AUDIT, (32, 32))
+    float_model = load_predictor(reference)
+    failures = {}
+    for name, path in {
+        "scaled": scaled_logits(reference, tmp_path / "scaled.onnx"),
+        "swapped": swapped_classes(reference, tmp_path / "swapped.onnx", 10, 3, 5),
+    }.items():
+        candidate = load_predictor(path, {"num_classes": 10, "input_size": (32, 32)})
+        report = run_audit(
+            candidate, source, AuditOptions(bootstrap=0, sensitivity_samples=0, calibrators=()), reference=float_model
+        ).report
+        failures[name] = {c.name for c in run_gate(report, parse_config(GATE)).failures}
+    assert failures["scaled"] == {"parity.clean.max_ece_increase", "parity.clean.max_nll_increase"}
+    assert "parity.clean.min_agreement" in failures["swapped"]
