@@ -1,9 +1,9 @@
 """Where a command's rendered formats go (files, written atomically, or stdout) and the gate's verdict:
 shared by `evaluate --gate`, `gate`, `report` and `compare`, with the help texts of the options they share.
 
-Output: `--format` (repeatable) picks terminal, json, md, junit or html; without `--output` every
+Output: `--format` (repeatable) picks a format of reports.FORMATS; without `--output` every
 format goes to stdout; with `--output` (repeatable) the i-th output file gets the i-th format, or
-the format its extension names (.json .md .xml .html .txt) when no --format is given. `-o -` (or
+the format its extension names (reports.EXTENSIONS) when no --format is given. `-o -` (or
 /dev/stdout) is standard output; a stream without an extension gets the command's default format.
 Every output is checked (macs_audit.outputs) before any report is read.
 """

@@ -41,7 +41,7 @@ def report(
         None, "--use-interval/--point-estimate", help=INTERVAL_HELP, show_default=False
     ),
 ) -> None:
-    """Re-render a saved report (terminal, json, md, junit, html) without the model. Exits 0 even if the gate fails."""
+    """Re-render a saved report in any --format without the model. Exits 0 even if the gate fails."""
     from macs_audit.gate import ConfiguredGate
     from macs_audit.report import load_report
 
