@@ -36,6 +36,7 @@ SECTIONS = (
     Place.OOD.value,
     Place.UNLABELED.value,
     Place.SHIFT.value,
+    Place.REAL_LABELS.value,
     "parity",
 )
 PER_VIEW = ("accuracy", "ece")  # compared for each perturbation view and each corruption
@@ -291,7 +292,7 @@ def compare(
     for name in dict.fromkeys([*ca, *cb]):
         add_per_view(Place.CORRUPTION.value, name, ca.get(name), cb.get(name), _summary_value)
 
-    for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT):
+    for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT, Place.REAL_LABELS):
         add_metrics(place)
     rows += _parity_rows(a, b)
     return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b))

@@ -7,6 +7,7 @@ import dataclasses
 import os
 
 from macs_audit.data.label_space import MappedSource
+from macs_audit.data.real_labels import RealLabelSets
 from macs_audit.data.sources import Source
 from macs_audit.distributed import Context
 from macs_audit.metrics import conformal
@@ -35,6 +36,7 @@ class AuditOptions:
     ood_source: Source | None = None  # a second data set (labels unused) for OOD detection
     unlabeled_source: Source | None = None  # target images whose accuracy is estimated without labels
     shift_sets: tuple[MappedSource, ...] = ()  # natural-shift sets (--shift-data), scored as views (audit/shift.py)
+    real_labels: RealLabelSets | None = None  # ImageNet ReaL labels of the evaluated images (--real-labels)
 
 
 def workers(options: AuditOptions, ctx: Context) -> int:

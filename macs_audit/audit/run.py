@@ -14,7 +14,7 @@ from macs_audit.audit.options import AuditOptions, workers
 from macs_audit.audit.parity import ParityRecorder, check_pair
 from macs_audit.audit.robustness import RobustnessResult, audit_robustness, check_corruption_data
 from macs_audit.audit.runner import check_classes, evaluate_view, view_result
-from macs_audit.audit.shift import audit_shift
+from macs_audit.audit.shift import audit_shift, real_labels_section
 from macs_audit.audit.trust import audit_trust
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
@@ -107,6 +107,7 @@ def run_audit(
         ctx=ctx,
     )
     shift, shift_conventions = audit_shift(predictor, options, sets=sets, progress=progress, ctx=ctx)
+    real, real_conventions = real_labels_section(logits, source.labels, options.real_labels)
     temperature = temperature_section(logits, source.labels, num_classes, split, progress=progress)
     calibrators = calibrators_section(logits, source.labels, options.calibrators, split, progress=progress)
     report = Report(
@@ -146,6 +147,7 @@ def run_audit(
                 **robustness.conventions,
                 **trust.conventions,
                 **shift_conventions,
+                **real_conventions,
             }
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
@@ -160,6 +162,7 @@ def run_audit(
         ood=trust.ood,
         unlabeled=trust.unlabeled,
         shift=shift,
+        real_labels=real,
         parity=recorder.section() if recorder is not None else None,
         tool=Tool.of(name="macs-audit", version=macs_audit.__version__),
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -10,6 +10,9 @@ classes (data/label_space.py maps them):
 The conformal sets fitted on the clean data's calibration split are scored on the unrestricted outputs (they
 were fitted on every output's softmax), on every image of the set. Each view also holds the shift papers' RMS
 calibration error (metrics/rms_calibration.py).
+
+With `--real-labels`, the clean view's logits are also scored against the ImageNet ReaL labels
+(`real_labels_section`, metrics/real_labels.py).
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ import numpy as np
 from macs_audit.audit.options import AuditOptions, workers
 from macs_audit.audit.runner import evaluate_view, view_result
 from macs_audit.data.label_space import MappedSource
+from macs_audit.data.real_labels import RealLabelSets
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.metrics import accumulators, conformal
+from macs_audit.metrics import real_labels as real
 from macs_audit.metrics.rms_calibration import CONVENTION as RMS_CONVENTION
 from macs_audit.metrics.rms_calibration import rms_calibration_error
 from macs_audit.models.predictor import Predictor
 from macs_audit.progress import ProgressFn
-from macs_audit.report import Shift, ShiftSetResult, ViewResult
+from macs_audit.report import RealLabels, Shift, ShiftSetResult, ViewResult
 from macs_audit.views.view import CLEAN, View
 
 RESTRICTED, UNRESTRICTED = "restricted", "unrestricted"
@@ -137,3 +142,13 @@ def audit_shift(
     }
     section = Shift.of(sets=results, mean=shift_means(results), default_convention=RESTRICTED)
     return section, {"shift": CONVENTION, "rms_calibration_error": RMS_CONVENTION}
+
+
+def real_labels_section(
+    logits: np.ndarray, labels: np.ndarray, real_labels: RealLabelSets | None
+) -> tuple[RealLabels | None, dict]:
+    """The clean view's scores against the ReaL labels (None without them) and the convention it adds."""
+    if real_labels is None:
+        return None, {}
+    scores = real.real_scores(logits, labels, real_labels.sets)
+    return RealLabels.of(source=real_labels.source, **scores), {"real_labels": real.CONVENTION}

@@ -23,6 +23,8 @@ from macs_audit.cli.options import (
     NUM_CLASSES_OPTION,
     OOD_DATA_OPTION,
     PRECISION_OPTION,
+    REAL_LABELS_FILE_OPTION,
+    REAL_LABELS_OPTION,
     REFERENCE_OPTION,
     SHIFT_DATA_OPTION,
     STD_OPTION,
@@ -137,6 +139,8 @@ def evaluate(
     reference: Optional[Path] = REFERENCE_OPTION,
     shift_data: Optional[list[str]] = SHIFT_DATA_OPTION,
     class_map: Optional[Path] = CLASS_MAP_OPTION,
+    real_labels: bool = REAL_LABELS_OPTION,
+    real_labels_file: Optional[Path] = REAL_LABELS_FILE_OPTION,
     output: Optional[Path] = typer.Option(None, "--output", "-o", readable=False, help="Write the JSON report here."),
     predictions: Optional[Path] = typer.Option(
         None, "--save-predictions", readable=False, help="Write logits and labels (.npz) here."
@@ -170,6 +174,7 @@ def evaluate(
     from macs_audit.calibrators.selection import parse_methods
     from macs_audit.data.label_space import load_mapped_sets
     from macs_audit.data.loading import DataSpec, load_model_data
+    from macs_audit.data.real_labels import load_real_labels
     from macs_audit.errors import UsageError
     from macs_audit.metrics.conformal import check_coverage
     from macs_audit.models.config import sidecar_path
@@ -219,6 +224,8 @@ def evaluate(
             raise UsageError(f"--reference {reference} is MODEL itself; give the model MODEL was built from")
         inputs += (reference, sidecar_path(reference))
     inputs += (class_map, *(folder for _, folder in shift_sets))
+    if real_labels_file is not None:
+        inputs += (real_labels_file,)
     check_distinct([("--output", output), ("--save-predictions", predictions)])
     for option, path in (("--output", output), ("--save-predictions", predictions)):
         if path is not None:
@@ -263,6 +270,7 @@ def evaluate(
             model_classes=predictor.config.class_names,
             class_map=class_map,
         ),
+        real_labels=load_real_labels(source, real_labels_file) if real_labels or real_labels_file else None,
     )
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
         result = run_audit(

@@ -133,6 +133,15 @@ CLASS_MAP_OPTION = typer.Option(
     help="Map the --shift-data sets' classes to model output indices: a JSON object {class: index} or CSV rows "
     "class,index (default: by WordNet id or the model's class names).",
 )
+REAL_LABELS_OPTION = typer.Option(
+    False,
+    "--real-labels",
+    help="Score the clean view against the ImageNet ReaL labels too (an ImageNet validation folder as --data, its "
+    "images under their own names): ReaL accuracy and calibration beside the original labels'; timm's copy.",
+)
+REAL_LABELS_FILE_OPTION = typer.Option(
+    None, "--real-labels-file", readable=False, help="The ReaL labels' JSON (real.json) instead of timm's copy."
+)
 QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log).")
 # Commands that write models (calibrate, export, finetune) refuse to replace an existing output without it.
 FORCE_OPTION = typer.Option(

@@ -97,6 +97,7 @@ _SECTIONS = {
     Place.OOD: "ood",
     Place.UNLABELED: "unlabeled",
     Place.SHIFT: "shift",
+    Place.REAL_LABELS: "real_labels",
 }
 _VIEW_PLACES = (Place.CLEAN, Place.SELECTIVE)  # values in report.clean.metrics
 

@@ -47,6 +47,7 @@ class Place(enum.Enum):
     OOD = "ood"  # report.ood
     UNLABELED = "unlabeled"  # report.unlabeled
     SHIFT = "shift"  # report.shift: means over the natural-shift sets
+    REAL_LABELS = "real_labels"  # report.real_labels: ImageNet ReaL labels' scores
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +184,7 @@ _robustness = functools.partial(Metric, place=Place.ROBUSTNESS)
 _corruption = functools.partial(Metric, place=Place.CORRUPTION)
 _selective = functools.partial(Metric, place=Place.SELECTIVE)
 _shift = functools.partial(Metric, place=Place.SHIFT, unit=Unit.FRACTION, made_by=_SHIFT_DATA)
+_real = functools.partial(Metric, place=Place.REAL_LABELS, unit=Unit.FRACTION, made_by="--real-labels")
 
 # In the order tables and `compare` list them.
 METRICS: dict[str, Metric] = {
@@ -473,6 +475,16 @@ METRICS: dict[str, Metric] = {
             key="mean.unrestricted.accuracy",
         ),
         _shift("shift_ece_unrestricted", "mean ECE, unrestricted", higher_is_better=False, key="mean.unrestricted.ece"),
+        # report.real_labels (metrics/real_labels.py): a top-1 is right when it is any of the image's ReaL labels.
+        _real("real_accuracy", "ReaL accuracy", higher_is_better=True, gate=True, key="accuracy_real"),
+        _real("real_accuracy_original", "original labels' accuracy", higher_is_better=True, key="accuracy_original"),
+        _real("real_ece", "ECE against ReaL", higher_is_better=False, gate=True, key="ece_real", note="15 bins"),
+        _real(
+            "real_rms_calibration_error",
+            "RMS calibration error against ReaL",
+            higher_is_better=False,
+            key="rms_calibration_error_real",
+        ),
         # report.unlabeled (metrics/label_free.py).
         _estimate("atc_mc", "ATC-MC"),
         _estimate("atc_ne", "ATC-NE"),

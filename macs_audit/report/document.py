@@ -23,6 +23,7 @@ from macs_audit.report.sections import (
     ModelInfo,
     OODDetection,
     Parity,
+    RealLabels,
     Robustness,
     Runtime,
     Shift,
@@ -54,6 +55,7 @@ class Report:
     ood: OODDetection | None = added_in("1.2")
     unlabeled: Unlabeled | None = added_in("1.2")
     shift: Shift | None = added_in("2.1")
+    real_labels: RealLabels | None = added_in("2.1")
     parity: Parity | None = added_in("2.1")
     tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""

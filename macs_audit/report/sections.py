@@ -143,6 +143,7 @@ class Conventions(Section):
     label_free: str | None = None  # ATC and DoC
     shift: str | None = None  # the natural-shift sets' two conventions (restricted, unrestricted)
     rms_calibration_error: str | None = None  # the shift papers' RMS calibration error
+    real_labels: str | None = None  # how the ReaL labels score a prediction
 
 
 @dataclasses.dataclass
@@ -380,3 +381,19 @@ class Parity(Section):
 
     def view(self, name: str) -> ParityView | None:
         return next((v for v in self.views if v.name == name), None)
+
+
+@dataclasses.dataclass(kw_only=True)
+class RealLabels(Section):
+    """The ImageNet ReaL labels' scores of the clean view (metrics/real_labels.py): a top-1 is right when it is any
+    of the image's ReaL labels; images without one are left out (`n_without_labels`); the original labels'
+    accuracy and ECE on the same images beside them."""
+
+    source: str
+    n: int
+    n_without_labels: int
+    accuracy_real: float | None = None
+    accuracy_original: float | None = None
+    ece_real: float | None = None
+    ece_original: float | None = None
+    rms_calibration_error_real: float | None = None

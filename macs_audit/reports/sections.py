@@ -16,7 +16,7 @@ from typing import Any
 
 from macs_audit.metrics.registry import Place
 from macs_audit.numbers import format_value
-from macs_audit.report import Calibrators, Conformal, OODDetection, Report, Shift, Unlabeled
+from macs_audit.report import Calibrators, Conformal, OODDetection, RealLabels, Report, Shift, Unlabeled
 from macs_audit.reports import tables
 
 
@@ -182,6 +182,18 @@ def _parity(report: Report) -> Content | None:
     return Content(tuple(found), detail, caption)
 
 
+def _real_labels_detail(real: RealLabels) -> str:
+    return f"{real.n:,} images with ReaL labels ({real.n_without_labels:,} without, left out), from {real.source}"
+
+
+_real_labels = _part(
+    "real_labels",
+    ["metric", "value", "95% CI"],
+    partial(tables.located_rows, place=Place.REAL_LABELS),
+    _real_labels_detail,
+)
+
+
 SECTIONS: tuple[Section, ...] = (
     Section("clean", "Clean calibration", _clean),
     Section("temperature", "Temperature scaling", _temperature),
@@ -190,6 +202,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("robustness", "Robustness", _robustness),
     Section("corruptions", "Corruptions (accuracy by severity)", _corruptions),
     Section("shift", "Natural shift", _shift),
+    Section("real", "ImageNet ReaL labels", _real_labels),
     Section("selective", "Selective prediction", _selective),
     Section("conformal", "Conformal sets", _conformal),
     Section("ood", "OOD detection", _ood),

@@ -1008,6 +1008,14 @@ ROWS: list[Row] = [
         "every CSV row must be class,index",
         _all(_image_tree("a", ("bus",)), _file("m.csv", "bus,1,2\n")),
     ),
+    Row("evaluate-real-labels-of-an-npz", (*QUICK, "--real-labels"), 3, "needs the ImageNet validation images"),
+    Row(
+        "evaluate-real-labels-file-not-a-list",
+        (*QUICK, "--real-labels-file", "real.json"),
+        2,
+        "--real-labels-file real.json: expected a list of 50,000 label lists",
+        _file("real.json", "[[1]]"),
+    ),
     Row(
         "gate-shift-unknown-key",
         ("gate", "{report}", "--config", "s.toml"),

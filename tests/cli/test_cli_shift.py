@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from fixtures.shift_trees import image_tree, imagenet_model, subset_classes
+from fixtures.shift_trees import image_tree, imagenet_model, subset_classes, validation_folder
 from typer.testing import CliRunner
 
 from macs_audit.cli import app
@@ -81,3 +81,18 @@ def test_a_tree_of_names_the_model_cannot_map_is_one_line(shifted, tmp_path):
     result = runner.invoke(app, ["evaluate", str(model), "--shift-data", f"odd={tmp_path / 'odd'}", *FAST])
     assert result.exit_code == 3
     assert "--shift-data odd: cannot map the data's 1 classes (not-a-wnid)" in result.output
+
+
+def test_real_labels_beside_the_original_ones(shifted, tmp_path):
+    _, model, _, _ = shifted
+    folder = validation_folder(tmp_path / "val", {1: 65, 2: 970, 3: 230, 5: 2, 9: 65})
+    out = tmp_path / "real.json"
+    args = ["evaluate", str(model), "--data", str(folder), "--real-labels", "-o", str(out), *FAST]
+    result = runner.invoke(app, [*args, "--calibration-split", "0"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    real = data["real_labels"]
+    assert real["n"] + real["n_without_labels"] == 5 and "timm" in real["source"]
+    assert real["accuracy_original"] == pytest.approx(data["clean"]["metrics"]["accuracy"]) or real["n"] < 5
+    assert "any of the image's ReaL labels" in data["conventions"]["real_labels"]
+    assert "ImageNet ReaL labels" in render("md", load_report(out))

@@ -118,6 +118,8 @@ def _set_metric(report, name, value):
         for step in path:
             table = table[step] if isinstance(table, dict) else getattr(table, step)
         table[last] = value
+    elif metric.place is Place.REAL_LABELS:
+        setattr(out.real_labels, metric.report_key, value)
     elif name == "robust_ece":
         out.view("noise+blur").metrics["ece"] = value
     else:

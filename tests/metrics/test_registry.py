@@ -23,6 +23,7 @@ from macs_audit.report import (
     CorruptionMeans,
     CorruptionSummary,
     OODDetection,
+    RealLabels,
     Robustness,
     Shift,
     TemperatureFit,
@@ -63,6 +64,7 @@ def test_every_metric_names_a_key_its_section_has():
         Place.OOD: OODDetection,
         Place.UNLABELED: Unlabeled,
         Place.SHIFT: Shift,
+        Place.REAL_LABELS: RealLabels,
     }
     for metric in METRICS.values():
         # a view's metrics; the robust view's ECE
