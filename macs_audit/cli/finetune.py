@@ -128,6 +128,13 @@ def finetune(
         help="Also write OUT/checkpoint.pt every N optimizer steps, not only at epoch ends (0: epoch ends only); "
         "--resume continues from the last one.",
     ),
+    from_scratch: bool = typer.Option(
+        False,
+        "--from-scratch",
+        help="Train MODEL's architecture from a random initialisation (seeded by --seed) with the sample model's "
+        "schedule (16 epochs of 256, lr 0.2, 2 warm-up epochs; flags given override it); MODEL's own weights "
+        "are audited as the start model.",
+    ),
     temperature: bool = typer.Option(
         True,
         "--temperature/--no-temperature",
@@ -202,6 +209,8 @@ def finetune(
         options = options.with_preset(preset, keep=frozenset(given))
     elif "preset" in given:
         raise UsageError(f"--preset sets MaCS hyperparameters; it does not apply to --objective {objective}")
+    if from_scratch:
+        options = options.with_from_scratch(keep=frozenset(given))
     options.validate()  # a bad value (--epochs inf, --lr 0) fails now; the run checks again with the model's settings
     audit = audit_options(
         audit_batch_size,

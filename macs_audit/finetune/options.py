@@ -23,6 +23,12 @@ PRESETS: dict[str, dict] = {
     "calibrated": dict(lambda_c=1.0, bn_stats="clean", epochs=1.0),
     "robust": dict(lambda_c=3.0, bn_stats="both", epochs=3.0),
 }
+# Training from a random initialisation (--from-scratch): the schedule sample_models/train_sample.py
+# trained the sample model with (16 epochs of 256, peak SGD lr 0.2 after 2 warm-up epochs, cosine to 0,
+# weight decay 5e-4), as fractions the loop reads. Flags given on the command line win over it.
+FROM_SCRATCH: dict = dict(
+    epochs=16.0, batch_size=256, optimizer="sgd", lr=0.2, momentum=0.9, warmup=2 / 16, weight_decay=5e-4
+)
 
 
 @dataclasses.dataclass
@@ -68,6 +74,7 @@ class FinetuneOptions:
     amp: bool = True
     eval_batch_size: int = 1000
     checkpoint_every: int = 0  # also checkpoint every N optimizer steps (0: at epoch ends only)
+    from_scratch: bool = False  # train the architecture from a random initialisation (seeded by `seed`)
 
     def split(self, labels) -> tuple:
         """(validation positions, training positions) of `labels`: the class-stratified split a run holds out."""
@@ -114,6 +121,12 @@ class FinetuneOptions:
             raise UsageError(f"--preset must be one of {', '.join(PRESETS)}, got {name!r}")
         values = {k: v for k, v in PRESETS[name].items() if k not in keep}
         return dataclasses.replace(self, preset=name, **values)
+
+    def with_from_scratch(self, keep: frozenset[str] = frozenset()) -> "FinetuneOptions":
+        """These options for training from a random initialisation: FROM_SCRATCH's schedule, except the fields
+        in `keep` (set explicitly)."""
+        values = {k: v for k, v in FROM_SCRATCH.items() if k not in keep}
+        return dataclasses.replace(self, from_scratch=True, **values)
 
     def validate(self) -> "FinetuneOptions":
         """Raise UsageError (one line, naming the flag) for values that cannot work: first any number that is not

@@ -172,7 +172,8 @@ def run_finetune(
         raise UsageError(f"the model has {cfg.num_classes} classes but {train.path} has {train_source.num_classes}")
     options.checked_split(train_source.labels)  # too few images to train: fail now, not after the first audit
     eval_source, eval_info = load_data(eval_data, image_size)
-    title = f"{options.objective} fine-tuning of {model.name}: before / after on {eval_source.name}"
+    training = "training from scratch" if options.from_scratch else "fine-tuning"
+    title = f"{options.objective} {training} of {model.name}: before / after on {eval_source.name}"
     distributed.barrier(ctx)  # every rank has checked for an old checkpoint before rank 0 writes one
     started = time.time()
 
@@ -201,6 +202,10 @@ def run_finetune(
             baseline_weights.with_suffix(".json"),
             {**meta, "calibration": {**calibration, "from": model.name, "from_sha256": sha256}},
         )
+    if options.from_scratch:  # the start model stays the comparison; training starts from its architecture's init
+        from macs_audit.finetune.scratch import random_initialisation
+
+        random_initialisation(predictor.model, cfg.arch, train_source.num_classes, options.seed)
     result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
     # The loop trained predictor.model in place, so the predictor now reads the fine-tuned model.
     final_fit = validation_temperature(predictor, val_source, audit.batch_size, progress) if temperature else None
@@ -271,7 +276,7 @@ def run_finetune(
         Fix("start model", before),
         Fix(f"temperature scaling only, T = {t0:.3f}", baseline),
         Fix(
-            f"{options.objective} fine-tuning" + (f" + T = {t_final:.3f}" if t_final is not None else ", no T"),
+            f"{options.objective} {training}" + (f" + T = {t_final:.3f}" if t_final is not None else ", no T"),
             after,
         ),
     ]
