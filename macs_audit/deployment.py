@@ -11,8 +11,10 @@ from macs_audit.audit import AuditOptions, run_audit
 from macs_audit.audit.runner import check_classes
 from macs_audit.data.loading import DataSpec, load_data
 from macs_audit.data.splits import stratified_subset
+from macs_audit.devices import resolve_device
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models.config import sidecar_path
+from macs_audit.models.onnx import GPU_PROVIDERS, check_provider
 from macs_audit.models.precision import (
     DEFAULT_CALIBRATION_IMAGES,
     calibration_batches,
@@ -46,6 +48,11 @@ class Build:
     report: Report | None  # the parity audit of `path` against `reference` (None without audit data)
 
 
+def _device(provider: str | None) -> str:
+    """The CPU, or the first GPU for a GPU provider (UsageError without one)."""
+    return resolve_device("cuda") if provider in GPU_PROVIDERS else "cpu"
+
+
 def default_output(reference: Path, precision: str) -> Path:
     return reference.with_name(f"{reference.stem}.{precision}.onnx")
 
@@ -73,18 +80,22 @@ def build_precision(
     audit_options: AuditOptions | None = None,
     progress: ProgressFn | None = None,
     force: bool = False,
+    provider: str | None = None,
+    reference_provider: str | None = None,
 ) -> Build:
     """Build `reference` (a float ONNX model) at `precision` into `out` (default REFERENCE.<precision>.onnx) and,
-    with `audit_data`, audit it against `reference`. The output is checked first: never one of the inputs, an
+    with `audit_data`, audit it against `reference`, each on its execution provider (models.onnx.PROVIDERS; the
+    CPU by default, a GPU provider on the first GPU). The output is checked first: never one of the inputs, an
     existing file only with `force`."""
     check_build(precision, calibration)
+    provider, reference_provider = check_provider(provider), check_provider(reference_provider)
     if reference.suffix.lower() not in ONNX_SUFFIXES:
         raise UsageError(f"{reference} is not an ONNX model: --precision builds from the float ONNX model")
     path = out or default_output(reference, precision)
     calibration_path = calibration.data.path if calibration is not None else None
     inputs = (reference, sidecar_path(reference), calibration_path, audit_data.path if audit_data else None)
     check_file(path, inputs=inputs, option="--out", force=force)
-    float_model = load_predictor(reference, flags, device="cpu")
+    float_model = load_predictor(reference, flags, _device(reference_provider), provider=reference_provider)
     meta = float_model.config.as_metadata()
     if meta.get("output") == "auto":
         meta.pop("output")
@@ -108,7 +119,7 @@ def build_precision(
     finish()
     report = None
     if audit_data is not None:
-        candidate = load_predictor(path, flags, device="cpu")
+        candidate = load_predictor(path, flags, _device(provider), provider=provider)
         source, data_info = load_data(audit_data, candidate.config.input_size, candidate.config.crop_pct)
         report = run_audit(
             candidate, source, audit_options, progress=progress, data_info=data_info, reference=float_model

@@ -63,12 +63,12 @@ def test_rank_device_under_torchrun(monkeypatch):
 def test_onnx_cuda_provider_requested_only_for_cuda(monkeypatch):
     """The CUDA provider (after preloading the CUDA/cuDNN libraries) for cuda:N, never for the CPU."""
     ort = pytest.importorskip("onnxruntime")
-    from macs_audit.models.onnx import _providers_for
+    from macs_audit.models.onnx import providers_for
 
     calls = []
     monkeypatch.setattr(ort, "preload_dlls", lambda *a, **k: calls.append(1), raising=False)
-    assert _providers_for("cpu") == ["CPUExecutionProvider"] and calls == []
-    assert _providers_for("cuda:1") == [("CUDAExecutionProvider", {"device_id": 1}), "CPUExecutionProvider"]
+    assert providers_for("cpu") == ["CPUExecutionProvider"] and calls == []
+    assert providers_for("cuda:1") == [("CUDAExecutionProvider", {"device_id": 1}), "CPUExecutionProvider"]
     assert calls == [1]
 
 

@@ -23,9 +23,11 @@ from macs_audit.cli.options import (
     NUM_CLASSES_OPTION,
     OOD_DATA_OPTION,
     PRECISION_OPTION,
+    PROVIDER_OPTION,
     REAL_LABELS_FILE_OPTION,
     REAL_LABELS_OPTION,
     REFERENCE_OPTION,
+    REFERENCE_PROVIDER_OPTION,
     SHIFT_DATA_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
@@ -137,6 +139,8 @@ def evaluate(
     ood_data: Optional[Path] = OOD_DATA_OPTION,
     unlabeled: Optional[Path] = UNLABELED_OPTION,
     reference: Optional[Path] = REFERENCE_OPTION,
+    provider: Optional[str] = PROVIDER_OPTION,
+    reference_provider: Optional[str] = REFERENCE_PROVIDER_OPTION,
     shift_data: Optional[list[str]] = SHIFT_DATA_OPTION,
     class_map: Optional[Path] = CLASS_MAP_OPTION,
     real_labels: bool = REAL_LABELS_OPTION,
@@ -245,11 +249,17 @@ def evaluate(
         debug=state["debug"],
         precision=precision,
         class_prompts=class_prompts,
+        provider=provider,
     )
     reference_predictor = None
-    if reference is not None:  # on the candidate's device; check_pair (run_audit) compares the two
+    if reference is not None:  # on the same --device; check_pair (run_audit) compares the two
         reference_predictor = load_predictor(
-            reference, flags, device=predictor.device, allow_unsafe_pickle=trust_pickled, debug=state["debug"]
+            reference,
+            flags,
+            device=distributed.rank_device(ctx, device),
+            allow_unsafe_pickle=trust_pickled,
+            debug=state["debug"],
+            provider=reference_provider,
         )
     source, data_info = load_model_data(DataSpec(data, data_format, split, limit, seed), predictor.config)
 

@@ -18,6 +18,8 @@ from macs_audit.cli.options import (
     MEAN_OPTION,
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
+    PROVIDER_OPTION,
+    REFERENCE_PROVIDER_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
     audit_options,
@@ -77,6 +79,8 @@ def export(
     severities: str = typer.Option("1-5", "--severities", help="Corruption severities, e.g. 1-5 or 3."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the calibration draw, subsets and bootstrap."),
     audit: bool = typer.Option(True, "--audit/--no-audit", help="Audit the build against the float model."),
+    provider: Optional[str] = PROVIDER_OPTION,
+    reference_provider: Optional[str] = REFERENCE_PROVIDER_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
 ) -> None:
     """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads; with
@@ -110,6 +114,7 @@ def export(
             options,
             quiet,
             force,
+            (provider, reference_provider),
         )
         return
     path = export_checkpoint(
@@ -130,7 +135,7 @@ def _spec(path: Optional[Path], limit: Optional[int] = None, seed: int = 0):
     return DataSpec(path, limit=limit, seed=seed)
 
 
-def _build(reference, precision, out, flags, calibration, audit_data, options, quiet, force) -> None:
+def _build(reference, precision, out, flags, calibration, audit_data, options, quiet, force, providers) -> None:
     """The reduced-precision build and its parity audit, printed (the parity section's tables)."""
     from macs_audit.atomic import destination
     from macs_audit.cli.progress import Progress, show_progress
@@ -148,6 +153,8 @@ def _build(reference, precision, out, flags, calibration, audit_data, options, q
             audit_options=options,
             progress=progress,
             force=force,
+            provider=providers[0],
+            reference_provider=providers[1],
         )
     used = f" ({built.calibration_images} calibration images)" if built.calibration_images else ""
     note(f"{precision.upper()} model written to {destination(built.path).describe()}{used}")

@@ -102,6 +102,15 @@ OOD_DATA_OPTION = typer.Option(
     help="A second data set to tell apart from --data (OOD detection: AUROC, AUPR, FPR at 95% TPR); any format "
     "--data reads, labels not needed (an .npz with only x, a folder of images).",
 )
+PROVIDER_OPTION = typer.Option(
+    None,
+    "--provider",
+    help="onnxruntime execution provider of an ONNX MODEL: cpu, cuda or tensorrt (default: cuda on a GPU device, "
+    "else cpu). The report's runtime records the one that ran.",
+)
+REFERENCE_PROVIDER_OPTION = typer.Option(
+    None, "--reference-provider", help="The --reference model's execution provider (as --provider)."
+)
 REFERENCE_OPTION = typer.Option(
     None,
     "--reference",

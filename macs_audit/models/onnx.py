@@ -8,21 +8,48 @@ from typing import Any
 
 import numpy as np
 
-from macs_audit.errors import InputError
+from macs_audit.errors import InputError, UsageError
 from macs_audit.models import config as model_config
 from macs_audit.models.backend import OutputAdapter, file_sha256, one_line, record_warnings
 from macs_audit.models.preprocessing import resize_and_normalize
 
+# `--provider` names and onnxruntime's: the GPU providers fall back to the ones after them for the operators
+# they lack, as onnxruntime does, and to nothing else.
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
+GPU_PROVIDERS = ("cuda", "tensorrt")
 
-def _providers_for(device: str) -> list:
-    if device.startswith("cuda"):
-        import onnxruntime as ort
 
-        if hasattr(ort, "preload_dlls"):  # CUDA/cuDNN from the torch wheels (onnxruntime-gpu >= 1.21)
-            ort.preload_dlls()
-        device_id = int(device.split(":")[1]) if ":" in device else 0
-        return [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
-    return ["CPUExecutionProvider"]
+def check_provider(provider: str | None) -> str | None:
+    """`provider` as a PROVIDERS key (onnxruntime's name accepted too); None: chosen by the device."""
+    if provider is None:
+        return None
+    by_name = {name.lower(): key for key, name in PROVIDERS.items()}
+    key = provider.lower() if provider.lower() in PROVIDERS else by_name.get(provider.lower())
+    if key is None:
+        raise UsageError(f"unknown provider {provider!r}; choose from {', '.join(PROVIDERS)}")
+    return key
+
+
+def providers_for(device: str, provider: str | None = None) -> list:
+    """The providers an InferenceSession is asked for: `provider` (a PROVIDERS key) when given, else CUDA on a
+    CUDA device and the CPU otherwise; a GPU provider needs the device of a GPU and an onnxruntime that has it."""
+    provider = check_provider(provider) or ("cuda" if device.startswith("cuda") else "cpu")
+    if provider == "cpu":
+        return ["CPUExecutionProvider"]
+    if not device.startswith("cuda"):
+        raise UsageError(f"--provider {provider} runs on a GPU: use --device cuda[:N] (this device is {device})")
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    if PROVIDERS[provider] not in available:
+        raise InputError(f"this onnxruntime has no {PROVIDERS[provider]} (it has {', '.join(available)})")
+    if hasattr(ort, "preload_dlls"):  # CUDA/cuDNN from the torch wheels (onnxruntime-gpu >= 1.21)
+        ort.preload_dlls()
+    options = {"device_id": int(device.split(":")[1]) if ":" in device else 0}
+    chain = [(PROVIDERS[provider], options)]
+    if provider == "tensorrt":
+        chain.append((PROVIDERS["cuda"], options))
+    return [*chain, "CPUExecutionProvider"]
 
 
 def missing_external_data(path: Path) -> list[str]:
@@ -72,7 +99,9 @@ def _load_error(path: Path, exc: Exception) -> InputError:
 class OnnxPredictor:
     backend = "onnxruntime"
 
-    def __init__(self, path: Path, flags: dict[str, Any], sidecar: dict[str, Any], device: str):
+    def __init__(
+        self, path: Path, flags: dict[str, Any], sidecar: dict[str, Any], device: str, provider: str | None = None
+    ):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -80,15 +109,17 @@ class OnnxPredictor:
         threads = os.environ.get("OMP_NUM_THREADS", "")
         if threads.isdigit() and int(threads) > 0:  # onnxruntime ignores it; torchrun sets 1 per process
             options.intra_op_num_threads = int(threads)
+        providers = providers_for(device, provider)
         try:
-            self.session = ort.InferenceSession(str(path), sess_options=options, providers=_providers_for(device))
+            self.session = ort.InferenceSession(str(path), sess_options=options, providers=providers)
         except Exception as exc:  # onnxruntime raises its own exception types for bad files
             raise _load_error(path, exc) from None
+        asked = providers[0][0] if isinstance(providers[0], tuple) else providers[0]
         provider = self.session.get_providers()[0]
-        if device.startswith("cuda") and provider != "CUDAExecutionProvider":
+        if provider != asked:
             raise InputError(
-                f"onnxruntime could not use CUDA for {path} (got {provider}); "
-                "check the CUDA 13 / cuDNN 9 libraries or use --device cpu"
+                f"onnxruntime could not use {asked} for {path} (got {provider}); "
+                "check the CUDA 13 / cuDNN 9 (and TensorRT) libraries or use --device cpu"
             )
         metadata = model_config.parse_metadata(self.session.get_modelmeta().custom_metadata_map)
         inputs = self.session.get_inputs()
@@ -119,12 +150,12 @@ class OnnxPredictor:
                 f"{path}: the model has {out_shape[-1]} outputs but --num-classes is {self.config.num_classes}"
             )
         self.output = OutputAdapter(self.config.output, self.config.num_classes)
-        self.device = device
+        self.device = "cpu" if provider == "CPUExecutionProvider" else device  # where it runs, and so its views
         self.info: dict[str, Any] = {
             "path": str(path),
             "format": "onnx",
             "backend": self.backend,
-            "device": device,
+            "device": self.device,
             "provider": provider,
             "sha256": file_sha256(path),
         }

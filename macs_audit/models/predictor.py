@@ -46,11 +46,13 @@ def load_predictor(
     debug: bool = False,
     precision: str = "fp32",
     class_prompts: Path | None = None,
+    provider: str | None = None,
 ) -> Predictor:
     """Open a model with the right backend, by what `path` is (models/sources.py: a file by its suffix, a model
     folder by its config.json, `hf-hub:ORG/NAME` from the local cache) and the --arch prefix (torchvision:,
     open_clip:, hf-hub:). `flags` are command-line overrides of ModelConfig keys; `precision` (fp32, bf16,
-    fp16) the CUDA autocast of torch models; `class_prompts` an OpenCLIP model's classes and templates.
+    fp16) the CUDA autocast of torch models; `class_prompts` an OpenCLIP model's classes and templates;
+    `provider` the onnxruntime execution provider of an ONNX model (models.onnx.PROVIDERS; None: by the device).
 
     The libraries' own warnings while loading (torch's deprecations and weights-only notes) are kept
     off stderr unless `debug` (the CLI's --debug). What the user should know about the model (CIFAR-10's
@@ -60,7 +62,12 @@ def load_predictor(
     if precision not in model_config.PRECISIONS:
         raise UsageError(f"--precision must be one of {', '.join(model_config.PRECISIONS)}, got {precision!r}")
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
-    source = resolve_source(path, flags.get("arch"))
+    if provider is not None and Path(path).suffix.lower() not in ONNX_SUFFIXES:
+        raise UsageError(f"--provider {provider} is for ONNX models (onnxruntime); {path} runs on torch's device")
+    arch = flags.get("arch")
+    if arch is None and Path(path).is_file():  # a written model's sidecar names its architecture (torchvision:...)
+        arch = model_config.read_sidecar(path).get("arch")
+    source = resolve_source(path, arch if isinstance(arch, str) else None)
     if source.kind != "file":
         return _load_source(source, flags, resolve_device(device), debug, precision, class_prompts)
     path = Path(path)
@@ -79,7 +86,7 @@ def load_predictor(
 
         if precision != "fp32":
             raise UsageError(f"--precision {precision} is for torch models: an ONNX model runs as its graph is typed")
-        return OnnxPredictor(path, flags, sidecar, device)
+        return OnnxPredictor(path, flags, sidecar, device, provider)
     if suffix in TORCH_SUFFIXES:
         from macs_audit.models.torch import TorchPredictor
 

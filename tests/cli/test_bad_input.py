@@ -399,6 +399,8 @@ ROWS: list[Row] = [
         "the reference takes 16x16 images but the candidate takes 32x32",
         _onnx("s16.onnx", size=16),
     ),
+    Row("evaluate-unknown-provider", (*QUICK, "--provider", "rocm"), 2, "unknown provider 'rocm'"),
+    Row("evaluate-gpu-provider-on-the-cpu", (*QUICK, "--device", "cpu", "--provider", "cuda"), 2, "runs on a GPU"),
     Row("evaluate-reference-missing", _quick("{model}", "{data}", "--reference", "none.onnx"), 3, "model not found"),
     Row("corrupt-negative-seed", ("corrupt", "--data", "{data}", "--out", "o", "--seed", "-1"), 2, "'--seed'"),
     Row("evaluate-calibration-split-1", (*QUICK, "--calibration-split", "1"), 2, "--calibration-split"),
@@ -491,6 +493,8 @@ ROWS: list[Row] = [
     # outputs, checked before the model is loaded
     Row("evaluate-output-is-a-directory", (*QUICK, "-o", "{tmp}"), 2, "is a directory"),
     Row("evaluate-output-is-the-model", (*QUICK, "-o", "{model}"), 2, "would replace the input"),
+    Row("evaluate-output-junit", (*QUICK, "-o", "checks.xml"), 2, "JUnit output lists gate checks"),
+    Row("evaluate-unknown-format", (*QUICK, "-o", "r.json", "--format", "pdf"), 2, "unknown --format 'pdf'"),
     Row("evaluate-predictions-is-the-data", (*QUICK, "--save-predictions", "{data}"), 2, "would replace the input"),
     Row("evaluate-output-twice", (*QUICK, "-o", "x.json", "--save-predictions", "x.json"), 2, "its own file"),
     Row("evaluate-both-to-stdout", (*QUICK, "-o", "-", "--save-predictions", "-"), 2, "standard output"),

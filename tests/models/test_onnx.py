@@ -7,7 +7,7 @@ from conftest import linear_onnx
 
 from macs_audit.errors import InputError
 from macs_audit.models.backend import file_sha256
-from macs_audit.models.onnx import OnnxPredictor, _providers_for, missing_external_data
+from macs_audit.models.onnx import OnnxPredictor, providers_for, missing_external_data
 from macs_audit.models.preprocessing import resize
 
 
@@ -106,4 +106,4 @@ def test_weights_stored_beside_the_model_are_named_when_missing(tmp_path):
 
 
 def test_the_cpu_asks_for_the_cpu_provider_only():
-    assert _providers_for("cpu") == ["CPUExecutionProvider"]
+    assert providers_for("cpu") == ["CPUExecutionProvider"]
