@@ -52,6 +52,41 @@ BASELINE_HELP = "Baseline report for the [gate.baseline] regression checks."
 INTERVAL_HELP = "Gate on the pessimistic end of the 95% bootstrap interval (default: the config's use_interval)."
 
 
+REPORT_FORMAT_HELP = (
+    "Format of --output: json (the report, what gate, report and compare read), html, md or terminal. "
+    "Default: the extension's (.html, .md, .txt), else json."
+)
+
+
+def report_output_format(output: Path | None, format_name: str | None) -> str:
+    """The format `evaluate --output` is written in: --format, else the one its extension names
+    (reports.EXTENSIONS), else JSON. JUnit lists gate checks, which `gate` writes: a usage error here."""
+    if format_name is not None:
+        name = ALIASES.get(format_name.lower(), format_name.lower())
+        if name not in FORMATS:
+            raise UsageError(f"unknown --format {format_name!r}; choose from {', '.join(FORMATS)}")
+    else:
+        name = EXTENSIONS.get(output.suffix.lower(), "json") if output is not None else "json"
+    if name == "junit":
+        raise UsageError(
+            "JUnit output lists gate checks: write the JSON report (-o report.json), then "
+            "`macs-audit gate report.json -o checks.xml`"
+        )
+    return name
+
+
+def rendered(name: str, report: Report) -> str:
+    """`report` in format `name` as text: JSON (the report itself), or a rendering without gate results."""
+    from macs_audit import reports
+    from macs_audit.reports import terminal
+
+    if name == "json":
+        return report.to_json()
+    if name == "terminal":
+        return terminal.to_text(terminal.renderable(report))
+    return reports.render(name, report, None)
+
+
 def resolve_outputs(
     formats: list[str] | None,
     outputs: list[Path] | None,

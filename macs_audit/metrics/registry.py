@@ -270,6 +270,7 @@ METRICS: dict[str, Metric] = {
             unit=Unit.NUMBER,
             higher_is_better=False,
             key="sensitivity.lipschitz",
+            note="margin change per unit pixel L2",
             made_by=_SENSITIVITY,
         ),
         # report.corruption_summary.

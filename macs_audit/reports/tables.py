@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from macs_audit.gate import Check, GateResult
 from macs_audit.metrics.conventions import INTERVAL_METRICS
-from macs_audit.metrics.registry import METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Place, in_place
+from macs_audit.metrics.registry import METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Metric, Place, in_place
 from macs_audit.numbers import format_change, format_value, format_values
 from macs_audit.report import Calibrators, Report, ViewResult
 
@@ -66,6 +66,15 @@ def _interval(ci: list[float] | None, percent: bool) -> str:
     return f"[{format_value(ci[0], percent)}, {format_value(ci[1], percent)}]" if ci else ""
 
 
+def clean_label(report: Report, metric: Metric) -> str:
+    """A clean metric's row label: log p statistics named so for a probability model, the margin target given."""
+    text = metric.table_label_for(report.model.output)
+    target = report.conventions.margin_target
+    if metric.name == "frac_margin_below_target" and isinstance(target, (int, float)):
+        return f"{text} (target {target:.1f}, logits)"  # the report's own target
+    return text
+
+
 def clean_rows(report: Report) -> list[tuple[str, str, str]]:
     """(label, value, 95% CI) for the clean metrics present."""
     m, ci = report.clean.metrics, report.clean.intervals
@@ -73,7 +82,7 @@ def clean_rows(report: Report) -> list[tuple[str, str, str]]:
     missing = f"n/a (n = {m.get('n')})" if report.conventions.bootstrap_note else ""
     return [
         (
-            metric.table_label_for(report.model.output),  # log p statistics of a probability model
+            clean_label(report, metric),
             format_value(m[metric.name], metric.percent),
             _interval(ci.get(metric.name), metric.percent) or (missing if metric.name in INTERVAL_METRICS else ""),
         )
@@ -151,7 +160,7 @@ def robustness_rows(report: Report) -> list[tuple[str, str]]:
         method = str(shown(sens.method)).split(" (")[0]  # the long form is in the JSON
         rows.append(
             (
-                f"{gradient_norm.label} ({method}, n={shown(sens.n)})",
+                f"{gradient_norm.label} ({gradient_norm.note}; {method}, n={shown(sens.n)})",
                 format_value(sens.mean_gradient_norm, gradient_norm.percent),
             )
         )

@@ -16,7 +16,7 @@ from rich.text import Text
 from macs_audit.metrics.registry import METRICS
 from macs_audit.numbers import format_value
 from macs_audit.report import Calibrators, Report
-from macs_audit.reports import sections, tables
+from macs_audit.reports import sections, summary, tables
 from macs_audit.text import printable
 
 if TYPE_CHECKING:
@@ -84,7 +84,8 @@ def robustness_table(report: Report, title: str) -> Table | None:
             error = f" +- n/a ({sens.mean_gradient_norm_error_note})"
         method = str(tables.shown(sens.method)).split(" (")[0]
         table.caption = _text(
-            f"{gradient_norm.label} = {sens.mean_gradient_norm:.3f}{error} ({method}, n={sens.n}); "
+            f"{gradient_norm.label} = {sens.mean_gradient_norm:.3f}{error}, {gradient_norm.note} "
+            f"({method}, n={sens.n}); "
             f"margin / L^ = {format_value(rob.robustness_ratio, ratio.percent)}; "
             f"{radius.label} {format_value(rob.median_flip_radius, radius.percent)} ({radius.note})"
         )
@@ -250,9 +251,34 @@ RENDERERS: dict[str, Callable[[Report, sections.Section, sections.Content], list
 }
 
 
-def renderable(report: Report, gate: GateResult | None = None) -> Group:
-    """The report's heading and sections (reports/sections.py) in order, then the gate table if given."""
+def summary_block(report: Report) -> Group:
+    """The bottom line first (reports/summary.py): a line per finding, its bad values in red (colour only
+    where the console has it: never in a log or a file), then what would fix them, with the command."""
+    found = summary.summarize(report)
+    lines: list[RenderableType] = [_text("Summary", style="bold")]
+    for finding in found.findings:
+        line = _text(f"  {finding.label}: ")
+        line.append(_text(finding.value, style="bold red" if finding.bad else "bold"))
+        lines.append(line)
+    for fix in found.fixes:
+        lines += [_text(f"  fix: {fix.what}:"), _text(f"    {fix.command}", style="cyan")]
+    return Group(*lines)
+
+
+def verdict_line(report: Report, gate: GateResult | None = None) -> Text:
+    """The one line that ends the output: the gate's verdict where a gate ran, else the audit's own."""
+    if gate is not None:
+        return _text(tables.gate_verdict(gate), style="bold green" if gate.passed else "bold red")
+    found = summary.summarize(report)
+    return _text(found.verdict, style="bold red" if found.problems else "bold green")
+
+
+def renderable(report: Report, gate: GateResult | None = None, verdict: bool = True) -> Group:
+    """The report's heading and its summary block, the sections (reports/sections.py) in order, the model and
+    input, the gate table if given, and (`verdict`) the verdict line: the gate's where one ran. `evaluate
+    --gate` leaves it off: the gate's verdict follows."""
     parts: list[RenderableType] = [_text(f"Calibration audit: {tables.title(report)}", style="italic")]
+    parts.append(summary_block(report))
     for section, content in sections.present(report):
         render = RENDERERS.get(section.key, _section)
         parts += [titled(part) for part in render(report, section, content)]
@@ -268,7 +294,9 @@ def renderable(report: Report, gate: GateResult | None = None) -> Group:
         if key in ("input", "checkpoint", "warning"):
             parts.append(_text(f"{key}: {value}", style="bold yellow" if key == "warning" else "dim"))
     if gate is not None:
-        return Group(Group(*parts), gate_table(gate))
+        parts.append(gate_table(gate))
+    if verdict:
+        parts.append(verdict_line(report, gate))
     return Group(*parts)
 
 

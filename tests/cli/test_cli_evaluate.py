@@ -170,8 +170,21 @@ def test_dash_means_standard_output_with_the_table_on_stderr(tmp_path, onnx_mode
     result = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "-o", "-")
     assert result.exit_code == 0, result.output
     assert _strict_json(result.stdout)["data"]["n"] == 60  # stdout holds the JSON document alone
-    assert "Calibration audit" in result.stderr and "report written to standard output" in result.stderr
+    assert "Calibration audit" in result.stderr and "json report written to standard output" in result.stderr
     assert not (tmp_path / "-").exists()
+
+
+def test_the_output_format_follows_the_extension_or_format_and_is_said(tmp_path, onnx_model, npz_data):
+    html = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "-o", tmp_path / "report.html")
+    assert html.exit_code == 0, html.output
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert "html report written to " in html.stderr
+    md = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "-o", tmp_path / "audit.txt", "--format", "md")
+    assert md.exit_code == 0, md.output
+    assert (tmp_path / "audit.txt").read_text().startswith("#") and "md report written to " in md.stderr
+    default = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "-o", tmp_path / "report.out")
+    assert _strict_json((tmp_path / "report.out").read_text())["data"]["n"] == 60  # no known extension: JSON
+    assert "json report written to " in default.stderr
 
 
 def test_outputs_write_through_symlinks_and_stream_to_devices(tmp_path, onnx_model, npz_data):

@@ -37,7 +37,7 @@ def test_clean_rows_say_why_every_metric_with_a_bootstrap_interval_has_none():
     report = synthetic_report(intervals=False, n=1)
     report.conventions.bootstrap_note = "no intervals: a bootstrap needs at least 2 samples, got 1"
     intervals = {label: interval for label, _, interval in tables.clean_rows(report)}
-    labels = {METRICS[name].table_label_for(report.model.output): name for name in report.clean.metrics if name in METRICS}
+    labels = {tables.clean_label(report, METRICS[name]): name for name in report.clean.metrics if name in METRICS}
     for label, interval in intervals.items():
         assert interval == ("n/a (n = 1)" if labels[label] in MEAN_METRICS + ERROR_METRICS else ""), label
     assert {labels[label] for label, i in intervals.items() if i} == {*MEAN_METRICS, *ERROR_METRICS}
