@@ -37,6 +37,7 @@ from macs_audit.cli.options import (
     parse_corruption_set,
     parse_shift_data,
 )
+from macs_audit.cli.output import REPORT_FORMAT_HELP, rendered, report_output_format
 from macs_audit.cli.progress import Progress, show_progress
 from macs_audit.progress import Stage, step
 
@@ -145,7 +146,10 @@ def evaluate(
     class_map: Optional[Path] = CLASS_MAP_OPTION,
     real_labels: bool = REAL_LABELS_OPTION,
     real_labels_file: Optional[Path] = REAL_LABELS_FILE_OPTION,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", readable=False, help="Write the JSON report here."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", readable=False, help="Write the report here (JSON, or the format --format names)."
+    ),
+    output_format: Optional[str] = typer.Option(None, "--format", "-f", help=REPORT_FORMAT_HELP),
     predictions: Optional[Path] = typer.Option(
         None, "--save-predictions", readable=False, help="Write logits and labels (.npz) here."
     ),
@@ -230,6 +234,7 @@ def evaluate(
     inputs += (class_map, *(folder for _, folder in shift_sets))
     if real_labels_file is not None:
         inputs += (real_labels_file,)
+    written_format = report_output_format(output, output_format)  # a bad --format fails before the model loads
     check_distinct([("--output", output), ("--save-predictions", predictions)])
     for option, path in (("--output", output), ("--save-predictions", predictions)):
         if path is not None:
@@ -301,13 +306,13 @@ def evaluate(
         if output is not None:
             from macs_audit.atomic import write_text
 
-            write_text(output, result.report.to_json())
-        tables = terminal.renderable(result.report)
+            write_text(output, rendered(written_format, result.report))
+        tables = terminal.renderable(result.report, verdict=configured_gate is None)  # else the gate's verdict ends it
         finish()
     if predictions is not None:
         note(f"predictions written to {destination(predictions).describe()}")
     if output is not None:
-        note(f"report written to {destination(output).describe()}")
+        note(f"{written_format} report written to {destination(output).describe()}")
     warn_about_model(result.report.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     summary = result.report.corruption_summary
     if summary is not None and summary.corruption_set:
