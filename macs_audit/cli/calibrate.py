@@ -20,6 +20,7 @@ from macs_audit.cli.options import (
     EVAL_LIMIT_OPTION,
     FORCE_OPTION,
     INPUT_SIZE_OPTION,
+    INTERPOLATION_OPTION,
     MEAN_OPTION,
     MODEL_HELP,
     MODEL_OUTPUT_OPTION,
@@ -67,6 +68,7 @@ def calibrate(
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
     crop_pct: Optional[float] = CROP_PCT_OPTION,
+    interpolation: Optional[str] = INTERPOLATION_OPTION,
     mean: Optional[str] = MEAN_OPTION,
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
@@ -90,7 +92,7 @@ def calibrate(
 
     methods = parse_methods(method)
     check_select(select)
-    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct)
+    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct, interpolation)
     audit = audit_options(
         batch_size, calibration_split, bootstrap, seed, perturbations, sensitivity_samples, corruptions, severities
     )

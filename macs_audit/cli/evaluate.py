@@ -17,6 +17,7 @@ from macs_audit.cli.options import (
     COVERAGE_OPTION,
     CROP_PCT_OPTION,
     INPUT_SIZE_OPTION,
+    INTERPOLATION_OPTION,
     MEAN_OPTION,
     MODEL_HELP,
     MODEL_OUTPUT_OPTION,
@@ -70,6 +71,7 @@ def evaluate(
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
     crop_pct: Optional[float] = CROP_PCT_OPTION,
+    interpolation: Optional[str] = INTERPOLATION_OPTION,
     mean: Optional[str] = MEAN_OPTION,
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
@@ -245,7 +247,7 @@ def evaluate(
     check_corruption_files(options)  # the --corrupted-data folder and frost textures, before the model loads
 
     ctx = distributed.init_from_env(device)  # torchrun: one shard of every view per process
-    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct)
+    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct, interpolation)
     predictor = load_predictor(
         model,
         flags,

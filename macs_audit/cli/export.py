@@ -15,6 +15,7 @@ from macs_audit.cli.options import (
     CROP_PCT_OPTION,
     FORCE_OPTION,
     INPUT_SIZE_OPTION,
+    INTERPOLATION_OPTION,
     MEAN_OPTION,
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
@@ -43,6 +44,7 @@ def export(
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
     crop_pct: Optional[float] = CROP_PCT_OPTION,
+    interpolation: Optional[str] = INTERPOLATION_OPTION,
     mean: Optional[str] = MEAN_OPTION,
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
@@ -89,7 +91,7 @@ def export(
     from macs_audit.models.export import export_checkpoint
     from macs_audit.models.precision import check_precision
 
-    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct)
+    flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct, interpolation)
     if check_precision(precision) != "fp32":
         from macs_audit.data.loading import DataSpec
         from macs_audit.deployment import Calibration, check_build

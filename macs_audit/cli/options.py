@@ -49,6 +49,13 @@ CROP_PCT_OPTION = typer.Option(
     help="Image folders: resize the shorter side to input size / F, then centre-crop (timm's crop_pct, e.g. 0.875). "
     "Default: the model's sidecar or metadata, else resize whole.",
 )
+INTERPOLATION_OPTION = typer.Option(
+    None,
+    "--interpolation",
+    help="How images are resized to the input size: bilinear, bicubic (antialiased, as Pillow), "
+    "bilinear-no-antialias, bicubic-no-antialias or nearest. Default: the model's config, else bilinear "
+    "(bicubic with --crop-pct).",
+)
 MODEL_OUTPUT_OPTION = typer.Option(
     None, "--model-output", help="What the model returns: auto, logits or probabilities."
 )
@@ -166,6 +173,7 @@ def model_flags(
     std: str | None,
     output_kind: str | None,
     crop_pct: float | None = None,
+    interpolation: str | None = None,
 ) -> dict:
     """ModelConfig overrides from the command line (None = not given)."""
     return {
@@ -176,6 +184,7 @@ def model_flags(
         "std": parse_floats(std, "--std"),
         "output": output_kind,
         "crop_pct": crop_pct,
+        "interpolation": interpolation,
     }
 
 

@@ -36,13 +36,20 @@ from macs_audit.before_after import (
 )
 from macs_audit.calibrators.temperature import optimal_temperature, temperature_nll
 from macs_audit.compare import Comparison
-from macs_audit.data.loading import DataSpec, load_data
+from macs_audit.data.loading import DataSpec, load_model_data
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import UsageError
 from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.models.config import sidecar_path
-from macs_audit.models.export import export_if_possible, model_files, weights_path, write_sidecar, write_weights
+from macs_audit.models.export import (
+    check_writable,
+    export_if_possible,
+    model_files,
+    weights_path,
+    write_sidecar,
+    write_weights,
+)
 from macs_audit.models.predictor import load_torch_predictor
 from macs_audit.outputs import check_folder
 from macs_audit.report import Report
@@ -158,6 +165,7 @@ def run_finetune(
         )
     check_folder(out, output_names(name), inputs=inputs, force=force or resume)
     predictor = load_torch_predictor(model, flags, device, trust_pickled, debug=debug)
+    check_writable(predictor.info["format"])  # a torch.export program, a zero-shot head: before any training
     cfg = predictor.config
     options = dataclasses.replace(
         options,
@@ -166,12 +174,11 @@ def run_finetune(
         std=tuple(cfg.std),
         device=predictor.info["device"],
     ).validate()
-    image_size = cfg.input_size
-    train_source, train_info = load_data(train, image_size)
+    train_source, train_info = load_model_data(train, cfg)
     if cfg.num_classes is not None and cfg.num_classes != train_source.num_classes:
         raise UsageError(f"the model has {cfg.num_classes} classes but {train.path} has {train_source.num_classes}")
     options.checked_split(train_source.labels)  # too few images to train: fail now, not after the first audit
-    eval_source, eval_info = load_data(eval_data, image_size)
+    eval_source, eval_info = load_model_data(eval_data, cfg)
     training = "training from scratch" if options.from_scratch else "fine-tuning"
     title = f"{options.objective} {training} of {model.name}: before / after on {eval_source.name}"
     distributed.barrier(ctx)  # every rank has checked for an old checkpoint before rank 0 writes one

@@ -20,7 +20,17 @@ _LEAKY_METADATA = ("stack_trace", "pkg.torch", "namespace", "source", "fx_node",
 # fails on common operators, prints its traceback and writes the model at opset 18 regardless.
 DEFAULT_OPSET = 18
 MIN_OPSET, MAX_OPSET = 18, 25
-STATE_DICT_FORMATS = ("safetensors", "state-dict")  # the formats whose weights are written as safetensors
+# The formats whose weights are written as safetensors, with a sidecar naming the architecture (a timm name,
+# torchvision:NAME) that reads them back.
+STATE_DICT_FORMATS = ("safetensors", "state-dict", "timm-folder", "torchvision")
+HF_FORMAT = "hf-transformers"  # written back as a save_pretrained folder (with the sidecar beside it)
+# Sources that are read but not written as torch weights: their ONNX export is the model to ship.
+UNWRITTEN_FORMATS = {
+    "torch-export": "a torch.export program is not trained or rewritten here: fine-tune the module it was "
+    "exported from, or calibrate its ONNX export",
+    "open-clip": "an OpenCLIP zero-shot classifier is not fine-tuned or rewritten here: calibrate its ONNX export "
+    "(macs-audit export), or evaluate it with the calibrators of the audit",
+}
 SOURCES_PROPERTY = "macs_audit.sources"  # where each exported value was set; not a config key
 
 
@@ -152,8 +162,17 @@ def export_checkpoint(
 
 def weights_path(folder: Path, stem: str, fmt: str) -> Path:
     """Where `write_weights` puts weights of format `fmt` (a predictor's info["format"]): STEM.safetensors for a
-    state dict, STEM.pt for TorchScript and pickled modules."""
+    state dict, the folder STEM for a Hugging Face model (save_pretrained), STEM.pt for TorchScript and pickled
+    modules."""
+    if fmt == HF_FORMAT:
+        return folder / stem
     return folder / f"{stem}{'.safetensors' if fmt in STATE_DICT_FORMATS else '.pt'}"
+
+
+def check_writable(fmt: str) -> None:
+    """An InputError before any work when a model read as `fmt` cannot be written back as torch weights."""
+    if fmt in UNWRITTEN_FORMATS:
+        raise InputError(UNWRITTEN_FORMATS[fmt])
 
 
 def model_files(stem: str, *, torch_weights: bool = True, onnx_file: bool = False) -> list[str]:
@@ -164,9 +183,16 @@ def model_files(stem: str, *, torch_weights: bool = True, onnx_file: bool = Fals
 
 
 def write_weights(model: Any, path: Path, fmt: str) -> None:
-    """Weights as safetensors; a TorchScript or pickled module stays in its own format."""
+    """Weights as safetensors; a Hugging Face model as a save_pretrained folder; a TorchScript or pickled module
+    stays in its own format."""
+    check_writable(fmt)
     if fmt in STATE_DICT_FORMATS:
         save_safetensors(model, path)
+        return
+    if fmt == HF_FORMAT:
+        from macs_audit.models.huggingface import save_pretrained
+
+        save_pretrained(model, path)
         return
     import torch
 

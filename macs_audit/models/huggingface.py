@@ -138,10 +138,29 @@ def load_hf_folder(
         except Exception as exc:  # an unknown model_type, a config of another task, weights that do not fit
             raise InputError(f"cannot load the Hugging Face model in {folder}: {one_line(exc)}") from None
     wrapped = logits_module(model)
+    wrapped.source_folder = str(folder)  # the image processor's JSON a written copy takes along
     return TorchPredictor.of_module(wrapped, cfg, folder, HF_TRANSFORMERS, device, precision, hashed=weights)
 
 
 def save_pretrained(model: Any, folder: Path) -> None:
-    """Write a fine-tuned `Logits` module's transformers model back as a save_pretrained folder."""
+    """Write a `Logits` module's transformers model (fine-tuned, or with a calibration folded in) back as a
+    save_pretrained folder, with the image processor's JSON of the folder it was read from. Written beside and
+    renamed into place, so a failure leaves no half folder; an existing folder is replaced (the callers check
+    their outputs first)."""
+    import shutil
+    import tempfile
+
     inner = getattr(model, "inner", model)
-    inner.save_pretrained(str(folder))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        inner.save_pretrained(str(staging))
+        source = getattr(model, "source_folder", None)
+        if source is not None and (Path(source) / PROCESSOR_FILE).is_file():
+            shutil.copyfile(Path(source) / PROCESSOR_FILE, staging / PROCESSOR_FILE)
+        if folder.exists():
+            shutil.rmtree(folder)
+        staging.rename(folder)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)

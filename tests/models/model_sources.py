@@ -139,3 +139,24 @@ def audit_logits(model: Path | str, data: Path, out: Path, *extra: str) -> tuple
     result = CliRunner().invoke(app, [*args, *extra])
     assert result.exit_code == 0, result.output
     return np.load(predictions)["logits"], json.loads(report.read_text())
+
+
+def three_class_npz(path: Path, n: int = 60, size: int = 40) -> Path:
+    """A small labelled npz of random images in CLASSES (its class names say which)."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8)
+    np.savez(path, x=x, y=np.arange(n) % len(CLASSES), class_names=np.array(CLASSES))
+    return path
+
+
+def run_cli(*args: str | Path) -> None:
+    """A macs-audit command through the CLI, which must succeed."""
+    from typer.testing import CliRunner
+
+    from macs_audit.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+
+
+AUDIT_QUICK = ("--bootstrap", "0", "--perturbations", "none", "--sensitivity-samples", "0", "-q")

@@ -1,5 +1,7 @@
 """models/huggingface.py: a transformers image classifier from its save_pretrained folder, as the library runs it."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 from model_sources import CLASSES, audit_logits, hf_folder, photo_folder, photographs  # noqa: E402
 
+from macs_audit.models.huggingface import PROCESSOR_FILE as PROCESSOR  # noqa: E402
 from macs_audit.models.huggingface import processor_preprocessing  # noqa: E402
 from macs_audit.models.predictor import load_predictor  # noqa: E402
 from macs_audit.models.preprocessing import fit_image  # noqa: E402
@@ -52,8 +55,6 @@ def test_audit_logits_are_the_models_own_on_its_own_preprocessing(tmp_path):
 
 
 def test_remote_code_is_refused(tmp_path):
-    import json
-
     from macs_audit.errors import InputError
 
     hf_folder(tmp_path, "vit")
@@ -62,3 +63,41 @@ def test_remote_code_is_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(InputError, match="never runs"):
         load_predictor(tmp_path, device="cpu")
+
+
+def test_finetune_writes_a_save_pretrained_folder_that_reads_back(tmp_path):
+    from model_sources import AUDIT_QUICK, run_cli, three_class_npz
+
+    hf_folder(tmp_path / "hf", "vit")
+    data = three_class_npz(tmp_path / "d.npz")
+    out = tmp_path / "ft"
+    run_cli("finetune", tmp_path / "hf", "--data", data, "--eval-data", data, "--out", out, "--epochs", "1",
+            "--batch-size", "16", *AUDIT_QUICK)  # fmt: skip
+    assert {p.name for p in (out / "model").iterdir()} >= {"config.json", "model.safetensors", PROCESSOR}
+    assert (out / "model.onnx").is_file() and (out / "model.json").is_file()
+    after = json.loads((out / "audit_after.json").read_text())
+    assert after["model"]["format"] == "hf-transformers" and after["model"]["path"] == str(out / "model")
+    tuned = load_predictor(out / "model", device="cpu")  # the folder alone (and its sidecar) reads back
+    assert tuned.config.class_names == list(CLASSES) and tuned.config.input_size == (224, 224)
+
+
+def test_calibrate_and_export(tmp_path):
+    import onnx
+    from model_sources import AUDIT_QUICK, run_cli, three_class_npz
+
+    hf_folder(tmp_path / "hf", "convnext")
+    data = three_class_npz(tmp_path / "d.npz")
+    run_cli("calibrate", tmp_path / "hf", "--data", data, "--eval-data", data, "--out", tmp_path / "cal", *AUDIT_QUICK)
+    calibrated = load_predictor(tmp_path / "cal" / "hf", device="cpu")
+    assert calibrated.info["format"] == "hf-transformers"
+    x = np.random.default_rng(0).random((4, 3, 224, 224), dtype=np.float32)
+    original = load_predictor(tmp_path / "hf", device="cpu").predict(x)
+    temperature = json.loads((tmp_path / "cal" / "hf.json").read_text())["calibration"]["temperature"]
+    np.testing.assert_allclose(calibrated.predict(x), original / temperature, rtol=1e-4, atol=1e-5)
+    run_cli("export", tmp_path / "hf", "--out", tmp_path / "hf.onnx")
+    props = {p.key: p.value for p in onnx.load(str(tmp_path / "hf.onnx")).metadata_props}
+    assert json.loads(props["macs_audit.crop_pct"]) == 0.875
+    assert json.loads(props["macs_audit.interpolation"]) == "bicubic"
+    assert json.loads(props["macs_audit.sources"])["mean"] == "preprocessor_config.json"
+    exported = load_predictor(tmp_path / "hf.onnx", device="cpu")
+    np.testing.assert_allclose(exported.predict(x), original, rtol=1e-3, atol=1e-4)

@@ -3,6 +3,7 @@ model may have (what the commands check before they write), and the weights writ
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from macs_audit.models.export import model_files, weights_path, write_weights
@@ -13,6 +14,8 @@ def test_weights_go_to_safetensors_for_a_state_dict_and_pt_otherwise():
     assert weights_path(out, "m", "safetensors") == out / "m.safetensors"
     assert weights_path(out, "m", "state-dict") == out / "m.safetensors"
     assert weights_path(out, "m", "torchscript") == out / "m.pt"
+    assert weights_path(out, "m", "torchvision") == out / "m.safetensors"  # its sidecar names torchvision:NAME
+    assert weights_path(out, "m", "hf-transformers") == out / "m"  # a save_pretrained folder
     assert weights_path(out, "m", "pickled-module") == out / "m.pt"
 
 
@@ -32,3 +35,12 @@ def test_write_weights_keeps_each_format(tmp_path):
     x = torch.randn(4, 3)
     torch.testing.assert_close(torch.jit.load(str(tmp_path / "b.pt"))(x), net(x))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.safetensors", "b.pt"]  # no temporaries left
+
+
+def test_exported_programs_and_zero_shot_heads_are_not_rewritten(tmp_path):
+    from macs_audit.errors import InputError
+    from macs_audit.models.export import check_writable
+
+    for fmt in ("torch-export", "open-clip"):
+        with pytest.raises(InputError, match="ONNX export"):
+            check_writable(fmt)

@@ -44,3 +44,24 @@ def test_unknown_builder_and_a_checkpoint_of_another_shape(tmp_path):
         load_predictor(tmp_path / "net.pt", {"arch": "torchvision:fasterrcnn_resnet50_fpn"}, "cpu")
     with pytest.raises(InputError, match="does not fit torchvision:resnet18 with 5 classes"):
         load_predictor(tmp_path / "net.pt", {"arch": "torchvision:resnet18", "num_classes": 5}, "cpu")
+
+
+def test_finetune_and_calibrate_write_weights_that_read_back_as_torchvision(tmp_path):
+    import json
+
+    from model_sources import AUDIT_QUICK, run_cli, three_class_npz
+
+    torchvision_weights(tmp_path / "net.pt")
+    data = three_class_npz(tmp_path / "d.npz", size=32)
+    model = ("--arch", "torchvision:resnet18", "--input-size", "32")
+    out = tmp_path / "ft"
+    run_cli("finetune", tmp_path / "net.pt", *model, "--data", data, "--eval-data", data, "--out", out, "--epochs",
+            "1", "--batch-size", "16", *AUDIT_QUICK)  # fmt: skip
+    assert json.loads((out / "model.json").read_text())["arch"] == "torchvision:resnet18"
+    after = json.loads((out / "audit_after.json").read_text())
+    assert after["model"]["format"] == "torchvision" and after["model"]["path"] == str(out / "model.safetensors")
+    run_cli("calibrate", tmp_path / "net.pt", *model, "--data", data, "--eval-data", data, "--out", tmp_path / "cal",
+            *AUDIT_QUICK)  # fmt: skip
+    calibrated = load_predictor(tmp_path / "cal" / "net.safetensors", device="cpu")  # its sidecar names the arch
+    assert calibrated.info["format"] == "torchvision" and calibrated.num_classes == 3
+
