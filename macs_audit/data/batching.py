@@ -13,6 +13,7 @@ from macs_audit.distributed import Context
 from macs_audit.errors import InputError
 
 IN_MEMORY_FORMATS = ("builtin", "npz", "cifar", "cifar-c")
+DECODED_FORMATS = ("imagefolder", "shards")  # image files decoded batch by batch, in worker processes
 
 
 def device_images(source: Source, device: str):
@@ -55,7 +56,7 @@ def _batch_images(source: Source, starts: list[int], batch_size: int, resident, 
     if resident is not None:
         for start in starts:
             yield start, resident[start : start + batch_size]
-    elif source.format == "imagefolder" and workers > 0 and len(starts) > 1:
+    elif source.format in DECODED_FORMATS and workers > 0 and len(starts) > 1:
         from torch.utils.data import DataLoader
 
         reader: Any = _BatchReader(source, starts, batch_size)  # a map-style dataset by protocol

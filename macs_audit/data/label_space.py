@@ -214,17 +214,21 @@ def load_mapped_sets(
     *,
     image_size: tuple[int, int] | None,
     crop_pct: float | None = None,
+    interpolation: str | None = None,
     model_classes: list[str] | None = None,
     class_map: Path | None = None,
 ) -> tuple[MappedSource, ...]:
-    """Each (name, folder) read as an ImageFolder with the model's preprocessing (`fit_image`, once) and its
-    classes mapped to the model's `num_outputs` outputs (`label_space`); the map's errors name the set."""
+    """Each (name, folder or shard pattern) read as an ImageFolder or WebDataset shards with the model's
+    preprocessing (`fit_image`, once) and its classes mapped to the model's `num_outputs` outputs
+    (`label_space`); the map's errors name the set."""
     from macs_audit.data.loading import DataSpec, load_data
 
     mapping = read_class_map(class_map) if class_map is not None else None
     found = []
     for name, path in named:
-        source, _ = load_data(DataSpec(Path(path), "imagefolder"), image_size, crop_pct)
+        source, _ = load_data(DataSpec(Path(path)), image_size, crop_pct, interpolation)
+        if source.format not in ("imagefolder", "shards"):
+            raise UsageError(f"--shift-data {name}: {path} is no image folder or shard set ({source.format})")
         try:
             space = label_space(
                 source.class_names,

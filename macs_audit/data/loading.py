@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from macs_audit.data.shards import FORMAT as SHARDS
+from macs_audit.data.shards import is_shard_spec, load_shards
 from macs_audit.data.sources import Source, load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.models.config import ModelConfig
@@ -15,7 +17,7 @@ from macs_audit.models.preprocessing import fit_description
 @dataclasses.dataclass(frozen=True)
 class DataSpec:
     path: Path | None = None  # None: the built-in CIFAR-10 test set
-    format: str = "auto"  # auto, builtin, npz, cifar or imagefolder
+    format: str = "auto"  # auto, builtin, npz, cifar, imagefolder or shards (data/shards.py)
     split: str = "test"  # of a CIFAR python-batches directory
     limit: int | None = None  # a class-stratified subset of this many images
     seed: int = 0  # of that subset
@@ -32,9 +34,13 @@ def load_data(
     """The source `spec` names (ImageFolder images resized to `image_size`, or resized and centre-cropped
     with `crop_pct`, by `interpolation`) and its data facts for the report (`pipeline`: how image-folder images
     were sized, with where each value came from when `sources`, a ModelConfig's, is given)."""
-    source = load_source(spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct, interpolation)
+    shards = spec.path is not None and (spec.format == SHARDS or spec.format == "auto" and is_shard_spec(spec.path))
+    if shards:  # WebDataset tar shards, decoded by the image folders' pipeline
+        source = load_shards(str(spec.path), image_size, spec.labeled, crop_pct, interpolation)
+    else:
+        source = load_source(spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct, interpolation)
     info: dict = {"split": spec.split, "limit": spec.limit}
-    if source.format == "imagefolder" and image_size is not None:
+    if source.format in ("imagefolder", SHARDS) and image_size is not None:
         info["pipeline"] = fit_description(image_size, crop_pct, interpolation, sources)
     if spec.limit is not None:
         source = source.subset(stratified_subset(source.labels, spec.limit, spec.seed))

@@ -1,0 +1,189 @@
+"""WebDataset tar shards as a source: `shards-{000000..000099}.tar`, each sample an image and its `.cls` label, as
+the `webdataset` package writes them (`ShardWriter`, `TarWriter`).
+
+The shards are indexed once, in order: every member's header is read (tar headers only; the image data is
+skipped over) and each `.cls` member's few bytes; a sample's members share a key (the member name up to the
+first dot of its base name, webdataset's rule). The source then holds, per image, its shard and the offset and
+size of its bytes, and its label: memory grows with the number of images by a few integers each, never with
+their pixels. A batch's images are read at their offsets and decoded by the pipeline of image folders
+(`images.open_image`, then `models.preprocessing.fit_image` to the model's input), so a shard set scores
+exactly as the same images as a folder. Batches are read in order; any process can read any batch, so the
+torchrun split and its exact merge are those of every other source.
+
+Only uncompressed tars are read (what ShardWriter writes); class names are "0".."K-1", K one more than the
+largest label (map them to a model's outputs with --class-map where they are not its output indices).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import tarfile
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from macs_audit.data.sources import UNLABELED, Source
+from macs_audit.errors import InputError, UsageError
+from macs_audit.images import IMAGE_SUFFIXES, open_image
+from macs_audit.models.preprocessing import fit_image
+
+FORMAT = "shards"
+BRACES = re.compile(r"\{(\d+)\.\.(\d+)\}")
+MAX_SHARDS = 1_000_000
+MAX_LABEL_BYTES = 64  # a .cls member holds a decimal integer
+# webdataset's key rule: the member name up to the first dot of its base name, the rest its field.
+KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")
+IMAGE_FIELDS = tuple(s.lstrip(".") for s in IMAGE_SUFFIXES)
+
+
+def is_shard_spec(path: str | Path) -> bool:
+    """A shard pattern (`shards-{000000..000099}.tar`) or one `.tar` file."""
+    text = str(path)
+    return bool(BRACES.search(text)) or text.endswith(".tar")
+
+
+def expand(spec: str) -> list[Path]:
+    """`a-{000..002}.tar` -> a-000.tar, a-001.tar, a-002.tar (each brace range zero-padded to its first bound's
+    width; several ranges expand as nested loops, the first outermost)."""
+    match = BRACES.search(spec)
+    if match is None:
+        return [Path(spec)]
+    lo, hi = int(match.group(1)), int(match.group(2))
+    if hi < lo or hi - lo >= MAX_SHARDS:
+        raise UsageError(f"{spec}: the range {{{match.group(1)}..{match.group(2)}}} names no shard or too many")
+    width = len(match.group(1))
+    head, tail = spec[: match.start()], spec[match.end() :]
+    return [path for i in range(lo, hi + 1) for path in expand(f"{head}{i:0{width}d}{tail}")]
+
+
+class NamedBytes(io.BytesIO):
+    """An image's bytes that messages name as `shard:member` (open_image writes its path's str)."""
+
+    def __init__(self, data: bytes, name: str):
+        super().__init__(data)
+        self.label = name
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def _as_path(data: NamedBytes) -> Any:
+    """For open_image, which PIL has open a file object as it opens a path (its messages name it by str)."""
+    return cast(Any, data)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardIndex:
+    """Per image: its shard, the offset and size of its bytes there, its member name; and its label."""
+
+    shards: tuple[str, ...]
+    shard: np.ndarray  # int32
+    offset: np.ndarray  # int64
+    size: np.ndarray  # int64
+    names: tuple[str, ...]
+    labels: np.ndarray  # int64; UNLABELED where a sample has no .cls
+
+
+def _label(tar: tarfile.TarFile, member: tarfile.TarInfo, where: str) -> int:
+    if member.size > MAX_LABEL_BYTES:
+        raise InputError(f"{where}: a .cls member of {member.size} bytes; it holds one class index")
+    handle = tar.extractfile(member)
+    text = handle.read().decode("utf-8", "replace").strip() if handle is not None else ""
+    if not text.isdigit():
+        raise InputError(f"{where}: the .cls member holds {text[:20]!r}, not a class index")
+    return int(text)
+
+
+def index_shards(paths: list[Path], labeled: bool = True) -> ShardIndex:
+    """Read every shard's headers in order (module docstring); InputError for a sample without an image or,
+    where `labeled`, without a `.cls` label."""
+    shard, offset, size, names, labels = [], [], [], [], []
+    for number, path in enumerate(paths):
+        if not path.is_file():
+            raise InputError(f"shard not found: {path}")
+        try:
+            with tarfile.open(path, "r:") as tar:
+                samples: dict[str, dict] = {}
+                for member in tar:  # headers in order; the data between them is seeked over
+                    match = KEY.match(member.name) if member.isfile() else None
+                    if match is None:
+                        continue
+                    key, field = match.group(1), match.group(2).lower()
+                    sample = samples.setdefault(key, {})
+                    if field in IMAGE_FIELDS and "image" not in sample:
+                        sample["image"] = member
+                    elif field == "cls":
+                        sample["label"] = _label(tar, member, f"{path}: {member.name}")
+                for key, sample in samples.items():
+                    if "image" not in sample:
+                        raise InputError(f"{path}: sample {key!r} has no image ({', '.join(IMAGE_FIELDS)})")
+                    if labeled and "label" not in sample:
+                        raise InputError(f"{path}: sample {key!r} has no .cls label")
+                    member = sample["image"]
+                    shard.append(number)
+                    offset.append(member.offset_data)
+                    size.append(member.size)
+                    names.append(member.name)
+                    labels.append(sample.get("label", UNLABELED))
+        except tarfile.ReadError as exc:
+            raise InputError(f"{path} is not an uncompressed tar shard: {exc}") from None
+        except OSError as exc:
+            raise InputError(f"cannot read shard {path}: {exc.strerror or exc}") from None
+    if not names:
+        raise InputError(f"{paths[0]}: the shards hold no samples")
+    return ShardIndex(
+        tuple(map(str, paths)),
+        np.asarray(shard, dtype=np.int32),
+        np.asarray(offset, dtype=np.int64),
+        np.asarray(size, dtype=np.int64),
+        tuple(names),
+        np.asarray(labels, dtype=np.int64),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardFetch:
+    """Images by index, read at their offsets and brought to (h, w) by the image folders' pipeline. A plain
+    picklable object, for DataLoader worker processes."""
+
+    index: ShardIndex
+    h: int
+    w: int
+    crop_pct: float | None = None
+    interpolation: str | None = None
+
+    def read(self, i: int) -> NamedBytes:
+        ix = self.index
+        path = ix.shards[ix.shard[i]]
+        with open(path, "rb") as fh:
+            fh.seek(int(ix.offset[i]))
+            return NamedBytes(fh.read(int(ix.size[i])), f"{path}:{ix.names[i]}")
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        out = np.empty((len(idx), self.h, self.w, 3), dtype=np.uint8)
+        for row, i in enumerate(np.asarray(idx).tolist()):
+            image = np.asarray(open_image(_as_path(self.read(i))))
+            out[row] = fit_image(image, (self.h, self.w), self.crop_pct, self.interpolation)
+        return out
+
+
+def load_shards(
+    spec: str,
+    image_size: tuple[int, int] | None,
+    labeled: bool = True,
+    crop_pct: float | None = None,
+    interpolation: str | None = None,
+) -> Source:
+    """The shards `spec` names as a source (module docstring); images sized as load_imagefolder sizes them."""
+    index = index_shards(expand(spec), labeled)
+    if image_size is None:  # the first image's size, as for a folder
+        width, height = open_image(_as_path(ShardFetch(index, 1, 1).read(0))).size
+        image_size = (height, width)
+    fetch = ShardFetch(index, image_size[0], image_size[1], crop_pct, interpolation)
+    if not labeled or (index.labels == UNLABELED).all():
+        return Source(spec, FORMAT, np.full(len(index.names), UNLABELED, dtype=np.int64), [], fetch)
+    k = int(index.labels.max()) + 1
+    return Source(spec, FORMAT, index.labels, [str(c) for c in range(k)], fetch)
