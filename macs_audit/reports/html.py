@@ -49,6 +49,10 @@ figure img { display: block; max-width: 100%; height: auto; }
 figcaption { font-size: .8rem; color: #5b6570; padding: 4px 2px 0; }
 .note { font-size: .85rem; color: #5b6570; } code { overflow-wrap: anywhere; }
 footer { margin-top: 40px; font-size: .8rem; color: #5b6570; }
+nav.toc { background: #fff; border: 1px solid #d8dce2; border-radius: 6px; padding: 8px 14px; margin: 12px 0; }
+nav.toc ol { margin: 4px 0; padding-left: 20px; columns: 2; } nav.toc a { color: #24508f; }
+ul.summary { margin: 8px 0; padding-left: 20px; } ul.summary .bad { color: #8f1d1d; font-weight: 700; }
+p.explain { max-width: 860px; }
 """  # noqa: E501
 
 
@@ -126,8 +130,9 @@ def _gate_section(gate: GateResult) -> list[str]:
     basis = (
         "the pessimistic end of the 95% bootstrap interval where one exists" if gate.use_interval else "point estimates"
     )
-    rows = tables.gate_rows(gate)
+    rows = sorted(tables.gate_rows(gate), key=lambda r: r[0] != "FAIL")  # the failed checks first
     classes = ["failed" if r[0] == "FAIL" else "passed" for r in rows]
+    skipped = [f'<p class="note">Skipped: {esc(reason)}</p>' for reason in gate.skipped]
     source = f"Config: {gate.config or '-'}" + (f"; baseline: {gate.baseline}" if gate.baseline else "")
     return [
         '<h2 id="gate">Gate</h2>',
@@ -135,7 +140,81 @@ def _gate_section(gate: GateResult) -> list[str]:
         _table(
             ["result", "check", "metric", "observed", "threshold", "detail"], rows, numeric=(3, 4), row_classes=classes
         ),
+        *skipped,
     ]
+
+
+# One plain paragraph per section: what it measures, what a bad value means, and the command that fixes it.
+EXPLAIN = {
+    "clean": "How far the model's confidence is from its accuracy on the clean test images. ECE is the average "
+    "gap over confidence bins: 3% means a prediction made with 90% confidence is right about 87% or 93% of "
+    "the time. Miscalibration is fixed without retraining by temperature scaling: "
+    "macs-audit calibrate MODEL --data HELD_OUT.npz --out calibrated.",
+    "temperature": "One number T fitted on held-out images divides the logits: T above 1 means the model was "
+    "overconfident, below 1 underconfident. The scaled column is what the calibrated model would score; "
+    "macs-audit calibrate MODEL --data HELD_OUT.npz --out calibrated writes that model.",
+    "calibrators": "Richer post-hoc maps than one temperature, fitted on the same held-out images and scored on the "
+    "rest. A map with many parameters wins only when it beats temperature scaling beyond the noise: "
+    "macs-audit calibrate MODEL --data HELD_OUT.npz --method all --out calibrated chooses one.",
+    "margins": "The logit margin is the true class's logit less the largest other one: small or negative margins "
+    "are predictions a small change of the image flips. Fine-tuning with the MaCS objective widens them: "
+    "macs-audit finetune MODEL.safetensors --arch ARCH --data TRAIN.npz --out finetuned.",
+    "robustness": "The same images under noise and blur. A large drop from clean accuracy, or an ECE that grows "
+    "under the perturbation, means the confidence cannot be trusted off the test distribution; "
+    "macs-audit finetune MODEL.safetensors --arch ARCH --data TRAIN.npz --out finetuned (MaCS) trains for it.",
+    "corruptions": "The 19 common corruptions at 5 severities: accuracy on the left, ECE on the right. Rows that "
+    "turn dark on the left and red on the right are where the model is both wrong and sure of itself; "
+    "fine-tuning with MaCS (macs-audit finetune) and temperature scaling (macs-audit calibrate) both help.",
+    "shift": "Natural-shift sets scored with the model's own classes mapped to theirs: how accuracy and "
+    "calibration hold on images collected elsewhere.",
+    "real": "ImageNet's validation set scored against the ReaL relabelling, which corrects the original labels.",
+    "selective": "What abstaining buys: the error rate of the predictions kept when the least confident are "
+    "dropped. A curve close to the oracle's means the confidence ranks right and wrong predictions well.",
+    "conformal": "Prediction sets that hold the true class with the target probability (90% by default). Coverage "
+    "should meet the target; smaller sets are more useful. The worst class's coverage shows which class the "
+    "guarantee leaves behind. evaluate --coverage sets the target.",
+    "ood": "How well the confidence tells the test images from a second, unrelated data set (evaluate --ood-data).",
+    "unlabeled": "Accuracy estimated on images without labels (evaluate --unlabeled), fitted on the labelled data.",
+    "parity": "A deployed build (export, FP16, INT8) against its reference on the same images: agreement, flips and "
+    "the change in calibration, with paired intervals.",
+}
+
+
+def _summary(report: Report, gate: GateResult | None) -> list[str]:
+    """The verdict banner (the gate's where one ran, else the audit's own) and the summary's findings and fixes."""
+    from macs_audit.reports.summary import summarize
+
+    found = summarize(report)
+    if gate is not None:
+        banner = (
+            f'<div class="banner {"pass" if gate.passed else "fail"}" id="verdict">{esc(tables.gate_verdict(gate))}'
+        )
+    else:
+        banner = f'<div class="banner {"fail" if found.problems else "pass"}" id="verdict">{esc(found.verdict)}'
+    items = [
+        f'<li>{esc(f.label)}: <span class="{"bad" if f.bad else "ok"}">{esc(f.value)}</span></li>'
+        for f in found.findings
+    ]
+    items += [f"<li>Fix: {esc(fix.what)}: <code>{esc(fix.command)}</code></li>" for fix in found.fixes]
+    return [banner + "</div>", f'<ul class="summary">{"".join(items)}</ul>']
+
+
+def _contents(entries: list[tuple[str, str]]) -> str:
+    links = "".join(f'<li><a href="#{esc(key)}">{esc(title)}</a></li>' for key, title in entries)
+    return f'<nav class="toc" aria-label="contents"><strong>Contents</strong><ol>{links}</ol></nav>'
+
+
+def _conventions(report: Report) -> list[tuple[str, str]]:
+    """The conventions as rows a person reads: a nested value as one row per key (`bootstrap: method`)."""
+
+    def rows(prefix: str, value: object) -> list[tuple[str, str]]:
+        if isinstance(value, dict) and value:
+            return [row for key, sub in value.items() for row in rows(f"{prefix}: {key}" if prefix else str(key), sub)]
+        if isinstance(value, list):
+            return [(prefix, ", ".join(str(v) for v in value))]
+        return [(prefix, str(value))]
+
+    return [row for key, value in report.conventions.to_dict().items() for row in rows(str(key), value)]
 
 
 def _reliability(report: Report) -> str:
@@ -164,7 +243,12 @@ def _robust_reliability(report: Report) -> str:
 
 
 def _heatmap(report: Report) -> str:
-    return _image(plots.corruption_heatmap(report), "accuracy heat map by corruption and severity")
+    return _image(
+        plots.corruption_heatmap(report),
+        "accuracy and ECE heat maps by corruption and severity",
+        "Left: accuracy (%), each cell one corruption at one severity. Right: ECE (%) of the same cells: "
+        "how far the confidence is from the accuracy there.",
+    )
 
 
 def _risk_coverage(report: Report) -> str:
@@ -195,6 +279,8 @@ def _section(report: Report, section: sections.Section, content: sections.Conten
     if not content.tables and not figure:
         return []
     body = [f'<h2 id="{esc(section.key)}">{esc(section.heading(content))}</h2>']
+    if section.key in EXPLAIN:
+        body.append(f'<p class="explain">{esc(EXPLAIN[section.key])}</p>')
     if content.caption:
         body.append(f'<p class="note">{esc(content.caption)}</p>')
     parts = []
@@ -216,16 +302,23 @@ def _section(report: Report, section: sections.Section, content: sections.Conten
 
 
 def render(report: Report, gate: GateResult | None = None) -> str:
+    """The verdict and summary, a table of contents, the gate (failed checks first), each section with its
+    paragraph, the model and runtime, the conventions."""
     body = ["<h1>macs-audit calibration report</h1>", f'<p class="sub">{esc(tables.title(report))}</p>']
-    if gate is not None:
-        cls = "pass" if gate.passed else "fail"
-        body.append(f'<div class="banner {cls}">{esc(tables.gate_verdict(gate))}</div>')
+    body += _summary(report, gate)
     body.append(_cards(report))
+    contents: list[tuple[str, str]] = [("gate", "Gate")] if gate is not None else []
+    shown: list[str] = []
+    for section, content in sections.present(report):
+        part = _section(report, section, content)
+        if part:
+            contents.append((section.key, section.title))
+            shown += part
+    contents += [("model", "Model, data and runtime"), ("conventions", "Conventions")]
+    body.append(_contents(contents))
     if gate is not None:
         body += _gate_section(gate)
-
-    for section, content in sections.present(report):
-        body += _section(report, section, content)
+    body += shown
 
     body += [
         '<h2 id="model">Model, data and runtime</h2>',
@@ -238,7 +331,7 @@ def render(report: Report, gate: GateResult | None = None) -> str:
     body.append(_table(["runtime", "value"], runtime, numeric=()))
     body += [
         '<h2 id="conventions">Conventions</h2>',
-        _table(["convention", "value"], tables.convention_rows(report), numeric=()),
+        _table(["convention", "value"], _conventions(report), numeric=()),
     ]
     body.append(
         f"<footer>Generated by macs-audit {esc(tables.shown(report.tool.version))}; "

@@ -149,7 +149,14 @@ def margin_histogram(report: Report) -> bytes | None:
 
 
 def corruption_heatmap(report: Report) -> bytes | None:
-    """Accuracy per corruption (rows) and severity (columns), annotated in percent."""
+    """Accuracy and ECE per corruption (rows) and severity (columns), side by side (corruption_figure)."""
+    fig = corruption_figure(report)
+    return None if fig is None else _png(fig)
+
+
+def corruption_figure(report: Report):
+    """The heat maps' figure: each cell annotated and each colour bar in percent, accuracy on 0-100%, ECE on
+    0 to the grid's largest (low ECE is good: light)."""
     from macs_audit.reports.tables import corruption_grid
 
     names, severities, cells = corruption_grid(report)
@@ -157,32 +164,33 @@ def corruption_heatmap(report: Report) -> bytes | None:
         return None
     import numpy as np
 
-    grid = np.full((len(names), len(severities)), np.nan)
+    grids = {key: np.full((len(names), len(severities)), np.nan) for key in ("accuracy", "ece")}
     for i, name in enumerate(names):
         for j, severity in enumerate(severities):
             view = cells.get((name, severity))
-            if view is not None and view.metrics.get("accuracy") is not None:
-                grid[i, j] = view.metrics["accuracy"]
-    fig = _figure(1.2 * len(severities) + 3.4, 0.32 * len(names) + 1.4)
-    ax = fig.subplots()
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    for i in range(len(names)):
-        for j in range(len(severities)):
-            if not np.isnan(grid[i, j]):
-                ax.text(
-                    j,
-                    i,
-                    f"{100 * grid[i, j]:.1f}",
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="white" if grid[i, j] < 0.6 else "black",
-                )
-    ax.set_xticks(range(len(severities)), [str(s) for s in severities])
-    ax.set_yticks(range(len(names)), [_text(n) for n in names], fontsize=8)
-    ax.set(xlabel="severity", title="Accuracy (%) by corruption and severity")
-    fig.colorbar(image, ax=ax, label="accuracy", fraction=0.05)
-    return _png(fig)
+            for key, grid in grids.items():
+                if view is not None and view.metrics.get(key) is not None:
+                    grid[i, j] = 100 * view.metrics[key]
+    fig = _figure(2 * (0.9 * len(severities) + 2.6), 0.32 * len(names) + 1.4)
+    panels = fig.subplots(1, 2, sharey=True)
+    ece_top = float(np.nanmax(grids["ece"])) if np.isfinite(grids["ece"]).any() else 1.0
+    scales = {"accuracy": ("viridis", 0.0, 100.0), "ece": ("Reds", 0.0, max(ece_top, 1.0))}
+    for ax, (key, grid) in zip(panels, grids.items(), strict=True):
+        cmap, low, high = scales[key]
+        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=low, vmax=high, aspect="auto")
+        middle = (low + high) / 2
+        for i in range(len(names)):
+            for j in range(len(severities)):
+                if not np.isnan(grid[i, j]):
+                    dark = grid[i, j] < 0.6 * high if key == "accuracy" else grid[i, j] > middle
+                    color = "white" if dark else "black"
+                    ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=7, color=color)
+        ax.set_xticks(range(len(severities)), [str(s) for s in severities])
+        label = f"{METRICS[key].label} (%)"
+        ax.set(xlabel="severity", title=f"{label} by corruption and severity")
+        fig.colorbar(image, ax=ax, label=label, fraction=0.05)
+    panels[0].set_yticks(range(len(names)), [_text(n) for n in names], fontsize=8)
+    return fig
 
 
 def risk_coverage(view: ViewResult) -> bytes | None:

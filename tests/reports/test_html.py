@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import re
 
 from report_cases import bare_report, evil_report, failed_gate, full_report, regressed_comparison
@@ -23,7 +24,7 @@ def test_html_is_self_contained_with_embedded_images():
     # reliability + confidence histogram (clean, and the robust view), margin histogram, corruption heat map
     assert len(found) == 4
     assert all(img.startswith(PNG_SIGNATURE) and len(img) > 5000 for img in found)
-    assert not re.search(r"(src|href)=\"(?!data:)", page)  # no external resources of any kind
+    assert not re.search(r"(src|href)=\"(?!data:|#)", page)  # no external resources: in-page links only
     assert "http://" not in page and "https://" not in page and "<script" not in page
     assert "Content-Security-Policy" in page
     assert "gate FAILED: 2 of 4 checks failed" in page and page.count('<tr class="failed">') == 2
@@ -60,3 +61,49 @@ def test_html_comparison_marks_each_regression():
     page = html.render_comparison(comparison)
     assert "<script" not in page and page.count('<tr class="worse">') == len(comparison.regressions)
     assert len(images(page)) == 1
+
+
+def test_the_page_opens_with_the_verdict_and_a_table_of_contents_whose_links_resolve():
+    page = html.render(full_report(), failed_gate())
+    banner = re.search(r'<div class="banner fail" id="verdict">([^<]*)</div>', page)
+    assert banner and banner.group(1).startswith("gate FAILED: 2 of 4 checks failed")
+    targets = re.findall(r'<a href="#([^"]+)">', page)
+    ids = set(re.findall(r' id="([^"]+)"', page))
+    assert {"gate", "clean", "robustness", "corruptions", "model", "conventions"} <= set(targets)
+    assert set(targets) <= ids  # every link of the contents has its section
+    assert page.index('class="toc"') < page.index('id="gate"') < page.index('id="clean"')
+
+
+def test_without_a_gate_the_banner_is_the_audits_own_verdict_with_its_fixes():
+    report = copy.deepcopy(full_report())  # the fixture is shared: changed on a copy
+    report.clean.metrics["ece"] = 0.0412  # above the 3% bar: temperature scaling is the fix
+    page = html.render(report)
+    banner = re.search(r'<div class="banner (pass|fail)" id="verdict">([^<]*)</div>', page)
+    assert banner and banner.group(2).startswith("audit: ")
+    assert "<code>macs-audit calibrate synthetic.onnx --data HELD_OUT.npz --out calibrated</code>" in page
+    assert page.index('id="verdict"') < page.index('class="summary"') < page.index('id="clean"')
+
+
+def test_failed_checks_come_first_and_skipped_ones_are_said():
+    from macs_audit.gate import parse_config, run_gate
+
+    config = parse_config({"max_nll": 1.0, "min_accuracy": 0.95, "baseline": {"max_ece_increase": 0.01}}, "test")
+    page = html.render(full_report(), run_gate(full_report(), config))
+    gate = page[page.index('id="gate"') : page.index('id="clean"')]
+    assert gate.index("min_accuracy") < gate.index("max_nll")  # FAIL before PASS, whatever the config's order
+    assert "Skipped: 1 baseline allowance (max_ece_increase): no baseline report given" in gate
+
+
+def test_every_section_has_its_plain_paragraph_and_the_conventions_read_as_rows():
+    report = full_report()
+    page = html.render(report)
+    for key in ("clean", "temperature", "robustness", "corruptions", "conformal"):
+        section = page[page.index(f'<h2 id="{key}">') :]
+        assert section.split("</h2>", 1)[1].lstrip().startswith('<p class="explain">'), key
+    assert "macs-audit calibrate MODEL --data HELD_OUT.npz --out calibrated." in page
+    conventions = page[page.index('id="conventions"') :]
+    assert "{" not in conventions.split("<footer>")[0]  # no raw dict
+    for key, value in report.conventions.to_dict().items():
+        if isinstance(value, dict):
+            for sub in value:
+                assert f"<td>{html.esc(key)}: {html.esc(sub)}</td>" in conventions

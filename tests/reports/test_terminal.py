@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from report_cases import EVIL, failed_gate, full_report, regressed_comparison
 
 from macs_audit.reports import terminal
@@ -24,7 +26,7 @@ def test_terminal_comparison_counts_its_regressions():
 
 
 def test_the_summary_comes_first_and_the_verdict_line_last():
-    report = full_report()  # ECE 3%: at the bar; its noise+blur view 20 points less accurate, ECE 13%
+    report = copy.deepcopy(full_report())  # ECE 3%: at the bar; noise+blur 20 points less accurate, ECE 13%
     report.clean.metrics["ece"] = 0.0412
     text = terminal.to_text(terminal.renderable(report), width=160)
     lines = text.rstrip("\n").splitlines()
@@ -53,7 +55,7 @@ def test_bad_values_are_red_on_a_console_with_colour_only():
 
     from rich.console import Console
 
-    report = full_report()
+    report = copy.deepcopy(full_report())  # the fixture is shared: changed on a copy
     report.clean.metrics["ece"] = 0.0412
     console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor", width=160)
     console.print(terminal.summary_block(report))
