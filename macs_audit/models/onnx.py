@@ -129,6 +129,9 @@ class OnnxPredictor:
         shape = inputs[0].shape
         if len(shape) != 4:
             raise InputError(f"{path}: expected an (N, C, H, W) image input, found shape {shape}")
+        # A static batch dimension (torch.onnx.export's default is the example's batch, often 1): the images
+        # are run in chunks of that size, the last one padded, and the report says so.
+        self.static_batch = shape[0] if isinstance(shape[0], int) and shape[0] > 0 else None
         # A static spatial size in the graph is the truth unless a flag or sidecar contradicts it.
         static_hw = tuple(shape[2:]) if all(isinstance(d, int) for d in shape[2:]) else None
         if static_hw and "input_size" not in metadata:
@@ -159,7 +162,16 @@ class OnnxPredictor:
             "provider": provider,
             "sha256": file_sha256(path),
         }
+        self._record_warnings()
+
+    def _record_warnings(self) -> None:
         record_warnings(self.info, self.config)
+        if self.static_batch is not None:
+            self.info.setdefault("warnings", []).append(
+                f"the ONNX input has a static batch of {self.static_batch}: run {self.static_batch} image"
+                f"{'s' * (self.static_batch != 1)} at a time, whatever --batch-size says (re-export with a "
+                "dynamic batch, `macs-audit export`, for speed)"
+            )
 
     @property
     def num_classes(self) -> int | None:
@@ -171,11 +183,25 @@ class OnnxPredictor:
             np.asarray(images, dtype=np.float32), cfg.input_size, cfg.mean, cfg.std, cfg.interpolation
         )
         try:
-            out = self.session.run(None, {self.input_name: x})[0]
+            out = self._run(x)
         except Exception as exc:
             raise InputError(f"onnxruntime failed on a batch of shape {x.shape}: {one_line(exc)}") from None
         logits = self.output(out)
         if self.config.num_classes is None:
             self.config.num_classes = self.output.num_classes = logits.shape[1]
-            record_warnings(self.info, self.config)  # the class count is known now
+            self._record_warnings()  # the class count is known now
         return logits
+
+    def _run(self, x: np.ndarray) -> np.ndarray:
+        """The graph's output for the batch `x`, in chunks of the static batch size where the graph has one."""
+        size = self.static_batch
+        if size is None or len(x) == size:
+            return self.session.run(None, {self.input_name: x})[0]
+        outputs = []
+        for start in range(0, len(x), size):
+            chunk = x[start : start + size]
+            short = size - len(chunk)
+            if short:  # the last chunk: padded with copies of its last image, their outputs dropped
+                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], short, axis=0)])
+            outputs.append(self.session.run(None, {self.input_name: chunk})[0][: size - short])
+        return np.concatenate(outputs)

@@ -107,3 +107,23 @@ def test_weights_stored_beside_the_model_are_named_when_missing(tmp_path):
 
 def test_the_cpu_asks_for_the_cpu_provider_only():
     assert providers_for("cpu") == ["CPUExecutionProvider"]
+
+
+def _static_batch(path, batch: int):
+    """The graph at `path` with its batch dimension fixed to `batch` (as torch.onnx.export leaves it)."""
+    model = onnx.load(str(path))
+    for value in (model.graph.input[0], model.graph.output[0]):
+        value.type.tensor_type.shape.dim[0].dim_value = batch
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_static_batch_runs_at_its_size_and_says_so(tmp_path, batch):
+    dynamic = open_onnx(linear_onnx(tmp_path / "dynamic.onnx", num_classes=4, size=8))
+    static = open_onnx(_static_batch(linear_onnx(tmp_path / "static.onnx", num_classes=4, size=8), batch))
+    assert static.static_batch == batch and dynamic.static_batch is None
+    x = np.random.default_rng(1).random((5, 3, 8, 8), dtype=np.float32)  # 5: the last chunk of 2 is padded
+    np.testing.assert_allclose(static.predict(x), dynamic.predict(x), rtol=1e-5, atol=1e-6)
+    assert any(f"static batch of {batch}" in w for w in static.info["warnings"])
+    assert not any("static batch" in w for w in dynamic.info.get("warnings", []))
