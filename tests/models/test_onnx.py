@@ -7,7 +7,7 @@ from conftest import linear_onnx
 
 from macs_audit.errors import InputError
 from macs_audit.models.backend import file_sha256
-from macs_audit.models.onnx import OnnxPredictor, providers_for, missing_external_data
+from macs_audit.models.onnx import OnnxPredictor, missing_external_data, providers_for
 from macs_audit.models.preprocessing import resize
 
 
