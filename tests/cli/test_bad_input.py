@@ -1104,6 +1104,26 @@ ROWS: list[Row] = [
     Row("evaluate-precision-unknown", (*QUICK, "--precision", "fp64"), 2, "--precision must be one of fp32, bf16"),
     Row("evaluate-precision-onnx", (*QUICK, "--precision", "bf16"), 2, "--precision bf16 is for torch models"),
     Row(
+        "evaluate-interpolation-unknown",
+        (*QUICK, "--interpolation", "lanczos"),
+        2,
+        "interpolation must be one of bilinear, bicubic, nearest, bilinear-no-antialias, bicubic-no-antialias, "
+        "got 'lanczos' from --interpolation",
+    ),
+    Row(
+        "evaluate-timm-folder-interpolation-unknown",
+        _quick("m"),
+        3,
+        "m/config.json: interpolation 'lanczos' is not one macs-audit resizes with",
+        _all(
+            _file(
+                "m/config.json",
+                '{"architecture": "resnet18", "num_classes": 10, "pretrained_cfg": {"interpolation": "lanczos"}}',
+            ),
+            _file("m/model.safetensors", b"\0" * 8),
+        ),
+    ),
+    Row(
         "gate-shift-set-not-in-report",
         ("gate", "{report}", "--config", "s.toml"),
         3,

@@ -51,3 +51,25 @@ def test_prompts_file_is_needed_and_must_name_the_classes(tmp_path):
     good.write_text(json.dumps({"classes": ["a", "b"]}))
     with pytest.raises(InputError, match="does not match the 2 classes"):
         load_predictor(weights, {**ARCH, "num_classes": 3}, device="cpu", class_prompts=good)
+
+
+def test_preprocessing_is_open_clips_within_a_grey_level(tmp_path):
+    """OpenCLIP's eval transform (Resize of the shorter side, bicubic, CenterCrop) on Pillow against ours: torch's
+    antialiased bicubic differs from Pillow's by a grey level on under 1% of the pixels."""
+    from conftest import assert_within_grey_levels
+    from model_sources import photographs
+
+    from macs_audit.models.preprocessing import fit_image
+
+    weights, prompts = tmp_path / "clip.pt", tmp_path / "prompts.json"
+    model, _ = tiny_clip(weights, prompts)
+    cfg = load_predictor(weights, ARCH, device="cpu", class_prompts=prompts).config
+    assert (cfg.input_size, cfg.crop_pct, cfg.interpolation) == ((64, 64), 1.0, "bicubic")
+    preprocess = open_clip.image_transform(model.visual.image_size, is_train=False)
+    mean, std = (np.reshape(v, (3, 1, 1)) for v in (cfg.mean, cfg.std))
+    for name, photo in photographs().items():
+        theirs = preprocess(Image.fromarray(photo)).numpy() * std + mean
+        theirs = np.rint(theirs * 255).astype(np.uint8).transpose(1, 2, 0)
+        ours = fit_image(photo, cfg.input_size, cfg.crop_pct, cfg.interpolation)
+        assert_within_grey_levels(ours, theirs, 1, name)
+        assert (ours != theirs).mean() < 0.01, name

@@ -2,6 +2,7 @@
 files, and normalisation on both."""
 
 import numpy as np
+import pytest
 import torch
 
 from macs_audit.errors import InputError
@@ -88,4 +89,41 @@ def test_the_report_says_how_images_were_fitted():
     assert fit_description((224, 224), None) == "resized to 224x224 (bilinear, aspect not kept)"
     assert fit_description((224, 224), 0.875) == (
         "shorter side resized to 256 (bicubic), centre crop 224x224 (crop_pct 0.875)"
+    )
+
+
+def test_every_interpolation_is_the_one_rule_on_arrays_and_image_folders():
+    """The interpolation key: nearest as Pillow's nearest (torch's nearest-exact), the -no-antialias forms as
+    torch resizes tensors by default; a uint8 image (fit_image) and a float batch (resize_and_normalize) take
+    the same interpolation."""
+    import skimage.data
+    import torch.nn.functional as F
+    from PIL import Image
+
+    from macs_audit.models.preprocessing import INTERPOLATIONS, fit_image, resize, resize_and_normalize
+
+    image = skimage.data.chelsea()  # a photograph, 300x451
+    nearest = fit_image(image, (64, 96), interpolation="nearest")
+    np.testing.assert_array_equal(nearest, np.asarray(Image.fromarray(image).resize((96, 64), Image.NEAREST)))
+    batch = image.transpose(2, 0, 1)[None].astype(np.float32) / 255
+    for name in INTERPOLATIONS:
+        as_image = fit_image(image, (64, 96), interpolation=name).transpose(2, 0, 1).astype(np.float32) / 255
+        as_batch = resize_and_normalize(batch, (64, 96), [0, 0, 0], [1, 1, 1], name)[0].clip(0, 1)
+        # the same resize, uint8's rounding after each pass apart: within a grey level almost everywhere
+        levels = np.abs(as_image - as_batch) * 255
+        assert levels.max() < 2 and (levels > 1.01).mean() < 0.002, name
+    plain = F.interpolate(torch.from_numpy(batch), size=(64, 96), mode="bicubic", align_corners=False).numpy()
+    np.testing.assert_allclose(resize(batch, (64, 96), "bicubic-no-antialias"), plain, atol=1e-6)
+    assert not np.allclose(resize(batch, (64, 96), "bicubic"), plain, atol=1e-3)  # antialiasing differs
+    with pytest.raises(ValueError, match="interpolation must be one of"):
+        resize(batch, (64, 96), "lanczos")
+
+
+def test_the_pipeline_says_where_each_value_came_from():
+    from macs_audit.models.preprocessing import fit_description
+
+    sources = {"input_size": "config.json", "crop_pct": "flag"}
+    assert fit_description((224, 224), 0.9, "bilinear", sources) == (
+        "shorter side resized to 248 (bilinear from default), centre crop 224x224 from config.json "
+        "(crop_pct 0.9 from flag)"
     )
