@@ -8,7 +8,9 @@ ImageNet's 1,000) or name them in another order. Its classes are mapped to outpu
 3. WordNet ids (`n01440764`) of ImageNet-style folders, for a 1,000-output model: their place in timm's
    `imagenet_synsets.txt` (and, for ImageNet-A's or ImageNet-R's 200 classes, timm's own index list of that
    set, which names the set in the report);
-4. the same number of classes as outputs, no names to go by: class i is output i (the audit's rule for --data).
+4. names that are numbers (ImageNetV2's folders `0`..`999`, a shard set's `.cls` labels): the output of that
+   index (not the folder's place in sorted order: `10` sorts before `2`);
+5. the same number of classes as outputs, no names to go by: class i is output i (the audit's rule for --data).
 
 A map that leaves a data class without an output is an error naming those classes. The files of timm's
 `data/_info/` are read from the installed package without importing timm.
@@ -200,6 +202,9 @@ def label_space(
             return _from_map(classes, index, num_outputs, "the model's class names")
     if classes and all(WORDNET_ID.fullmatch(c) for c in classes):
         return _by_wordnet_ids(classes, num_outputs)
+    if classes and all(c.isdigit() for c in classes):  # ImageNetV2's folders, a shard set's labels: the output
+        numbered = {c: int(c) for c in classes}
+        return _from_map(classes, numbered, num_outputs, "class names as output indices")
     if len(classes) == num_outputs:
         return LabelSpace(tuple(classes), np.arange(num_outputs, dtype=np.int64), num_outputs, "position")
     raise InputError(

@@ -101,3 +101,11 @@ def test_bad_class_map_files(tmp_path, text, suffix, message):
     path.write_text(text)
     with pytest.raises(UsageError, match=message):
         ls.read_class_map(path)
+
+
+def test_numbered_folders_map_to_the_output_of_their_number_not_their_sorted_place():
+    classes = sorted(str(i) for i in range(1000))  # ImageNetV2's folders as an ImageFolder lists them
+    space = ls.label_space(classes, 1000)
+    assert classes[2] == "10" and space.outputs[2] == 10 and "output indices" in space.mapped_by
+    with pytest.raises(InputError, match="map outside the model's 1000 outputs: 1000"):
+        ls.label_space(["3", "1000"], 1000)
