@@ -49,3 +49,32 @@ def test_shards_and_the_folder_give_the_same_report(tmp_path):
     for entry in ("restricted", "unrestricted"):
         _same(from_folder["shift"]["sets"]["again"][entry], from_shards["shift"]["sets"]["again"][entry], entry)
     assert from_shards["shift"]["sets"]["again"]["format"] == "shards"
+
+
+def test_shards_under_torchrun_equal_one_process(tmp_path):
+    """2 gloo processes read their batches of the shards at their offsets; the merge is the exact one."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import free_port
+    from test_distributed import compare
+
+    _, spec = write_folder_and_shards(tmp_path, classes=10, per_class=4, per_shard=7)
+    model = linear_onnx(tmp_path / "m.onnx")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    common = [str(model), "--data", spec, "--shift-data", f"again={spec}", "--batch-size", "9", *ARGS, "-q"]
+    single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port())]
+    for prefix, out in (([sys.executable], single), (launch, sharded)):
+        run = subprocess.run(
+            [*prefix, "-m", "macs_audit", "evaluate", *common, "-o", str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+    a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
+    assert b["runtime"]["world_size"] == 2 and b["data"]["format"] == "shards"
+    assert set(compare(a, b)) <= {"/runtime/world_size", "/created"}
