@@ -1020,6 +1020,20 @@ ROWS: list[Row] = [
         "--real-labels-file real.json: expected a list of 50,000 label lists",
         _file("real.json", "[[1]]"),
     ),
+    Row("evaluate-shards-missing", ("evaluate", "{model}", "--data", "s-{{000..001}}.tar", "-q"), 3, "shard not found"),
+    Row(
+        "evaluate-shards-not-a-tar",
+        ("evaluate", "{model}", "--data", "s.tar", "-q"),
+        3,
+        "s.tar is not an uncompressed tar shard",
+        _file("s.tar", b"\x1f\x8b" + b"0" * 600),
+    ),
+    Row(
+        "evaluate-shards-bad-range",
+        ("evaluate", "{model}", "--data", "s-{{9..1}}.tar", "-q"),
+        2,
+        "names no shard or too many",
+    ),
     Row(
         "gate-shift-unknown-key",
         ("gate", "{report}", "--config", "s.toml"),
