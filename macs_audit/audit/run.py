@@ -9,7 +9,13 @@ import datetime as dt
 import numpy as np
 
 import macs_audit
-from macs_audit.audit.calibration import calibration_split, calibrators_section, conformal_fit, temperature_section
+from macs_audit.audit.calibration import (
+    calibration_split,
+    calibrators_section,
+    conformal_fit,
+    small_sample_notes,
+    temperature_section,
+)
 from macs_audit.audit.options import AuditOptions, workers
 from macs_audit.audit.parity import ParityRecorder, check_pair
 from macs_audit.audit.robustness import RobustnessResult, audit_robustness, check_corruption_data
@@ -22,7 +28,7 @@ from macs_audit.errors import UsageError
 from macs_audit.metrics import accumulators, bootstrap
 from macs_audit.models.predictor import Predictor
 from macs_audit.progress import ProgressFn
-from macs_audit.report import Conventions, DataInfo, MarginHistogram, ModelInfo, Report, Runtime, Tool
+from macs_audit.report import Conventions, DataInfo, MarginHistogram, ModelInfo, Report, Runtime, TemperatureFit, Tool
 from macs_audit.views import view as views
 
 
@@ -144,6 +150,7 @@ def run_audit(
                 "bootstrap": bootstrap.CONVENTION,
                 "bootstrap_resamples": options.bootstrap,
                 **_bootstrap_note(len(source), options.bootstrap),
+                **_small_sample(len(source), temperature),
                 **robustness.conventions,
                 **trust.conventions,
                 **shift_conventions,
@@ -175,6 +182,11 @@ def margin_histogram(acc: accumulators.CalibrationAccumulator, bins: int = 40) -
     lo, hi = float(np.floor(margins.min())), float(np.ceil(margins.max()))
     counts, edges = np.histogram(margins, bins=bins, range=(lo, hi if hi > lo else lo + 1))
     return MarginHistogram.of(edges=edges.tolist(), counts=counts.tolist())
+
+
+def _small_sample(n: int, temperature: TemperatureFit | None) -> dict[str, list[str]]:
+    notes = small_sample_notes(n, temperature, accumulators.N_BINS)
+    return {"small_sample": notes} if notes else {}
 
 
 def _bootstrap_note(n: int, resamples: int) -> dict[str, str]:

@@ -134,6 +134,7 @@ class Conventions(Section):
     bootstrap: str | None = None
     bootstrap_resamples: int | None = None
     bootstrap_note: str | None = None  # why the views have no intervals although resamples were asked for
+    small_sample: list[str] | None = None  # estimates made on fewer images than they need (audit.calibration)
     perturbations: dict[str, Any] | None = None
     robustness_ratio: str | None = None  # over which images margin and L^ are taken
     flip_radius: str | None = None  # over which images the median flip radius is taken

@@ -196,6 +196,7 @@ def _summary(report: Report, gate: GateResult | None) -> list[str]:
         for f in found.findings
     ]
     items += [f"<li>Fix: {esc(fix.what)}: <code>{esc(fix.command)}</code></li>" for fix in found.fixes]
+    items += [f'<li class="bad">Note: {esc(note)}</li>' for note in found.notes]
     return [banner + "</div>", f'<ul class="summary">{"".join(items)}</ul>']
 
 

@@ -40,6 +40,7 @@ class Summary:
     findings: tuple[Finding, ...]
     fixes: tuple[Fix, ...]
     problems: tuple[str, ...]  # the bad findings in words, for the verdict
+    notes: tuple[str, ...] = ()  # estimates made on fewer images than they need (conventions.small_sample)
 
     @property
     def verdict(self) -> str:
@@ -117,7 +118,9 @@ def summarize(report: Report) -> Summary:
     ts = report.temperature_scaling
     scaled = ts.scaled.get("ece") if ts is not None else None
     raw = ts.raw.get("ece") if ts is not None else None
-    miscalibrated = isinstance(ece, (int, float)) and ece > ECE_BAR
+    notes = tuple(report.conventions.small_sample or ())
+    unreliable_temperature = any(note.startswith("temperature") for note in notes)
+    miscalibrated = isinstance(ece, (int, float)) and ece > ECE_BAR and not unreliable_temperature
     if (
         miscalibrated
         and isinstance(scaled, (int, float))
@@ -140,4 +143,4 @@ def summarize(report: Report) -> Summary:
                 "macs-audit finetune MODEL.safetensors --arch ARCH --data TRAIN.npz --out finetuned",
             )
         )
-    return Summary(tuple(findings), tuple(fixes), tuple(problems))
+    return Summary(tuple(findings), tuple(fixes), tuple(problems), notes)

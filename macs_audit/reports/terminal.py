@@ -262,6 +262,7 @@ def summary_block(report: Report) -> Group:
         lines.append(line)
     for fix in found.fixes:
         lines += [_text(f"  fix: {fix.what}:"), _text(f"    {fix.command}", style="cyan")]
+    lines += [_text(f"  note: {note}", style="yellow") for note in found.notes]  # too few images for an estimate
     return Group(*lines)
 
 

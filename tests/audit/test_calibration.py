@@ -42,3 +42,22 @@ def test_no_split_without_a_fraction_and_a_usage_error_outside_zero_to_one():
     for fraction in (1.0, -0.1, float("nan")):
         with pytest.raises(UsageError, match=r"--calibration-split must be in \[0, 1\)"):
             calibration_split(labels, fraction, 0)
+
+
+def test_estimates_from_too_few_images_are_noted_with_their_stated_sizes():
+    from macs_audit.audit.calibration import DEBIASED_MIN_PER_BIN, TEMPERATURE_MIN_FIT, small_sample_notes
+
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(3), 5)  # 15 images: a fit part of 3
+    logits = rng.normal(size=(15, 3)).astype(np.float32) + 3 * np.eye(3, dtype=np.float32)[labels]
+    split = calibration_split(labels, 0.2, 0)
+    temperature = temperature_section(logits, labels, 3, split)
+    assert temperature is not None and temperature.n_fit == 3
+    notes = small_sample_notes(15, temperature, 15)
+    assert len(notes) == 2
+    assert notes[0].startswith(f"temperature T = {temperature.temperature:.3f} fitted on 3 held-out images")
+    assert f"fewer than {TEMPERATURE_MIN_FIT}" in notes[0]
+    assert notes[1].startswith("debiased L2 ECE on 15 images") and f"({DEBIASED_MIN_PER_BIN * 15})" in notes[1]
+    enough = dataclasses.replace(temperature, n_fit=TEMPERATURE_MIN_FIT)
+    assert small_sample_notes(DEBIASED_MIN_PER_BIN * 15, enough, 15) == []
+    assert small_sample_notes(1000, None, 15) == []  # no temperature fitted: nothing to say of it

@@ -187,6 +187,16 @@ def test_the_output_format_follows_the_extension_or_format_and_is_said(tmp_path,
     assert "json report written to " in default.stderr
 
 
+def test_a_tiny_set_says_which_estimates_it_is_too_small_for(tmp_path, onnx_model, npz_data):
+    result = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "--limit", "25", "-o", tmp_path / "r.json")
+    assert result.exit_code == 0, result.output  # a calibration split of 5 images
+    notes = json.loads((tmp_path / "r.json").read_text())["conventions"]["small_sample"]
+    assert [note.split(" ", 1)[0] for note in notes] == ["temperature", "debiased"]
+    summary = result.stdout[: result.stdout.index("Clean calibration")]
+    assert "note: temperature T = " in summary and "note: debiased L2 ECE on 25 images" in summary
+    assert "temperature scaling (T =" not in summary  # no fix offered from a T fitted on 3 images
+
+
 def test_outputs_write_through_symlinks_and_stream_to_devices(tmp_path, onnx_model, npz_data):
     real = tmp_path / "reports" / "r.json"
     real.parent.mkdir()
