@@ -11,8 +11,8 @@ import typer
 from macs_audit.cli.console import handle_errors, note, warn
 
 OUT_HELP = (
-    "TOML file to add the table to: macs-audit.toml gets [gate], any other (pyproject.toml) "
-    "[tool.macs-audit.gate]; - prints it. Default: ./pyproject.toml if it exists, else ./macs-audit.toml."
+    "The TOML file: [tool.macs-audit.gate] added to any file (pyproject.toml), [gate] to a macs-audit.toml; "
+    "- prints it. Default: ./pyproject.toml if it exists, else ./macs-audit.toml."
 )
 
 

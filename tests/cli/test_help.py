@@ -91,3 +91,34 @@ def test_help_texts_that_list_a_registry_list_every_entry():
     for pset in PARAMETER_SETS.values():
         assert f"{pset.name} ({pset.size} px)" in CORRUPTION_SET_OPTION.help
         assert f"{pset.released_layout} for " in layout_help and pset.name in words(layout_help)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_placeholders_are_words_not_type_names(command):
+    text = help_text(command)
+    for leaked in ("<list[", "<int range>", "<float range>", "<int>", "<float>", "<str>", "{model}", "{checkpoint}"):
+        assert leaked not in text, (command, leaked)
+
+
+def test_evaluate_lists_its_options_by_panel_in_order():
+    text = help_text("evaluate")
+    headings = [line[:-1] for line in text.splitlines() if line.endswith(" options:")]
+    assert headings == [
+        "Data options",
+        "Model options",
+        "Views options",
+        "Analysis options",
+        "Gate options",
+        "Outputs options",
+        "Runtime options",
+        "Other options",  # --help
+    ]
+    assert "Usage: macs-audit evaluate [OPTIONS] {MODEL}" in text
+    panel = text[text.index("Views options:") : text.index("Analysis options:")]
+    assert "--corruptions TEXT" in panel and "--perturbations TEXT" in panel
+    assert "--batch-size N" in text[text.index("Runtime options:") :]
+
+
+def test_the_top_level_help_says_what_corrupt_writes():
+    text = " ".join(help_text().split())
+    assert "CIFAR-C .npy files or an image tree" in text
