@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from macs_audit import distributed
-from macs_audit.data.batching import device_images, prefetched
+from macs_audit.data.batching import device_images, owned_starts, prefetched
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError
@@ -61,13 +61,7 @@ def evaluate_view(
     acc = accumulators.CalibrationAccumulator(num_classes) if accumulate else None
     kept, starts = [], []
     done = 0
-    total = (
-        len(source)
-        if not ctx.active
-        else sum(
-            min(batch_size, len(source) - st) for b, st in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)
-        )
-    )
+    total = sum(min(batch_size, len(source) - st) for st in owned_starts(source, batch_size, ctx))
     stage = description if isinstance(description, Stage) else Stage(description or view.name)
     if progress:
         progress(stage, 0, total)  # the stage begins here: its time is its passes and their accumulation

@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from macs_audit.data.shards import ShardIndex
 from macs_audit.data.sources import Source
 from macs_audit.distributed import Context
 from macs_audit.errors import InputError
@@ -72,6 +73,19 @@ def _batch_images(source: Source, starts: list[int], batch_size: int, resident, 
             yield start, source.images(np.arange(start, min(start + batch_size, len(source))))
 
 
+def owned_starts(source: Source, batch_size: int, ctx: Context) -> list[int]:
+    """This process's batch starts (every `batch_size` positions; all of them in one process). Batch b is rank
+    b % world_size's; a shard set's batch is the rank's that owns the shard of its first image (shard s: rank
+    s % world_size), so that each rank reads its own shards. Either way the merge is the exact one: the sums
+    all-reduced, the per-sample arrays gathered in data-set order by their starts."""
+    starts = range(0, len(source), batch_size)
+    index = getattr(source.fetch, "index", None)
+    if ctx.active and isinstance(index, ShardIndex):
+        first = np.asarray(starts) if source.indices is None else source.indices[np.asarray(starts)]
+        return [s for s, shard in zip(starts, index.shard[first].tolist(), strict=True) if ctx.owns(shard)]
+    return [start for b, start in enumerate(starts) if ctx.owns(b)]
+
+
 def prefetched(
     source: Source,
     batch_size: int,
@@ -90,7 +104,7 @@ def prefetched(
     every core, and a preparing thread beside it only preempts that pool, which slows it down more
     than preparing inline costs. With `pin`, host batches are page-locked so that the predictor's
     copy to the GPU is asynchronous."""
-    starts = [start for b, start in enumerate(range(0, len(source), batch_size)) if ctx.owns(b)]
+    starts = owned_starts(source, batch_size, ctx)
     batches = _batch_images(source, starts, batch_size, resident, workers)
 
     def prepare():

@@ -51,8 +51,10 @@ def test_shards_and_the_folder_give_the_same_report(tmp_path):
     assert from_shards["shift"]["sets"]["again"]["format"] == "shards"
 
 
-def test_shards_under_torchrun_equal_one_process(tmp_path):
-    """2 gloo processes read their batches of the shards at their offsets; the merge is the exact one."""
+@pytest.mark.parametrize("per_shard", [7, 100])
+def test_shards_under_torchrun_equal_one_process(tmp_path, per_shard):
+    """2 gloo processes, each with the batches whose first image is in its shards (shard s: rank s % 2; with one
+    shard, rank 1 has none), read at their offsets; the merge is the exact one."""
     import os
     import subprocess
     import sys
@@ -60,7 +62,7 @@ def test_shards_under_torchrun_equal_one_process(tmp_path):
     from conftest import free_port
     from test_distributed import compare
 
-    _, spec = write_folder_and_shards(tmp_path, classes=10, per_class=4, per_shard=7)
+    _, spec = write_folder_and_shards(tmp_path, classes=10, per_class=4, per_shard=per_shard)
     model = linear_onnx(tmp_path / "m.onnx")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     common = [str(model), "--data", spec, "--shift-data", f"again={spec}", "--batch-size", "9", *ARGS, "-q"]
