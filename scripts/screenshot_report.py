@@ -76,8 +76,12 @@ def screenshot(
 
 
 def audit_sample_model(model: Path, out_json: Path) -> None:
-    cmd = [sys.executable, "-m", "macs_audit", "evaluate", str(model), *EVALUATE_ARGS, "-o", str(out_json)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    """Audit `model` from the repository's root, named relative to it where it lies inside (the report, and so
+    the screenshot, shows `sample_models/...`, not this machine's path)."""
+    model = model.resolve()
+    shown = model.relative_to(ROOT) if model.is_relative_to(ROOT) else model
+    cmd = [sys.executable, "-m", "macs_audit", "evaluate", str(shown), *EVALUATE_ARGS, "-o", str(out_json.resolve())]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"evaluate failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
 
