@@ -7,8 +7,9 @@ first dot of its base name, webdataset's rule). The source then holds, per image
 size of its bytes, and its label: memory grows with the number of images by a few integers each, never with
 their pixels. A batch's images are read at their offsets and decoded by the pipeline of image folders
 (`images.open_image`, then `models.preprocessing.fit_image` to the model's input), so a shard set scores
-exactly as the same images as a folder. Batches are read in order; any process can read any batch, so the
-torchrun split and its exact merge are those of every other source.
+exactly as the same images as a folder. Batches are read in order, cut every --batch-size positions as for
+any source; under torchrun a batch is the rank's that owns the shard of its first image (data/batching.py,
+`owned_starts`), and the merge is the exact one of every source.
 
 Only uncompressed tars are read (what ShardWriter writes); class names are "0".."K-1", K one more than the
 largest label (map them to a model's outputs with --class-map where they are not its output indices).
