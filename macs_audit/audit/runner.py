@@ -33,7 +33,9 @@ def check_classes(predictor: Predictor, source: Source) -> int:
     """The number of classes, when the model's (if it states one) and the data's agree."""
     k_model, k_data = predictor.num_classes, source.num_classes
     if k_model is not None and k_model != k_data:
-        raise InputError(f"the model has {k_model} classes but the data set has {k_data} ({source.name})")
+        # A subset of the model's classes (ImageNet-A, -R) is a shift set, scored with its label space.
+        hint = "; score a subset of its classes with --shift-data NAME=DIR" if k_data < k_model else ""
+        raise InputError(f"the model has {k_model} classes but the data set has {k_data} ({source.name}){hint}")
     return k_data
 
 

@@ -1035,6 +1035,13 @@ ROWS: list[Row] = [
         "names no shard or too many",
     ),
     Row(
+        "evaluate-a-subset-of-the-models-classes",
+        ("evaluate", "{model}", "--data", "k5.npz", "-q"),
+        3,
+        "the model has 10 classes but the data set has 5 (k5.npz); score a subset of its classes with --shift-data",
+        _npz("k5.npz", x=np.zeros((20, 32, 32, 3), np.uint8), y=np.arange(20) % 5, class_names=np.array(list("abcde"))),
+    ),
+    Row(
         "gate-shift-unknown-key",
         ("gate", "{report}", "--config", "s.toml"),
         2,
