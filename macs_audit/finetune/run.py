@@ -61,11 +61,11 @@ BASELINE_SUFFIX = "_temperature_only"  # NAME_temperature_only.*: the start mode
 
 def output_names(name: str) -> list[str]:
     """The files a run writes into OUT besides its checkpoint: NAME's weights (.safetensors, or .pt for
-    TorchScript and pickled modules), sidecar and ONNX export, the temperature-only start model's weights and
-    sidecar, the run's config and the audits."""
+    TorchScript and pickled modules), sidecar and ONNX export, the temperature-only start model's weights,
+    sidecar and ONNX export, the run's config and the audits."""
     return [
         *model_files(name, onnx_file=True),
-        *model_files(name + BASELINE_SUFFIX),
+        *model_files(name + BASELINE_SUFFIX, onnx_file=True),
         RUN_CONFIG_FILE,
         *BEFORE_AFTER_FILES,
         TEMPERATURE_ONLY_FILE,
@@ -209,6 +209,8 @@ def run_finetune(
             baseline_weights.with_suffix(".json"),
             {**meta, "calibration": {**calibration, "from": model.name, "from_sha256": sha256}},
         )
+        # Its ONNX export beside it, as the fine-tuned model's: either fix deploys the same way.
+        export_if_possible(scaled, baseline_weights.with_suffix(".onnx"), meta, fmt)
     if options.from_scratch:  # the start model stays the comparison; training starts from its architecture's init
         from macs_audit.finetune.scratch import random_initialisation
 

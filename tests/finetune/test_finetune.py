@@ -424,6 +424,8 @@ def test_finetune_ends_calibrated_and_shows_the_temperature_only_fix(start_model
     assert baseline["temperature"] == pytest.approx(t0)
     only = load_predictor(scaled / "model_temperature_only.safetensors", device="cpu")
     np.testing.assert_allclose(only.predict(x), start.predict(x) / t0, rtol=1e-4, atol=1e-5)
+    only_onnx = load_predictor(scaled / "model_temperature_only.onnx", device="cpu")  # exported beside it
+    np.testing.assert_allclose(only_onnx.predict(x), start.predict(x) / t0, rtol=1e-4, atol=1e-5)
     only_report = json.loads((scaled / "audit_temperature_only.json").read_text())
     assert only_report["clean"]["metrics"]["nll"] == pytest.approx(
         temperature_nll(start.predict(x), test["y"], t0), rel=1e-5
