@@ -4,8 +4,9 @@ the 50,000 validation images, a JSON list whose entry i holds the ImageNet-1k ou
 scores). timm ships it as `data/_info/imagenet_real_labels.json`, read from the installed package (not
 imported); `--real-labels FILE` reads another copy.
 
-The labels are matched to an image folder's images by file name, so the folder must hold the validation
-images under their own names (any suffix), its classes the 1,000 WordNet ids (the model's outputs)."""
+The labels are matched to an image folder's (or a shard set's) images by file name, so the folder must hold the
+validation images under their own names (any suffix; shard members keyed by them), its classes the 1,000 WordNet
+ids (a shard set's labels the 1,000 output indices): the model's outputs."""
 
 from __future__ import annotations
 
@@ -52,11 +53,15 @@ def read_real_labels(path: str | Path | None = None) -> tuple[list[list[int]], s
 def real_label_sets(source: Source, labels: list[list[int]]) -> list[list[int]]:
     """Each position's ReaL labels, by the validation file number in its file name."""
     files = getattr(source.fetch, "files", None)
-    if source.format != "imagefolder" or files is None:
-        raise InputError("--real-labels needs the ImageNet validation images as an image folder (--data DIR)")
-    if list(source.class_names) != list(imagenet_synsets()):
+    index = getattr(source.fetch, "index", None)
+    if source.format == "shards" and index is not None:
+        files = index.names  # the members' names: webdataset keeps the validation files' stems as keys
+    if source.format not in ("imagefolder", "shards") or files is None:
+        raise InputError("--real-labels needs the ImageNet validation images as an image folder or shards (--data)")
+    numbered = [str(i) for i in range(IMAGENET_OUTPUTS)]  # a shard set's .cls labels: the output indices
+    if list(source.class_names) not in (list(imagenet_synsets()), numbered):
         raise InputError(
-            f"--real-labels needs the 1,000 ImageNet classes as the data's class folders (WordNet ids); "
+            f"--real-labels needs the 1,000 ImageNet classes as the data's class folders (WordNet ids) or labels; "
             f"{source.name} has {source.num_classes}"
         )
     underlying = source.indices if source.indices is not None else np.arange(len(source))

@@ -156,18 +156,37 @@ class ShardFetch:
     crop_pct: float | None = None
     interpolation: str | None = None
 
-    def read(self, i: int) -> NamedBytes:
+    def read(self, i: int, handles: dict[int, Any] | None = None) -> NamedBytes:
+        """Image i's bytes, from an open handle of its shard in `handles` (opened there if missing)."""
         ix = self.index
-        path = ix.shards[ix.shard[i]]
-        with open(path, "rb") as fh:
-            fh.seek(int(ix.offset[i]))
-            return NamedBytes(fh.read(int(ix.size[i])), f"{path}:{ix.names[i]}")
+        shard = int(ix.shard[i])
+        path = ix.shards[shard]
+        try:
+            fh = handles.get(shard) if handles is not None else None
+            if fh is None:
+                fh = open(path, "rb")  # noqa: SIM115 - closed by the caller that keeps it, or below
+                if handles is not None:
+                    handles[shard] = fh
+            try:
+                fh.seek(int(ix.offset[i]))
+                data = fh.read(int(ix.size[i]))
+            finally:
+                if handles is None:
+                    fh.close()
+        except OSError as exc:
+            raise InputError(f"cannot read shard {path}: {exc.strerror or exc}") from None
+        return NamedBytes(data, f"{path}:{ix.names[i]}")
 
     def __call__(self, idx: np.ndarray) -> np.ndarray:
         out = np.empty((len(idx), self.h, self.w, 3), dtype=np.uint8)
-        for row, i in enumerate(np.asarray(idx).tolist()):
-            image = np.asarray(open_image(_as_path(self.read(i))))
-            out[row] = fit_image(image, (self.h, self.w), self.crop_pct, self.interpolation)
+        handles: dict[int, Any] = {}  # each shard opened once per batch (a batch is mostly one shard, in order)
+        try:
+            for row, i in enumerate(np.asarray(idx).tolist()):
+                image = np.asarray(open_image(_as_path(self.read(i, handles))))
+                out[row] = fit_image(image, (self.h, self.w), self.crop_pct, self.interpolation)
+        finally:
+            for handle in handles.values():
+                handle.close()
         return out
 
 

@@ -43,3 +43,21 @@ def test_a_file_of_another_shape_and_a_folder_that_is_not_imagenet_validation(tm
     Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(small / "cat" / "ILSVRC2012_val_00000001.png")
     with pytest.raises(InputError, match="needs the 1,000 ImageNet classes"):
         load_real_labels(load_imagefolder(small, (8, 8)))
+
+
+def test_a_shard_set_of_validation_images_is_matched_by_its_keys(tmp_path):
+    wds = pytest.importorskip("webdataset")
+    import io
+
+    from macs_audit.data.shards import load_shards
+
+    numbers = {7: 65, 2: 970, 3: 230, 4: 999}  # shard order, not sorted: the index keeps it
+    with wds.TarWriter(str(tmp_path / "val-000000.tar")) as sink:
+        for number, label in numbers.items():
+            buffer = io.BytesIO()
+            Image.fromarray(np.full((16, 16, 3), label % 256, dtype=np.uint8)).save(buffer, format="PNG")
+            sink.write({"__key__": f"ILSVRC2012_val_{number:08d}", "png": buffer.getvalue(), "cls": label})
+    source = load_shards(str(tmp_path / "val-000000.tar"), (16, 16))
+    labels, _ = read_real_labels()
+    assert source.num_classes == 1000 and source.labels.tolist() == list(numbers.values())
+    assert load_real_labels(source).sets == tuple(tuple(labels[n - 1]) for n in numbers)
