@@ -140,6 +140,8 @@ def conformal_fit(
     if split is None:
         return None
     finish = step(progress, CONFORMAL_STAGE)
-    sets = conformal.SplitConformal.fit(logits, labels, fit=split.fit, scored=split.scored, coverage=coverage)
+    sets = conformal.SplitConformal.fit(
+        logits, labels, fit=split.fit, scored=split.scored, coverage=coverage, seed=split.seed
+    )  # the randomised scores' draws from the split's seed
     finish()
     return sets

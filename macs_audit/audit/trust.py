@@ -43,10 +43,7 @@ def conformal_section(
         target_coverage=sets.coverage,
         n_calibration=len(labels) - len(sets.scored),
         n_eval=len(sets.scored),
-        methods={
-            method: {"threshold": q if np.isfinite(q) else None, **stats}
-            for (method, q), stats in zip(sets.thresholds.items(), sets.evaluate(logits).values(), strict=True)
-        },
+        methods=sets.records(logits),
         split=f"the temperature's: {SPLIT}",
         seed=seed,
         corruption_mean=conformal.summarize_views(corrupted) if corrupted else None,

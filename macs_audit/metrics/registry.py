@@ -125,18 +125,37 @@ _CALIBRATION_SPLIT, _OOD_DATA, _UNLABELED_DATA = "--calibration-split F, F > 0",
 _OOD_SCORES = {"msp": "max softmax", "max_logit": "max logit", "energy": "energy"}
 
 
+# How tables name the conformal methods (metrics/conformal.py REPORTED); CC: class-conditional (Mondrian).
+CONFORMAL_METHOD_LABELS = {"lac": "LAC", "aps": "APS", "raps": "RAPS", "lac_class_conditional": "LAC-CC"}
+# (metric name stem, key, label, unit, higher is better) of each method's three conformal statistics.
+_CONFORMAL_STATISTICS = (
+    ("coverage", "coverage", "coverage", Unit.FRACTION, True),
+    ("set_size", "mean_set_size", "mean set size", Unit.NUMBER, False),
+    ("worst_class_coverage", "worst_class_coverage", "worst class's coverage", Unit.FRACTION, True),
+)
+
+
 def _conformal(
-    name: str, method: str, key: str, label: str, *, unit: Unit, higher_is_better: bool, made_by: str
+    name: str,
+    method: str,
+    key: str,
+    label: str,
+    *,
+    unit: Unit,
+    higher_is_better: bool,
+    made_by: str,
+    shown: str | None = None,  # the method as tables name it (CONFORMAL_METHOD_LABELS; default: its key in capitals)
 ) -> Metric:
+    shown = shown or method.upper()
     return Metric(
         name,
-        f"{label} ({method.upper()})",
+        f"{label} ({shown})",
         unit=unit,
         higher_is_better=higher_is_better,
         place=Place.CONFORMAL,
         gate=True,
         key=f"{'corruption_mean' if 'corruptions' in name else 'methods'}.{method}.{key}",
-        named=f"conformal {label} ({method.upper()})",
+        named=f"conformal {label} ({shown})",
         made_by=made_by,
     )
 
@@ -414,6 +433,31 @@ METRICS: dict[str, Metric] = {
             unit=Unit.FRACTION,
             higher_is_better=True,
             made_by=_CALIBRATION_SPLIT,
+        ),
+        *(
+            _conformal(
+                f"conformal_{name}_raps",
+                "raps",
+                key,
+                label,
+                unit=unit,
+                higher_is_better=higher,
+                made_by=_CALIBRATION_SPLIT,
+            )
+            for name, key, label, unit, higher in _CONFORMAL_STATISTICS
+        ),
+        *(
+            _conformal(
+                f"conformal_{name}_class_conditional",
+                "lac_class_conditional",
+                key,
+                label,
+                unit=unit,
+                higher_is_better=higher,
+                made_by=_CALIBRATION_SPLIT,
+                shown=CONFORMAL_METHOD_LABELS["lac_class_conditional"],
+            )
+            for name, key, label, unit, higher in _CONFORMAL_STATISTICS
         ),
         _conformal(
             "conformal_coverage_corruptions",

@@ -14,7 +14,16 @@ Size = Annotated[list[int], Length(2)]  # [height, width]
 # The free-form objects docs/report-schema.md describes key by key:
 SetStats = Annotated[
     dict[str, Any],
-    Keys(threshold=float | None, coverage=float, mean_set_size=float, worst_class_coverage=float, worst_class=int),
+    Keys(
+        threshold=float | None,
+        coverage=float,
+        mean_set_size=float,
+        worst_class_coverage=float,
+        worst_class=int,
+        coverage_interval=Pair,
+        worst_class_coverage_interval=Pair,
+        worst_class_n=int,
+    ),
 ]
 SetMeans = Annotated[dict[str, Any], Keys(coverage=float, mean_set_size=float, lowest_coverage=float, lowest_view=str)]
 DetectionScores = Annotated[

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from macs_audit.gate import Check, GateResult
 from macs_audit.metrics.conventions import INTERVAL_METRICS
-from macs_audit.metrics.registry import METRICS, TEMPERATURE_METRICS, VIEW_METRICS, Metric, Place, in_place
+from macs_audit.metrics.registry import (
+    CONFORMAL_METHOD_LABELS,
+    METRICS,
+    TEMPERATURE_METRICS,
+    VIEW_METRICS,
+    Metric,
+    Place,
+    in_place,
+)
 from macs_audit.numbers import format_change, format_value, format_values
 from macs_audit.report import Calibrators, Report, ViewResult
 
@@ -325,16 +333,19 @@ def conformal_rows(report: Report) -> list[list[str]]:
             format_value(stats.get("worst_class_coverage"), True) + name if "worst_class_coverage" in stats else "",
         ]
 
-    rows = [row(f"{method.upper()}, clean", stats) for method, stats in cf.methods.items()]
+    def shown(method: str) -> str:
+        return CONFORMAL_METHOD_LABELS.get(method, method.upper())
+
+    rows = [row(f"{shown(method)}, clean", stats) for method, stats in cf.methods.items()]
     for view in report.views:
         for method, stats in (view.conformal or {}).items():
             if view.kind == "perturbation":
-                rows.append(row(f"{method.upper()}, {view.name}", stats))
+                rows.append(row(f"{shown(method)}, {view.name}", stats))
     for method, stats in (cf.corruption_mean or {}).items():
-        rows.append(row(f"{method.upper()}, mean over corruptions", stats))
+        rows.append(row(f"{shown(method)}, mean over corruptions", stats))
         rows.append(
             [
-                f"{method.upper()}, lowest: {stats.get('lowest_view')}",
+                f"{shown(method)}, lowest: {stats.get('lowest_view')}",
                 format_value(stats.get("lowest_coverage"), True),
                 "",
                 "",

@@ -48,9 +48,9 @@ def test_the_report_holds_every_section(audited):
     assert len(report.clean.risk_coverage["coverage"]) == 100
     cf = report.conformal
     assert cf.target_coverage == 0.8 and cf.n_calibration + cf.n_eval == 200
-    assert set(cf.methods) == {"lac", "aps"} and 0 <= cf.methods["lac"]["coverage"] <= 1
+    assert set(cf.methods) == {"lac", "aps", "raps", "lac_class_conditional"} and 0 <= cf.methods["lac"]["coverage"] <= 1
     for view in report.views:  # the held-out images of every view, scored with the clean sets
-        assert set(view.conformal) == {"lac", "aps"} and set(view.metrics) >= set(metrics) - {"n"}
+        assert set(view.conformal) == {"lac", "aps", "raps", "lac_class_conditional"} and set(view.metrics) >= set(metrics) - {"n"}
     assert cf.corruption_mean["lac"]["lowest_view"] == "gaussian_noise@2"
     assert report.ood.n_in == 200 and report.ood.n_out == 60 and report.ood.format == "npz"
     assert set(report.ood.scores) == {"msp", "max_logit", "energy"}

@@ -85,6 +85,7 @@ FLOATS: dict[str, Tol] = {
     "robustness_ratio": Tol(rel=1.5e-3),
     # conformal thresholds (quantiles of scores): MEASURED 1.3e-6 (LAC), 2.6e-10 (APS)
     "threshold": Tol(abs=1e-5),
+    "class_thresholds": Tol(abs=1e-5),  # the class-conditional thresholds: the same quantiles, per class
     # a fitted temperature on 20 images (its optimum T = 0.019 sits where the fit is flat): MEASURED 4.5e-4
     # relative under logit noise, on the temperature and on the NLL it gives
     "temperature": Tol(rel=2e-3),
@@ -119,6 +120,9 @@ EXACT_NAMES = {
     "margin_target",
     "target_coverage",
     "fit_fraction",
+    "coverage_interval",  # Clopper-Pearson intervals: functions of integer counts
+    "worst_class_coverage_interval",
+    "penalty",  # RAPS's penalty: a value of its grid
 }
 
 
