@@ -39,7 +39,10 @@ def load_data(
         source = load_shards(str(spec.path), image_size, spec.labeled, crop_pct, interpolation)
     else:
         source = load_source(spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct, interpolation)
-    info: dict = {"split": spec.split, "limit": spec.limit}
+    # The split a source was read from, where it has one: --split of CIFAR python batches, the built-in set's
+    # test split; an .npz, an image folder or shards have none (recording --split's default would say "test").
+    split = spec.split if source.format == "cifar" else "test" if source.format == "builtin" else None
+    info: dict = {"split": split, "limit": spec.limit}
     if source.format in ("imagefolder", SHARDS) and image_size is not None:
         info["pipeline"] = fit_description(image_size, crop_pct, interpolation, sources)
     if spec.limit is not None:
