@@ -180,8 +180,10 @@ class Progress:
         return "; " + " ".join(f"{k} {v:.4g}" for k, v in stage.terms.items())
 
     def _start_line(self, stage: Running, now: float) -> str:
+        """Stamped with when the stage began (its done-0 report, else the previous event), so that the time
+        between its start and end lines is the duration its end line gives."""
         count = self._count(stage)
-        return f"{self._prefix(now)} {stage.name}: started" + (f", {count}" if count else "")
+        return f"{self._prefix(stage.started)} {stage.name}: started" + (f", {count}" if count else "")
 
     def _status_line(self, stage: Running, now: float) -> str:
         if stage.done == 0:  # begun, with nothing counted yet (a bootstrap reports only its start and end)

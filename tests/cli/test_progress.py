@@ -240,3 +240,22 @@ def test_a_stage_with_nothing_counted_yet_reads_running_in_a_status_line():
         progress("noise+blur", 5000, 10_000)
     assert "[0:14] clean: bootstrap intervals: running for 14.0 s" in lines, lines
     assert "[0:14] noise+blur: 50% (5,000/10,000 images), 500 img/s, ETA 0:10" in lines, lines
+
+
+def test_a_stage_first_seen_after_its_first_batch_is_stamped_from_its_start():
+    """noise+blur: started at [0:14] ... done in 17.9 s, with the two lines 12 s apart: the start line now
+    carries the stage's start (the previous event), so the stamps and the duration agree."""
+    clock = Clock()
+    progress, lines = lines_progress(clock)
+    with progress:
+        clock.now += 2.0
+        progress("clean", 100, 100)  # ends at 0:02
+        clock.now += 6.0  # the next stage's first batch runs, unreported
+        progress("noise+blur", 50, 200)
+        for done in (100, 150, 200):
+            clock.now += 4.0
+            progress("noise+blur", done, 200)
+    (start,) = [line for line in lines if "noise+blur: started" in line]
+    (end,) = [line for line in lines if "noise+blur: done" in line]
+    assert start == "[0:02] noise+blur: started, 200 images"
+    assert end.startswith("[0:20] noise+blur: done, 200 images in 18.0 s")
