@@ -131,10 +131,9 @@ def corrupt(
         else:
             written, kept = write_corruption_tree(out, grid, names, levels, progress)
             wrote = f"wrote {written:,} image files" + (f" (kept {kept:,} finished ones)" if kept else "")
-    frost_info = frost_texture_info(frost, pset.name) if "frost" in names else "not generated"
+    frost_info = f"; frost: {frost_texture_info(frost, pset.name)}" if "frost" in names else ""  # where asked
     note(
-        f"{wrote} to {out} ({len(source):,} images x {len(levels)} severities per corruption; "
-        f"seed {seed}; frost: {frost_info})"
+        f"{wrote} to {out} ({len(source):,} images x {len(levels)} severities per corruption; seed {seed}{frost_info})"
     )
 
 

@@ -204,7 +204,8 @@ def write_image_tree(
     [start, stop), numpy or torch; it is called only for the batches (cut every `batch_size` positions) that
     have a file missing, damaged or of another size than `image_size` (H, W). The file format is the one of
     `corruption_set`'s release (its ParameterSet's tree_format); each file is written atomically, and temporary
-    files a killed run left are removed first. ``progress(description, done, total)`` is called after every batch."""
+    files a killed run left are removed first. ``progress(description, done, total)`` is called after every
+    batch, counting that corruption and severity's images."""
     started = time.time()
     names, sevs = list(dict.fromkeys(corruptions)), list(dict.fromkeys(severities))
     if not names or not sevs:
@@ -223,7 +224,7 @@ def write_image_tree(
     by_folder: dict[str, list[str]] = {}  # a class folder (or a folder in it) -> its files' names
     for file in files:
         by_folder.setdefault(str(Path(file).parent), []).append(Path(file).name)
-    total, done, written, kept = len(names) * len(sevs) * n, 0, 0, 0
+    written, kept = 0, 0
     with ThreadPoolExecutor(WRITE_THREADS) as pool:
         for name in names:
             for severity in sevs:
@@ -241,9 +242,8 @@ def write_image_tree(
                         list(pool.map(_write, todo_paths, images, [fmt] * len(todo), [save_args] * len(todo)))
                     written += len(todo)
                     kept += stop - start - len(todo)
-                    done += stop - start
-                    if progress is not None:
-                        progress(f"{name} severity {severity}", done, total)
+                    if progress is not None:  # each severity is a stage of its own n images
+                        progress(f"{name} severity {severity}", stop, n)
     return written, kept
 
 

@@ -148,7 +148,8 @@ def write_cifar_c(
     one ``<name>.npy`` per corruption, each streamed severity by severity into a memory-mapped
     temporary file in ``out_dir`` and renamed into place only when complete. Temporary files of
     these names that a killed earlier run left in ``out_dir`` are removed first. ``progress``
-    is called as progress(description, images_done, images_total) after every batch.
+    is called as progress(description, images_done, images_total) of that corruption and severity after every
+    batch.
     """
     started = time.time()
     names = list(dict.fromkeys(corruptions))
@@ -172,8 +173,6 @@ def write_cifar_c(
 
     label_dtype = np.uint8 if labels.max() < 256 else np.int64
     written = [_save_array(out / LABELS_FILE, np.tile(labels.astype(label_dtype), NUM_SEVERITIES))]
-    total = len(names) * NUM_SEVERITIES * n
-    done = 0
     for name in names:
         target = out / f"{name}.npy"
         with atomic_path(target) as tmp:
@@ -197,9 +196,8 @@ def write_cifar_c(
                     start = (severity - 1) * n + row
                     array[start : start + batch.shape[0]] = batch
                     row += batch.shape[0]
-                    done += batch.shape[0]
-                    if progress is not None:
-                        progress(f"{name} severity {severity}", done, total)
+                    if progress is not None:  # each severity is a stage of its own n images
+                        progress(f"{name} severity {severity}", row, n)
                 if row != n:
                     raise InputError(f"{name} severity {severity}: got {row} images, expected {n} (one per label)")
             if array is not None:

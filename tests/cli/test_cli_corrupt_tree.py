@@ -80,8 +80,11 @@ def test_layout_and_severity_options(tmp_path):
     assert result.exit_code == 2 and "--layout must be auto, npy or tree" in result.output
     result = runner.invoke(app, [*base, "--layout", "npy", "--severities", "1-2"])
     assert result.exit_code == 2 and "--layout tree" in result.output
-    result = runner.invoke(app, [*base, "--severities", "1-2"])  # 64 px: tiny-imagenet, released as a tree
+    result = runner.invoke(app, [*base, "--severities", "1-2", "--limit", "6"])  # 64 px: tiny-imagenet, a tree
     assert result.exit_code == 0, result.output
+    assert "frost" not in result.output  # only contrast was asked for
+    assert "(6 images x 2 severities per corruption" in result.output
+    assert "contrast severity 2: done, 6 images in " in result.output  # its own 6, not the grid's 12
     assert sorted(p.name for p in (tmp_path / "o" / "contrast").iterdir()) == ["1", "2"]
     folder = tmp_path / "imgs"
     (folder / "a").mkdir(parents=True)

@@ -18,4 +18,3 @@ def test_the_split_is_recorded_only_where_the_source_was_read_from_one(tmp_path)
     for split in ("train", "test"):
         _, info = load_data(DataSpec(tmp_path / "cifar", split=split))
         assert info["split"] == split
-

@@ -37,8 +37,12 @@ def test_round_trip(tmp_path):
         tmp_path, _batches, labels, ["fog", "snow"], progress=lambda d, done, total: calls.append((d, done, total))
     )
     assert [p.name for p in written] == ["labels.npy", "fog.npy", "snow.npy"]
-    assert calls[-1] == ("snow severity 5", 2 * 5 * N, 2 * 5 * N)
-    assert calls[0] == ("fog severity 1", 4, 2 * 5 * N)
+    # Each severity is a stage of its own N images (a count of the whole grid read as N x 10 per severity).
+    assert calls[-1] == ("snow severity 5", N, N)
+    assert calls[0] == ("fog severity 1", 4, N)
+    assert {total for _, _, total in calls} == {N}
+    stages = [f"{c} severity {s}" for c in ("fog", "snow") for s in range(1, 6)]
+    assert [d for d, done, _ in calls if done == N] == stages
 
     raw = np.load(tmp_path / "fog.npy")  # the released layout, severity-major
     assert raw.dtype == np.uint8 and raw.shape == (5 * N, 8, 8, 3)
