@@ -105,8 +105,14 @@ class ParityRecorder:
             acc.update(logits, labels)
             accs.append(acc)
         # The grid's cells get intervals of the means only, as the audit gives its cells none at all.
-        metrics = parity.metric_differences(accs[0], accs[1], self.resamples, seed, errors=view.kind != "corruption")
-        interval = parity.mean_intervals({"agree": per_sample["agree"]}, self.resamples, seed).get("agree")
+        metrics, columns = parity.metric_differences(
+            accs[0],
+            accs[1],
+            self.resamples,
+            seed,
+            errors=view.kind != "corruption",
+            columns={"agreement": per_sample["agree"]},
+        )
         sets = None
         if self.thresholds is not None and self.split is not None and len(labels) == len(self.labels):
             scored = self.split.scored
@@ -120,7 +126,7 @@ class ParityRecorder:
             severity=view.severity,
             n=len(labels),
             agreement=summary["agreement"],
-            agreement_interval=interval,
+            agreement_interval=columns.get("agreement"),
             correct_to_wrong=summary["correct_to_wrong"],
             wrong_to_correct=summary["wrong_to_correct"],
             mean_abs_logit_difference=summary["mean_abs_logit_difference"],

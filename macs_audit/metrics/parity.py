@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from macs_audit.metrics import bootstrap, conformal
-from macs_audit.metrics.accumulators import CalibrationAccumulator
+from macs_audit.metrics import bootstrap, conformal, estimators
+from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
 from macs_audit.metrics.conventions import softmax64
-from macs_audit.metrics.resampling import draw_counts
+from macs_audit.metrics.resampling import draw_counts, map_in_order, piece_threads
 
 DIFFERENCE_METRICS = ("accuracy", "ece", "smooth_ece", "nll", "brier")
 _MEANS = ("accuracy", "nll", "brier")  # the metrics of DIFFERENCE_METRICS that are means over the samples
@@ -81,6 +81,67 @@ def mean_intervals(columns: dict[str, np.ndarray], n_resamples: int, seed: int, 
     return {name: bootstrap.percentile_interval(means[:, j], level) for j, name in enumerate(names)}
 
 
+def _resampled_side(acc: CalibrationAccumulator) -> dict:
+    """What one model's resampled statistics are computed from: its per-sample columns (correct, NLL, Brier, then
+    the ECE's per-bin residuals) and, for smooth ECE, its grid cells, residuals and the point estimate's sigma."""
+    s = acc.samples()
+    n = len(s["confidence"])
+    in_bin = np.zeros((n, acc.n_bins))
+    in_bin[np.arange(n), bin_index(s["confidence"], acc.n_bins)] = 1.0
+    residual = s["correct"] - s["confidence"]
+    cells = estimators.grid_cells(s["confidence"])
+    return {
+        "columns": np.hstack(
+            [np.column_stack([s["correct"].astype(np.float64), s["nll"], s["brier"]]), in_bin * residual[:, None]]
+        ),
+        "cells": cells,
+        "residual": residual,
+        "near": float(estimators.smooth_ece_of_masses(estimators.residual_masses(cells, residual))[1][0]),
+    }
+
+
+def paired_resamples(
+    reference: CalibrationAccumulator,
+    candidate: CalibrationAccumulator,
+    n_resamples: int,
+    seed: int,
+    *,
+    errors: bool = True,
+    columns: dict[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """On each of `n_resamples` resamples of the N samples (the draw counts metrics.bootstrap draws for N and
+    `seed`, made once for both models): candidate - reference of every metric of DIFFERENCE_METRICS (the ECEs
+    only with `errors`), and the mean of each per-sample column of `columns` (agreement, say). One matrix product
+    per model and piece of counts gives every mean and per-bin sum; smooth ECE needs its masses per model."""
+    sides = [_resampled_side(acc) for acc in (reference, candidate)]
+    extra = list(columns or {})
+    # A product of its own for each model, of the same shape: the same sums, to the bit, for equal inputs (one
+    # product of both side by side could sum a column differently by where BLAS's blocks fall).
+    blocks = [side["columns"] if errors else side["columns"][:, : len(_MEANS)] for side in sides]
+    extra_block = np.column_stack([np.asarray(columns[k], dtype=np.float64) for k in extra]) if columns else None
+    n = reference.count
+
+    def piece(counts: np.ndarray) -> dict[str, np.ndarray]:
+        values = []
+        for side, block in zip(sides, blocks, strict=True):
+            sums = counts @ block
+            out = dict(zip(_MEANS, (sums[:, : len(_MEANS)] / n).T, strict=True))
+            if errors:
+                out["ece"] = np.abs(sums[:, len(_MEANS) :]).sum(axis=1) / n
+                masses = estimators.residual_masses(side["cells"], side["residual"], counts)
+                out["smooth_ece"] = estimators.smooth_ece_of_masses(masses, side["near"])[0]
+            values.append(out)
+        result = {name: values[1][name] - values[0][name] for name in values[0]}
+        if extra_block is not None:
+            means = counts @ extra_block / n
+            result.update({name: means[:, k] for k, name in enumerate(extra)})
+        return result
+
+    rng = np.random.default_rng(seed)
+    pieces = list(map_in_order(piece, draw_counts(n, n_resamples, rng), piece_threads()))
+    return {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]} if pieces else {}
+
+
 def metric_differences(
     reference: CalibrationAccumulator,
     candidate: CalibrationAccumulator,
@@ -88,38 +149,32 @@ def metric_differences(
     seed: int,
     *,
     errors: bool = True,
+    columns: dict[str, np.ndarray] | None = None,
     level: float = 0.95,
-) -> dict[str, dict]:
-    """metric -> {reference, candidate, difference, interval} for DIFFERENCE_METRICS, the interval paired
-    (None without resamples). `errors=False`: intervals for the means only (a corruption view: the grid's
-    smooth ECE resampled 95 times twice over costs more than the grid)."""
+) -> tuple[dict[str, dict], dict[str, list[float]]]:
+    """(metric -> {reference, candidate, difference, interval} for DIFFERENCE_METRICS, the interval paired or None
+    without resamples; column -> the percentile interval of its mean, for the per-sample `columns`), from one
+    set of resamples (`paired_resamples`). `errors=False`: intervals for the means only (a corruption view: the
+    grid's smooth ECEs resampled 95 times twice over would cost more than the grid)."""
     ref, cand = reference.compute(), candidate.compute()
     out: dict[str, dict] = {
         name: {"reference": ref[name], "candidate": cand[name], "difference": cand[name] - ref[name], "interval": None}
         for name in DIFFERENCE_METRICS
     }
     if n_resamples <= 0 or reference.count < bootstrap.MIN_BOOTSTRAP_SAMPLES:
-        return out
-    if not errors:
-        r, c = reference.samples(), candidate.samples()
-        per_sample = {"accuracy": "correct", "nll": "nll", "brier": "brier"}
-        columns = {m: c[key].astype(np.float64) - r[key].astype(np.float64) for m, key in per_sample.items()}
-        for name, interval in mean_intervals(columns, n_resamples, seed, level).items():
-            out[name]["interval"] = interval
-        return out
-    # The same seed and sample count give both models the same draw counts: the resamples are paired.
-    ref_resampled = bootstrap.resampled_metrics(reference, n_resamples, seed)
-    cand_resampled = bootstrap.resampled_metrics(candidate, n_resamples, seed)
+        return out, {}
+    resampled = paired_resamples(reference, candidate, n_resamples, seed, errors=errors, columns=columns)
     alpha = (1 - level) / 2
     for name in DIFFERENCE_METRICS:
-        resampled = cand_resampled[name] - ref_resampled[name]
+        if name not in resampled:
+            continue
         if name in _MEANS:
-            out[name]["interval"] = bootstrap.percentile_interval(resampled, level)
+            out[name]["interval"] = bootstrap.percentile_interval(resampled[name], level)
         else:
-            bias = float(resampled.mean()) - out[name]["difference"]
-            low, high = np.quantile(resampled, [alpha, 1 - alpha]) - bias
+            bias = float(resampled[name].mean()) - out[name]["difference"]
+            low, high = np.quantile(resampled[name], [alpha, 1 - alpha]) - bias
             out[name]["interval"] = [float(low), float(high)]
-    return out
+    return out, {name: bootstrap.percentile_interval(resampled[name], level) for name in columns or {}}
 
 
 def _set_columns(probabilities: np.ndarray, labels: np.ndarray, threshold: float, method: str) -> tuple:

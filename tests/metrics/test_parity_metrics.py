@@ -44,7 +44,10 @@ def test_agreement_and_flips_against_numpy():
 def test_paired_intervals_are_the_percentiles_of_the_differences_on_shared_resamples():
     reference, candidate, labels = pair(n=300)
     n, resamples, seed = len(labels), 40, 7
-    out = parity.metric_differences(accumulated(reference, labels), accumulated(candidate, labels), resamples, seed)
+    agree = (reference.argmax(1) == candidate.argmax(1)).astype(float)
+    out, columns = parity.metric_differences(
+        accumulated(reference, labels), accumulated(candidate, labels), resamples, seed, columns={"agree": agree}
+    )
     draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # the documented draws, one chunk
     ref, cand = calibration_metrics(reference, labels, 5), calibration_metrics(candidate, labels, 5)
     for name in parity.DIFFERENCE_METRICS:
@@ -61,7 +64,8 @@ def test_paired_intervals_are_the_percentiles_of_the_differences_on_shared_resam
             expected = expected - (resampled.mean() - estimate)
         assert out[name]["difference"] == pytest.approx(estimate)
         assert out[name]["interval"] == pytest.approx(list(expected), abs=1e-9), name
-    means_only = parity.metric_differences(
+    assert columns["agree"] == pytest.approx(list(np.quantile(agree[draws].mean(axis=1), [0.025, 0.975])))
+    means_only, _ = parity.metric_differences(
         accumulated(reference, labels), accumulated(candidate, labels), resamples, seed, errors=False
     )
     for name in ("accuracy", "nll", "brier"):
@@ -71,7 +75,7 @@ def test_paired_intervals_are_the_percentiles_of_the_differences_on_shared_resam
 
 def test_a_model_against_itself_differs_by_exactly_zero():
     reference, _, labels = pair()
-    out = parity.metric_differences(accumulated(reference, labels), accumulated(reference.copy(), labels), 50, 3)
+    out, _ = parity.metric_differences(accumulated(reference, labels), accumulated(reference.copy(), labels), 50, 3)
     for name, entry in out.items():
         assert entry["difference"] == 0.0 and entry["interval"] == [0.0, 0.0], name
     thresholds = conformal.fit_thresholds(reference[:200], labels[:200], 0.9)
