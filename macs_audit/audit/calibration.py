@@ -15,7 +15,7 @@ from macs_audit.errors import UsageError
 from macs_audit.metrics import accumulators, conformal
 from macs_audit.metrics.registry import TEMPERATURE_METRICS
 from macs_audit.progress import ProgressFn, Stage, step
-from macs_audit.report import Calibrators, TemperatureFit
+from macs_audit.report import Calibrators, Reliability, TemperatureFit
 
 TEMPERATURE_STAGE = Stage("temperature scaling", "")
 CALIBRATORS_STAGE = Stage("post-hoc calibrators", "methods")
@@ -91,6 +91,11 @@ def temperature_section(
     t = optimal_temperature(logits[fit], labels[fit])
     raw = accumulators.calibration_metrics(logits[scored], labels[scored], num_classes)
     scaled = accumulators.calibration_metrics(logits[scored] / t, labels[scored], num_classes)
+    bins = []
+    for z in (logits[scored], logits[scored] / t):
+        acc = accumulators.CalibrationAccumulator(num_classes)
+        acc.update(z, labels[scored])
+        bins.append(Reliability.from_dict(acc.reliability()))
     finish()
     return TemperatureFit.of(
         temperature=t,
@@ -101,6 +106,8 @@ def temperature_section(
         seed=split.seed,
         raw={k: raw[k] for k in TEMPERATURE_METRICS},
         scaled={k: scaled[k] for k in TEMPERATURE_METRICS},
+        raw_reliability=bins[0],
+        scaled_reliability=bins[1],
     )
 
 

@@ -175,6 +175,9 @@ class TemperatureFit(Section):
     seed: int | None = None
     raw: dict[str, float]  # metric name (registry.TEMPERATURE_METRICS) -> value
     scaled: dict[str, float]
+    # The reliability bins of the scored part before and after dividing by T (the HTML draws them side by side).
+    raw_reliability: Reliability | None = None
+    scaled_reliability: Reliability | None = None
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -243,6 +243,22 @@ def _robust_reliability(report: Report) -> str:
     )
 
 
+def _temperature(report: Report) -> str:
+    """Reliability before and after temperature scaling, on the scored part of the calibration split."""
+    from macs_audit.report import ViewResult
+
+    ts = report.temperature_scaling
+    if ts is None or ts.raw_reliability is None or ts.scaled_reliability is None:
+        return ""
+    before = ViewResult("before", "clean", {"ece": ts.raw.get("ece", float("nan"))}, {}, ts.raw_reliability)
+    after = ViewResult("after", "clean", {"ece": ts.scaled.get("ece", float("nan"))}, {}, ts.scaled_reliability)
+    return _image(
+        plots.reliability(before, "before T", after, f"after T = {ts.temperature:.3f}"),
+        "reliability diagram before and after temperature scaling",
+        f"The same {tables.shown(ts.n_eval, 0):,} held-out images before and after dividing the logits by T.",
+    )
+
+
 def _heatmap(report: Report) -> str:
     return _image(
         plots.corruption_heatmap(report),
@@ -265,13 +281,14 @@ def _risk_coverage(report: Report) -> str:
 # plot stand side by side (the trust sections keep that layout with or without a plot).
 FIGURES: dict[str, Callable[[Report], str]] = {
     "clean": _reliability,
+    "temperature": _temperature,
     "margins": _margins,
     "robustness": _robust_reliability,
     "corruptions": _heatmap,
     "selective": _risk_coverage,
 }
 ABOVE = {"corruptions"}
-ROW = {"clean", "selective", "conformal", "ood", "unlabeled"}
+ROW = {"clean", "temperature", "selective", "conformal", "ood", "unlabeled"}
 
 
 def _section(report: Report, section: sections.Section, content: sections.Content) -> list[str]:

@@ -61,3 +61,15 @@ def test_estimates_from_too_few_images_are_noted_with_their_stated_sizes():
     enough = dataclasses.replace(temperature, n_fit=TEMPERATURE_MIN_FIT)
     assert small_sample_notes(DEBIASED_MIN_PER_BIN * 15, enough, 15) == []
     assert small_sample_notes(1000, None, 15) == []  # no temperature fitted: nothing to say of it
+
+
+def test_the_temperature_section_keeps_the_reliability_before_and_after_scaling():
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(4), 50)
+    logits = 5 * (rng.normal(size=(200, 4)) + np.eye(4)[labels]).astype(np.float32)  # overconfident
+    temperature = temperature_section(logits, labels, 4, calibration_split(labels, 0.3, 0))
+    assert temperature is not None and temperature.temperature > 1
+    raw, scaled = temperature.raw_reliability, temperature.scaled_reliability
+    assert sum(raw.count) == sum(scaled.count) == temperature.n_eval
+    # Dividing by T > 1 lowers every confidence: the mass moves out of the top bin.
+    assert scaled.count[-1] < raw.count[-1]

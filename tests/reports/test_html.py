@@ -107,3 +107,16 @@ def test_every_section_has_its_plain_paragraph_and_the_conventions_read_as_rows(
         if isinstance(value, dict):
             for sub in value:
                 assert f"<td>{html.esc(key)}: {html.esc(sub)}</td>" in conventions
+
+
+def test_the_temperature_section_draws_the_reliability_before_and_after_scaling():
+    report = copy.deepcopy(full_report())
+    page = html.render(report)
+    assert "before and after temperature scaling" not in page  # the synthetic fit has no bins
+    report.temperature_scaling.raw_reliability = report.clean.reliability
+    report.temperature_scaling.scaled_reliability = report.robust_view().reliability
+    page = html.render(report)
+    start = page.index('<h2 id="temperature">')
+    section = page[start : page.index("<h2 ", start + 1)]
+    assert 'alt="reliability diagram before and after temperature scaling"' in section
+    assert len(images(section)) == 1 and images(section)[0].startswith(PNG_SIGNATURE)
