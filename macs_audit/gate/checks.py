@@ -51,6 +51,7 @@ class Check:
     passed: bool
     detail: str  # how the values were obtained (point estimate / interval end, baseline value)
     percent: bool = False  # show observed/threshold as percent
+    baseline: float | None = None  # baseline checks: the baseline report's value (shown beside the candidate's)
 
 
 @dataclasses.dataclass
@@ -265,7 +266,9 @@ def _baseline_checks(report: Report, baseline: Report, config: GateConfig, use_i
         amount = format_change(allowed, metric.percent, signed=False)
         rule = f"{100 * allowance:g}% of baseline = {amount}" if relative else amount
         detail = f"baseline {format_value(base_value, metric.percent)}, allowed {change} {rule}; {how}"
-        checks.append(_check(f"baseline.{key}", metric, f"{metric.title} vs baseline", observed, bound, detail))
+        check = _check(f"baseline.{key}", metric, f"{metric.title} vs baseline", observed, bound, detail)
+        check.baseline = base_value
+        checks.append(check)
     return checks
 
 

@@ -130,16 +130,20 @@ def _gate_section(gate: GateResult) -> list[str]:
     basis = (
         "the pessimistic end of the 95% bootstrap interval where one exists" if gate.use_interval else "point estimates"
     )
-    rows = sorted(tables.gate_rows(gate), key=lambda r: r[0] != "FAIL")  # the failed checks first
+    header = ["result", "check", "metric", "observed", "threshold", "detail"]
+    rows = tables.gate_rows(gate)
+    if any(c.baseline is not None for c in gate.checks):  # the baseline's value beside the candidate's
+        header.insert(3, "baseline")
+        for row, check in zip(rows, gate.checks, strict=True):
+            row.insert(3, format_value(check.baseline, check.percent) if check.baseline is not None else "")
+    rows = sorted(rows, key=lambda r: r[0] != "FAIL")  # the failed checks first
     classes = ["failed" if r[0] == "FAIL" else "passed" for r in rows]
     skipped = [f'<p class="note">Skipped: {esc(reason)}</p>' for reason in gate.skipped]
     source = f"Config: {gate.config or '-'}" + (f"; baseline: {gate.baseline}" if gate.baseline else "")
     return [
         '<h2 id="gate">Gate</h2>',
         f'<p class="note">Values compared: {esc(basis)}. {esc(source)}</p>',
-        _table(
-            ["result", "check", "metric", "observed", "threshold", "detail"], rows, numeric=(3, 4), row_classes=classes
-        ),
+        _table(header, rows, numeric=tuple(range(3, len(header) - 1)), row_classes=classes),
         *skipped,
     ]
 

@@ -120,3 +120,19 @@ def test_the_temperature_section_draws_the_reliability_before_and_after_scaling(
     section = page[start : page.index("<h2 ", start + 1)]
     assert 'alt="reliability diagram before and after temperature scaling"' in section
     assert len(images(section)) == 1 and images(section)[0].startswith(PNG_SIGNATURE)
+
+
+def test_a_baseline_gate_shows_the_baseline_beside_the_candidate():
+    from fixtures.synthetic_report import synthetic_report
+
+    from macs_audit.gate import parse_config, run_gate
+
+    base, candidate = synthetic_report(accuracy=0.93), synthetic_report(accuracy=0.90)
+    config = parse_config({"max_ece": 0.5, "baseline": {"max_accuracy_drop": 0.01}}, "test")
+    result = run_gate(candidate, config, baseline=base)
+    assert [c.baseline for c in result.checks] == [None, 0.93]
+    page = html.render(candidate, result)
+    gate = page[page.index('id="gate"') : page.index('id="clean"')]
+    assert "<th>baseline</th><th>observed</th>" in gate
+    row = gate[gate.index("baseline.max_accuracy_drop") :].split("</tr>")[0]
+    assert '<td class="num">93.00%</td><td class="num">90.00%</td>' in row
