@@ -74,6 +74,22 @@ def _section_lines(section: sections.Section, content: sections.Content) -> list
     return lines
 
 
+def _summary_lines(report: Report, gate: GateResult | None) -> list[str]:
+    """The audit's bottom line (reports/summary.py) as a list: findings, bad ones in bold, then the fixes and
+    the notes; the audit's own verdict where no gate ran (the heading holds the gate's)."""
+    from macs_audit.reports.summary import summarize
+
+    found = summarize(report)
+    lines = [] if gate is not None else [f"**{esc(found.verdict)}**", ""]
+    for f in found.findings:
+        value = f"**{esc(f.value)}**" if f.bad else esc(f.value)
+        lines.append(f"- {esc(f.label)}: {value}")
+    # A command in a code span: a report's backtick (in a model path) would end it, and HTML in it is inert.
+    lines += [f"- fix: {esc(fix.what)}: `{printable(fix.command).replace('`', chr(39))}`" for fix in found.fixes]
+    lines += [f"- ⚠️ {esc(note)}" for note in found.notes]
+    return lines + [""]
+
+
 def render(report: Report, gate: GateResult | None = None) -> str:
     lines = []
     if gate is not None:
@@ -82,6 +98,7 @@ def render(report: Report, gate: GateResult | None = None) -> str:
     else:
         lines += ["## macs-audit calibration audit", ""]
     lines += [" · ".join(f"**{esc(k)}**: {esc(v)}" for k, v in tables.header_rows(report) if k != "sha256"), ""]
+    lines += _summary_lines(report, gate)
     if gate is not None:
         lines += _gate_lines(gate)
 

@@ -51,3 +51,20 @@ def test_markdown_comparison_marks_each_regression():
     n = len(comparison.regressions)
     text = markdown.render_comparison(comparison)
     assert f"{n} regressions" in text and text.count("🔴") == n and "<script>" not in text
+
+
+def test_the_audit_opens_with_its_summary_and_without_a_gate_its_own_verdict():
+    import copy
+
+    from report_cases import full_report
+
+    report = copy.deepcopy(full_report())
+    report.clean.metrics["ece"] = 0.0412
+    text = markdown.render(report)
+    head = text[: text.index("### ")]
+    assert "**audit: " in head and "- ECE (15 bins): **4.12% " in head
+    assert "- fix: temperature scaling (T = 1.600) lowers ECE from 3.00% to 1.00% on 8,000 held-out images: " in head
+    assert "`macs-audit calibrate synthetic.onnx --data HELD_OUT.npz --out calibrated`" in head
+    report.model.path = "a`b.onnx"  # a backtick cannot end the code span early
+    (line,) = [line for line in markdown.render(report).splitlines() if "macs-audit calibrate" in line]
+    assert line.count("`") == 2 and line.endswith("--out calibrated`")
