@@ -110,7 +110,7 @@ def paired_intervals(before: Report, after: Report, outputs: dict | None) -> dic
         accumulators.append(acc)
     resamples = before.conventions.bootstrap_resamples or 0
     seed = int(before.seeds.get("bootstrap", 0)) if isinstance(before.seeds, dict) else 0
-    differences = metric_differences(accumulators[0], accumulators[1], resamples, seed)
+    differences, _ = metric_differences(accumulators[0], accumulators[1], resamples, seed)
     return {name: d["interval"] for name, d in differences.items() if d["interval"] is not None}
 
 
