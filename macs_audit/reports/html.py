@@ -154,6 +154,9 @@ EXPLAIN = {
     "gap over confidence bins: 3% means a prediction made with 90% confidence is right about 87% or 93% of "
     "the time. Miscalibration is fixed without retraining by temperature scaling: "
     "macs-audit calibrate MODEL --data HELD_OUT.npz --out calibrated.",
+    "per_class": "The clean test images of each class on their own: a class far below the overall accuracy, or "
+    "with a large ECE, is where the model's confidence misleads most. More training images of that class, or "
+    "fine-tuning (macs-audit finetune), target it; temperature scaling changes the confidence, not the ranking.",
     "temperature": "One number T fitted on held-out images divides the logits: T above 1 means the model was "
     "overconfident, below 1 underconfident. The scaled column is what the calibrated model would score; "
     "macs-audit calibrate MODEL --data HELD_OUT.npz --out calibrated writes that model.",

@@ -194,8 +194,17 @@ _real_labels = _part(
 )
 
 
+def _per_class(report: Report) -> Content | None:
+    rows = tables.per_class_rows(report)
+    if not rows:
+        return None
+    header = ["class", "images", "accuracy", "mean confidence", "ECE (15 bins)"]
+    return Content((Table(header, rows),), caption="the clean images of each class, the least accurate first")
+
+
 SECTIONS: tuple[Section, ...] = (
     Section("clean", "Clean calibration", _clean),
+    Section("per_class", "Per class", _per_class),
     Section("temperature", "Temperature scaling", _temperature),
     Section("calibrators", "Post-hoc calibrators", _calibrators),
     Section("margins", "Logit margins", _margins),

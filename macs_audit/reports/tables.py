@@ -99,6 +99,23 @@ def clean_rows(report: Report) -> list[tuple[str, str, str]]:
     ]
 
 
+def per_class_rows(report: Report, limit: int | None = None) -> list[list[str]]:
+    """[class, images, accuracy, mean confidence, ECE] of the clean view's classes, the least accurate first
+    (then the worse calibrated); `limit`: the first that many."""
+    entries = report.clean.per_class or []
+    ordered = sorted(entries, key=lambda e: (e.get("accuracy", 1.0), -(e.get("ece") or 0.0)))
+    return [
+        [
+            str(e.get("name", e.get("class"))),
+            f"{e.get('n', 0):,}",
+            format_value(e.get("accuracy"), True),
+            format_value(e.get("mean_confidence"), True),
+            format_value(e.get("ece"), True),
+        ]
+        for e in ordered[:limit]
+    ]
+
+
 def temperature_caption(report: Report) -> str | None:
     ts = report.temperature_scaling
     if ts is None:

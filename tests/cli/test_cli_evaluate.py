@@ -183,7 +183,9 @@ def test_the_output_format_follows_the_extension_or_format_and_is_said(tmp_path,
     assert md.exit_code == 0, md.output
     assert (tmp_path / "audit.txt").read_text().startswith("#") and "md report written to " in md.stderr
     default = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "-o", tmp_path / "report.out")
-    assert _strict_json((tmp_path / "report.out").read_text())["data"]["n"] == 60  # no known extension: JSON
+    saved = _strict_json((tmp_path / "report.out").read_text())
+    assert saved["data"]["n"] == 60  # no known extension: JSON
+    assert sum(row["n"] for row in saved["clean"]["per_class"]) == 60  # each class's own images
     assert "json report written to " in default.stderr
 
 

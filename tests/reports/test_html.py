@@ -136,3 +136,17 @@ def test_a_baseline_gate_shows_the_baseline_beside_the_candidate():
     assert "<th>baseline</th><th>observed</th>" in gate
     row = gate[gate.index("baseline.max_accuracy_drop") :].split("</tr>")[0]
     assert '<td class="num">93.00%</td><td class="num">90.00%</td>' in row
+
+
+def test_the_per_class_section_shows_the_worst_class_first_with_its_paragraph():
+    report = copy.deepcopy(full_report())
+    assert 'id="per_class"' not in html.render(report)  # the synthetic report has no per-class rows
+    report.clean.per_class = [
+        {"class": 0, "name": "cat", "n": 10, "accuracy": 0.9, "mean_confidence": 0.95, "ece": 0.05},
+        {"class": 1, "name": "dog", "n": 12, "accuracy": 0.5, "mean_confidence": 0.8, "ece": 0.3},
+    ]
+    page = html.render(report)
+    start = page.index('<h2 id="per_class">')
+    section = page[start : page.index("<h2 ", start + 1)]
+    assert section.index("<td>dog</td>") < section.index("<td>cat</td>") and 'class="explain"' in section
+    assert '<a href="#per_class">' in page

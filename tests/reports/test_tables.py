@@ -41,3 +41,18 @@ def test_clean_rows_say_why_every_metric_with_a_bootstrap_interval_has_none():
     for label, interval in intervals.items():
         assert interval == ("n/a (n = 1)" if labels[label] in MEAN_METRICS + ERROR_METRICS else ""), label
     assert {labels[label] for label, i in intervals.items() if i} == {*MEAN_METRICS, *ERROR_METRICS}
+
+
+def test_per_class_rows_list_the_least_accurate_class_first():
+    import copy
+
+    report = copy.deepcopy(synthetic_report())
+    report.clean.per_class = [
+        {"class": 0, "name": "cat", "n": 10, "accuracy": 0.9, "mean_confidence": 0.95, "ece": 0.05},
+        {"class": 1, "name": "dog", "n": 12, "accuracy": 0.5, "mean_confidence": 0.8, "ece": 0.3},
+        {"class": 2, "name": "emu", "n": 8, "accuracy": 0.9, "mean_confidence": 0.99, "ece": 0.09},
+    ]
+    rows = tables.per_class_rows(report)
+    assert [r[0] for r in rows] == ["dog", "emu", "cat"]  # ties on accuracy: the worse calibrated first
+    assert rows[0] == ["dog", "12", "50.00%", "80.00%", "30.00%"]
+    assert tables.per_class_rows(synthetic_report()) == []  # a report without them: no rows

@@ -1,0 +1,42 @@
+"""Each class's share of the clean view's calibration: of the images whose label is the class, how many the
+model gets right, how confident it is on them, and their ECE (equal-width bins, as the view's own ECE).
+Numpy only; the reports list the classes worst first."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from macs_audit.metrics.conventions import N_BINS, softmax64
+
+
+def binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> float:
+    """The equal-width-bin ECE of (confidence, correct): sum over bins of n_b / N |acc_b - conf_b|."""
+    if len(confidence) == 0:
+        return float("nan")
+    bins = np.minimum((confidence * n_bins).astype(np.int64), n_bins - 1)
+    gap = np.bincount(bins, weights=correct - confidence, minlength=n_bins)
+    return float(np.abs(gap).sum() / len(confidence))
+
+
+def per_class_stats(logits: np.ndarray, labels: np.ndarray, class_names: list[str] | None = None) -> list[dict]:
+    """One row per class with images: {class, name, n, accuracy, mean_confidence, ece}, in class order."""
+    probabilities, _ = softmax64(logits)
+    confidence = probabilities.max(axis=1)
+    correct = (probabilities.argmax(axis=1) == labels).astype(np.float64)
+    rows = []
+    for k in range(probabilities.shape[1]):
+        mask = labels == k
+        n = int(mask.sum())
+        if n == 0:
+            continue
+        rows.append(
+            {
+                "class": k,
+                "name": class_names[k] if class_names and k < len(class_names) else str(k),
+                "n": n,
+                "accuracy": float(correct[mask].mean()),
+                "mean_confidence": float(confidence[mask].mean()),
+                "ece": binned_ece(confidence[mask], correct[mask]),
+            }
+        )
+    return rows
