@@ -26,7 +26,6 @@ from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import UsageError
 from macs_audit.metrics import accumulators, bootstrap
-from macs_audit.metrics.per_class import per_class_stats
 from macs_audit.models.predictor import Predictor
 from macs_audit.progress import ProgressFn
 from macs_audit.report import Conventions, DataInfo, MarginHistogram, ModelInfo, Report, Runtime, TemperatureFit, Tool
@@ -87,7 +86,6 @@ def run_audit(
         observer=recorder,
     )
     clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress)
-    clean = dataclasses.replace(clean, per_class=per_class_stats(logits, source.labels, source.class_names))
     sets = conformal_fit(logits, source.labels, split, coverage=options.coverage, progress=progress)
     robustness = RobustnessResult()
     if options.perturbations or options.sensitivity_samples or options.corruptions:
@@ -115,7 +113,9 @@ def run_audit(
         ctx=ctx,
     )
     shift, shift_conventions = audit_shift(predictor, options, sets=sets, progress=progress, ctx=ctx)
-    real, real_conventions = real_labels_section(logits, source.labels, options.real_labels)
+    real, real_conventions = real_labels_section(
+        logits, source.labels, options.real_labels, resamples=options.bootstrap, seed=options.seed
+    )
     temperature = temperature_section(logits, source.labels, num_classes, split, progress=progress)
     calibrators = calibrators_section(logits, source.labels, options.calibrators, split, progress=progress)
     report = Report(

@@ -145,10 +145,16 @@ def audit_shift(
 
 
 def real_labels_section(
-    logits: np.ndarray, labels: np.ndarray, real_labels: RealLabelSets | None
+    logits: np.ndarray,
+    labels: np.ndarray,
+    real_labels: RealLabelSets | None,
+    *,
+    resamples: int = 0,
+    seed: int = 0,
 ) -> tuple[RealLabels | None, dict]:
-    """The clean view's scores against the ReaL labels (None without them) and the convention it adds."""
+    """The clean view's scores against the ReaL labels (None without them), with `resamples` bootstrap intervals,
+    and the convention it adds."""
     if real_labels is None:
         return None, {}
-    scores = real.real_scores(logits, labels, real_labels.sets)
+    scores = real.real_scores(logits, labels, real_labels.sets, resamples, seed)
     return RealLabels.of(source=real_labels.source, **scores), {"real_labels": real.CONVENTION}

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from macs_audit.metrics.accumulators import bin_index, ece_from_bins
+from macs_audit.metrics.bootstrap import percentile_interval
 from macs_audit.metrics.conventions import N_BINS, softmax
+from macs_audit.metrics.resampling import draw_counts
 from macs_audit.metrics.rms_calibration import rms_calibration_error
 
 CHUNK = 4096
@@ -21,8 +23,11 @@ CONVENTION = (
 )
 
 
-def real_scores(logits: np.ndarray, labels: np.ndarray, label_sets: Sequence[Sequence[int]]) -> dict:
-    """ReaL accuracy and calibration beside the original labels' (module docstring)."""
+def real_scores(
+    logits: np.ndarray, labels: np.ndarray, label_sets: Sequence[Sequence[int]], resamples: int = 0, seed: int = 0
+) -> dict:
+    """ReaL accuracy and calibration beside the original labels' (module docstring); with `resamples`, their 95%
+    percentile-bootstrap intervals over the scored images (`intervals`)."""
     keep = np.array([len(s) > 0 for s in label_sets], dtype=bool)
     out: dict = {"n": int(keep.sum()), "n_without_labels": int((~keep).sum())}
     if not keep.any():
@@ -51,4 +56,30 @@ def real_scores(logits: np.ndarray, labels: np.ndarray, label_sets: Sequence[Seq
     rms = rms_calibration_error(confidence, right)
     if rms is not None:
         out["rms_calibration_error_real"] = rms
+    if resamples > 0 and len(right) > 1:
+        out["intervals"] = _intervals(confidence, b, right, original, resamples, seed)
+        out["bootstrap_resamples"] = resamples
+        out["seed"] = seed
     return out
+
+
+def _intervals(
+    confidence: np.ndarray, bins: np.ndarray, right: np.ndarray, original: np.ndarray, resamples: int, seed: int
+) -> dict[str, list[float]]:
+    """Percentile intervals of the two accuracies and ECEs: each resample's sums are its draw counts times the
+    per-image columns (the bins' one-hot columns for the ECEs)."""
+    n = len(confidence)
+    onehot = np.zeros((n, N_BINS))
+    onehot[np.arange(n), bins] = 1.0
+    columns = np.column_stack(
+        [right, original, onehot * confidence[:, None], onehot * right[:, None], onehot * original[:, None]]
+    )
+    found: dict[str, list[float]] = {k: [] for k in ("accuracy_real", "accuracy_original", "ece_real", "ece_original")}
+    for counts in draw_counts(n, resamples, np.random.default_rng(seed)):
+        sums = counts @ columns / n
+        conf_b, real_b, orig_b = (sums[:, 2 + i * N_BINS : 2 + (i + 1) * N_BINS] for i in range(3))
+        found["accuracy_real"].append(sums[:, 0])
+        found["accuracy_original"].append(sums[:, 1])
+        found["ece_real"].append(np.abs(real_b - conf_b).sum(axis=1))
+        found["ece_original"].append(np.abs(orig_b - conf_b).sum(axis=1))
+    return {k: percentile_interval(np.concatenate(v)) for k, v in found.items()}

@@ -521,9 +521,30 @@ METRICS: dict[str, Metric] = {
         ),
         _shift("shift_ece_unrestricted", "mean ECE, unrestricted", higher_is_better=False, key="mean.unrestricted.ece"),
         # report.real_labels (metrics/real_labels.py): a top-1 is right when it is any of the image's ReaL labels.
-        _real("real_accuracy", "ReaL accuracy", higher_is_better=True, gate=True, key="accuracy_real"),
-        _real("real_accuracy_original", "original labels' accuracy", higher_is_better=True, key="accuracy_original"),
-        _real("real_ece", "ECE against ReaL", higher_is_better=False, gate=True, key="ece_real", note="15 bins"),
+        _real(
+            "real_accuracy",
+            "ReaL accuracy",
+            higher_is_better=True,
+            gate=True,
+            key="accuracy_real",
+            interval="intervals.accuracy_real",
+        ),
+        _real(
+            "real_accuracy_original",
+            "original labels' accuracy",
+            higher_is_better=True,
+            key="accuracy_original",
+            interval="intervals.accuracy_original",
+        ),
+        _real(
+            "real_ece",
+            "ECE against ReaL",
+            higher_is_better=False,
+            gate=True,
+            key="ece_real",
+            note="15 bins",
+            interval="intervals.ece_real",
+        ),
         _real(
             "real_rms_calibration_error",
             "RMS calibration error against ReaL",

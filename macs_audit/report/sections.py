@@ -72,8 +72,6 @@ class ViewResult(Section):
     # Perturbation and corruption views: the conformal sets' statistics on the held-out images of the view,
     # method -> {coverage, mean_set_size, worst_class_coverage, worst_class} (report.conformal has the clean ones).
     conformal: dict[str, SetStats] | None = None
-    # The clean view only: each class's images' n, accuracy, mean confidence and ECE (metrics/per_class.py).
-    per_class: list[dict[str, Any]] | None = None
 
 
 @dataclasses.dataclass
@@ -412,3 +410,6 @@ class RealLabels(Section):
     ece_real: float | None = None
     ece_original: float | None = None
     rms_calibration_error_real: float | None = None
+    intervals: dict[str, Pair] | None = None  # 95% percentile-bootstrap intervals of the accuracies and ECEs
+    bootstrap_resamples: int | None = None
+    seed: int | None = None

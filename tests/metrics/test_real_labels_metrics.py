@@ -39,3 +39,32 @@ def test_the_rms_error_against_real_and_no_labelled_image():
     right = p.argmax(axis=1) == np.array([s[0] for s in sets if s])
     assert scores["rms_calibration_error_real"] == pytest.approx(rms_calibration_error(p.max(axis=1), right))
     assert real_scores(logits[:2], np.zeros(2, dtype=np.int64), [[], []]) == {"n": 0, "n_without_labels": 2}
+
+
+def test_the_intervals_are_the_scores_of_each_resample():
+    """Each resample's accuracies and ECEs as real_scores computes them on the resampled images themselves."""
+    from macs_audit.metrics.resampling import draw_counts
+
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(120, 4)) * 2
+    labels = rng.integers(0, 4, 120)
+    sets = [[int(y), int((y + 1) % 4)] for y in labels]
+    scores = real_scores(logits, labels, sets, resamples=40, seed=5)
+    assert scores["bootstrap_resamples"] == 40 and set(scores["intervals"]) == {
+        "accuracy_real",
+        "accuracy_original",
+        "ece_real",
+        "ece_original",
+    }
+    direct = {key: [] for key in scores["intervals"]}
+    for counts in draw_counts(120, 40, np.random.default_rng(5)):
+        for row in counts:
+            pick = np.repeat(np.arange(120), row.astype(int))
+            again = real_scores(logits[pick], labels[pick], [sets[i] for i in pick])
+            for key in direct:
+                direct[key].append(again[key])
+    for key, (low, high) in scores["intervals"].items():
+        assert low == pytest.approx(np.quantile(direct[key], 0.025)) and high == pytest.approx(
+            np.quantile(direct[key], 0.975)
+        )
+        assert low <= scores[key] <= high or key.startswith("ece")  # an ECE's resamples sit above it (its bias)
