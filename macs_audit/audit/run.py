@@ -26,6 +26,7 @@ from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import UsageError
 from macs_audit.metrics import accumulators, bootstrap
+from macs_audit.metrics.per_class import per_class_stats
 from macs_audit.models.predictor import Predictor
 from macs_audit.progress import ProgressFn
 from macs_audit.report import Conventions, DataInfo, MarginHistogram, ModelInfo, Report, Runtime, TemperatureFit, Tool
@@ -86,6 +87,7 @@ def run_audit(
         observer=recorder,
     )
     clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress)
+    clean = dataclasses.replace(clean, per_class=per_class_stats(logits, source.labels, source.class_names))
     sets = conformal_fit(logits, source.labels, split, coverage=options.coverage, progress=progress)
     robustness = RobustnessResult()
     if options.perturbations or options.sensitivity_samples or options.corruptions:

@@ -72,6 +72,8 @@ class ViewResult(Section):
     # Perturbation and corruption views: the conformal sets' statistics on the held-out images of the view,
     # method -> {coverage, mean_set_size, worst_class_coverage, worst_class} (report.conformal has the clean ones).
     conformal: dict[str, SetStats] | None = None
+    # The clean view only: each class's images' n, accuracy, mean confidence and ECE (metrics/per_class.py).
+    per_class: list[dict[str, Any]] | None = None
 
 
 @dataclasses.dataclass
