@@ -44,6 +44,7 @@ th { background: #eef0f3; } td.num { text-align: right; font-variant-numeric: ta
 tr.failed td { background: #fbe6e6; } tr.failed td:first-child { color: #8f1d1d; font-weight: 700; }
 tr.passed td:first-child { color: #17602f; font-weight: 700; } tr.worse td { background: #fbe6e6; } tr.better td.status { color: #17602f; }
 .row { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+.row > figure { flex: 1 1 360px; min-width: 0; max-width: 620px; }  /* beside its table: the plot shrinks */
 figure { margin: 8px 0; background: #fff; border: 1px solid #d8dce2; border-radius: 6px; padding: 6px; }
 figure img { display: block; max-width: 100%; height: auto; }
 figcaption { font-size: .8rem; color: #5b6570; padding: 4px 2px 0; }

@@ -59,6 +59,12 @@ probe.textContent = JSON.stringify({
   banner: document.getElementById('verdict').innerText,
   links: links,
   scroll: document.documentElement.scrollWidth,
+  beside: (() => {
+    const row = document.querySelector('#clean ~ .row');
+    const table = row.querySelector('table').getBoundingClientRect();
+    const figure = row.querySelector('figure').getBoundingClientRect();
+    return figure.left >= table.right && figure.top < table.bottom;
+  })(),
   width: window.innerWidth,
 });
 document.body.appendChild(probe);
@@ -104,3 +110,4 @@ def test_in_a_browser_the_verdict_shows_the_contents_resolve_and_nothing_scrolls
     assert probe["banner"].startswith("gate FAILED: 2 of 4 checks failed")
     assert probe["links"] and all(link["found"] for link in probe["links"]), probe["links"]
     assert probe["width"] == 1280 and probe["scroll"] <= probe["width"]  # no horizontal scroll at 1280 px
+    assert probe["beside"]  # the clean reliability diagram stands beside its table
