@@ -87,8 +87,8 @@ def run_audit(
         observer=recorder,
     )
     clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress)
-    clean = dataclasses.replace(clean, per_class=per_class_stats(logits, source.labels, source.class_names))
     sets = conformal_fit(logits, source.labels, split, coverage=options.coverage, progress=progress)
+    clean = dataclasses.replace(clean, per_class=per_class_stats(logits, source.labels, source.class_names, sets))
     robustness = RobustnessResult()
     if options.perturbations or options.sensitivity_samples or options.corruptions:
         robustness = audit_robustness(

@@ -4,6 +4,8 @@ Numpy only; the reports list the classes worst first."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from macs_audit.metrics.conventions import N_BINS, softmax64
@@ -18,8 +20,29 @@ def binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS
     return float(np.abs(gap).sum() / len(confidence))
 
 
-def per_class_stats(logits: np.ndarray, labels: np.ndarray, class_names: list[str] | None = None) -> list[dict]:
-    """One row per class with images: {class, name, n, accuracy, mean_confidence, ece}, in class order."""
+def set_coverage(sets: Any, logits: np.ndarray) -> dict[int, tuple[float, int]]:
+    """class -> (coverage, images) of the LAC conformal sets (`sets`, metrics.conformal.SplitConformal) on
+    the scored part of the calibration split, by the images' true class; {} without LAC sets."""
+    from macs_audit.metrics import conformal
+
+    threshold = sets.thresholds.get("lac") if sets is not None else None
+    if threshold is None:
+        return {}
+    probabilities, _ = softmax64(logits[sets.scored])
+    held = conformal.prediction_sets(probabilities, threshold, "lac")[np.arange(len(sets.labels)), sets.labels]
+    out = {}
+    for k in np.unique(sets.labels):
+        mask = sets.labels == k
+        out[int(k)] = (float(held[mask].mean()), int(mask.sum()))
+    return out
+
+
+def per_class_stats(
+    logits: np.ndarray, labels: np.ndarray, class_names: list[str] | None = None, sets: Any = None
+) -> list[dict]:
+    """One row per class with images: {class, name, n, accuracy, mean_confidence, ece}, in class order, with
+    `coverage` and `n_coverage` (the LAC sets' coverage of the class's scored images) where `sets` is given."""
+    coverage = set_coverage(sets, logits)
     probabilities, _ = softmax64(logits)
     confidence = probabilities.max(axis=1)
     correct = (probabilities.argmax(axis=1) == labels).astype(np.float64)
@@ -37,6 +60,7 @@ def per_class_stats(logits: np.ndarray, labels: np.ndarray, class_names: list[st
                 "accuracy": float(correct[mask].mean()),
                 "mean_confidence": float(confidence[mask].mean()),
                 "ece": binned_ece(confidence[mask], correct[mask]),
+                **({"coverage": coverage[k][0], "n_coverage": coverage[k][1]} if k in coverage else {}),
             }
         )
     return rows

@@ -198,7 +198,7 @@ def _per_class(report: Report) -> Content | None:
     rows = tables.per_class_rows(report)
     if not rows:
         return None
-    header = ["class", "images", "accuracy", "mean confidence", "ECE (15 bins)"]
+    header = tables.per_class_header(report)
     return Content((Table(header, rows),), caption="the clean images of each class, the least accurate first")
 
 

@@ -99,21 +99,34 @@ def clean_rows(report: Report) -> list[tuple[str, str, str]]:
     ]
 
 
+def per_class_header(report: Report) -> list[str]:
+    """per_class_rows' columns: the LAC sets' coverage last where the report has it."""
+    header = ["class", "images", "accuracy", "mean confidence", "ECE (15 bins)"]
+    if any("coverage" in e for e in report.clean.per_class or []):
+        header.append("LAC set coverage (held-out images)")
+    return header
+
+
 def per_class_rows(report: Report, limit: int | None = None) -> list[list[str]]:
-    """[class, images, accuracy, mean confidence, ECE] of the clean view's classes, the least accurate first
-    (then the worse calibrated); `limit`: the first that many."""
+    """[class, images, accuracy, mean confidence, ECE(, LAC coverage)] of the clean view's classes, the least
+    accurate first (then the worse calibrated); `limit`: the first that many."""
     entries = report.clean.per_class or []
     ordered = sorted(entries, key=lambda e: (e.get("accuracy", 1.0), -(e.get("ece") or 0.0)))
-    return [
-        [
+    coverage = len(per_class_header(report)) > 5
+    rows = []
+    for e in ordered[:limit]:
+        row = [
             str(e.get("name", e.get("class"))),
             f"{e.get('n', 0):,}",
             format_value(e.get("accuracy"), True),
             format_value(e.get("mean_confidence"), True),
             format_value(e.get("ece"), True),
         ]
-        for e in ordered[:limit]
-    ]
+        if coverage:
+            n = e.get("n_coverage")
+            row.append(f"{format_value(e.get('coverage'), True)} of {n:,}" if "coverage" in e and n else "-")
+        rows.append(row)
+    return rows
 
 
 def temperature_caption(report: Report) -> str | None:

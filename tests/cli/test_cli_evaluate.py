@@ -186,6 +186,7 @@ def test_the_output_format_follows_the_extension_or_format_and_is_said(tmp_path,
     saved = _strict_json((tmp_path / "report.out").read_text())
     assert saved["data"]["n"] == 60  # no known extension: JSON
     assert sum(row["n"] for row in saved["clean"]["per_class"]) == 60  # each class's own images
+    assert sum(row["n_coverage"] for row in saved["clean"]["per_class"]) == saved["conformal"]["n_eval"]
     assert "json report written to " in default.stderr
 
 

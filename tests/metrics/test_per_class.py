@@ -29,3 +29,21 @@ def test_binned_ece_is_the_views_ece_on_the_same_images():
     one = per_class_stats(logits, labels)[0]
     mask = labels == 0
     assert one["ece"] == pytest.approx(accumulators.calibration_metrics(logits[mask], labels[mask], 5)["ece"], abs=1e-9)
+
+
+def test_the_lac_sets_coverage_is_counted_per_class_on_the_scored_images():
+    from macs_audit.metrics.conformal import SplitConformal, prediction_sets
+    from macs_audit.metrics.conventions import softmax64
+
+    rng = np.random.default_rng(1)
+    labels = np.repeat(np.arange(3), 40)
+    logits = (rng.normal(size=(120, 3)) + 1.5 * np.eye(3)[labels]).astype(np.float32)
+    order = rng.permutation(120)
+    sets = SplitConformal.fit(logits, labels, fit=order[:60], scored=order[60:], coverage=0.9)
+    rows = per_class_stats(logits, labels, sets=sets)
+    held = prediction_sets(softmax64(logits[order[60:]])[0], sets.thresholds["lac"], "lac")
+    covered = held[np.arange(60), labels[order[60:]]]
+    for row in rows:
+        mask = labels[order[60:]] == row["class"]
+        assert row["n_coverage"] == mask.sum() and row["coverage"] == pytest.approx(covered[mask].mean())
+    assert "coverage" not in per_class_stats(logits, labels)[0]  # no sets: no coverage

@@ -56,3 +56,7 @@ def test_per_class_rows_list_the_least_accurate_class_first():
     assert [r[0] for r in rows] == ["dog", "emu", "cat"]  # ties on accuracy: the worse calibrated first
     assert rows[0] == ["dog", "12", "50.00%", "80.00%", "30.00%"]
     assert tables.per_class_rows(synthetic_report()) == []  # a report without them: no rows
+    report.clean.per_class[1].update(coverage=0.75, n_coverage=4)
+    assert tables.per_class_header(report)[-1] == "LAC set coverage (held-out images)"
+    rows = tables.per_class_rows(report)
+    assert rows[0][-1] == "75.00% of 4" and rows[1][-1] == "-"
