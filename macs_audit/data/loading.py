@@ -30,21 +30,26 @@ def load_data(
     crop_pct: float | None = None,
     interpolation: str | None = None,
     sources: dict[str, str] | None = None,
+    crop_offset: str = "round",
 ) -> tuple[Source, dict]:
     """The source `spec` names (ImageFolder images resized to `image_size`, or resized and centre-cropped
     with `crop_pct`, by `interpolation`) and its data facts for the report (`pipeline`: how image-folder images
-    were sized, with where each value came from when `sources`, a ModelConfig's, is given)."""
+    were sized, with where each value came from when `sources`, a ModelConfig's, is given). `crop_offset`: how an
+    image folder's centre crop rounds an odd margin (models/preprocessing.fit_image)."""
     shards = spec.path is not None and (spec.format == SHARDS or spec.format == "auto" and is_shard_spec(spec.path))
     if shards:  # WebDataset tar shards, decoded by the image folders' pipeline
         source = load_shards(str(spec.path), image_size, spec.labeled, crop_pct, interpolation)
     else:
-        source = load_source(spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct, interpolation)
+        source = load_source(
+            spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct, interpolation, crop_offset
+        )
     # The split a source was read from, where it has one: --split of CIFAR python batches, the built-in set's
     # test split; an .npz, an image folder or shards have none (recording --split's default would say "test").
     split = spec.split if source.format == "cifar" else "test" if source.format == "builtin" else None
     info: dict = {"split": split, "limit": spec.limit}
     if source.format in ("imagefolder", SHARDS) and image_size is not None:
-        info["pipeline"] = fit_description(image_size, crop_pct, interpolation, sources)
+        offset = crop_offset if source.format == "imagefolder" else "round"  # shards crop as torchvision does
+        info["pipeline"] = fit_description(image_size, crop_pct, interpolation, sources, offset)
     if spec.limit is not None:
         source = source.subset(stratified_subset(source.labels, spec.limit, spec.seed))
         info["limit_seed"] = spec.seed
@@ -54,4 +59,4 @@ def load_data(
 def load_model_data(spec: DataSpec, config: ModelConfig) -> tuple[Source, dict]:
     """`load_data` for a model: its input size, crop_pct and interpolation, and the report's pipeline with where
     each of them came from (the model's ModelConfig)."""
-    return load_data(spec, config.input_size, config.crop_pct, config.interpolation, config.sources)
+    return load_data(spec, config.input_size, config.crop_pct, config.interpolation, config.sources, config.crop_offset)

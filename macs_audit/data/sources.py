@@ -223,18 +223,19 @@ def load_imagefolder(
     labeled: bool = True,
     crop_pct: float | None = None,
     interpolation: str | None = None,
+    crop_offset: str = "round",
 ) -> Source:
     """root/<class>/<image>; classes sorted by name; images brought to `image_size` (H, W) if given, else to
     the size of the first image, by the one preprocessing (`models.preprocessing.fit_image`: resized whole, or
     with `crop_pct` resized so the shorter side is size / crop_pct and centre-cropped; by the model's
-    `interpolation` where it declares one). Unlabeled
+    `interpolation` where it declares one, and its `crop_offset`). Unlabeled
     (`labeled=False`, no class sub-directories): root/<image>."""
     classes = sorted(d.name for d in path.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not labeled and not classes:
         flat = tuple(sorted(f for f in path.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()))
         if not flat:
             raise InputError(f"{path}: no images found (expected images in it, or root/<class>/<image>)")
-        fetch = _ImageFolderFetch(flat, *(image_size or _first_size(flat[0])), crop_pct, interpolation)
+        fetch = _ImageFolderFetch(flat, *(image_size or _first_size(flat[0])), crop_pct, interpolation, crop_offset)
         return Source(str(path), "imagefolder", np.full(len(flat), UNLABELED, dtype=np.int64), [], fetch)
     files, labels = [], []
     for label, cls in enumerate(classes):
@@ -245,7 +246,8 @@ def load_imagefolder(
     if not files:
         raise InputError(f"{path}: no images found (expected root/<class>/<image> sub-directories)")
 
-    fetch = _ImageFolderFetch(tuple(files), *(image_size or _first_size(files[0])), crop_pct, interpolation)
+    size = image_size or _first_size(files[0])
+    fetch = _ImageFolderFetch(tuple(files), *size, crop_pct, interpolation, crop_offset)
     return _validated(Source(str(path), "imagefolder", np.asarray(labels, dtype=np.int64), classes, fetch))
 
 
@@ -265,12 +267,13 @@ class _ImageFolderFetch:
     w: int
     crop_pct: float | None = None
     interpolation: str | None = None
+    crop_offset: str = "round"
 
     def __call__(self, idx: np.ndarray) -> np.ndarray:
         out = np.empty((len(idx), self.h, self.w, 3), dtype=np.uint8)
         for row, i in enumerate(idx):
             image = np.asarray(open_image(self.files[i]))
-            out[row] = fit_image(image, (self.h, self.w), self.crop_pct, self.interpolation)
+            out[row] = fit_image(image, (self.h, self.w), self.crop_pct, self.interpolation, self.crop_offset)
         return out
 
 
@@ -294,9 +297,11 @@ def load_source(
     labeled: bool = True,
     crop_pct: float | None = None,
     interpolation: str | None = None,
+    crop_offset: str = "round",
 ) -> Source:
     """Open a data source. `path=None` gives the built-in CIFAR-10 test set. `labeled=False` also reads
-    images without labels (the module's docstring). `image_size`, `crop_pct`, `interpolation`: load_imagefolder's."""
+    images without labels (the module's docstring). `image_size`, `crop_pct`, `interpolation`, `crop_offset`:
+    load_imagefolder's."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown data format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if split not in ("train", "test"):
@@ -312,6 +317,6 @@ def load_source(
             return load_npz(path, labeled)
         if fmt == "cifar":
             return load_cifar_dir(path, split)
-        return load_imagefolder(path, image_size, labeled, crop_pct, interpolation)
+        return load_imagefolder(path, image_size, labeled, crop_pct, interpolation, crop_offset)
     except OSError as exc:  # a folder or file the OS refuses to list or read (its permissions)
         raise InputError(f"cannot read data {exc.filename or path}: {exc.strerror or exc}") from None

@@ -193,8 +193,10 @@ def run_finetune(
 
     before = audit_file(model, flags, BEFORE)
     fmt = predictor.info["format"]
-    meta = cfg.as_metadata()
+    meta = cfg.as_metadata()  # every value, for the example input of a temperature fold and the run's record
     meta["output"] = "logits"
+    # What the written models declare (sidecars, ONNX metadata): only values someone set, never a default.
+    declared = {**cfg.as_metadata(declared_only=True), "output": "logits"}
     sha256 = predictor.info["sha256"]
     # Every rank computes the same temperatures from the whole validation split; rank 0 writes.
     val_source = train_source.subset(options.split(train_source.labels)[0])
@@ -207,10 +209,10 @@ def run_finetune(
         calibration = {"method": "temperature", **baseline_fit, "folded_into": folded_into}
         write_sidecar(
             baseline_weights.with_suffix(".json"),
-            {**meta, "calibration": {**calibration, "from": model.name, "from_sha256": sha256}},
+            {**declared, "calibration": {**calibration, "from": model.name, "from_sha256": sha256}},
         )
         # Its ONNX export beside it, as the fine-tuned model's: either fix deploys the same way.
-        export_if_possible(scaled, baseline_weights.with_suffix(".onnx"), meta, fmt)
+        export_if_possible(scaled, baseline_weights.with_suffix(".onnx"), declared, fmt)
     if options.from_scratch:  # the start model stays the comparison; training starts from its architecture's init
         from macs_audit.finetune.scratch import random_initialisation
 
@@ -240,11 +242,11 @@ def run_finetune(
         "final_val": result.history[-1]["val"] if result.history else None,  # before the temperature
         "temperature": t_final,  # folded into these weights; null: none (--no-temperature)
     }
-    sidecar = {**meta, "finetune": summary}
+    sidecar = {**declared, "finetune": summary}
     if final_fit is not None:
         sidecar["calibration"] = {"method": "temperature", **final_fit, "folded_into": folded_into}
     write_sidecar(out / f"{name}.json", sidecar)
-    onnx_skipped = export_if_possible(trained, out / f"{name}.onnx", meta, fmt)
+    onnx_skipped = export_if_possible(trained, out / f"{name}.onnx", declared, fmt)
     onnx_path = None if onnx_skipped else out / f"{name}.onnx"
     write_text(
         out / RUN_CONFIG_FILE,

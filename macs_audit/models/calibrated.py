@@ -44,7 +44,9 @@ def write_calibrated(model: Path, predictor, calibrator: Calibrator, out: Path, 
         raise InputError(
             f"the calibrator was fitted on {calibrator.n_classes} classes but {model} has {predictor.num_classes}"
         )
-    meta = predictor.config.as_metadata()
+    # What the calibrated model declares: only values someone set (a default written would read as declared).
+    meta = predictor.config.as_metadata(declared_only=True)
+    example_shape = (4, len(predictor.config.mean), *predictor.config.input_size)
     calibration = calibration_record(calibrator, fit_data)
     calibration.update({"from": model.name, "from_sha256": predictor.info["sha256"]})
     if calibrator.method == "temperature":
@@ -66,7 +68,7 @@ def write_calibrated(model: Path, predictor, calibrator: Calibrator, out: Path, 
             torch.jit.save(torch.jit.script(temperature_wrapper(net, fitted_temperature(calibrator))), str(tmp))
         calibration["folded_into"] = "TorchScript wrapper (logits / T)"
     elif fmt != "torchscript" and not probabilities and foldable(net, calibrator):
-        example = torch.randn(4, len(meta["mean"]), *meta["input_size"], generator=torch.Generator().manual_seed(0))
+        example = torch.randn(*example_shape, generator=torch.Generator().manual_seed(0))
         if calibrator.method == "temperature":
             scaled, where = fold_temperature_torch(net, fitted_temperature(calibrator), example)
         else:

@@ -63,6 +63,9 @@ class ModelConfig:
     # The model's own description says it is a CIFAR-10 classifier at 32x32 (a 10-output ONNX graph with a static
     # 32x32 input, one of the project's CIFAR architectures): CIFAR-10's mean/std then go without a warning.
     fits_cifar10: bool = False
+    # How the centre crop of a crop_pct pipeline rounds an odd margin (models/preprocessing.CROP_OFFSETS): set by
+    # the loader of a source whose library crops otherwise (transformers' "floor"), not a key anyone declares.
+    crop_offset: str = "round"
 
     def as_metadata(self, declared_only: bool = False) -> dict[str, Any]:
         """The keys a sidecar or ONNX metadata would carry. `declared_only`: only the keys someone set (a flag,

@@ -30,6 +30,8 @@ from macs_audit.pixels import is_tensor
 # their -no-antialias forms (torch's tensor default), and nearest (Pillow's nearest: torch's "nearest-exact").
 INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "bilinear-no-antialias", "bicubic-no-antialias")
 WHOLE_DEFAULT, CROP_DEFAULT = "bilinear", "bicubic"  # without a declared interpolation
+# How a centre crop's offset rounds an odd margin's half: torchvision's CenterCrop rounds, transformers floors.
+CROP_OFFSETS = ("round", "floor")
 # Pillow's resampling filters by number (Hugging Face image processors' `resample`) -> our names.
 PIL_RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}
 
@@ -74,12 +76,17 @@ def crop_size(size: Sequence[int], crop_pct: float) -> int:
 
 
 def fit_image(
-    image: np.ndarray, size: Sequence[int], crop_pct: float | None = None, interpolation: str | None = None
+    image: np.ndarray,
+    size: Sequence[int],
+    crop_pct: float | None = None,
+    interpolation: str | None = None,
+    crop_offset: str = "round",
 ) -> np.ndarray:
     """One uint8 image (H, W, C) of any size as a uint8 image of `size` (h, w), by `resize` with `interpolation`
     (default bilinear whole, bicubic with a crop): resized whole (aspect not kept), or with `crop_pct` as timm
     and torchvision evaluate ImageNet: the shorter side resized to `crop_size` (aspect kept, the longer side
-    truncated), then the centre crop."""
+    truncated), then the centre crop, its offset an odd margin's half rounded (`crop_offset` "round": torchvision's
+    CenterCrop, which timm and OpenCLIP use) or floored ("floor": transformers' image processors)."""
     h, w = int(size[0]), int(size[1])
     batch = image.transpose(2, 0, 1)[None]  # (1, C, H, W), a view
     if crop_pct is None:
@@ -91,7 +98,12 @@ def fit_image(
     else:
         scaled = (short, int(short * width / height))
     batch = resize(batch, scaled, interpolation or CROP_DEFAULT)
-    top, left = int(round((scaled[0] - h) / 2.0)), int(round((scaled[1] - w) / 2.0))
+    if crop_offset not in CROP_OFFSETS:
+        raise ValueError(f"crop_offset must be one of {', '.join(CROP_OFFSETS)}, got {crop_offset!r}")
+    if crop_offset == "floor":
+        top, left = (scaled[0] - h) // 2, (scaled[1] - w) // 2
+    else:
+        top, left = int(round((scaled[0] - h) / 2.0)), int(round((scaled[1] - w) / 2.0))
     return batch[0, :, top : top + h, left : left + w].transpose(1, 2, 0)
 
 
@@ -100,6 +112,7 @@ def fit_description(
     crop_pct: float | None,
     interpolation: str | None = None,
     sources: dict[str, str] | None = None,
+    crop_offset: str = "round",
 ) -> str:
     """How `fit_image` sizes images, as the report says it; with `sources` (a ModelConfig's), where each
     value came from ("default" where nobody set it)."""
@@ -115,7 +128,7 @@ def fit_description(
     how = interpolation or CROP_DEFAULT
     return (
         f"shorter side resized to {short} ({how}{where('interpolation')}), centre crop {h}x{w}{where('input_size')} "
-        f"(crop_pct {crop_pct:g}{where('crop_pct')})"
+        f"(crop_pct {crop_pct:g}{where('crop_pct')}{', offset floored as transformers' * (crop_offset == 'floor')})"
     )
 
 
