@@ -21,8 +21,9 @@ import numpy as np
 from macs_audit.atomic import write_text
 from macs_audit.audit import AuditOptions, check_classes, evaluate_view
 from macs_audit.before_after import AFTER, BEFORE, BEFORE_AFTER_FILES, audit_model, write_before_after
-from macs_audit.calibrators.base import LABELS, Calibrator, fit_calibrator
+from macs_audit.calibrators.base import LABELS, Calibrator, classes_below, fit_calibrator, shown_classes
 from macs_audit.calibrators.common import log_softmax, mean_nll
+from macs_audit.calibrators.held_out import contamination
 from macs_audit.calibrators.selection import DEFAULT_SELECT, Selection, compare_calibrators
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_model_data
@@ -56,6 +57,7 @@ class CalibrateRun:
     comparison: Comparison
     title: str
     warnings: list[str] = dataclasses.field(default_factory=list)  # see held_out_warnings
+    fit_warnings: list[str] = dataclasses.field(default_factory=list)  # about the fit data, shown first
     selection: Selection | None = None  # with several methods: the table the calibrator was chosen by
 
 
@@ -95,11 +97,48 @@ def held_out_warnings(before: Report, after: Report, fitted: str, fit_accuracy: 
     ]
 
 
+def missing_class_warnings(labels: np.ndarray, n_classes: int) -> list[str]:
+    """A one-line warning when the fit data lacks images of some classes (a class-sorted file cut short)."""
+    missing = classes_below(labels, n_classes, 1)
+    if not missing:
+        return []
+    return [
+        f"the fit data has no images of class {shown_classes(missing)}: maps with parameters per class "
+        "(vector, matrix, Dirichlet, isotonic, histogram) are not fitted on it; give fit data of every class"
+    ]
+
+
+def contamination_warnings(
+    calibrator: Calibrator, before: Report, fit_accuracy: float, logits: np.ndarray, labels: np.ndarray, force: bool
+) -> list[str]:
+    """[] when the model's scores on the fit data show nothing (calibrators.held_out); else UsageError, or with
+    `force` the warning that the map is written anyway."""
+    metrics = before.clean.metrics
+    temperature = calibrator.describe()["parameters"]["temperature"] if calibrator.method == "temperature" else None
+    reason = contamination(
+        fit_accuracy=fit_accuracy,
+        eval_accuracy=metrics.get("accuracy"),
+        eval_confidence=metrics.get("mean_confidence"),
+        temperature=temperature,
+        fit_nll=mean_nll(log_softmax(logits), labels),
+        eval_nll=metrics.get("nll"),
+    )
+    if reason is None:
+        return []
+    if not force:
+        raise UsageError(
+            f"the fit data looks trained on: {reason}; fit on held-out images the model was not trained on "
+            "(--data), or write the map anyway with --force-calibration"
+        )
+    return [f"the fit data looks trained on: {reason}; the calibrated model is written as asked (--force-calibration)"]
+
+
 def choose_calibrator(
     logits: np.ndarray, labels: np.ndarray, methods: list[str], select: str, holdout: float, seed: int
 ) -> tuple[Calibrator, Selection | None]:
     """One method: fitted on all of (logits, labels). Several: each fitted on a class-stratified 1 - `holdout`
-    of them and scored on the rest; the best by `select` is returned with the table."""
+    of them and scored on the rest; the one chosen by `select` (compare_calibrators) is then fitted again on all
+    of (logits, labels), and returned with the table."""
     if len(methods) == 1:
         return fit_calibrator(methods[0], logits, labels), None
     if not 0 < holdout < 1:
@@ -108,9 +147,7 @@ def choose_calibrator(
     if len(held) == 0 or len(fit) == 0:
         raise UsageError(f"--holdout {holdout} leaves no images to fit or to score on ({len(labels)} in --data)")
     selection = compare_calibrators(logits[fit], labels[fit], logits[held], labels[held], methods, select)
-    best = selection.best.calibrator
-    assert best is not None  # compare_calibrators selects among fitted methods only
-    return best, selection
+    return fit_calibrator(selection.selected, logits, labels), selection
 
 
 def run_calibrate(
@@ -129,12 +166,15 @@ def run_calibrate(
     progress: ProgressFn | None = None,
     force: bool = False,
     debug: bool = False,
+    force_calibration: bool = False,
 ) -> CalibrateRun:
     """Fit `methods` on `fit` (batches of audit.batch_size; several: choose by `select` on a `holdout`
     part, see choose_calibrator), write the calibrated model to `out`, and audit both on `eval_data` with
     `audit`. Raises UsageError when a file of `out` would replace an input, or already exists and `force`
-    is not set, and when the fit data is too small for the method. `debug` lets the libraries' warnings
-    through while models load."""
+    is not set, when the fit data is too small for the method, and, before anything is written, when the fit
+    data looks trained on (calibrators.held_out.contamination: the decision `finetune` makes), unless
+    `force_calibration`, which writes the map with a warning. `debug` lets the libraries' warnings through
+    while models load."""
     inputs = (model, sidecar_path(model), fit.path, eval_data.path)
     check_folder(out, output_names(model), inputs=inputs, force=force)
     predictor = load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
@@ -152,6 +192,7 @@ def run_calibrate(
     )
     assert logits is not None
     labels = np.asarray(fit_source.labels, dtype=np.int64)
+    fit_warnings = missing_class_warnings(labels, logits.shape[1])
     calibrator, selection = choose_calibrator(logits, labels, list(methods), select, holdout, fit.seed)
     outputs: dict = {}  # both models' clean outputs: the comparison's paired intervals
     before = audit_model(
@@ -167,10 +208,14 @@ def run_calibrate(
         debug=debug,
         outputs=outputs,
     )
+    fit_warnings += contamination_warnings(
+        calibrator, before, float((logits.argmax(1) == labels).mean()), logits, labels, force_calibration
+    )
     out.mkdir(parents=True, exist_ok=True)
     fit_data: dict[str, Any] = {"source": fit_source.name, "n": len(fit_source), **fit_info}
-    if selection is not None:
-        fit_data["n_fitted_on"] = selection.n_fit
+    if selection is not None:  # chosen on a part, then fitted on all of it
+        fit_data["n_fitted_on"] = len(labels)
+        fit_data["n_selected_on"] = selection.n_fit
     calibrated = write_calibrated(model, predictor, calibrator, out, fit_data)
     after = audit_model(
         calibrated,
@@ -194,9 +239,19 @@ def run_calibrate(
         "model": str(model),
         "calibrated_model": calibrated.name,
         "selection": selection.to_dict() if selection is not None else None,
-        "warnings": warnings,
+        "warnings": fit_warnings + warnings,
     }
     write_text(out / CALIBRATION_FILE, json.dumps(record, indent=2) + "\n")
     title = f"{name} of {model.name}: before / after on {eval_source.name}"
     comparison = write_before_after(out, before, after, title, outputs=outputs)
-    return CalibrateRun(calibrator, calibrated, before, after, comparison, title, warnings, selection)
+    return CalibrateRun(
+        calibrator,
+        calibrated,
+        before,
+        after,
+        comparison,
+        title,
+        warnings,
+        selection=selection,
+        fit_warnings=fit_warnings,
+    )

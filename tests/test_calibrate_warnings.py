@@ -1,5 +1,6 @@
-"""`calibrate` warns, on stderr and in its result, when the fitted temperature makes the held-out metrics worse,
-and says why (fit data the model was trained on, or data unlike the evaluation data)."""
+"""`calibrate` refuses fit data the model looks trained on (as `finetune` does), and warns, on stderr and in its
+result, when the fitted temperature makes the held-out metrics worse, and says why (fit data the model was trained
+on, or data unlike the evaluation data)."""
 
 import json
 
@@ -40,10 +41,23 @@ def test_calibrate_fit_on_data_the_model_gets_right_warns_on_stderr_and_in_calib
     np.savez(tmp_path / "test.npz", x=x, y=y)
     args = ["calibrate", str(model), "--eval-data", str(tmp_path / "test.npz"), "--device", "cpu", "--quiet"]
     args += ["--bootstrap", "0", "--perturbations", "none", "--sensitivity-samples", "0", "--calibration-split", "0"]
-    result = runner.invoke(app, [*args, "--data", str(tmp_path / "train.npz"), "--out", str(tmp_path / "bad")])
+    # The decision finetune makes: such fit data is refused before anything is written ...
+    refused = runner.invoke(app, [*args, "--data", str(tmp_path / "train.npz"), "--out", str(tmp_path / "no")])
+    assert refused.exit_code == 2, refused.output
+    message = " ".join(refused.output.split())
+    assert "the fit data looks trained on: the model is 100.0% accurate on the fit data" in message
+    assert "--force-calibration" in message and not (tmp_path / "no").exists()
+    # ... unless forced: then written, with both warnings.
+    forced = [*args, "--data", str(tmp_path / "train.npz"), "--out", str(tmp_path / "bad"), "--force-calibration"]
+    result = runner.invoke(app, forced)
     assert result.exit_code == 0, result.output
     saved = json.loads((tmp_path / "bad" / "calibration.json").read_text())
-    assert saved["parameters"]["temperature"] < 1 and len(saved["warnings"]) == 1
+    assert saved["parameters"]["temperature"] < 1
+    # (the model predicts only some classes, so these labels lack the others: that warning comes first)
+    missing, trained_on, worse = saved["warnings"]
+    assert missing.startswith("the fit data has no images of class 0, 3, 5, 6, 7, 8, 9:")
+    assert trained_on.startswith("the fit data looks trained on:") and "--force-calibration" in trained_on
+    assert worse.startswith("the fitted temperature scaling (T = ")
     assert "warning: the fitted temperature scaling (T = " in result.stderr
     assert "100.0% accurate on the fit data" in result.stderr
     assert "made the held-out metrics worse (NLL" in " ".join(result.stderr.split())

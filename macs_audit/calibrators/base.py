@@ -52,6 +52,11 @@ LABELS = {
     "isotonic": "isotonic regression",
     "histogram": "histogram binning",
 }
+# Maps with parameters of their own per class (a class's bias, row, column or one-vs-rest map) learn each
+# class from that class's fit images: with none they push the class down everywhere (a Dirichlet map fitted
+# without classes 90-99 of CIFAR-100 took their accuracy from 56% to 4%). The fewest fit images of every
+# class each needs; temperature scaling, one parameter shared by all classes, needs none.
+MIN_IMAGES_PER_CLASS = {"vector": 5, "matrix": 5, "dirichlet": 5, "isotonic": 10, "histogram": 10}
 ODIR_PARAMETERS_PER_SAMPLE = 4  # matrix and Dirichlet: ODIR lets them fit up to 4 parameters per image
 ISOTONIC_SAMPLES_PER_CLASS = 10  # isotonic: each class's map comes from its own positives
 
@@ -98,8 +103,38 @@ def check_fit_size(method: str, n_samples: int, n_classes: int, n_bins: int = N_
         )
 
 
+def classes_below(labels: np.ndarray, n_classes: int, minimum: int) -> list[int]:
+    """The classes with fewer than `minimum` of `labels` (none at all included), in order."""
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=n_classes)
+    return [int(c) for c in np.flatnonzero(counts < minimum)]
+
+
+def shown_classes(classes: list[int], limit: int = 8) -> str:
+    """'3, 7' or '90, 91, ..., 99 (10 classes)': the classes a message names."""
+    if len(classes) <= limit:
+        return ", ".join(map(str, classes))
+    return f"{', '.join(map(str, classes[: limit - 1]))}, ..., {classes[-1]} ({len(classes):,} classes)"
+
+
+def check_class_counts(method: str, labels: np.ndarray, n_classes: int) -> None:
+    """Raise UsageError (one line) when `method` has parameters per class (MIN_IMAGES_PER_CLASS) and some class
+    has fewer fit images than it needs."""
+    minimum = MIN_IMAGES_PER_CLASS.get(method)
+    if minimum is None:
+        return
+    short = classes_below(labels, n_classes, minimum)
+    if short:
+        raise UsageError(
+            f"{LABELS[method]} fits parameters per class, so it needs at least {minimum} fit images of every "
+            f"class; class {shown_classes(short)} {'has' if len(short) == 1 else 'have'} fewer: "
+            "fit on data of every class, or use temperature scaling"
+        )
+
+
 def fit_calibrator(method: str, logits: np.ndarray, labels: np.ndarray, **options: Any) -> Calibrator:
-    """Check the method and the split's size, then fit `method` on held-out (logits, labels) with `options`."""
+    """Check the method, the split's size and its images per class, then fit `method` on held-out (logits,
+    labels) with `options`."""
     z = as_logits(logits)
     check_fit_size(method, len(z), z.shape[1], options.get("n_bins", N_BINS))
+    check_class_counts(method, labels, z.shape[1])
     return CALIBRATORS[method](z, labels, **options)

@@ -3,7 +3,13 @@
 What `calibrate --method all` writes and the audit's `calibrators` section shows: one row per method
 with its held-out accuracy, NLL, ECE, smooth ECE and Brier (accuracy too, because the maps that are not
 monotone in the logits, vector/matrix/Dirichlet/isotonic/histogram, can change predictions), beside the
-uncalibrated model's row. A method the fit split is too small for is not fitted; its row says why.
+uncalibrated model's row. A method the fit split is too small for, or that has parameters per class and
+lacks fit images of some class, is not fitted; its row says why.
+
+The choice prefers the simpler map (earlier in METHODS): the best-scoring map is chosen over a simpler
+fitted one only when it wins beyond the noise of the selection split, that is when the 95% paired interval
+of its score minus the simpler map's (per-image differences for NLL, Brier and accuracy; a paired
+bootstrap for the ECEs) excludes zero in its favour. `Selection.reason` says why the chosen map won.
 """
 
 from __future__ import annotations
@@ -14,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from macs_audit.calibrators.base import LABELS, METHODS, Calibrator, check_fit_size, fit_calibrator
+from macs_audit.calibrators.base import (
+    LABELS,
+    METHODS,
+    Calibrator,
+    check_class_counts,
+    check_fit_size,
+    fit_calibrator,
+)
 from macs_audit.calibrators.common import as_fit_data
 from macs_audit.errors import UsageError
 from macs_audit.metrics.accumulators import calibration_metrics
@@ -23,6 +36,9 @@ from macs_audit.metrics.registry import METRICS
 UNCALIBRATED = "uncalibrated"
 SCORES = ("accuracy", "nll", "ece", "smooth_ece", "brier")  # the table's columns; each can be `select`
 DEFAULT_SELECT = "nll"
+PER_IMAGE = ("nll", "brier", "accuracy")  # scores that are means over images: paired intervals from the differences
+BOOTSTRAP_RESAMPLES = 200  # the ECEs' paired bootstrap
+Z95 = 1.959963984540054
 
 
 @dataclasses.dataclass
@@ -49,9 +65,10 @@ class Trial:
 class Selection:
     trials: list[Trial]  # the uncalibrated row first, then the methods in the order asked
     select: str
-    selected: str  # the best fitted method by `select` (ties: the simpler method, earlier in METHODS)
+    selected: str  # by `select`, the simpler map unless a more flexible one wins beyond the noise (see module)
     n_fit: int
     n_eval: int
+    reason: str = ""  # why `selected` was chosen, in one sentence
 
     @property
     def best(self) -> Trial:
@@ -63,6 +80,7 @@ class Selection:
             "selected": self.selected,
             "n_fit": self.n_fit,
             "n_eval": self.n_eval,
+            "reason": self.reason,
             "methods": [t.to_dict() for t in self.trials],
         }
 
@@ -89,6 +107,62 @@ def scores_of(log_probabilities: np.ndarray, labels: np.ndarray) -> dict[str, fl
     return {name: float(metrics[name]) for name in SCORES}
 
 
+def per_image_scores(log_probabilities: np.ndarray, labels: np.ndarray, select: str) -> np.ndarray:
+    """Each image's share of a PER_IMAGE score: its NLL, Brier or correctness."""
+    rows = np.arange(len(labels))
+    if select == "nll":
+        return -log_probabilities[rows, labels]
+    p = np.exp(log_probabilities)
+    if select == "accuracy":
+        return (p.argmax(axis=1) == labels).astype(np.float64)
+    onehot = np.zeros_like(p)
+    onehot[rows, labels] = 1.0
+    return ((p - onehot) ** 2).sum(axis=1)
+
+
+def paired_interval(a: np.ndarray, b: np.ndarray, labels: np.ndarray, select: str, seed: int = 0) -> list[float]:
+    """The 95% interval of score(b) - score(a) on the same images, from log-probabilities a and b."""
+    if select in PER_IMAGE:
+        d = per_image_scores(b, labels, select) - per_image_scores(a, labels, select)
+        half = Z95 * float(d.std(ddof=1)) / np.sqrt(len(d)) if len(d) > 1 else 0.0
+        return [float(d.mean()) - half, float(d.mean()) + half]
+    rng = np.random.default_rng(seed)
+    k = a.shape[1]
+    draws = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        idx = rng.integers(0, len(labels), len(labels))
+        draws.append(
+            calibration_metrics(b[idx], labels[idx], k)[select] - calibration_metrics(a[idx], labels[idx], k)[select]
+        )
+    low, high = np.quantile(draws, [0.025, 0.975])
+    return [float(low), float(high)]
+
+
+def _choose(fitted: list[Trial], z_eval: np.ndarray, y_eval: np.ndarray, select: str) -> tuple[str, str]:
+    """(the chosen method, why): the best by `select`, unless a simpler fitted map is within the noise of it."""
+    higher = METRICS[select].higher_is_better
+    score = {t.method: float(t.scores[select]) for t in fitted if t.scores is not None}
+    maps = {t.method: t.calibrator for t in fitted if t.calibrator is not None}
+    best = min(maps, key=lambda m: -score[m] if higher else score[m])  # min: the first (simplest) of ties
+    label, value, n = LABELS[best], score[best], f"{len(y_eval):,}-image selection split"
+    simpler = [m for m in maps if METHODS.index(m) < METHODS.index(best)]
+    if not simpler:
+        return best, f"{label} has the best held-out {select} ({value:.4g}) and is the simplest map fitted"
+    outputs = maps[best].transform(z_eval)
+    for method in simpler:  # the simplest first
+        low, high = paired_interval(maps[method].transform(z_eval), outputs, y_eval, select)
+        if not (low > 0 if higher else high < 0):
+            return method, (
+                f"{LABELS[method]} kept: {label} scored {select} {value:.4g} against its {score[method]:.4g}, a "
+                f"difference within the noise of the {n} (95% paired interval [{low:.4g}, {high:.4g}]), so the "
+                "simpler map"
+            )
+    return best, (
+        f"{label} has the best held-out {select} ({value:.4g}) and beats every simpler map beyond the noise of "
+        f"the {n} (95% paired intervals of the difference exclude 0)"
+    )
+
+
 def compare_calibrators(
     fit_logits: np.ndarray,
     fit_labels: np.ndarray,
@@ -106,6 +180,7 @@ def compare_calibrators(
     for method in methods:
         try:
             check_fit_size(method, len(y_fit), z_fit.shape[1])
+            check_class_counts(method, y_fit, z_fit.shape[1])
         except UsageError as exc:
             trials.append(Trial(method, refused=str(exc)))
             continue
@@ -117,6 +192,5 @@ def compare_calibrators(
     fitted = [t for t in trials if t.calibrator is not None]
     if not fitted:
         raise UsageError(f"no calibration method can be fitted on {len(y_fit):,} images: {trials[-1].refused}")
-    sign = -1.0 if METRICS[select].higher_is_better else 1.0
-    best = min(fitted, key=lambda t: sign * t.scores[select])  # type: ignore[index]  # min: the first of ties
-    return Selection(trials, select, best.method, len(y_fit), len(y_eval))
+    chosen, reason = _choose(fitted, z_eval, y_eval, select)
+    return Selection(trials, select, chosen, len(y_fit), len(y_eval), reason)

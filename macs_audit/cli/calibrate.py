@@ -84,6 +84,12 @@ def calibrate(
     seed: int = typer.Option(0, "--seed", min=0, help="Seed for subsets, splits and bootstrap."),
     quiet: bool = QUIET_OPTION,
     force: bool = FORCE_OPTION,
+    force_calibration: bool = typer.Option(
+        False,
+        "--force-calibration",
+        help="Write the calibrated model even when --data looks trained on (the model far more accurate there "
+        "than on --eval-data, or a sharpening temperature on a model overconfident there); refused otherwise.",
+    ),
 ) -> None:
     """Fit a post-hoc calibrator on --data and write MODEL with it folded in, audited before and after."""
     from macs_audit.calibrate import fitted_name, run_calibrate
@@ -112,10 +118,14 @@ def calibrate(
             progress=progress,
             force=force,
             debug=state["debug"],
+            force_calibration=force_calibration,
         )
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
+    for message in run.fit_warnings:  # fit data lacking classes: before the table that refuses maps for it
+        warn(message)
     if run.selection is not None:
         print_calibrators(run.selection.to_dict())
+        note(run.selection.reason)
     print_before_after(run.title, run.comparison)
     for message in run.warnings:  # also in OUT/calibration.json
         warn(message)

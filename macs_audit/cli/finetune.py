@@ -138,7 +138,22 @@ def finetune(
     temperature: bool = typer.Option(
         True,
         "--temperature/--no-temperature",
-        help="End calibrated: fold a temperature fitted on the validation split into the written model.",
+        help="End calibrated: fold a temperature fitted on the validation split (or --val-data) into the written "
+        "model.",
+    ),
+    val_data: Optional[Path] = typer.Option(
+        None,
+        "--val-data",
+        readable=False,
+        help="Held-out images the start model never saw, to fit the temperatures on (same formats as --data); "
+        "without it they are fitted on the split held out of --data, honest only if the start model was "
+        "trained without that split.",
+    ),
+    force_temperature: bool = typer.Option(
+        False,
+        "--force-temperature",
+        help="Fold the temperature even when the data it is fitted on looks trained on (the run refuses "
+        "otherwise); no 'which fix' table is shown then.",
     ),
     name: str = typer.Option(
         "model", "--name", help="File stem of the outputs (NAME.safetensors, NAME.onnx, NAME.json)."
@@ -241,6 +256,8 @@ def finetune(
             debug=state["debug"],
             force=force,
             temperature=temperature,
+            val_data=DataSpec(val_data, data_format, split, None, seed) if val_data is not None else None,
+            force_temperature=force_temperature,
         )
     distributed.shutdown(ctx)
     if run.comparison is None:  # not rank 0: rank 0 prints
@@ -248,6 +265,8 @@ def finetune(
     if run.onnx_skipped:
         warn(f"{run.onnx_skipped}; use {run.weights.name}")
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
-    print_before_after(run.title, run.comparison, fixes_table(run.fixes))
+    for message in run.warnings:  # a temperature folded on data that looks trained on
+        warn(message)
+    print_before_after(run.title, run.comparison, fixes_table(run.fixes) if run.fixes else None)
     scaled = f" (temperature T = {run.temperature:.4f} folded in)" if run.temperature is not None else ""
     note(f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else "") + scaled)

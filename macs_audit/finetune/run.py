@@ -57,6 +57,9 @@ from macs_audit.report import Report
 CHECKPOINT_FILE = "checkpoint.pt"
 RUN_CONFIG_FILE = "finetune_config.json"  # the run's record: options, model, data, split, audit settings, history
 BASELINE_SUFFIX = "_temperature_only"  # NAME_temperature_only.*: the start model with the validation temperature
+# What the temperatures are fitted on: the split held out of --data, or the --val-data set.
+VALIDATION_SPLIT = "validation split held out of the training data"
+VAL_DATA = "--val-data set"
 
 
 def output_names(name: str) -> list[str]:
@@ -72,8 +75,11 @@ def output_names(name: str) -> list[str]:
     ]
 
 
-def validation_temperature(predictor, val_source: Source, batch_size: int, progress: ProgressFn | None) -> dict:
-    """Fit T on the predictor's logits of the validation split (as the audit reads them); the fit's record."""
+def validation_temperature(
+    predictor, val_source: Source, batch_size: int, progress: ProgressFn | None, fit_data: str = VALIDATION_SPLIT
+) -> dict:
+    """Fit T on the predictor's logits of the validation data (as the audit reads them); the fit's record, with
+    the model's accuracy there (for the contamination check)."""
     from macs_audit.audit import check_classes
 
     k = check_classes(predictor, val_source)
@@ -83,8 +89,9 @@ def validation_temperature(predictor, val_source: Source, batch_size: int, progr
     t = optimal_temperature(logits, val_source.labels)
     return {
         "temperature": t,
-        "fit_data": "the validation split held out of the training data",
+        "fit_data": fit_data,
         "n": len(val_source),
+        "accuracy": float((logits.argmax(axis=1) == val_source.labels).mean()),
         "nll_before": temperature_nll(logits, val_source.labels, 1.0),
         "nll_after": temperature_nll(logits, val_source.labels, t),
     }
@@ -110,6 +117,31 @@ def with_temperature(model, temperature: float, fmt: str, meta: dict, debug: boo
     return fold_temperature_torch(model, temperature, example)
 
 
+def contamination_warnings(fit: dict, before: Report, fit_name: str, temperature: bool, force: bool) -> list[str]:
+    """[] when the start model's scores on the temperature's data show nothing; else UsageError (one line,
+    naming --val-data), or with `force` (or no temperature folded) the warning that the run goes on with it."""
+    from macs_audit.calibrators.held_out import contamination
+
+    metrics = before.clean.metrics
+    reason = contamination(
+        fit_accuracy=fit["accuracy"],
+        eval_accuracy=metrics.get("accuracy"),
+        eval_confidence=metrics.get("mean_confidence"),
+        temperature=fit["temperature"],
+        fit_nll=fit["nll_before"],
+        eval_nll=metrics.get("nll"),
+        fit_name=fit_name,
+    )
+    if reason is None:
+        return []
+    if temperature and not force:
+        raise UsageError(
+            f"the {fit_name} looks trained on: {reason}; fit the temperature on images the model never saw "
+            "(--val-data), or fold it anyway with --force-temperature"
+        )
+    return [f"the {fit_name} looks trained on: {reason}; the temperatures fitted on it are not a fix"]
+
+
 @dataclasses.dataclass
 class FinetuneRun:
     weights: Path  # the fine-tuned weights in OUT
@@ -123,6 +155,7 @@ class FinetuneRun:
     baseline: Report | None = None  # the start model with temperature scaling only (NAME_temperature_only)
     baseline_temperature: float | None = None
     fixes: list[Fix] = dataclasses.field(default_factory=list)  # before, temperature only, fine-tuned
+    warnings: list[str] = dataclasses.field(default_factory=list)  # a forced temperature on contaminated data
 
 
 def run_finetune(
@@ -143,6 +176,8 @@ def run_finetune(
     debug: bool = False,
     force: bool = False,
     temperature: bool = True,
+    val_data: DataSpec | None = None,
+    force_temperature: bool = False,
 ) -> FinetuneRun:
     """Fine-tune the PyTorch `model` on `train` with `options` (its preprocessing and device are taken from
     the model), write it to `out` as NAME.* (with a validation temperature folded in unless `temperature`
@@ -150,13 +185,19 @@ def run_finetune(
     all three on `eval_data`.
 
     `device` is this rank's device; `debug` lets the libraries' warnings through while models load.
+    The temperatures are fitted on `val_data` when given (images the start model never saw), else on the
+    validation split held out of `train`, which is honest only when the start model was trained without it.
+    When the start model's scores on that data show it was trained on (calibrators.held_out.contamination),
+    the run stops before writing anything (UsageError naming --val-data), unless `force_temperature`: then
+    it folds the temperature anyway, says so in `warnings`, and shows no "which fix" comparison built on it.
+
     Raises UsageError for an ONNX model, a checkpoint in `out` without `resume`, an output that would
     replace an input, existing outputs without `force` or `resume`, or a class count that does not match
     the training data.
     """
     from macs_audit.finetune.loop import finetune  # torch
 
-    inputs = (model, sidecar_path(model), train.path, eval_data.path)
+    inputs = (model, sidecar_path(model), train.path, eval_data.path, *([val_data.path] if val_data else []))
     check_folder(out, [CHECKPOINT_FILE], inputs=inputs)
     checkpoint = out / CHECKPOINT_FILE
     if checkpoint.exists() and not resume:
@@ -179,6 +220,7 @@ def run_finetune(
         raise UsageError(f"the model has {cfg.num_classes} classes but {train.path} has {train_source.num_classes}")
     options.checked_split(train_source.labels)  # too few images to train: fail now, not after the first audit
     eval_source, eval_info = load_model_data(eval_data, cfg)
+    val_given = load_model_data(val_data, cfg)[0] if val_data is not None else None  # read like --data
     training = "training from scratch" if options.from_scratch else "fine-tuning"
     title = f"{options.objective} {training} of {model.name}: before / after on {eval_source.name}"
     distributed.barrier(ctx)  # every rank has checked for an old checkpoint before rank 0 writes one
@@ -199,8 +241,10 @@ def run_finetune(
     declared = {**cfg.as_metadata(declared_only=True), "output": "logits"}
     sha256 = predictor.info["sha256"]
     # Every rank computes the same temperatures from the whole validation split; rank 0 writes.
-    val_source = train_source.subset(options.split(train_source.labels)[0])
-    baseline_fit = validation_temperature(predictor, val_source, audit.batch_size, progress)
+    val_source = val_given if val_given is not None else train_source.subset(options.split(train_source.labels)[0])
+    fit_name = VAL_DATA if val_given is not None else VALIDATION_SPLIT
+    baseline_fit = validation_temperature(predictor, val_source, audit.batch_size, progress, fit_name)
+    warnings = contamination_warnings(baseline_fit, before, fit_name, temperature, force_temperature)
     baseline_weights = weights_path(out, name + BASELINE_SUFFIX, fmt)
     if ctx.is_main:  # before training, which changes the start model's weights in place
         out.mkdir(parents=True, exist_ok=True)  # only now: a run that failed before this point leaves no folder
@@ -219,7 +263,9 @@ def run_finetune(
         random_initialisation(predictor.model, cfg.arch, train_source.num_classes, options.seed)
     result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
     # The loop trained predictor.model in place, so the predictor now reads the fine-tuned model.
-    final_fit = validation_temperature(predictor, val_source, audit.batch_size, progress) if temperature else None
+    final_fit = (
+        validation_temperature(predictor, val_source, audit.batch_size, progress, fit_name) if temperature else None
+    )
     trained = result.model.cpu().eval()
     weights = weights_path(out, name, fmt)
     t_final = final_fit["temperature"] if final_fit is not None else None
@@ -283,14 +329,20 @@ def run_finetune(
     after = audit_file(weights, {}, AFTER)
     baseline = audit_file(baseline_weights, {}, TEMPERATURE_ONLY)
     t0 = baseline_fit["temperature"]
-    fixes = [
-        Fix("start model", before),
-        Fix(f"temperature scaling only, T = {t0:.3f}", baseline),
-        Fix(
-            f"{options.objective} {training}" + (f" + T = {t_final:.3f}" if t_final is not None else ", no T"),
-            after,
-        ),
-    ]
+    fixes = (
+        []
+        if warnings
+        else [  # no "which fix" comparison built on a temperature fitted on memorised data
+            Fix("start model", before),
+            Fix(f"temperature scaling only, T = {t0:.3f}", baseline),
+            Fix(
+                f"{options.objective} {training}" + (f" + T = {t_final:.3f}" if t_final is not None else ", no T"),
+                after,
+            ),
+        ]
+    )
     comparison = write_before_after(out, before, after, title, fixes, outputs)
     write_text(out / TEMPERATURE_ONLY_FILE, baseline.to_json())
-    return FinetuneRun(weights, onnx_path, onnx_skipped, before, after, comparison, title, t_final, baseline, t0, fixes)
+    return FinetuneRun(
+        weights, onnx_path, onnx_skipped, before, after, comparison, title, t_final, baseline, t0, fixes, warnings
+    )

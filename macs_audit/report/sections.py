@@ -195,6 +195,7 @@ class Calibrators(Section):
     methods: list[CalibratorRow]
     split: str | None = None
     seed: int | None = None
+    reason: str | None = None  # why `selected` won: the simpler map unless beaten beyond the split's noise
 
 
 @dataclasses.dataclass

@@ -896,6 +896,20 @@ ROWS: list[Row] = [
         _resnet9("net.safetensors"),
     ),
     Row(
+        "finetune-val-data-missing",
+        (*FINETUNE_QUICK, "--data", "{data}", "--batch-size", "16", "--val-data", "missing.npz"),
+        3,
+        "missing.npz",
+        _resnet9("net.safetensors"),
+    ),
+    Row(
+        "finetune-from-scratch-unknown-arch",
+        (*FINETUNE_QUICK, "--data", "{data}", "--batch-size", "16", "--from-scratch", "--arch", "no_such_net"),
+        2,
+        "no_such_net",
+        _resnet9("net.safetensors"),
+    ),
+    Row(
         "finetune-fewer-images-than-a-batch",
         (*FINETUNE_QUICK, "--data", "d20.npz"),
         2,
