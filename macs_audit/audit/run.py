@@ -38,6 +38,7 @@ class AuditResult:
     report: Report
     logits: np.ndarray  # clean-view logits, float32 (N, K)
     labels: np.ndarray
+    target_logits: dict = dataclasses.field(default_factory=dict)  # the --ood-data and --unlabeled-data logits
 
 
 def run_audit(
@@ -103,6 +104,7 @@ def run_audit(
             ctx=ctx,
             observer=recorder,
         )
+    temperature = temperature_section(logits, source.labels, num_classes, split, progress=progress)
     trust = audit_trust(
         predictor,
         logits,
@@ -113,12 +115,12 @@ def run_audit(
         view_results=robustness.views,
         progress=progress,
         ctx=ctx,
+        temperature=temperature.temperature if temperature is not None else None,
     )
     shift, shift_conventions = audit_shift(predictor, options, sets=sets, progress=progress, ctx=ctx)
     real, real_conventions = real_labels_section(
         logits, source.labels, options.real_labels, resamples=options.bootstrap, seed=options.seed
     )
-    temperature = temperature_section(logits, source.labels, num_classes, split, progress=progress)
     calibrators = calibrators_section(logits, source.labels, options.calibrators, split, progress=progress)
     report = Report(
         model=ModelInfo.from_dict(
@@ -178,7 +180,7 @@ def run_audit(
         tool=Tool.of(name="macs-audit", version=macs_audit.__version__),
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
-    return AuditResult(report=report, logits=logits, labels=source.labels.copy())
+    return AuditResult(report=report, logits=logits, labels=source.labels.copy(), target_logits=trust.target_logits)
 
 
 def margin_histogram(acc: accumulators.CalibrationAccumulator, bins: int = 40) -> MarginHistogram:

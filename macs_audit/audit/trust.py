@@ -31,6 +31,9 @@ class TrustResult:
     unlabeled: Unlabeled | None = None
     conventions: dict = dataclasses.field(default_factory=dict)
     seeds: dict = dataclasses.field(default_factory=dict)
+    target_logits: dict = dataclasses.field(
+        default_factory=dict
+    )  # "ood", "unlabeled": their logits, for --save-predictions
 
 
 def conformal_section(
@@ -61,9 +64,10 @@ def audit_trust(
     view_results: list[ViewResult],
     progress: ProgressFn | None = None,
     ctx: Context = SINGLE,
+    temperature: float | None = None,
 ) -> TrustResult:
     """The conformal section from the clean logits (and the views' coverage); the OOD and unlabeled sources'
-    passes."""
+    passes (the label-free estimates on the scores of logits / `temperature`, the audit's, when it fitted one)."""
     conventions: dict = {"selective": selective.CONVENTION}
     seeds: dict = {}
     section = None
@@ -72,6 +76,7 @@ def audit_trust(
         conventions["conformal"] = conformal.CONVENTION
     ood_section: OODDetection | None = None
     unlabeled: Unlabeled | None = None
+    kept: dict = {}
     for purpose, target in (("ood", options.ood_source), ("unlabeled", options.unlabeled_source)):
         if target is None:
             continue
@@ -87,6 +92,7 @@ def audit_trust(
             workers=workers(options, ctx),
             accumulate=False,
         )
+        kept[purpose] = target_logits
         about: dict[str, Any] = {"source": target.name, "format": target.format}  # the JSON's first keys
         about.update(bootstrap_resamples=options.bootstrap, seed=options.seed)
         finish = step(progress, OOD_STAGE if purpose == "ood" else LABEL_FREE_STAGE, max(1, options.bootstrap))
@@ -96,10 +102,19 @@ def audit_trust(
             ood_section = OODDetection.of(**about, n_in=len(logits), n_out=len(target_logits), scores=scores)
             conventions["ood"] = ood.CONVENTION
         else:
-            estimates = label_free.estimates(logits, labels, target_logits, options.bootstrap, options.seed)
+            estimates = label_free.estimates(
+                logits, labels, target_logits, options.bootstrap, options.seed, temperature=temperature
+            )
             finish()
             accuracy = float((logits.argmax(axis=1) == labels).mean())
             unlabeled = Unlabeled.of(**about, n=len(target_logits), source_accuracy=accuracy, estimates=estimates)
             conventions["label_free"] = label_free.CONVENTION
         seeds[purpose] = options.seed
-    return TrustResult(conformal=section, ood=ood_section, unlabeled=unlabeled, conventions=conventions, seeds=seeds)
+    return TrustResult(
+        conformal=section,
+        ood=ood_section,
+        unlabeled=unlabeled,
+        conventions=conventions,
+        seeds=seeds,
+        target_logits=kept,
+    )

@@ -147,7 +147,7 @@ def _choose(fitted: list[Trial], z_eval: np.ndarray, y_eval: np.ndarray, select:
     label, value, n = LABELS[best], score[best], f"{len(y_eval):,}-image selection split"
     simpler = [m for m in maps if METHODS.index(m) < METHODS.index(best)]
     if not simpler:
-        return best, f"{label} has the best held-out {select} ({value:.4g}) and is the simplest map fitted"
+        return best, f"{label} has the best held-out {select} and is the simplest map fitted"
     outputs = maps[best].transform(z_eval)
     for method in simpler:  # the simplest first
         low, high = paired_interval(maps[method].transform(z_eval), outputs, y_eval, select)

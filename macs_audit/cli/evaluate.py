@@ -45,14 +45,17 @@ from macs_audit.progress import Stage, step
 REPORT_STAGE = Stage("report", "")
 
 
-def save_predictions(path: Path, logits, labels) -> None:
+def save_predictions(path: Path, logits, labels, target_logits: dict | None = None) -> None:
+    """logits and labels of the evaluation data, and `ood_logits` / `unlabeled_logits` of --ood-data and
+    --unlabeled-data where they ran, so that their sections can be recomputed from the file."""
     import numpy as np
 
     from macs_audit.atomic import atomic_path
 
+    extra = {f"{purpose}_logits": values for purpose, values in (target_logits or {}).items()}
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
-            np.savez(fh, logits=logits, labels=labels)
+            np.savez(fh, logits=logits, labels=labels, **extra)
 
 
 @handle_errors
@@ -306,7 +309,7 @@ def evaluate(
             return
         finish = step(progress, REPORT_STAGE)  # the outputs written and the tables laid out
         if predictions is not None:
-            save_predictions(predictions, result.logits, result.labels)
+            save_predictions(predictions, result.logits, result.labels, result.target_logits)
         if output is not None:
             from macs_audit.atomic import write_text
 

@@ -11,6 +11,10 @@
 
 Both take the source (labelled) data as given and fixed; the intervals are percentile bootstrap intervals over
 the unlabeled target samples only (each resample redraws the target set with replacement).
+
+Given a temperature T (the audit's, fitted on its calibration split), both are fitted on the temperature-scaled
+scores, softmax(logits / T) for source and target alike, as Garg et al. fit ATC: on an overconfident model the
+raw confidences cluster near 1, where a threshold or an offset tells little apart. The estimate records which.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from macs_audit.metrics.resampling import draw_counts
 
 ESTIMATORS = ("atc_mc", "atc_ne", "doc")
 CONVENTION = (
-    "threshold / offset fitted on the labelled evaluation data (softmax of the logits, float64): ATC = fraction of "
+    "threshold / offset fitted on the labelled evaluation data (softmax of the logits / T where the audit fitted a "
+    "temperature T on its calibration split, else of the raw logits; float64): ATC = fraction of "
     "target scores >= t, t = the (E+1)-th smallest source score (E = source errors), scores max softmax (atc_mc) "
     "and negative entropy (atc_ne); DoC = source accuracy + mean target confidence - mean source confidence, "
     "clipped to [0, 1]; percentile bootstrap over the target samples"
@@ -47,11 +52,20 @@ def atc_threshold(source_scores: np.ndarray, source_correct: np.ndarray) -> floa
 
 
 def estimates(
-    source_logits: np.ndarray, source_labels: np.ndarray, target_logits: np.ndarray, n_resamples: int, seed: int
+    source_logits: np.ndarray,
+    source_labels: np.ndarray,
+    target_logits: np.ndarray,
+    n_resamples: int,
+    seed: int,
+    temperature: float | None = None,
 ) -> dict[str, dict]:
-    """Every estimator's accuracy estimate on the target, with its 95% interval and fitted constant."""
+    """Every estimator's accuracy estimate on the target, with its 95% interval and fitted constant; with a
+    `temperature`, on the scores of logits / temperature (source and target)."""
     if len(source_labels) == 0 or len(target_logits) == 0:
         raise InputError("an accuracy estimate needs labelled source samples and unlabeled target samples")
+    if temperature is not None:
+        source_logits = np.asarray(source_logits, dtype=np.float64) / temperature
+        target_logits = np.asarray(target_logits, dtype=np.float64) / temperature
     source_p, _ = softmax64(source_logits)
     correct = source_p.argmax(axis=1) == np.asarray(source_labels)
     source_accuracy = float(correct.mean())
@@ -74,7 +88,7 @@ def estimates(
         if clip.get(name):
             point[i] = np.clip(point[i], 0.0, 1.0)
             lo_hi = [float(np.clip(v, 0.0, 1.0)) for v in lo_hi] if lo_hi is not None else None
-        out[name] = {"accuracy": float(point[i]), "interval": lo_hi, **fitted[name]}
+        out[name] = {"accuracy": float(point[i]), "interval": lo_hi, **fitted[name], "temperature": temperature}
     return out
 
 

@@ -35,7 +35,7 @@ def audited(tmp_path_factory):
     args = ["evaluate", str(model), "--data", str(tmp / "d.npz"), "-o", str(out), "--bootstrap", "50"]
     args += ["--ood-data", str(tmp / "ood.npz"), "--unlabeled", str(tmp / "flat"), "--coverage", "0.8"]
     args += ["--corruptions", "gaussian_noise", "--severities", "2", "--perturbations", "noise"]
-    args += ["--sensitivity-samples", "0", "--calibrators", "none", "--quiet"]
+    args += ["--sensitivity-samples", "0", "--calibrators", "none", "--quiet", "--save-predictions", str(tmp / "p.npz")]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     return out, load_report(out), result.output
@@ -48,9 +48,13 @@ def test_the_report_holds_every_section(audited):
     assert len(report.clean.risk_coverage["coverage"]) == 100
     cf = report.conformal
     assert cf.target_coverage == 0.8 and cf.n_calibration + cf.n_eval == 200
-    assert set(cf.methods) == {"lac", "aps", "raps", "lac_class_conditional"} and 0 <= cf.methods["lac"]["coverage"] <= 1
+    assert (
+        set(cf.methods) == {"lac", "aps", "raps", "lac_class_conditional"} and 0 <= cf.methods["lac"]["coverage"] <= 1
+    )
     for view in report.views:  # the held-out images of every view, scored with the clean sets
-        assert set(view.conformal) == {"lac", "aps", "raps", "lac_class_conditional"} and set(view.metrics) >= set(metrics) - {"n"}
+        assert set(view.conformal) == {"lac", "aps", "raps", "lac_class_conditional"} and set(view.metrics) >= set(
+            metrics
+        ) - {"n"}
     assert cf.corruption_mean["lac"]["lowest_view"] == "gaussian_noise@2"
     assert report.ood.n_in == 200 and report.ood.n_out == 60 and report.ood.format == "npz"
     assert set(report.ood.scores) == {"msp", "max_logit", "energy"}
@@ -130,3 +134,20 @@ def test_no_calibration_split_no_conformal_sets(onnx_model, npz_data, tmp_path):
     assert result.exit_code == 0, result.output
     report = load_report(out)
     assert report.conformal is None and report.ood is None and "aurc" in report.clean.metrics
+
+
+def test_label_free_estimates_use_the_audits_temperature_and_the_saved_predictions_recompute_them(audited):
+    """The unlabeled estimates are fitted on logits / T (the audit's temperature); --save-predictions holds the
+    OOD and unlabeled logits, from which both sections are recomputed."""
+    from macs_audit.metrics import label_free, ood
+
+    out, report, _ = audited
+    t = report.temperature_scaling.temperature
+    saved = np.load(out.parent / "p.npz")
+    assert saved["ood_logits"].shape == (60, 10) and saved["unlabeled_logits"].shape == (30, 10)
+    again = label_free.estimates(saved["logits"], saved["labels"], saved["unlabeled_logits"], 50, 0, temperature=t)
+    for name, estimate in report.unlabeled.estimates.items():
+        assert estimate["temperature"] == t
+        assert estimate["accuracy"] == pytest.approx(again[name]["accuracy"], abs=1e-6)
+    scores = ood.ood_section(saved["logits"], saved["ood_logits"], 50, 0)
+    assert report.ood.scores["msp"]["auroc"] == pytest.approx(scores["msp"]["auroc"], abs=1e-6)

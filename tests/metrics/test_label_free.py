@@ -68,3 +68,15 @@ def test_intervals_repeat_by_seed(sample_split):
     a = label_free.estimates(z_src, y_src, z_tgt, 100, seed=1)
     assert a == label_free.estimates(z_src, y_src, z_tgt, 100, seed=1)
     assert a != label_free.estimates(z_src, y_src, z_tgt, 100, seed=2)
+
+
+def test_with_a_temperature_both_fit_on_the_scaled_scores(sample_split):
+    """Given T, every estimate is the one of logits / T (source and target), and says which T."""
+    z_fit, y_fit, z_eval, _ = sample_split
+    scaled = label_free.estimates(z_fit, y_fit, z_eval, 0, 0, temperature=1.7)
+    direct = label_free.estimates(z_fit / 1.7, y_fit, z_eval / 1.7, 0, 0)
+    raw = label_free.estimates(z_fit, y_fit, z_eval, 0, 0)
+    for name in label_free.ESTIMATORS:
+        assert scaled[name]["temperature"] == 1.7 and raw[name]["temperature"] is None
+        assert scaled[name]["accuracy"] == direct[name]["accuracy"]
+    assert scaled["doc"]["offset"] != raw["doc"]["offset"]  # the scaled confidences differ from the raw ones
