@@ -183,3 +183,34 @@ def test_smoothing_is_scipys_dct_and_inverse_dct(sigma):
     value, _ = E.smooth_ece_of_masses(masses)
     alone = E.smooth_ece_of_masses(masses[-1:])
     assert alone[0][0] == pytest.approx(value[-1], abs=1e-12)
+
+
+def test_relplot_differs_where_the_mass_sits_at_one_by_its_unmirrored_end_cell(monkeypatch):
+    """Confidences crowding at 1 (an overconfident model's): relplot reads higher than the integral at the same
+    bandwidth, well beyond its grid's resolution, because its reflection leaves out the end cells
+    (`np.flip(values)[1:]`); mirrored there too, it agrees with ours (docs/method.md, smooth ECE)."""
+    relplot = pytest.importorskip("relplot")
+    import sys
+
+    metrics = sys.modules[relplot.smECE.__module__]
+    rng = np.random.default_rng(3)
+    f = np.concatenate([1 - rng.exponential(1e-4, 6000).clip(0, 1), rng.beta(5, 1.5, 4000)])
+    y = rng.random(len(f)) < np.where(f > 0.999, 0.95, f**2)
+    sigma = 0.04
+    ours = E.smooth_ece_at(f, y, sigma)
+    as_released = metrics.smooth_ece(f, y.astype(float), sigma)
+    assert as_released - ours > 5e-3
+
+    kernel = metrics.ReflectedGaussianKernel
+
+    def mirrored_end_cells(self, values, eval_points):
+        ker = self.kernel_ev(eval_points)
+        n = len(values)
+        extended = np.concatenate([np.flip(values)[:-1], values, np.flip(values)[1:]])
+        extended[n - 1] += values[0]  # the mass at t = 0 and t = 1 reflected onto itself
+        extended[2 * n - 2] += values[-1]
+        return np.convolve(extended, ker, "valid")[eval_points // 2 : eval_points // 2 + eval_points]
+
+    monkeypatch.setattr(kernel, "convolve", mirrored_end_cells)
+    monkeypatch.setattr(metrics.config, "smECE_mesh_pts", 5000)
+    assert abs(metrics.smooth_ece(f, y.astype(float), sigma) - ours) < 1e-3
