@@ -2,11 +2,11 @@
 part of the fit data), write the model with it folded in (in the input's format family: ONNX stays ONNX),
 and audit both models before and after on the evaluation data.
 
-OUT receives the calibrated model (MODEL's file name) with its sidecar, calibration.json and the
-before/after audit (before_after). Every file is written atomically; nothing here prints. OUT is
-checked before anything is loaded: none of its files may be an input (the model, its sidecar, the
-data), and existing ones are replaced only with `force`. The "before" audit reads the original
-model before the calibrated one is written.
+OUT receives the calibrated model (MODEL_calibrated, in MODEL's format family) with its sidecar,
+calibration.json and the before/after audit (before_after). Every file is written atomically; nothing
+here prints. OUT is checked before anything is loaded: none of its files may be an input (the model, its
+sidecar, the data), and existing ones are replaced only with `force`. The "before" audit reads the
+original model before the calibrated one is written.
 """
 
 from __future__ import annotations
@@ -41,11 +41,20 @@ CALIBRATION_FILE = "calibration.json"
 DEFAULT_HOLDOUT = 0.3  # of the fit data, to choose between methods on
 
 
+CALIBRATED_SUFFIX = "_calibrated"  # OUT/MODEL_calibrated.onnx: named by what it is, not as the input
+
+
+def calibrated_name(model: Path) -> str:
+    """The calibrated model's stem in OUT: MODEL's, marked calibrated (the method is in its sidecar)."""
+    return model.stem + CALIBRATED_SUFFIX
+
+
 def output_names(model: Path) -> list[str]:
-    """The files a calibration of `model` may write into OUT: the calibrated model (MODEL's stem, in its
+    """The files a calibration of `model` may write into OUT: the calibrated model (calibrated_name, in its
     format family: a torch input becomes .pt or .safetensors), its sidecar, calibration.json, the audits."""
     onnx = model.suffix.lower() in ONNX_SUFFIXES
-    return [*model_files(model.stem, torch_weights=not onnx, onnx_file=onnx), CALIBRATION_FILE, *BEFORE_AFTER_FILES]
+    files = model_files(calibrated_name(model), torch_weights=not onnx, onnx_file=onnx)
+    return [*files, CALIBRATION_FILE, *BEFORE_AFTER_FILES]
 
 
 @dataclasses.dataclass
@@ -216,7 +225,7 @@ def run_calibrate(
     if selection is not None:  # chosen on a part, then fitted on all of it
         fit_data["n_fitted_on"] = len(labels)
         fit_data["n_selected_on"] = selection.n_fit
-    calibrated = write_calibrated(model, predictor, calibrator, out, fit_data)
+    calibrated = write_calibrated(model, predictor, calibrator, out, fit_data, name=calibrated_name(model))
     after = audit_model(
         calibrated,
         {},

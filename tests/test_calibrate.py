@@ -70,7 +70,8 @@ def test_calibrate_cli_lowers_heldout_nll_onnx(tmp_path):
     t["temperature"] = t["parameters"]["temperature"]
     assert t["temperature"] > 2 and t["fit_nll_after"] < t["fit_nll_before"]
     x, y = tiny_images(200, seed=3)  # data neither the fit nor the audit saw
-    assert heldout_nll(out / "model.onnx", x, y) < heldout_nll(model, x, y)
+    assert heldout_nll(out / "model_calibrated.onnx", x, y) < heldout_nll(model, x, y)
+    assert t["calibrated_model"] == "model_calibrated.onnx"  # named by what it is, not as the input
     before = json.loads((out / "audit_before.json").read_text())["clean"]["metrics"]
     after = json.loads((out / "audit_after.json").read_text())["clean"]["metrics"]
     assert after["nll"] < before["nll"] and after["accuracy"] == before["accuracy"]
@@ -91,15 +92,15 @@ def test_calibrate_cli_torch_checkpoint(tmp_path):
     out = tmp_path / "cal"
     result = _calibrate(tmp_path / "net.safetensors", tmp_path, out, "--calibration-split", "0")
     assert result.exit_code == 0, result.output
-    sidecar = json.loads((out / "net.json").read_text())
+    sidecar = json.loads((out / "net_calibrated.json").read_text())
     t = sidecar["calibration"]["temperature"]
     assert t > 1 and sidecar["arch"] == "macs_resnet9_c10"
     x, y = tiny_images(100, seed=3, size=16)
-    assert heldout_nll(out / "net.safetensors", x, y) < heldout_nll(tmp_path / "net.safetensors", x, y)
+    assert heldout_nll(out / "net_calibrated.safetensors", x, y) < heldout_nll(tmp_path / "net.safetensors", x, y)
     # The saved weights are the original ones with the head divided by T: nothing else changed.
     from safetensors.torch import load_file
 
-    a, b = load_file(str(tmp_path / "net.safetensors")), load_file(str(out / "net.safetensors"))
+    a, b = load_file(str(tmp_path / "net.safetensors")), load_file(str(out / "net_calibrated.safetensors"))
     torch.testing.assert_close(b["fc.weight"], a["fc.weight"] / t)
     assert all(torch.equal(a[k], b[k]) for k in a if k != "fc.weight")
 
@@ -128,8 +129,8 @@ def test_calibrate_refuses_existing_outputs_without_force_and_never_its_input(tm
     assert {p.name: p.read_bytes() for p in out.iterdir()} == written
     result = runner.invoke(app, [*common, "--out", str(out), *quick, "--force"])
     assert result.exit_code == 0, result.output
-    # The model's own folder: the calibrated model would replace the input, --force or not.
+    # The model's own folder: the calibrated model is written beside the input, never over it.
     original = model.read_bytes()
-    result = runner.invoke(app, [*common, "--out", str(tmp_path), *quick, "--force"])
-    assert result.exit_code == 2 and f"would replace the input {model}" in result.stderr
-    assert model.read_bytes() == original
+    result = runner.invoke(app, [*common, "--out", str(tmp_path), *quick])
+    assert result.exit_code == 0, result.output
+    assert model.read_bytes() == original and (tmp_path / "model_calibrated.onnx").is_file()

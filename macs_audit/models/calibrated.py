@@ -32,14 +32,18 @@ from macs_audit.models.calibration_map import (
 from macs_audit.models.export import weights_path, write_sidecar, write_weights
 
 
-def write_calibrated(model: Path, predictor, calibrator: Calibrator, out: Path, fit_data: dict | None = None) -> Path:
-    """The calibrated model file in OUT, in the input's format family (ONNX stays ONNX), with its sidecar.
+def write_calibrated(
+    model: Path, predictor, calibrator: Calibrator, out: Path, fit_data: dict | None = None, name: str | None = None
+) -> Path:
+    """The calibrated model file `name` (default: MODEL's stem) in OUT, in the input's format family (ONNX stays
+    ONNX), with its sidecar.
 
     `calibrator` is any fitted calibrator; `fit_data` (a small JSON-ready dict: source, n, ...) goes into the
     metadata with the calibrator's summary. ONNX: `fold_calibrator_onnx`. torch: folded into the classifier
     where the map allows it (`foldable`), written as safetensors (or the pickled module it came as); else a
     TorchScript wrapper (`.pt`). The sidecar's `calibration.folded_into` says which."""
     check_method(calibrator)
+    stem = name or model.stem
     if predictor.num_classes is not None and predictor.num_classes != calibrator.n_classes:
         raise InputError(
             f"the calibrator was fitted on {calibrator.n_classes} classes but {model} has {predictor.num_classes}"
@@ -53,7 +57,7 @@ def write_calibrated(model: Path, predictor, calibrator: Calibrator, out: Path, 
         calibration["temperature"] = fitted_temperature(calibrator)  # the key readers of a temperature sidecar know
     probabilities = predictor.output.kind == "probabilities"
     if predictor.backend == "onnxruntime":
-        path = out / f"{model.stem}.onnx"
+        path = out / f"{stem}.onnx"
         fold_calibrator_onnx(model, path, calibrator, meta, probabilities=probabilities, record=calibration)
         return path
     import torch
@@ -63,7 +67,7 @@ def write_calibrated(model: Path, predictor, calibrator: Calibrator, out: Path, 
     net = predictor.model.cpu().eval()
     fmt = predictor.info["format"]
     if fmt == "torchscript" and calibrator.method == "temperature" and not probabilities:
-        path = out / f"{model.stem}.pt"  # no Python head to edit: script a wrapper that divides
+        path = out / f"{stem}.pt"  # no Python head to edit: script a wrapper that divides
         with atomic_path(path) as tmp, library_warnings(False):
             torch.jit.save(torch.jit.script(temperature_wrapper(net, fitted_temperature(calibrator))), str(tmp))
         calibration["folded_into"] = "TorchScript wrapper (logits / T)"
@@ -74,10 +78,10 @@ def write_calibrated(model: Path, predictor, calibrator: Calibrator, out: Path, 
         else:
             scaled, where = fold_linear_torch(net, *linear_map(calibrator)[:2], example)
         calibration["folded_into"] = where
-        path = weights_path(out, model.stem, fmt)  # safetensors, or the pickled module it came as
+        path = weights_path(out, stem, fmt)  # safetensors, or the pickled module it came as
         write_weights(scaled, path, fmt)
     else:  # the map does not fold into a linear head: script the model and the map together
-        path = out / f"{model.stem}.pt"
+        path = out / f"{stem}.pt"
         with library_warnings(False):
             try:
                 scripted = torch.jit.script(calibration_wrapper(net, calibrator, probabilities))
