@@ -134,6 +134,13 @@ def calibrators_section(
     return Calibrators.of(**selection.to_dict(), split=f"the temperature's: {SPLIT}", seed=split.seed)
 
 
+def check_conformal_split(fraction: float | None) -> float | None:
+    """`fraction` when it is None (share the temperature's part) or in (0, 1); else the UsageError naming it."""
+    if fraction is not None and not 0 < fraction < 1:
+        raise UsageError(f"--conformal-split must be a fraction in (0, 1), got {fraction:g}")
+    return fraction
+
+
 def conformal_fit(
     logits: np.ndarray,
     labels: np.ndarray,
@@ -141,14 +148,27 @@ def conformal_fit(
     *,
     coverage: float,
     progress: ProgressFn | None = None,
+    conformal_split: float | None = None,
 ) -> conformal.SplitConformal | None:
-    """Conformal sets fitted on the temperature's fit part (the same split) and scored on the rest; None
-    without a calibration split."""
+    """Conformal sets fitted on the temperature's fit part (the same split) and scored on the rest; with
+    `conformal_split` F, fitted on their own class-stratified F of the temperature's scored part instead (drawn
+    with the split's seed) and scored on what remains. None without a calibration split."""
     if split is None:
         return None
+    check_conformal_split(conformal_split)
+    fit, scored, described = split.fit, split.scored, f"the temperature's: {SPLIT}"
+    if conformal_split is not None:
+        own, rest = stratified_split(labels[split.scored], conformal_split, split.seed)
+        if len(own) == 0 or len(rest) == 0:
+            raise UsageError(
+                f"--conformal-split {conformal_split:g} leaves no images to fit or to score the conformal sets on "
+                f"({len(split.scored)} scored by the temperature's split)"
+            )
+        fit, scored = split.scored[own], split.scored[rest]
+        described = f"its own: {conformal_split:g} of the temperature's scored part, {SPLIT}"
     finish = step(progress, CONFORMAL_STAGE)
     sets = conformal.SplitConformal.fit(
-        logits, labels, fit=split.fit, scored=split.scored, coverage=coverage, seed=split.seed
+        logits, labels, fit=fit, scored=scored, coverage=coverage, seed=split.seed, split=described
     )  # the randomised scores' draws from the split's seed
     finish()
     return sets

@@ -33,6 +33,9 @@ class AuditOptions:
     corruption_baseline: Report | None = None  # for CE / relative mCE
     workers: int | None = None  # ImageFolder decoding processes; None: min(8, cores / processes)
     coverage: float = conformal.DEFAULT_COVERAGE  # conformal sets' target, fitted on the calibration split
+    # With a fraction F: the conformal sets are fitted on their own class-stratified F of the temperature's scored
+    # part (images the temperature never saw) and scored on the rest; None shares the temperature's fit part.
+    conformal_split: float | None = None
     ood_source: Source | None = None  # a second data set (labels unused) for OOD detection
     unlabeled_source: Source | None = None  # target images whose accuracy is estimated without labels
     shift_sets: tuple[MappedSource, ...] = ()  # natural-shift sets (--shift-data), scored as views (audit/shift.py)

@@ -88,7 +88,14 @@ def run_audit(
         observer=recorder,
     )
     clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress)
-    sets = conformal_fit(logits, source.labels, split, coverage=options.coverage, progress=progress)
+    sets = conformal_fit(
+        logits,
+        source.labels,
+        split,
+        coverage=options.coverage,
+        progress=progress,
+        conformal_split=options.conformal_split,
+    )
     clean = dataclasses.replace(clean, per_class=per_class_stats(logits, source.labels, source.class_names, sets))
     robustness = RobustnessResult()
     if options.perturbations or options.sensitivity_samples or options.corruptions:

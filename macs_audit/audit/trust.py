@@ -47,7 +47,7 @@ def conformal_section(
         n_calibration=len(labels) - len(sets.scored),
         n_eval=len(sets.scored),
         methods=sets.records(logits),
-        split=f"the temperature's: {SPLIT}",
+        split=sets.split or f"the temperature's: {SPLIT}",
         seed=seed,
         corruption_mean=conformal.summarize_views(corrupted) if corrupted else None,
     )

@@ -13,6 +13,7 @@ from macs_audit.cli.options import (
     ARCH_OPTION,
     CLASS_MAP_OPTION,
     CLASS_PROMPTS_OPTION,
+    CONFORMAL_SPLIT_OPTION,
     CORRUPTION_SET_OPTION,
     COVERAGE_OPTION,
     CROP_PCT_OPTION,
@@ -143,6 +144,7 @@ def evaluate(
         help="A baseline report with the same corruptions, for CE and relative mCE.",
     ),
     coverage: float = COVERAGE_OPTION,
+    conformal_split: Optional[float] = CONFORMAL_SPLIT_OPTION,
     ood_data: Optional[Path] = OOD_DATA_OPTION,
     unlabeled: Optional[Path] = UNLABELED_OPTION,
     reference: Optional[Path] = REFERENCE_OPTION,
@@ -185,6 +187,7 @@ def evaluate(
     from macs_audit import distributed
     from macs_audit.atomic import destination
     from macs_audit.audit import check_corruption_files, run_audit
+    from macs_audit.audit.calibration import check_conformal_split
     from macs_audit.calibrators.selection import parse_methods
     from macs_audit.data.label_space import load_mapped_sets
     from macs_audit.data.loading import DataSpec, load_model_data
@@ -219,6 +222,7 @@ def evaluate(
         corruption_set=parse_corruption_set(corruption_set),
         corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,
         coverage=check_coverage(coverage),
+        conformal_split=check_conformal_split(conformal_split),
     )
     shift_sets = parse_shift_data(shift_data)
     if class_map is not None and not shift_sets:

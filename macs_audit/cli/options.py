@@ -102,6 +102,12 @@ CORRUPTION_SET_OPTION = typer.Option(
 COVERAGE_OPTION = typer.Option(
     0.9, "--coverage", help="Target coverage of the conformal prediction sets fitted on the calibration split."
 )
+CONFORMAL_SPLIT_OPTION = typer.Option(
+    None,
+    "--conformal-split",
+    help="Fit the conformal sets on their own class-stratified fraction of the images the temperature is not "
+    "fitted on (scored on the rest), instead of on the temperature's part.",
+)
 OOD_DATA_OPTION = typer.Option(
     None,
     "--ood-data",

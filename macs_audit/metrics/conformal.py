@@ -282,6 +282,7 @@ class SplitConformal:
     labels: np.ndarray  # the scored positions' labels
     u: np.ndarray | None = None  # the scored positions' draws
     class_thresholds: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    split: str = ""  # how the fit positions were drawn, for the report
 
     @classmethod
     def fit(
@@ -294,11 +295,12 @@ class SplitConformal:
         coverage: float,
         seed: int = DEFAULT_SEED,
         raps: tuple[int, float] | None = None,
+        split: str = "",
     ) -> SplitConformal:
         u = uniforms(len(labels), seed)
         thresholds = fit_thresholds(logits[fit], labels[fit], coverage, seed=seed, u=u[fit], raps=raps)
         per_class = fit_class_thresholds(logits[fit], labels[fit], coverage)
-        return cls(coverage, thresholds, scored, labels[scored], u[scored], per_class)
+        return cls(coverage, thresholds, scored, labels[scored], u[scored], per_class, split)
 
     def evaluate(self, logits: np.ndarray) -> dict[str, dict]:
         """Each method's statistics on the scored positions of `logits` (all positions of the data set)."""

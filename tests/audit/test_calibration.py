@@ -73,3 +73,22 @@ def test_the_temperature_section_keeps_the_reliability_before_and_after_scaling(
     assert sum(raw.count) == sum(scaled.count) == temperature.n_eval
     # Dividing by T > 1 lowers every confidence: the mass moves out of the top bin.
     assert scaled.count[-1] < raw.count[-1]
+
+
+def test_a_conformal_split_of_its_own_is_drawn_from_what_the_temperature_did_not_see():
+    """--conformal-split F: the sets are fitted on a class-stratified F of the temperature's scored part and
+    scored on the rest, so neither their fit nor their scores touch the temperature's images."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(4), 50)
+    logits = rng.normal(size=(200, 4))
+    split = calibration_split(labels, 0.2, seed=3)
+    shared = conformal_fit(logits, labels, split, coverage=0.9)
+    own = conformal_fit(logits, labels, split, coverage=0.9, conformal_split=0.5)
+    assert np.array_equal(shared.scored, split.scored)
+    fit = np.setdiff1d(split.scored, own.scored)
+    assert len(fit) == 80 and np.isin(fit, split.scored).all() and not np.isin(own.scored, split.fit).any()
+    own_fit, _ = stratified_split(labels[split.scored], 0.5, 3)
+    assert np.array_equal(fit, split.scored[own_fit])
+    assert own.split.startswith("its own: 0.5 of the temperature's scored part")
+    with pytest.raises(UsageError, match="--conformal-split must be a fraction in"):
+        conformal_fit(logits, labels, split, coverage=0.9, conformal_split=1.0)
