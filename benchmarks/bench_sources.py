@@ -5,7 +5,7 @@ the start-up cost of each optional extra's import.
 
 The images: scikit-image's four sample photographs and their mirror images, `--copies` times over (48 by
 default), as PNG files in an image folder of three classes. Each source's model is the tests' tiny one
-(tests/models/model_sources.py: random weights, built and saved as its library saves it). For each:
+(tests/models/source_builders.py: random weights, built and saved as its library saves it). For each:
 - audit:  `macs-audit evaluate MODEL --data FOLDER` with the clean view only (no bootstrap, perturbations,
           sensitivity, calibration split or calibrators), run in this process through the CLI's own entry
           point once the libraries are imported, so that the interpreter's start-up is not counted twice;
@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "models"))
 
-import model_sources as ms  # noqa: E402
 import numpy as np  # noqa: E402
+import source_builders as ms  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 

@@ -131,6 +131,7 @@ def load_open_clip(
     meta["num_classes"], meta["class_names"] = len(classes), classes
     cfg = model_config.resolve({k: v for k, v in flags.items() if k != "arch"}, sidecar, meta, metadata_origin=ORIGIN)
     cfg.arch = f"{OPEN_CLIP_PREFIX}{name}"
+    cfg.sources["arch"] = "flag" if "arch" in flags else "sidecar"  # --arch, or a written model's sidecar
     for key in ("num_classes", "class_names"):
         if cfg.sources.get(key) == ORIGIN:
             cfg.sources[key] = "--class-prompts"

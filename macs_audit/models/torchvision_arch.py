@@ -53,6 +53,7 @@ def load_torchvision(
 
     cfg = model_config.resolve({k: v for k, v in flags.items() if k != "arch"}, sidecar, {})
     cfg.arch = f"{TORCHVISION_PREFIX}{name}"
+    cfg.sources["arch"] = "flag" if "arch" in flags else "sidecar"  # --arch, or a written model's sidecar
     with library_warnings(debug):
         state = read_state_dict(path)  # weights only: a pickled module is refused, whatever the flag
         if cfg.num_classes is None:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from model_sources import audit_logits, exported_program, photo_folder
+from source_builders import audit_logits, exported_program, photo_folder
 
 from macs_audit.errors import InputError
 from macs_audit.models.predictor import load_predictor

@@ -8,7 +8,7 @@ import pytest
 transformers = pytest.importorskip("transformers", reason="the hf extra (pip install -e '.[hf]')")
 torch = pytest.importorskip("torch")
 
-from model_sources import CLASSES, audit_logits, hf_folder, photo_folder, photographs  # noqa: E402
+from source_builders import CLASSES, audit_logits, hf_folder, photo_folder, photographs  # noqa: E402
 
 from macs_audit.models.huggingface import PROCESSOR_FILE as PROCESSOR  # noqa: E402
 from macs_audit.models.huggingface import processor_preprocessing  # noqa: E402
@@ -66,7 +66,7 @@ def test_remote_code_is_refused(tmp_path):
 
 
 def test_finetune_writes_a_save_pretrained_folder_that_reads_back(tmp_path):
-    from model_sources import AUDIT_QUICK, run_cli, three_class_npz
+    from source_builders import AUDIT_QUICK, run_cli, three_class_npz
 
     hf_folder(tmp_path / "hf", "vit")
     data = three_class_npz(tmp_path / "d.npz")
@@ -83,16 +83,18 @@ def test_finetune_writes_a_save_pretrained_folder_that_reads_back(tmp_path):
 
 def test_calibrate_and_export(tmp_path):
     import onnx
-    from model_sources import AUDIT_QUICK, run_cli, three_class_npz
+    from source_builders import AUDIT_QUICK, run_cli, three_class_npz
 
     hf_folder(tmp_path / "hf", "convnext")
     data = three_class_npz(tmp_path / "d.npz")
     run_cli("calibrate", tmp_path / "hf", "--data", data, "--eval-data", data, "--out", tmp_path / "cal", *AUDIT_QUICK)
-    calibrated = load_predictor(tmp_path / "cal" / "hf", device="cpu")
+    (written,) = [p for p in (tmp_path / "cal").iterdir() if p.is_dir()]  # the save_pretrained folder
+    assert (written / PROCESSOR).is_file()
+    calibrated = load_predictor(written, device="cpu")
     assert calibrated.info["format"] == "hf-transformers"
     x = np.random.default_rng(0).random((4, 3, 224, 224), dtype=np.float32)
     original = load_predictor(tmp_path / "hf", device="cpu").predict(x)
-    temperature = json.loads((tmp_path / "cal" / "hf.json").read_text())["calibration"]["temperature"]
+    temperature = json.loads(written.with_suffix(".json").read_text())["calibration"]["temperature"]
     np.testing.assert_allclose(calibrated.predict(x), original / temperature, rtol=1e-4, atol=1e-5)
     run_cli("export", tmp_path / "hf", "--out", tmp_path / "hf.onnx")
     props = {p.key: p.value for p in onnx.load(str(tmp_path / "hf.onnx")).metadata_props}

@@ -7,8 +7,8 @@ import pytest
 
 open_clip = pytest.importorskip("open_clip", reason="the clip extra (pip install -e '.[clip]')")
 import torch  # noqa: E402
-from model_sources import CLASSES, TINY_CLIP, audit_logits, photo_folder, tiny_clip  # noqa: E402
 from PIL import Image  # noqa: E402
+from source_builders import CLASSES, TINY_CLIP, audit_logits, photo_folder, tiny_clip  # noqa: E402
 
 from macs_audit.errors import InputError, UsageError  # noqa: E402
 from macs_audit.models.predictor import load_predictor  # noqa: E402
@@ -57,7 +57,7 @@ def test_preprocessing_is_open_clips_within_a_grey_level(tmp_path):
     """OpenCLIP's eval transform (Resize of the shorter side, bicubic, CenterCrop) on Pillow against ours: torch's
     antialiased bicubic differs from Pillow's by a grey level on under 1% of the pixels."""
     from conftest import assert_within_grey_levels
-    from model_sources import photographs
+    from source_builders import photographs
 
     from macs_audit.models.preprocessing import fit_image
 

@@ -5,8 +5,8 @@ import pytest
 import timm
 import torch
 from conftest import assert_within_grey_levels
-from model_sources import CLASSES, audit_logits, photo_folder, photographs, timm_folder
 from PIL import Image
+from source_builders import CLASSES, audit_logits, photo_folder, photographs, timm_folder
 from timm.data import create_transform, resolve_data_config
 
 from macs_audit.models.predictor import load_predictor

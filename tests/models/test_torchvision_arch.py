@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from model_sources import audit_logits, photo_folder, torchvision_weights
+from source_builders import audit_logits, photo_folder, torchvision_weights
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models.predictor import load_predictor
@@ -49,7 +49,7 @@ def test_unknown_builder_and_a_checkpoint_of_another_shape(tmp_path):
 def test_finetune_and_calibrate_write_weights_that_read_back_as_torchvision(tmp_path):
     import json
 
-    from model_sources import AUDIT_QUICK, run_cli, three_class_npz
+    from source_builders import AUDIT_QUICK, run_cli, three_class_npz
 
     torchvision_weights(tmp_path / "net.pt")
     data = three_class_npz(tmp_path / "d.npz", size=32)
@@ -62,6 +62,6 @@ def test_finetune_and_calibrate_write_weights_that_read_back_as_torchvision(tmp_
     assert after["model"]["format"] == "torchvision" and after["model"]["path"] == str(out / "model.safetensors")
     run_cli("calibrate", tmp_path / "net.pt", *model, "--data", data, "--eval-data", data, "--out", tmp_path / "cal",
             *AUDIT_QUICK)  # fmt: skip
-    calibrated = load_predictor(tmp_path / "cal" / "net.safetensors", device="cpu")  # its sidecar names the arch
+    (written,) = (tmp_path / "cal").glob("*.safetensors")
+    calibrated = load_predictor(written, device="cpu")  # its sidecar names the arch
     assert calibrated.info["format"] == "torchvision" and calibrated.num_classes == 3
-
