@@ -12,6 +12,7 @@ import typer
 from macs_audit.cli.console import handle_errors, note, state, stdout
 from macs_audit.cli.options import (
     ARCH_OPTION,
+    CLASS_PROMPTS_OPTION,
     CROP_PCT_OPTION,
     FORCE_OPTION,
     INPUT_SIZE_OPTION,
@@ -45,6 +46,7 @@ def export(
     input_size: Optional[str] = INPUT_SIZE_OPTION,
     crop_pct: Optional[float] = CROP_PCT_OPTION,
     interpolation: Optional[str] = INTERPOLATION_OPTION,
+    class_prompts: Optional[Path] = CLASS_PROMPTS_OPTION,
     mean: Optional[str] = MEAN_OPTION,
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
@@ -127,6 +129,7 @@ def export(
         trust_pickled=trust_pickled,
         debug=state["debug"],
         force=force,
+        class_prompts=class_prompts,
     )
     note(f"ONNX model written to {destination(path).describe()}")
 

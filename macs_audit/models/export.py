@@ -29,7 +29,7 @@ UNWRITTEN_FORMATS = {
     "torch-export": "a torch.export program is not trained or rewritten here: fine-tune the module it was "
     "exported from, or calibrate its ONNX export",
     "open-clip": "an OpenCLIP zero-shot classifier is not fine-tuned or rewritten here: calibrate its ONNX export "
-    "(macs-audit export), or evaluate it with the calibrators of the audit",
+    "(macs-audit export --arch open_clip:NAME --class-prompts FILE), or read the audit's calibrators",
 }
 SOURCES_PROPERTY = "macs_audit.sources"  # where each exported value was set; not a config key
 
@@ -135,16 +135,18 @@ def export_checkpoint(
     trust_pickled: bool = False,
     debug: bool = False,
     force: bool = False,
+    class_prompts: Path | None = None,
 ) -> Path:
     """Export a PyTorch checkpoint to one ONNX file (`out`, default: CHECKPOINT with .onnx) with its metadata.
     `debug` lets the libraries' warnings through while the checkpoint loads. The output is checked first:
-    never the checkpoint or its sidecar; an existing file only with `force`."""
+    never the checkpoint or its sidecar; an existing file only with `force`. `class_prompts`: an OpenCLIP
+    model's classes and templates, whose text embeddings the exported graph then holds as its classifier."""
     if checkpoint.suffix.lower() in ONNX_SUFFIXES:
         raise UsageError(f"{checkpoint} is already an ONNX model")
     check_opset(opset)
     path = out or checkpoint.with_suffix(".onnx")
     check_file(path, inputs=(checkpoint, sidecar_path(checkpoint)), option="--out", force=force)
-    predictor = load_torch_predictor(checkpoint, flags, "cpu", trust_pickled, debug=debug)
+    predictor = load_torch_predictor(checkpoint, flags, "cpu", trust_pickled, debug=debug, class_prompts=class_prompts)
     if predictor.info["format"] == "torchscript":
         raise InputError(
             f"{checkpoint} is TorchScript, which torch.export cannot trace to ONNX: evaluate and calibrate read it "

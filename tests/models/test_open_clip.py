@@ -73,3 +73,23 @@ def test_preprocessing_is_open_clips_within_a_grey_level(tmp_path):
         ours = fit_image(photo, cfg.input_size, cfg.crop_pct, cfg.interpolation)
         assert_within_grey_levels(ours, theirs, 1, name)
         assert (ours != theirs).mean() < 0.01, name
+
+
+def test_exported_with_its_classifier_and_calibrated_as_onnx(tmp_path):
+    """The zero-shot head is not rewritten as torch weights; its ONNX export holds the class embeddings and the
+    model's preprocessing, and calibrate fits a temperature to it as to any ONNX model."""
+    from source_builders import AUDIT_QUICK, run_cli, three_class_npz
+
+    weights, prompts = tmp_path / "clip.pt", tmp_path / "prompts.json"
+    tiny_clip(weights, prompts)
+    run_cli("export", weights, "--arch", ARCH["arch"], "--class-prompts", prompts, "--out", tmp_path / "clip.onnx")
+    exported = load_predictor(tmp_path / "clip.onnx", device="cpu")
+    original = load_predictor(weights, ARCH, device="cpu", class_prompts=prompts)
+    assert exported.config.class_names == list(CLASSES) and exported.config.interpolation == "bicubic"
+    assert "warnings" not in exported.info  # its own mean/std travelled in the metadata
+    x = np.random.default_rng(0).random((4, 3, 64, 64), dtype=np.float32)
+    np.testing.assert_allclose(exported.predict(x), original.predict(x), rtol=1e-4, atol=1e-4)
+    data = three_class_npz(tmp_path / "d.npz", size=64)
+    run_cli("calibrate", tmp_path / "clip.onnx", "--data", data, "--eval-data", data, "--out", tmp_path / "cal",
+            *AUDIT_QUICK)  # fmt: skip
+    assert list((tmp_path / "cal").glob("*.onnx"))
