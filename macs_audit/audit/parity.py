@@ -68,7 +68,7 @@ class ParityRecorder:
         self.thresholds: dict[str, dict[str, float]] | None = None
         self.views: list[ParityView] = []
         self._view: View | None = None
-        self._batches: list[tuple[int, np.ndarray, np.ndarray]] = []  # (start, reference, candidate)
+        self._batches: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # (start, ref, cand, labels)
 
     def observe(self, view: View, start: int, images: np.ndarray, labels: np.ndarray, logits: np.ndarray) -> None:
         """One batch of `view` at data-set position `start`, and the candidate's logits on it."""
@@ -78,7 +78,7 @@ class ParityRecorder:
         reference = self.reference.predict(images)
         if reference.shape != logits.shape:
             raise InputError(f"the reference outputs {reference.shape[1]} classes but the candidate {logits.shape[1]}")
-        self._batches.append((start, reference, np.asarray(logits)))
+        self._batches.append((start, reference, np.asarray(logits), np.asarray(labels)))
 
     def _finish(self) -> None:
         view, batches = self._view, sorted(self._batches, key=lambda b: b[0])
@@ -87,7 +87,7 @@ class ParityRecorder:
             return
         reference = np.concatenate([b[1] for b in batches])
         candidate = np.concatenate([b[2] for b in batches])
-        labels = self.labels[batches[0][0] : batches[0][0] + len(reference)]
+        labels = np.concatenate([b[3] for b in batches])  # the batches' own: a view may read another source
         if view.kind == "clean" and self.split is not None:
             self.thresholds = {
                 side: conformal.fit_thresholds(logits[self.split.fit], labels[self.split.fit], self.coverage)
