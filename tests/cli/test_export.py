@@ -125,3 +125,18 @@ def test_export_refuses_an_existing_onnx_file_without_force(tmp_path):
     result = runner.invoke(app, ["export", str(tmp_path / "w.safetensors"), "--force"])
     assert result.exit_code == 0, result.output
     assert onnx.load(str(tmp_path / "w.onnx")).producer_name == "macs-audit"
+
+
+def test_a_checkpoint_exported_at_fp16_writes_the_float_export_and_the_build(exported, tmp_path):
+    _, path = exported
+    checkpoint = tmp_path / "net.safetensors"
+    checkpoint.write_bytes(path.with_suffix(".safetensors").read_bytes())
+    flags = ["--arch", "macs_resnet9_c10", "--input-size", "16", "--mean", "0.5,0.5,0.5", "--std", "0.25,0.25,0.25"]
+    result = runner.invoke(app, ["export", str(checkpoint), *flags, "--precision", "fp16", "--no-audit"])
+    assert result.exit_code == 0, result.output
+    assert "float ONNX model written to" in result.output and "FP16 model written to" in result.output
+    built = load_predictor(tmp_path / "net.fp16.onnx", device="cpu")  # metadata only, as the float export
+    assert built.config.input_size == (16, 16) and built.config.mean == (0.5, 0.5, 0.5)
+    x = np.random.default_rng(0).random((4, 3, 16, 16), dtype=np.float32)
+    float_model = load_predictor(tmp_path / "net.onnx", device="cpu")
+    np.testing.assert_allclose(built.predict(x), float_model.predict(x), atol=0.05, rtol=0.02)
