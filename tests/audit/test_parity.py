@@ -2,6 +2,7 @@
 a copy of the candidate giving differences of exactly zero, the clean view's numbers equal to those of the two
 models' own predictions, and the pairs that cannot be compared refused."""
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -70,3 +71,17 @@ def test_pairs_that_cannot_be_compared_are_refused(tmp_path, source):
     small = load_predictor(linear_onnx(tmp_path / "small.onnx", size=16))
     with pytest.raises(InputError, match="takes 16x16 images but the candidate takes 32x32"):
         run_audit(candidate, source, OPTIONS, reference=small)
+
+
+def test_corruption_cells_get_their_parity_with_intervals_of_the_means(tmp_path, source):
+    candidate = load_predictor(linear_onnx(tmp_path / "candidate.onnx", seed=1))
+    reference = load_predictor(linear_onnx(tmp_path / "reference.onnx", seed=2))
+    options = dataclasses.replace(OPTIONS, perturbations=(), corruptions=("gaussian_noise", "fog"), severities=(2,))
+    report = run_audit(candidate, source, options, reference=reference).report
+    assert [v.name for v in report.parity.views] == ["clean", "gaussian_noise@2", "fog@2"]
+    for view in report.parity.views[1:]:
+        assert view.kind == "corruption" and view.severity == 2 and view.agreement_interval is not None
+        assert view.metrics["accuracy"]["interval"] is not None and view.metrics["ece"]["interval"] is None
+        assert view.conformal is not None and view.metrics["accuracy"]["candidate"] == pytest.approx(
+            report.view(view.name).metrics["accuracy"]
+        )
