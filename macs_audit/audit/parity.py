@@ -75,6 +75,8 @@ class ParityRecorder:
         if self._view is not None and view.name != self._view.name:
             self._finish()
         self._view = view
+        if not isinstance(images, np.ndarray) and self.reference.backend != "torch":
+            images = images.cpu().numpy()  # a torch candidate's device-resident batch, for onnxruntime
         reference = self.reference.predict(images)
         if reference.shape != logits.shape:
             raise InputError(f"the reference outputs {reference.shape[1]} classes but the candidate {logits.shape[1]}")

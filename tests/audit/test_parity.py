@@ -85,3 +85,19 @@ def test_corruption_cells_get_their_parity_with_intervals_of_the_means(tmp_path,
         assert view.conformal is not None and view.metrics["accuracy"]["candidate"] == pytest.approx(
             report.view(view.name).metrics["accuracy"]
         )
+
+
+def test_a_device_resident_batch_reaches_an_onnx_reference_as_an_array(tmp_path):
+    """A torch candidate on CUDA scores device tensors (data/batching.py); onnxruntime takes them as arrays."""
+    import torch
+
+    from macs_audit.audit.parity import ParityRecorder
+    from macs_audit.views.view import CLEAN
+
+    reference = load_predictor(linear_onnx(tmp_path / "reference.onnx"))
+    x, y = tiny_images(20)
+    images = CLEAN(torch.from_numpy(x), 0)  # a tensor, as the resident path gives it
+    recorder = ParityRecorder(reference, y, 10, None, coverage=0.9, resamples=0, seed=0)
+    logits = reference.predict(images.numpy())
+    recorder.observe(CLEAN, 0, images, y, logits)
+    assert recorder.section().views[0].agreement == 1.0
