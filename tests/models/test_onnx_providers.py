@@ -12,7 +12,6 @@ from macs_audit.models import onnx as onnx_backend
 from macs_audit.models.onnx import OnnxPredictor, check_provider, providers_for
 from macs_audit.models.predictor import load_predictor
 
-
 REAL_SESSION = ort.InferenceSession
 
 
