@@ -11,7 +11,7 @@ from macs_audit.data.shards import is_shard_spec, load_shards
 from macs_audit.data.sources import Source, load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.models.config import ModelConfig
-from macs_audit.models.preprocessing import fit_description
+from macs_audit.models.preprocessing import batch_description, fit_description
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +50,9 @@ def load_data(
     if source.format in ("imagefolder", SHARDS) and image_size is not None:
         offset = crop_offset if source.format == "imagefolder" else "round"  # shards crop as torchvision does
         info["pipeline"] = fit_description(image_size, crop_pct, interpolation, sources, offset)
+    elif image_size is not None and len(source) and source.image_size() != tuple(image_size):
+        # arrays at another size than the model's: resized whole in the predictor, by the same rule
+        info["pipeline"] = batch_description(source.image_size(), image_size, interpolation, sources)
     if spec.limit is not None:
         source = source.subset(stratified_subset(source.labels, spec.limit, spec.seed))
         info["limit_seed"] = spec.seed

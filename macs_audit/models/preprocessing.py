@@ -132,6 +132,20 @@ def fit_description(
     )
 
 
+def batch_description(
+    image_size: Sequence[int], size: Sequence[int], interpolation: str | None, sources: dict[str, str] | None = None
+) -> str:
+    """How `resize_and_normalize` sizes arrays of `image_size` for a model of `size`, as the report says it (with
+    where the size and interpolation came from, given a ModelConfig's `sources`)."""
+
+    def where(key: str) -> str:
+        return "" if sources is None else f" from {sources.get(key, 'default')}"
+
+    (h0, w0), (h, w) = (int(v) for v in image_size), (int(v) for v in size)
+    how = interpolation or WHOLE_DEFAULT
+    return f"arrays of {h0}x{w0} resized to {h}x{w}{where('input_size')} ({how}{where('interpolation')}, whole)"
+
+
 def resize_and_normalize(
     x: Any, input_size: Sequence[int], mean: Any, std: Any, interpolation: str | None = None
 ) -> Any:

@@ -29,3 +29,13 @@ def test_end_to_end_through_the_cli_and_a_contradicting_size(tmp_path):
     assert "3-class model" in report["model"]["warnings"][0]  # CIFAR-10's mean/std on a model they do not fit
     with pytest.raises(InputError, match="the program's input is 32x32"):
         load_predictor(tmp_path / "net.pt2", {"input_size": [64, 64]}, device="cpu")
+
+
+def test_arrays_at_another_size_say_how_they_were_resized(tmp_path):
+    from source_builders import three_class_npz
+
+    exported_program(tmp_path / "net.pt2")
+    data = three_class_npz(tmp_path / "d.npz", size=40)
+    _, report = audit_logits(tmp_path / "net.pt2", data, tmp_path, "--interpolation", "bicubic")
+    expected = "arrays of 40x40 resized to 32x32 from exported program (bicubic from flag, whole)"
+    assert report["data"]["pipeline"] == expected
