@@ -169,7 +169,7 @@ def test_calibrate_method_all_writes_the_chosen_model_and_its_table(tmp_path):
     x, _ = tiny_images(50, seed=3)
     images = x.transpose(0, 3, 1, 2).astype(np.float32) / 255
     original = load_predictor(model, device="cpu").predict(images)
-    written = load_predictor(out / "model.onnx", device="cpu").predict(images)
+    written = load_predictor(out / record["calibrated_model"], device="cpu").predict(images)
     assert np.allclose(written, original / record["parameters"]["temperature"], rtol=1e-5, atol=1e-6)
 
 
