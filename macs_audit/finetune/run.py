@@ -244,7 +244,9 @@ def run_finetune(
     val_source = val_given if val_given is not None else train_source.subset(options.split(train_source.labels)[0])
     fit_name = VAL_DATA if val_given is not None else VALIDATION_SPLIT
     baseline_fit = validation_temperature(predictor, val_source, audit.batch_size, progress, fit_name)
-    warnings = contamination_warnings(baseline_fit, before, fit_name, temperature, force_temperature)
+    # From scratch the trained model never sees the split, so only the start model's own T would be unfair.
+    folds_it = temperature and not options.from_scratch
+    warnings = contamination_warnings(baseline_fit, before, fit_name, folds_it, force_temperature)
     baseline_weights = weights_path(out, name + BASELINE_SUFFIX, fmt)
     if ctx.is_main:  # before training, which changes the start model's weights in place
         out.mkdir(parents=True, exist_ok=True)  # only now: a run that failed before this point leaves no folder

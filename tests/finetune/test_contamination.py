@@ -92,3 +92,13 @@ def test_force_temperature_folds_it_with_a_warning_and_no_which_fix_table(memori
     assert result.exit_code == 0, result.output
     assert "looks trained on" in " ".join(result.stderr.split()) and "Which fix" not in result.output
     assert "Which fix" not in (out / "audit_comparison.md").read_text()
+
+
+def test_from_scratch_the_split_is_honest_for_the_new_model_and_only_the_start_models_fix_is_dropped(memorised):
+    """--from-scratch trains a fresh model without the held-out split, so its folded T is honest: the run goes
+    on, warns that the start model's temperature-only fix was fitted on data it had seen, and shows no table."""
+    out = memorised / "scratch"
+    result = runner.invoke(app, finetune_args(memorised, out, "--from-scratch"))
+    assert result.exit_code == 0, result.output
+    assert "looks trained on" in " ".join(result.stderr.split()) and "Which fix" not in result.output
+    assert (out / "model.safetensors").is_file()
