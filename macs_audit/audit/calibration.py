@@ -134,6 +134,21 @@ def calibrators_section(
     return Calibrators.of(**selection.to_dict(), split=f"the temperature's: {SPLIT}", seed=split.seed)
 
 
+def parse_raps(text: str | None) -> tuple[int, float] | None:
+    """'K,LAMBDA' -> (k_reg, penalty) for --raps: k_reg an integer >= 0, the penalty >= 0 and finite."""
+    if text is None:
+        return None
+    parts = text.replace(" ", "").split(",")
+    try:
+        k_reg, penalty = int(parts[0]), float(parts[1])
+        valid = len(parts) == 2 and k_reg >= 0 and 0 <= penalty < float("inf")
+    except (ValueError, IndexError):
+        valid = False
+    if not valid:
+        raise UsageError(f"--raps must be K_REG,PENALTY (an integer >= 0 and a number >= 0), got {text!r}")
+    return k_reg, penalty
+
+
 def check_conformal_split(fraction: float | None) -> float | None:
     """`fraction` when it is None (share the temperature's part) or in (0, 1); else the UsageError naming it."""
     if fraction is not None and not 0 < fraction < 1:
@@ -149,6 +164,7 @@ def conformal_fit(
     coverage: float,
     progress: ProgressFn | None = None,
     conformal_split: float | None = None,
+    raps: tuple[int, float] | None = None,
 ) -> conformal.SplitConformal | None:
     """Conformal sets fitted on the temperature's fit part (the same split) and scored on the rest; with
     `conformal_split` F, fitted on their own class-stratified F of the temperature's scored part instead (drawn
@@ -168,7 +184,7 @@ def conformal_fit(
         described = f"its own: {conformal_split:g} of the temperature's scored part, {SPLIT}"
     finish = step(progress, CONFORMAL_STAGE)
     sets = conformal.SplitConformal.fit(
-        logits, labels, fit=fit, scored=scored, coverage=coverage, seed=split.seed, split=described
+        logits, labels, fit=fit, scored=scored, coverage=coverage, seed=split.seed, split=described, raps=raps
     )  # the randomised scores' draws from the split's seed
     finish()
     return sets

@@ -36,6 +36,7 @@ class AuditOptions:
     # With a fraction F: the conformal sets are fitted on their own class-stratified F of the temperature's scored
     # part (images the temperature never saw) and scored on the rest; None shares the temperature's fit part.
     conformal_split: float | None = None
+    raps: tuple[int, float] | None = None  # RAPS's (k_reg, penalty) given; None: chosen by the paper's rule
     ood_source: Source | None = None  # a second data set (labels unused) for OOD detection
     unlabeled_source: Source | None = None  # target images whose accuracy is estimated without labels
     shift_sets: tuple[MappedSource, ...] = ()  # natural-shift sets (--shift-data), scored as views (audit/shift.py)

@@ -95,6 +95,7 @@ def run_audit(
         coverage=options.coverage,
         progress=progress,
         conformal_split=options.conformal_split,
+        raps=options.raps,
     )
     clean = dataclasses.replace(clean, per_class=per_class_stats(logits, source.labels, source.class_names, sets))
     robustness = RobustnessResult()

@@ -26,6 +26,7 @@ from macs_audit.cli.options import (
     OOD_DATA_OPTION,
     PRECISION_OPTION,
     PROVIDER_OPTION,
+    RAPS_OPTION,
     REAL_LABELS_FILE_OPTION,
     REAL_LABELS_OPTION,
     REFERENCE_OPTION,
@@ -145,6 +146,7 @@ def evaluate(
     ),
     coverage: float = COVERAGE_OPTION,
     conformal_split: Optional[float] = CONFORMAL_SPLIT_OPTION,
+    raps: Optional[str] = RAPS_OPTION,
     ood_data: Optional[Path] = OOD_DATA_OPTION,
     unlabeled: Optional[Path] = UNLABELED_OPTION,
     reference: Optional[Path] = REFERENCE_OPTION,
@@ -187,7 +189,7 @@ def evaluate(
     from macs_audit import distributed
     from macs_audit.atomic import destination
     from macs_audit.audit import check_corruption_files, run_audit
-    from macs_audit.audit.calibration import check_conformal_split
+    from macs_audit.audit.calibration import check_conformal_split, parse_raps
     from macs_audit.calibrators.selection import parse_methods
     from macs_audit.data.label_space import load_mapped_sets
     from macs_audit.data.loading import DataSpec, load_model_data
@@ -223,6 +225,7 @@ def evaluate(
         corruption_baseline=load_report(corruption_baseline) if corruption_baseline else None,
         coverage=check_coverage(coverage),
         conformal_split=check_conformal_split(conformal_split),
+        raps=parse_raps(raps),
     )
     shift_sets = parse_shift_data(shift_data)
     if class_map is not None and not shift_sets:

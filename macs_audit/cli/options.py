@@ -108,6 +108,12 @@ CONFORMAL_SPLIT_OPTION = typer.Option(
     help="Fit the conformal sets on their own class-stratified fraction of the images the temperature is not "
     "fitted on (scored on the rest), instead of on the temperature's part.",
 )
+RAPS_OPTION = typer.Option(
+    None,
+    "--raps",
+    help="RAPS's regularisation as K_REG,PENALTY (default: chosen by Angelopoulos et al.'s rule on 30% of the "
+    "conformal fit part).",
+)
 OOD_DATA_OPTION = typer.Option(
     None,
     "--ood-data",

@@ -92,3 +92,20 @@ def test_a_conformal_split_of_its_own_is_drawn_from_what_the_temperature_did_not
     assert own.split.startswith("its own: 0.5 of the temperature's scored part")
     with pytest.raises(UsageError, match="--conformal-split must be a fraction in"):
         conformal_fit(logits, labels, split, coverage=0.9, conformal_split=1.0)
+
+
+def test_raps_parameters_given_are_used_and_malformed_ones_refused():
+    from macs_audit.audit.calibration import parse_raps
+
+    rng = np.random.default_rng(1)
+    labels = np.repeat(np.arange(4), 50)
+    logits = rng.normal(size=(200, 4))
+    split = calibration_split(labels, 0.3, seed=0)
+    sets = conformal_fit(logits, labels, split, coverage=0.9, raps=parse_raps("1, 0.2"))
+    assert (sets.thresholds["raps"].k_reg, sets.thresholds["raps"].penalty) == (1, 0.2)
+    record = sets.records(logits)["raps"]
+    assert record["k_reg"] == 1 and record["penalty"] == 0.2
+    assert parse_raps(None) is None
+    for bad in ("1", "a,0.1", "-1,0.1", "1,-0.5", "1,inf", "1,0.1,2"):
+        with pytest.raises(UsageError, match="--raps must be K_REG,PENALTY"):
+            parse_raps(bad)

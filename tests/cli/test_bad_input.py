@@ -496,6 +496,7 @@ ROWS: list[Row] = [
     Row("evaluate-output-junit", (*QUICK, "-o", "checks.xml"), 2, "JUnit output lists gate checks"),
     Row("evaluate-unknown-format", (*QUICK, "-o", "r.json", "--format", "pdf"), 2, "unknown --format 'pdf'"),
     Row("evaluate-predictions-is-the-data", (*QUICK, "--save-predictions", "{data}"), 2, "would replace the input"),
+    Row("evaluate-raps-malformed", (*QUICK, "--raps", "2"), 2, "--raps must be K_REG,PENALTY"),
     Row("evaluate-conformal-split-above-one", (*QUICK, "--conformal-split", "1.5"), 2, "--conformal-split must be"),
     Row("evaluate-output-twice", (*QUICK, "-o", "x.json", "--save-predictions", "x.json"), 2, "its own file"),
     Row("evaluate-both-to-stdout", (*QUICK, "-o", "-", "--save-predictions", "-"), 2, "standard output"),
