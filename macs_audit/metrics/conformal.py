@@ -334,4 +334,7 @@ def summarize_views(per_view: dict[str, dict[str, dict]]) -> dict[str, dict]:
             "lowest_coverage": coverage[lowest],
             "lowest_view": lowest,
         }
+        interval = per_view[lowest][method].get("coverage_interval")
+        if interval is not None:  # the lowest view's own Clopper-Pearson interval
+            out[method]["lowest_coverage_interval"] = interval
     return out

@@ -122,6 +122,7 @@ EXACT_NAMES = {
     "fit_fraction",
     "coverage_interval",  # Clopper-Pearson intervals: functions of integer counts
     "worst_class_coverage_interval",
+    "lowest_coverage_interval",
     "penalty",  # RAPS's penalty: a value of its grid
 }
 

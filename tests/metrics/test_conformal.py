@@ -257,3 +257,13 @@ def test_worst_class_and_statistics():
 def test_coverage_outside_zero_one_is_a_usage_error():
     with pytest.raises(UsageError, match="--coverage"):
         conformal.fit_thresholds(np.zeros((3, 2)), np.zeros(3, int), 1.0)
+
+
+def test_the_lowest_view_keeps_its_clopper_pearson_interval():
+    views = {
+        "fog@1": {"lac": {"coverage": 0.9, "mean_set_size": 1.0, "coverage_interval": [0.85, 0.94]}},
+        "fog@5": {"lac": {"coverage": 0.7, "mean_set_size": 2.0, "coverage_interval": [0.62, 0.77]}},
+    }
+    summary = conformal.summarize_views(views)["lac"]
+    assert summary["lowest_view"] == "fog@5" and summary["lowest_coverage_interval"] == [0.62, 0.77]
+    assert summary["coverage"] == pytest.approx(0.8) and summary["mean_set_size"] == pytest.approx(1.5)
