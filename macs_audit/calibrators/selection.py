@@ -30,7 +30,8 @@ from macs_audit.calibrators.base import (
 )
 from macs_audit.calibrators.common import as_fit_data
 from macs_audit.errors import UsageError
-from macs_audit.metrics.accumulators import calibration_metrics
+from macs_audit.metrics.accumulators import N_BINS, bin_index, calibration_metrics, ece_from_bins
+from macs_audit.metrics.estimators import smooth_ece
 from macs_audit.metrics.registry import METRICS
 
 UNCALIBRATED = "uncalibrated"
@@ -120,20 +121,35 @@ def per_image_scores(log_probabilities: np.ndarray, labels: np.ndarray, select: 
     return ((p - onehot) ** 2).sum(axis=1)
 
 
+def _calibration_error(confidence: np.ndarray, correct: np.ndarray, select: str) -> float:
+    """The ECE (15 equal-width bins, the audit's) or the smooth ECE of (confidence, correct) pairs."""
+    if select == "smooth_ece":
+        return smooth_ece(confidence, correct)[0]
+    bins = bin_index(confidence)
+    count = np.bincount(bins, minlength=N_BINS)
+    conf_sum = np.bincount(bins, weights=confidence, minlength=N_BINS)
+    correct_sum = np.bincount(bins, weights=correct, minlength=N_BINS)
+    return ece_from_bins(count, conf_sum, correct_sum, len(confidence))
+
+
 def paired_interval(a: np.ndarray, b: np.ndarray, labels: np.ndarray, select: str, seed: int = 0) -> list[float]:
-    """The 95% interval of score(b) - score(a) on the same images, from log-probabilities a and b."""
+    """The 95% interval of score(b) - score(a) on the same images, from log-probabilities a and b: from the
+    per-image differences for PER_IMAGE scores, else a paired bootstrap of the (smooth) ECE's difference,
+    both maps' ECEs computed on the same resampled images."""
     if select in PER_IMAGE:
         d = per_image_scores(b, labels, select) - per_image_scores(a, labels, select)
         half = Z95 * float(d.std(ddof=1)) / np.sqrt(len(d)) if len(d) > 1 else 0.0
         return [float(d.mean()) - half, float(d.mean()) + half]
+    pairs = []
+    for log_p in (a, b):
+        p = np.exp(log_p)
+        pairs.append((p.max(axis=1), (p.argmax(axis=1) == labels).astype(np.float64)))
     rng = np.random.default_rng(seed)
-    k = a.shape[1]
     draws = []
     for _ in range(BOOTSTRAP_RESAMPLES):
         idx = rng.integers(0, len(labels), len(labels))
-        draws.append(
-            calibration_metrics(b[idx], labels[idx], k)[select] - calibration_metrics(a[idx], labels[idx], k)[select]
-        )
+        (ca, ka), (cb, kb) = pairs
+        draws.append(_calibration_error(cb[idx], kb[idx], select) - _calibration_error(ca[idx], ka[idx], select))
     low, high = np.quantile(draws, [0.025, 0.975])
     return [float(low), float(high)]
 
