@@ -10,9 +10,10 @@ nothing is chosen on the test set.
 Each run checkpoints every CHECKPOINT_EVERY steps under runs/from_scratch_cifar10/ (not committed) and
 resumes from it when started again; a finished run writes results/runs/NAME.json and is skipped after.
 
-    nice -n 15 python experiments/from_scratch_cifar10/run.py train --data-dir DATA --runs ce_s0,ce_s1,ce_s2 --threads 1
-    nice -n 15 python experiments/from_scratch_cifar10/run.py train --data-dir DATA --runs macs_s0,macs_s1,macs_s2 --threads 1
-    python experiments/from_scratch_cifar10/run.py table        # results/table.md from what has finished
+    RUN="nice -n 15 python experiments/from_scratch_cifar10/run.py"
+    $RUN train --data-dir DATA --runs ce_s0,ce_s1,ce_s2 --threads 1 &      # one lane per core
+    $RUN train --data-dir DATA --runs macs_s0,macs_s1,macs_s2 --threads 1 &
+    python experiments/from_scratch_cifar10/run.py table   # results/table.md from what has finished
 
 DATA holds cifar10_train.npz and cifar10_test.npz (x uint8 N x 32 x 32 x 3, y labels). Scoring reuses
 experiments/finetune_cifar10/run.py's functions (the audit's loop and views, its CIFAR-10-C subset).
@@ -89,7 +90,9 @@ def train(name: str) -> None:
 
     started = time.time()
     log(f"{name}: start{' (resuming)' if checkpoint.exists() else ''}")
-    result = finetune(model, load_source(scoring.DATA / "cifar10_train.npz"), options, progress, checkpoint, checkpoint.exists())
+    result = finetune(
+        model, load_source(scoring.DATA / "cifar10_train.npz"), options, progress, checkpoint, checkpoint.exists()
+    )
     seconds = round(time.time() - started)
     prepared_corruptions()
     metrics = scoring.test_metrics(result.model, options)
@@ -118,7 +121,8 @@ def mean_std(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
 
 def table() -> str:
     rows = [
-        "| objective | seeds | accuracy % | ECE % | NLL | ECE % after T | NLL after T | T | noise+blur acc. % | CIFAR-10-C acc. % (19x5) |",
+        "| objective | seeds | accuracy % | ECE % | NLL | ECE % after T | NLL after T | T | noise+blur acc. % "
+        "| CIFAR-10-C acc. % (19x5) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for objective in ("ce", "macs"):
