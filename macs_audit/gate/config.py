@@ -49,9 +49,10 @@ for _m in GATE_METRICS.values():
     for _relative in (False, True):
         _key = f"max_{_m.name}_{'drop' if _m.higher_is_better else 'increase'}" + ("_relative" if _relative else "")
         BASELINE_KEYS[_key] = (_m.name, _relative)
-# Gate metrics renamed with the report key they read (report schema 2.0), old name -> new: their old keys
-# (max_corruption_mce, max_relative_mce; baseline.max_corruption_mce_increase, and _relative, the same for
-# relative_mce) are read as the new ones, with a note, until the next major version.
+# Gate metrics renamed with the report key they read (corruption_mce with report schema 2.0, relative_mce
+# with 3.0), old name -> new: their old keys (max_corruption_mce, max_relative_mce;
+# baseline.max_corruption_mce_increase, and _relative, the same for relative_mce) are read as the new ones,
+# with a note.
 RENAMED_METRICS = {"corruption_mce": "mean_corruption_error", "relative_mce": "relative_mean_corruption_error"}
 DEPRECATED_KEYS: dict[str, str] = {}  # old key -> new key, at the top of the gate table
 DEPRECATED_BASELINE_KEYS: dict[str, str] = {}  # the same in [gate.baseline]

@@ -54,9 +54,9 @@ class Report:
     conformal: Conformal | None = added_in("1.2")
     ood: OODDetection | None = added_in("1.2")
     unlabeled: Unlabeled | None = added_in("1.2")
-    shift: Shift | None = added_in("2.1")
-    real_labels: RealLabels | None = added_in("2.1")
-    parity: Parity | None = added_in("2.1")
+    shift: Shift | None = added_in("3.0")
+    real_labels: RealLabels | None = added_in("3.0")
+    parity: Parity | None = added_in("3.0")
     tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""
     schema_version: str = SCHEMA_VERSION

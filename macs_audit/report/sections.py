@@ -266,14 +266,14 @@ class CorruptionSummary(Section):
     mean_ece_15: float | None = None
     mean_accuracy_19: float | None = None  # only when all 19 ran
     mean_ece_19: float | None = None
-    mean_corruption_error_unnormalized: float | None = None  # 1 - mean_accuracy_15 (schema 1.x: `mce_unnormalized`)
+    mean_corruption_error_unnormalized: float | None = None  # 1 - mean_accuracy_15 (schema 2.x: `mce_unnormalized`)
     mean_accuracy_selected: float | None = None
     # Only with a corruption baseline report:
     baseline: dict[str, Any] | None = None
     ce: dict[str, float | None] | None = None
     relative_ce: dict[str, float | None] | None = None
     mean_corruption_error: float | None = None  # mCE: the mean of the CEs (schema 1.x: `mce`)
-    relative_mean_corruption_error: float | None = None  # the mean of relative_ce (schema 1.x: `relative_mce`)
+    relative_mean_corruption_error: float | None = None  # the mean of relative_ce (schema 2.x: `relative_mce`)
     baseline_corruptions: list[str] | None = None
     source: str | None = None
     frost_textures: str | None = None

@@ -13,12 +13,12 @@ from typing import Any
 
 from macs_audit.errors import InputError
 
-SCHEMA_VERSION = "2.0"
-READ_MAJORS = (1, 2)  # 2.0 still reads 1.x (their renamed keys mapped); the next major version will not
+SCHEMA_VERSION = "3.0"
+READ_MAJORS = (2, 3)  # 3.0 still reads 2.x (their renamed keys mapped); the next major version will not
 
 
 def version(text: str) -> tuple[int, ...]:
-    """`"1.2"` as (1, 2); (0, 0) for text that is not a version."""
+    """`"2.1"` as (2, 1); (0, 0) for text that is not a version."""
     try:
         return tuple(int(part) for part in str(text).split("."))
     except ValueError:
@@ -53,11 +53,11 @@ class Renamed:
 
 
 RENAMED = (
-    # The mean Corruption Error and its relative and unnormalised forms, named so that none reads as the
-    # Maximum Calibration Error every view's metrics call `mce`.
-    Renamed("corruption_summary", "mce", "mean_corruption_error", since="2.0"),
-    Renamed("corruption_summary", "relative_mce", "relative_mean_corruption_error", since="2.0"),
-    Renamed("corruption_summary", "mce_unnormalized", "mean_corruption_error_unnormalized", since="2.0"),
+    # The relative and unnormalised mean Corruption Error, named so that neither reads as the Maximum
+    # Calibration Error every view's metrics call `mce`. (2.0 renamed the mean Corruption Error itself, `mce`
+    # in 1.x; 1.x is no longer read, and no 2.x report holds `mce` in its corruption summary.)
+    Renamed("corruption_summary", "relative_mce", "relative_mean_corruption_error", since="3.0"),
+    Renamed("corruption_summary", "mce_unnormalized", "mean_corruption_error_unnormalized", since="3.0"),
 )
 
 

@@ -13,7 +13,7 @@ from macs_audit.cli import app
 from macs_audit.errors import InputError
 from macs_audit.gate import observe, parse_config, run_gate
 from macs_audit.metrics.registry import GATE_METRICS, Place, in_place
-from macs_audit.report import Report, load_report
+from macs_audit.report import SCHEMA_VERSION, Report, load_report
 
 runner = CliRunner()
 
@@ -68,7 +68,7 @@ def test_the_json_reads_back_byte_identical(audited):
     path, report, _ = audited
     assert Report.from_json(path.read_text()).to_json() == path.read_text()
     data = json.loads(path.read_text())
-    assert data["schema_version"] == "2.0"
+    assert data["schema_version"] == SCHEMA_VERSION
     assert data["ood"]["scores"]["energy"]["intervals"]["auroc"][0] <= data["ood"]["scores"]["energy"]["auroc"]
 
 

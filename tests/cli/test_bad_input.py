@@ -984,7 +984,14 @@ ROWS: list[Row] = [
         ("report", "bad.json"),
         3,
         "bad.json: not valid JSON: NaN is not a JSON number",
-        _report_json("bad.json", text='{"schema_version": "1.2", "clean": {"metrics": {"ece": NaN}}}'),
+        _report_json("bad.json", text='{"schema_version": "3.0", "clean": {"metrics": {"ece": NaN}}}'),
+    ),
+    Row(
+        "report-schema-1-x",  # read by 2.x for one major version; 3.0 reads 2.x and 3.x only
+        ("report", "old.json"),
+        3,
+        "old.json: report schema 1.2 is not supported (this version writes 3.0 and reads 2.x and 3.x)",
+        _report_json("old.json", _put("schema_version", "1.2")),
     ),
     Row("report-missing-named-with-escapes", ("report", f"{ESC}gone.json"), 3, f"not found: {ESC_SHOWN}gone.json"),
     Row(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fixtures.saved_reports import run, saved_reports, schema_1_2
+from fixtures.saved_reports import run, saved_reports, schema_2_0
 
 
 @pytest.fixture()
@@ -25,13 +25,13 @@ def test_compare_renders_and_exits_0(files, monkeypatch):
     assert data["n_regressions"] > 0 and data["a"]["name"] == "a.json"
 
 
-def test_a_schema_1_2_report_is_compared_on_the_new_key_with_a_warning(files):
-    files["a"].write_text(json.dumps(schema_1_2(mce=0.8)))
+def test_a_schema_2_0_report_is_compared_on_the_new_key_with_a_warning(files):
+    files["a"].write_text(json.dumps(schema_2_0()))
     data = json.loads(files["b"].read_text())
-    data["corruption_summary"].update(mean_corruption_error=0.7, relative_mean_corruption_error=0.9)
+    data["corruption_summary"].update(mean_corruption_error=0.7, relative_mean_corruption_error=0.8)
     files["b"].write_text(json.dumps(data))
     result = run("compare", files["a"], files["b"], "-f", "json", "--no-step-summary")
     assert result.exit_code == 0, result.output
-    (row,) = [r for r in json.loads(result.stdout)["rows"] if r["key"] == "mean_corruption_error"]
-    assert row["a"] == 0.8 and row["b"] == 0.7 and row["status"] == "better"
-    assert "a.json: corruption_summary.mce of a schema 1.2 report is deprecated" in result.stderr
+    (row,) = [r for r in json.loads(result.stdout)["rows"] if r["key"] == "relative_mean_corruption_error"]
+    assert row["a"] == 0.9 and row["b"] == 0.8 and row["status"] == "better"
+    assert "a.json: corruption_summary.relative_mce of a schema 2.0 report is deprecated" in result.stderr

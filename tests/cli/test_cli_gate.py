@@ -10,7 +10,7 @@ import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
-from fixtures.saved_reports import PASSING, run, saved_reports, schema_1_2
+from fixtures.saved_reports import PASSING, run, saved_reports, schema_2_0
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.cli.output import gate_report
@@ -157,14 +157,13 @@ def test_gate_report_compare_do_not_import_torch_or_onnxruntime(files):
     assert (files["dir"] / "x.html").is_file() and (files["dir"] / "x.xml").is_file()
 
 
-def test_a_schema_1_2_report_and_the_old_gate_key_are_read_with_a_warning_each(files):
-    files["a"].write_text(json.dumps(schema_1_2(mce=0.8)))
+def test_a_schema_2_0_report_and_the_old_gate_key_are_read_with_a_warning_each(files):
+    files["a"].write_text(json.dumps(schema_2_0()))
     files["pass"].write_text("[gate]\nmax_corruption_mce = 1.0\n")
     result = run("gate", files["a"], "--config", files["pass"])
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 3 and "gate passed: 1 of 1 checks" in result.stderr
-    assert "a.json: corruption_summary.mce of a schema 1.2 report is deprecated" in warnings[0]
-    assert "a.json: corruption_summary.relative_mce of a schema 1.2 report is deprecated" in warnings[1]
-    assert "max_corruption_mce is deprecated: read as max_mean_corruption_error" in warnings[2]
+    assert len(warnings) == 2 and "gate passed: 1 of 1 checks" in result.stderr
+    assert "a.json: corruption_summary.relative_mce of a schema 2.0 report is deprecated" in warnings[0]
+    assert "max_corruption_mce is deprecated: read as max_mean_corruption_error" in warnings[1]
     assert "max_mean_corruption_error" in result.stdout

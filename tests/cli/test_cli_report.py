@@ -7,7 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from fixtures.saved_reports import run, saved_reports, schema_1_2
+from fixtures.saved_reports import run, saved_reports, schema_2_0
 
 
 @pytest.fixture()
@@ -39,12 +39,12 @@ def test_dash_and_dev_stdout_mean_standard_output(files):
     assert not (files["dir"] / "-").exists()
 
 
-def test_a_schema_1_2_report_is_rendered_with_a_warning_and_its_key_kept(files):
-    old = schema_1_2(mce=0.8)
+def test_a_schema_2_0_report_is_rendered_with_a_warning_and_its_key_kept(files):
+    old = schema_2_0()
     files["a"].write_text(json.dumps(old))
     result = run("report", files["a"], "-f", "json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == old  # a 1.2 report re-rendered as JSON is still 1.2
+    assert json.loads(result.stdout) == old  # a 2.0 report re-rendered as JSON is still 2.0
     (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-    assert "corruption_summary.mce of a schema 1.2 report is deprecated" in warning
+    assert "corruption_summary.relative_mce of a schema 2.0 report is deprecated" in warning
     assert "mCE vs baseline 80.0%" in run("report", files["a"]).stdout

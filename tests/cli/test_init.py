@@ -7,7 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from fixtures.saved_reports import schema_1_2
+from fixtures.saved_reports import schema_2_0
 from fixtures.synthetic_report import synthetic_report
 from typer.testing import CliRunner
 
@@ -82,11 +82,11 @@ def test_another_file_name_gets_the_tool_table_and_gate_needs_config(workdir):
     assert run("gate", "report.json", "--config", "ci/thresholds.toml").exit_code == 0
 
 
-def test_init_from_a_schema_1_2_report_writes_the_new_key_with_a_warning(workdir):
-    (workdir / "old.json").write_text(json.dumps(schema_1_2(mce=0.8)))
+def test_init_from_a_schema_2_0_report_writes_the_new_key_with_a_warning(workdir):
+    (workdir / "old.json").write_text(json.dumps(schema_2_0()))
     result = run("init", "old.json", "--out", "-")
     assert result.exit_code == 0, result.output
-    assert "old.json: corruption_summary.mce of a schema 1.2 report is deprecated" in result.stderr
+    assert "old.json: corruption_summary.relative_mce of a schema 2.0 report is deprecated" in result.stderr
     assert "max_mean_corruption_error = " in result.stdout and "max_corruption_mce" not in result.stdout
 
 

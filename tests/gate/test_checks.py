@@ -141,21 +141,23 @@ def test_relative_allowance_scales_with_the_baseline(full_report):
     assert not result.passed
 
 
-def test_a_schema_1_2_baseline_is_gated_on_its_mean_corruption_error_with_the_notes(full_report):
+def test_a_schema_2_0_baseline_is_gated_on_its_relative_mean_corruption_error_with_the_notes(full_report):
+    full_report.corruption_summary.relative_mean_corruption_error = 0.9
     old = json.loads(full_report.to_json())
-    old["schema_version"] = "1.2"
+    old["schema_version"] = "2.0"
     summary = old["corruption_summary"]
-    old["corruption_summary"] = {"mce" if k == "mean_corruption_error" else k: v for k, v in summary.items()}
+    renamed = {"relative_mean_corruption_error": "relative_mce"}
+    old["corruption_summary"] = {renamed.get(k, k): v for k, v in summary.items()}
     baseline = Report.from_dict(old)
-    table = {"max_corruption_mce": 1.0, "baseline": {"max_mean_corruption_error_increase": 0.0}}
+    table = {"max_corruption_mce": 1.0, "baseline": {"max_relative_mean_corruption_error_increase": 0.0}}
     result = gate(full_report, table, baseline=baseline)
     assert result.passed and [c.name for c in result.checks] == [
         "max_mean_corruption_error",
-        "baseline.max_mean_corruption_error_increase",
+        "baseline.max_relative_mean_corruption_error_increase",
     ]
-    assert result.checks[1].threshold == pytest.approx(0.8)  # the baseline's mCE, read from its `mce`
+    assert result.checks[1].threshold == pytest.approx(0.9)  # the baseline's, read from its `relative_mce`
     config_note, report_note = result.notes
-    assert "max_corruption_mce is deprecated" in config_note and "corruption_summary.mce" in report_note
+    assert "max_corruption_mce is deprecated" in config_note and "corruption_summary.relative_mce" in report_note
     assert "notes" not in result.to_dict()
 
 

@@ -15,7 +15,7 @@ from macs_audit.report.reading import parse_json, within_depth
 
 def test_keys_a_newer_minor_version_adds_are_kept_in_place():
     data = json.loads(synthetic_report(corruptions=["fog"]).to_json())
-    data["schema_version"] = "1.7"
+    data["schema_version"] = "3.7"
     data["model"] = {"quantised": True, **data["model"]}
     data["robustness"]["sensitivity"]["new_estimate"] = 1.5
     data["corruption_summary"]["corruptions"]["fog"]["worst_severity"] = 5
@@ -56,8 +56,8 @@ def test_a_malformed_report_is_an_input_error(change, message):
     "text, message",
     [
         ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),  # json's own recursion limit
-        ('{"schema_version": "1.2", "x": ' + "[" * 65 + "]" * 65 + "}", "nested more than 64 levels deep"),
-        ('{"schema_version": "1.2", "x": NaN}', "NaN is not a JSON number"),
+        ('{"schema_version": "3.0", "x": ' + "[" * 65 + "]" * 65 + "}", "nested more than 64 levels deep"),
+        ('{"schema_version": "3.0", "x": NaN}', "NaN is not a JSON number"),
     ],
 )
 def test_a_report_file_json_cannot_hold_is_an_input_error_naming_it(tmp_path, text, message):
