@@ -1268,7 +1268,7 @@ def test_os_errors_on_write_name_the_users_path(workdir, monkeypatch, command, c
 def test_a_full_disk_while_saving_predictions_names_the_users_path(workdir, monkeypatch):
     import macs_audit.cli.evaluate as evaluate_module
 
-    def full(path, logits, labels):
+    def full(path, logits, labels, target_logits=None):
         from macs_audit.atomic import atomic_path
 
         with atomic_path(path):
