@@ -22,7 +22,8 @@ from typing import Any
 
 from macs_audit.errors import MacsAuditError
 from macs_audit.gate import observe
-from macs_audit.metrics.registry import METRICS, Metric, Place, in_place
+from macs_audit.metrics.metric_row import Metric, Place
+from macs_audit.metrics.registry import METRICS, in_place
 from macs_audit.report import CorruptionMeans, Report, ViewResult
 
 SECTIONS = (

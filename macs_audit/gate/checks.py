@@ -33,7 +33,8 @@ from macs_audit.gate.config import (
     config_path,
     load_config,
 )
-from macs_audit.metrics.registry import METRICS, Metric, Place
+from macs_audit.metrics.metric_row import Metric, Place
+from macs_audit.metrics.registry import METRICS
 from macs_audit.numbers import format_change, format_value
 from macs_audit.report import Report, Section, ViewResult, load_report
 

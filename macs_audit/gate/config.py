@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import UsageError
-from macs_audit.metrics.registry import GATE_METRICS, METRICS, VIEW_METRICS, Metric
+from macs_audit.metrics.metric_row import Metric
+from macs_audit.metrics.registry import GATE_METRICS, METRICS, VIEW_METRICS
 from macs_audit.report import MAX_DEPTH, within_depth
 from macs_audit.views.corruptions.table import CORRUPTIONS
 

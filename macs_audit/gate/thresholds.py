@@ -28,7 +28,8 @@ from macs_audit.gate.config import (
     read_toml,
     table_name,
 )
-from macs_audit.metrics.registry import GATE_METRICS, METRICS, Metric
+from macs_audit.metrics.metric_row import Metric
+from macs_audit.metrics.registry import GATE_METRICS, METRICS
 from macs_audit.numbers import format_change, format_value
 from macs_audit.report import Report
 from macs_audit.text import printable

@@ -20,7 +20,7 @@ import numpy as np
 
 from macs_audit import distributed
 from macs_audit.errors import InputError
-from macs_audit.metrics import estimators
+from macs_audit.metrics import estimators, l2_ece
 from macs_audit.metrics.conventions import MARGIN_TARGET, N_BINS, softmax64
 from macs_audit.metrics.margins import logit_margin
 
@@ -256,8 +256,8 @@ class CalibrationAccumulator:
             "adaptive_ece": adaptive_ece(s["confidence"], s["correct"], self.n_bins),
             "classwise_ece": float(class_gap.sum() / n / self.num_classes),
             "smooth_ece": estimators.smooth_ece(s["confidence"], s["correct"])[0],
-            "l2_ece": estimators.l2_ece(s["confidence"], s["correct"], self.n_bins, debiased=False),
-            "debiased_l2_ece": estimators.l2_ece(s["confidence"], s["correct"], self.n_bins),
+            "l2_ece": l2_ece.l2_ece(s["confidence"], s["correct"], self.n_bins, debiased=False),
+            "debiased_l2_ece": l2_ece.l2_ece(s["confidence"], s["correct"], self.n_bins),
             "ece_sweep": estimators.ece_sweep(s["confidence"], s["correct"])[0],
             "nll": self.nll_sum / n,
             "brier": self.brier_sum / n,

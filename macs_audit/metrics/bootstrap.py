@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from macs_audit.metrics import estimators
+from macs_audit.metrics import estimators, l2_ece
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
 from macs_audit.metrics.conventions import ERROR_METRICS, MEAN_METRICS
 from macs_audit.metrics.resampling import draw_counts, map_in_order, piece_threads
@@ -72,8 +72,8 @@ def resampled_metrics(acc: CalibrationAccumulator, n_resamples: int, seed: int =
         prefix = estimators.SortedPrefix(s["confidence"], s["correct"], counts)
         size15, conf_sum, hit_sum = estimators.group_sums(prefix, min(acc.n_bins, n))
         out["adaptive_ece"] = np.abs(hit_sum - conf_sum).sum(axis=1) / n
-        out["l2_ece"] = estimators.l2_of_groups(size15, conf_sum, hit_sum, debiased=False)
-        out["debiased_l2_ece"] = estimators.l2_of_groups(size15, conf_sum, hit_sum, debiased=True)
+        out["l2_ece"] = l2_ece.l2_of_groups(size15, conf_sum, hit_sum, debiased=False)
+        out["debiased_l2_ece"] = l2_ece.l2_of_groups(size15, conf_sum, hit_sum, debiased=True)
         out["ece_sweep"] = estimators.ece_sweep_of(prefix)[0]
         masses = estimators.prefix_residual_masses(prefix, cells)
         out["smooth_ece"] = estimators.smooth_ece_of_masses(masses, near)[0]

@@ -5,9 +5,7 @@
   paper), integrated against the kernel density of the confidences, at the bandwidth sigma* where
   the estimate equals the bandwidth (the fixed point; it exists because the estimate falls as sigma
   grows).
-- L2 ECE over equal-mass bins, plug-in and debiased (Kumar, Liang and Ma, 2019): the debiased form
-  subtracts each bin's sampling variance acc_b (1 - acc_b) / (n_b - 1) from its squared gap before
-  the square root, which removes the upward bias of the plug-in estimate.
+- L2 ECE over equal-mass bins, plug-in and debiased: metrics/l2_ece.py, on this module's groups.
 - ECE-sweep (Roelofs et al., 2022): the L1 ECE over the largest number of equal-mass bins for which
   the bins' accuracies still rise monotonically with confidence (searched upwards from one bin until
   the first count that is not monotone; `sweep_bins` says how without re-scanning the data per count).
@@ -23,8 +21,6 @@ import math
 from typing import Any
 
 import numpy as np
-
-from macs_audit.metrics.conventions import N_BINS
 
 # Smooth ECE: confidences are binned onto GRID_CELLS cells of [0, 1] (a position error of at most
 # 1e-4, against bandwidths of at least MIN_SIGMA = 5 cells), the kernel is applied in the Fourier
@@ -163,27 +159,6 @@ def group_sums(prefix: SortedPrefix, bins: int, rows: np.ndarray | None = None):
     bounds = equal_mass_bounds(prefix.total, bins)
     conf, hit = prefix.sums(bounds, rows)
     return np.diff(bounds).astype(np.float64), np.diff(conf, axis=1), np.diff(hit, axis=1)
-
-
-def l2_of_groups(count: np.ndarray, conf_sum: np.ndarray, hit_sum: np.ndarray, debiased: bool) -> np.ndarray:
-    """sqrt(sum_b (n_b / N) (acc_b - conf_b)^2) per row; debiased: each bin's squared gap less
-    acc_b (1 - acc_b) / (n_b - 1) (bins of one sample contribute nothing), the sum clipped at 0."""
-    acc, mean_conf = hit_sum / count, conf_sum / count
-    squared = (acc - mean_conf) ** 2
-    if debiased:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            variance = np.where(count > 1, acc * (1 - acc) / (count - 1), 0.0)
-        squared = np.where(count > 1, squared - variance, 0.0)
-    return np.sqrt(np.maximum(0.0, (count / count.sum() * squared).sum(axis=-1)))
-
-
-def l2_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS, debiased: bool = True) -> float:
-    """The L2 ECE over `n_bins` equal-mass bins (`l2_of_groups`), plug-in or debiased."""
-    n = len(confidence)
-    if n == 0:
-        return float("nan")
-    count, conf_sum, hit_sum = group_sums(SortedPrefix(confidence, correct), min(n_bins, n))
-    return float(l2_of_groups(count, conf_sum, hit_sum, debiased)[0])
 
 
 def ece_sweep_of(prefix: SortedPrefix) -> tuple[np.ndarray, np.ndarray]:

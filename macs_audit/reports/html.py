@@ -13,7 +13,8 @@ import html as _html
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from macs_audit.metrics.registry import METRICS, Metric
+from macs_audit.metrics.metric_row import Metric
+from macs_audit.metrics.registry import METRICS
 from macs_audit.numbers import format_value
 from macs_audit.report import Report
 from macs_audit.reports import plots, sections, tables

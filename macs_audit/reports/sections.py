@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from macs_audit.metrics.registry import Place
+from macs_audit.metrics.metric_row import Place
 from macs_audit.numbers import format_value
 from macs_audit.report import Calibrators, Conformal, OODDetection, RealLabels, Report, Shift, Unlabeled
 from macs_audit.reports import tables

@@ -12,15 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from macs_audit.gate import Check, GateResult
 from macs_audit.metrics.conventions import INTERVAL_METRICS
-from macs_audit.metrics.registry import (
-    CONFORMAL_METHOD_LABELS,
-    METRICS,
-    TEMPERATURE_METRICS,
-    VIEW_METRICS,
-    Metric,
-    Place,
-    in_place,
-)
+from macs_audit.metrics.metric_row import Metric, Place
+from macs_audit.metrics.registry import CONFORMAL_METHOD_LABELS, METRICS, TEMPERATURE_METRICS, VIEW_METRICS, in_place
 from macs_audit.numbers import format_change, format_value, format_values
 from macs_audit.report import Calibrators, Report, ViewResult
 
