@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -282,12 +283,7 @@ def _corruption_checks(report: Report, config: GateConfig, use_interval: bool) -
             "the gate has per-corruption thresholds but the report has no corruption_summary "
             "(run evaluate with --corruptions, or remove [gate.corruptions])"
         )
-    for name in config.corruption_overrides:
-        if name not in per_corruption:
-            raise InputError(
-                f"the gate has thresholds for corruption {name!r} but the report has no such "
-                f"corruption (it has: {', '.join(per_corruption)})"
-            )
+    _all_in_report(config.corruption_overrides, per_corruption, "thresholds for corruption", "the report", "corruption")
     checks = []
     # Defaults apply to every corruption in the report; a named table only to its corruption.
     for name, entry in per_corruption.items():
@@ -308,6 +304,16 @@ def _corruption_checks(report: Report, config: GateConfig, use_interval: bool) -
                 _check(f"corruptions.{name}.{key}", metric, f"{name} {metric.with_unit}", float(value), bound, detail)
             )
     return checks
+
+
+def _all_in_report(named: Iterable[str], present: Iterable[str], tables: str, where: str, kind: str) -> None:
+    """InputError for the first name a config's tables give (`[gate.corruptions.<name>]`) that `where` lacks."""
+    present = list(present)
+    for name in named:
+        if name not in present:
+            raise InputError(
+                f"the gate has {tables} {name!r} but {where} has no such {kind} (it has: {', '.join(present)})"
+            )
 
 
 def _shift_checks(report: Report, config: GateConfig, use_interval: bool) -> list[Check]:
@@ -387,12 +393,7 @@ def _parity_checks(report: Report, config: GateConfig, use_interval: bool) -> li
             "(run evaluate CANDIDATE --reference REFERENCE, or remove [gate.parity])"
         )
     names = [v.name for v in report.parity.views]
-    for name in config.parity_overrides:
-        if name not in names:
-            raise InputError(
-                f"the gate has parity thresholds for view {name!r} but the report's parity section has "
-                f"no such view (it has: {', '.join(names)})"
-            )
+    _all_in_report(config.parity_overrides, names, "parity thresholds for view", "the report's parity section", "view")
     checks = []
     for view in report.parity.views:
         bounds = {**config.parity_defaults, **config.parity_overrides.get(view.name, {})}

@@ -10,7 +10,6 @@ predictor sees `Logits(model)`, whose forward returns the logits tensor alone (a
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from macs_audit.errors import InputError
 from macs_audit.models import config as model_config
 from macs_audit.models.preprocessing import PIL_RESAMPLE
-from macs_audit.models.sources import HF_TRANSFORMERS, read_folder_config, require, weights_file
+from macs_audit.models.sources import HF_TRANSFORMERS, read_folder_config, read_json_object, require, weights_file
 
 PROCESSOR_FILE = "preprocessor_config.json"
 UNIT_RESCALE = 1 / 255
@@ -32,12 +31,7 @@ def processor_preprocessing(folder: Path) -> dict[str, Any]:
     path = folder / PROCESSOR_FILE
     if not path.is_file():
         return {}
-    try:
-        spec = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
-    if not isinstance(spec, dict):
-        raise InputError(f"{path} must hold a JSON object")
+    spec = read_json_object(path)
     out: dict[str, Any] = {}
     if spec.get("do_rescale", True) and abs(float(spec.get("rescale_factor", UNIT_RESCALE)) - UNIT_RESCALE) > 1e-9:
         raise InputError(f"{path}: rescale_factor {spec['rescale_factor']} (only 1/255 is supported)")

@@ -12,13 +12,12 @@ The preprocessing is the model's own (its visual preprocess_cfg: size, mean, std
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models import config as model_config
-from macs_audit.models.sources import OPEN_CLIP, OPEN_CLIP_PREFIX, require
+from macs_audit.models.sources import OPEN_CLIP, OPEN_CLIP_PREFIX, read_json_object, require
 
 ORIGIN = "open_clip config"
 DEFAULT_TEMPLATES = ("a photo of a {}.",)
@@ -28,12 +27,7 @@ def read_class_prompts(path: Path | None) -> tuple[list[str], list[str]]:
     """(classes, templates) of a --class-prompts file, or an InputError saying what it lacks."""
     if path is None:
         raise UsageError(f"--arch {OPEN_CLIP_PREFIX}NAME needs --class-prompts FILE (the class names and templates)")
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InputError(f"cannot read --class-prompts {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f'--class-prompts {path} must hold a JSON object {{"classes": [...], "templates": [...]}}')
+    data = read_json_object(path, named="--class-prompts", holds='{"classes": [...], "templates": [...]}')
     classes = data.get("classes")
     if not isinstance(classes, list) or len(classes) < 2 or not all(isinstance(c, str) and c for c in classes):
         raise InputError(f'--class-prompts {path} needs "classes": a list of at least 2 class names')

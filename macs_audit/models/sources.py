@@ -48,16 +48,22 @@ def require(module: str, extra: str) -> ModuleType:
         ) from None
 
 
+def read_json_object(path: Path, named: str = "", holds: str = "") -> dict[str, Any]:
+    """The JSON object a model's file holds, or an InputError naming the file (`named`, e.g. an option, before
+    its path) and saying what it should hold (`holds`, after "a JSON object")."""
+    shown = f"{named} {path}" if named else str(path)
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InputError(f"cannot read {shown}: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{shown} must hold a JSON object{f' {holds}' if holds else ''}")
+    return data
+
+
 def read_folder_config(folder: Path) -> dict[str, Any]:
     """A model folder's config.json as a dict, or an InputError saying what is wrong with it."""
-    path = folder / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path} must hold a JSON object (a model's configuration)")
-    return data
+    return read_json_object(folder / "config.json", holds="(a model's configuration)")
 
 
 def folder_kind(folder: Path) -> str:
