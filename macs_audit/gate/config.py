@@ -55,13 +55,17 @@ for _m in GATE_METRICS.values():
 # baseline.max_corruption_mce_increase, and _relative, the same for relative_mce) are read as the new ones,
 # with a note.
 RENAMED_METRICS = {"corruption_mce": "mean_corruption_error", "relative_mce": "relative_mean_corruption_error"}
+RENAMED_IN = {"corruption_mce": "2.0", "relative_mce": "3.0"}  # the report schema that renamed each
 DEPRECATED_KEYS: dict[str, str] = {}  # old key -> new key, at the top of the gate table
 DEPRECATED_BASELINE_KEYS: dict[str, str] = {}  # the same in [gate.baseline]
+DEPRECATED_SINCE: dict[str, str] = {}  # new key -> the report schema that renamed it
 for _old, _new in RENAMED_METRICS.items():
     DEPRECATED_KEYS[bound_key(METRICS[_new]).replace(_new, _old, 1)] = bound_key(METRICS[_new])
+    DEPRECATED_SINCE[bound_key(METRICS[_new])] = RENAMED_IN[_old]
     for _key, (_name, _) in BASELINE_KEYS.items():
         if _name == _new:
             DEPRECATED_BASELINE_KEYS[_key.replace(_new, _old, 1)] = _key
+            DEPRECATED_SINCE[_key] = RENAMED_IN[_old]
 GATE_OPTIONS = ("use_interval",)
 GATE_TABLES = ("corruptions", "baseline", "shift", "parity")
 BASELINE_OPTIONS = ("report",)
@@ -183,7 +187,7 @@ def _renamed_key(key: str, renamed: dict[str, str], table: dict, cfg: GateConfig
             f"{where} sets both {key} and {new}, the same threshold under its old and new name; keep {new}"
         )
     cfg.notes.append(
-        f"{where}: {key} is deprecated: read as {new}, its name since report schema 2.0 "
+        f"{where}: {key} is deprecated: read as {new}, its name since report schema {DEPRECATED_SINCE[new]} "
         "(rename it; the next major version will not read the old name)"
     )
     return new

@@ -35,6 +35,7 @@ def test_the_mean_corruption_errors_old_keys_are_read_as_the_new_ones_with_a_not
     first, second = config.notes
     assert first.startswith("g.toml [gate]: max_corruption_mce is deprecated: read as max_mean_corruption_error")
     assert second.startswith("g.toml [gate]: baseline: max_corruption_mce_increase_relative is deprecated")
+    assert "its name since report schema 2.0" in first and "its name since report schema 2.0" in second
     assert parse_config({"max_mean_corruption_error": 1.2}).notes == []
     assert "max_corruption_mce" not in ABSOLUTE_KEYS and ABSOLUTE_KEYS["max_mean_corruption_error"]
     with pytest.raises(UsageError, match="sets both max_corruption_mce and max_mean_corruption_error.*keep max_mean"):
@@ -48,6 +49,7 @@ def test_the_relative_mean_corruption_errors_old_keys_are_read_as_the_new_ones_w
     first, second = config.notes
     assert first.startswith("g.toml [gate]: max_relative_mce is deprecated: read as max_relative_mean_corruption_error")
     assert second.startswith("g.toml [gate]: baseline: max_relative_mce_increase is deprecated")
+    assert "its name since report schema 3.0" in first and "its name since report schema 3.0" in second
     assert "max_relative_mce" not in ABSOLUTE_KEYS and ABSOLUTE_KEYS["max_relative_mean_corruption_error"]
 
 
