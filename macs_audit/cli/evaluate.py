@@ -271,12 +271,15 @@ def evaluate(
     )
     reference_predictor = None
     if reference is not None:  # on the same --device; check_pair (run_audit) compares the two
+        # The same class prompts (a zero-shot head needs them on either side); --precision is the candidate's
+        # alone, the reference at full precision: an fp16 or bf16 run against fp32 is what parity measures.
         reference_predictor = load_predictor(
             reference,
             flags,
             device=distributed.rank_device(ctx, device),
             allow_unsafe_pickle=trust_pickled,
             debug=state["debug"],
+            class_prompts=class_prompts,
             provider=reference_provider,
         )
     source, data_info = load_model_data(DataSpec(data, data_format, split, limit, seed), predictor.config)

@@ -37,7 +37,12 @@ CLASS_PROMPTS_OPTION = typer.Option(
     help='OpenCLIP zero-shot: a JSON file {"classes": [...], "templates": ["a photo of a {}.", ...]}.',
 )
 PRECISION_OPTION = typer.Option(
-    "fp32", "--precision", help="Torch models on CUDA: fp32 (the default), or bf16 / fp16 autocast."
+    "fp32",
+    "--precision",
+    help=(
+        "Torch models on CUDA: fp32 (the default), or bf16 / fp16 autocast (the model audited; "
+        "a --reference runs at fp32)."
+    ),
 )
 NUM_CLASSES_OPTION = typer.Option(None, "--num-classes", help="Number of classes of the checkpoint.")
 INPUT_SIZE_OPTION = typer.Option(None, "--input-size", help="Model input size H,W (or one number).")
