@@ -670,7 +670,7 @@ ROWS: list[Row] = [
         "--calibration-split must be in [0, 1), got 1.5",
     ),
     Row("evaluate-batch-size-0", ("evaluate", "{model}", "--batch-size", "0"), 2, "Invalid value for '--batch-size'"),
-    Row("evaluate-no-model", ("evaluate",), 2, "Missing argument 'model'"),
+    Row("evaluate-no-model", ("evaluate",), 2, "Missing argument 'MODEL'"),
     # moved from tests/cli/test_cli_corrupt.py
     Row(
         "cifar-c-other-labels",

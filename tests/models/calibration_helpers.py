@@ -24,7 +24,10 @@ def fit_on(predictor, method: str, size: int = 8):
     drawn from softmax(logits / 2) (Gumbel-max): the model is overconfident, and every map has something to fit."""
     logits = predictor.predict(images(400, seed=1, size=size)).astype(np.float64)
     gumbel = -np.log(-np.log(np.random.default_rng(0).random(logits.shape)))
-    return fit_calibrator(method, logits, np.argmax(logits / 2 + gumbel, axis=1)), images(120, seed=2, size=size)
+    labels = np.argmax(logits / 2 + gumbel, axis=1)
+    k = logits.shape[1]
+    labels[: 10 * k] = np.arange(10 * k) % k  # every class at least 10 times: the per-class maps' fit minimum
+    return fit_calibrator(method, logits, labels), images(120, seed=2, size=size)
 
 
 def assert_same_probabilities(calibrated_logits, calibrator, original_logits, log_probabilities=None) -> None:
