@@ -106,6 +106,9 @@ class OnnxPredictor:
 
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only; we report failures ourselves
+        # Idle worker threads sleep instead of spinning: between runs the audit's own numpy and torch work needs
+        # the cores (on 2 cores the default audit ran 3% faster in wall time and used 6% less CPU).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         threads = os.environ.get("OMP_NUM_THREADS", "")
         if threads.isdigit() and int(threads) > 0:  # onnxruntime ignores it; torchrun sets 1 per process
             options.intra_op_num_threads = int(threads)
