@@ -124,7 +124,11 @@ def audit_robustness(
                 workers=workers(options, ctx),
                 observer=observer,
             )
-            coverage = sets.evaluate(logits) if sets is not None else None
+            coverage = None
+            if sets is not None:  # randomised APS, RAPS and the per-class sets on every image: a stage of its own
+                finish = step(progress, Stage(f"{name}: conformal sets", ""))
+                coverage = sets.evaluate(logits)
+                finish()
             view_results.append(view_result(view, acc, options.bootstrap, options.seed, progress, conformal=coverage))
             if name == ROBUST_VIEW:
                 section["robust_accuracy"] = view_results[-1].metrics["accuracy"]

@@ -200,6 +200,7 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
         "clean: bootstrap intervals",
         "conformal sets",
         "noise+blur",
+        "noise+blur: conformal sets",
         "noise+blur: bootstrap intervals",
         "sensitivity",
         "ood data",
