@@ -108,7 +108,6 @@ def load_hf_folder(
             f"{folder} needs its own Python code (config.json's auto_map), which macs-audit never runs "
             "(no trust_remote_code): export the model to ONNX or torch.export (.pt2) instead"
         )
-    transformers = require("transformers", "hf")
     meta = processor_preprocessing(folder)
     num_labels = int(config.get("num_labels") or len(config.get("id2label") or {}) or 2)
     meta["num_classes"] = num_labels
@@ -122,6 +121,7 @@ def load_hf_folder(
             cfg.sources[key] = "config.json"
     if cfg.num_classes != num_labels:
         raise InputError(f"--num-classes {cfg.num_classes} does not match the {num_labels} labels of {folder}")
+    transformers = require("transformers", "hf")  # after the folder's own checks, which need no transformers
     if not debug:  # transformers' own progress bars and notes while loading
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
