@@ -25,20 +25,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_evaluate import bare_loop  # benchmarks/ is on sys.path: the script's own folder
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_models" / "resnet9_c10_ce.onnx"
-
-
-def bare_pass(model: Path, x: np.ndarray, batch_size: int) -> float:
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    start = time.perf_counter()
-    for i in range(0, len(x), batch_size):
-        session.run(None, {name: x[i : i + batch_size]})
-    return time.perf_counter() - start
 
 
 def options(batch_size: int, bootstrap: int):
@@ -95,7 +85,7 @@ def main() -> None:
     x = resize_and_normalize(to_unit_float(source.images(np.arange(len(source)))), cfg.input_size, cfg.mean, cfg.std)
     times: dict[str, list[float]] = {"bare pair": [], "parity": [], "parity-noboot": [], "two audits": []}
     for _ in range(args.repeats):
-        times["bare pair"].append(bare_pass(reference, x, args.batch_size) + bare_pass(candidate, x, args.batch_size))
+        times["bare pair"].append(bare_loop(reference, x, args.batch_size) + bare_loop(candidate, x, args.batch_size))
         times["parity"].append(parity(candidate, reference, source, args.batch_size, 1000))
         times["parity-noboot"].append(parity(candidate, reference, source, args.batch_size, 0))
         times["two audits"].append(two_audits(candidate, reference, source, args.batch_size, 1000))

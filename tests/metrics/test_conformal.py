@@ -79,7 +79,7 @@ def torchcp_scores():
     __init__ (which imports its losses and graph modules, needing torchsort and torch_geometric)."""
     spec = importlib.util.find_spec("torchcp")
     if spec is None:
-        pytest.skip("torchcp is not installed (the test extra)")
+        pytest.skip("torchcp is not installed (not in the test extra: `pip install torchcp --no-deps`)")
     root = Path(spec.origin).parent
     for name, path in (("torchcp", root), ("torchcp.classification", root / "classification")):
         if name not in sys.modules:
