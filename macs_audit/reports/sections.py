@@ -118,7 +118,7 @@ def _part(
 def _conformal_detail(cf: Conformal) -> str:
     return (
         f"target coverage {format_value(cf.target_coverage, True)}, fitted on {cf.n_calibration:,} "
-        f"held-out images, scored on the other {cf.n_eval:,}"
+        f"held-out images, scored on the other {cf.n_eval:,}; intervals: Clopper-Pearson"
     )
 
 
@@ -132,7 +132,10 @@ def _unlabeled_detail(u: Unlabeled) -> str:
 
 
 _conformal = _part(
-    "conformal", ["sets", "coverage", "mean set size", "worst class"], tables.conformal_rows, _conformal_detail
+    "conformal",
+    ["sets", "coverage [95% CI]", "mean set size", "worst class [95% CI]"],
+    tables.conformal_rows,
+    _conformal_detail,
 )
 _ood = _part("ood", ["metric, score", "value", "95% CI"], partial(tables.located_rows, place=Place.OOD), _ood_detail)
 _unlabeled = _part(

@@ -340,20 +340,34 @@ def located_rows(report: Report, place: Place) -> list[list[str]]:
     return rows
 
 
+def conformal_coverage(value: float | None, interval: list[float] | None) -> str:
+    """'81.25% [71.0, 89.1]': a coverage and its 95% Clopper-Pearson interval in percent, one decimal (compact);
+    the bare coverage where the report has no interval."""
+    if not interval or len(interval) != 2 or not all(isinstance(v, (int, float)) for v in interval):
+        return format_value(value, True)
+    return f"{format_value(value, True)} [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]"
+
+
 def conformal_rows(report: Report) -> list[list[str]]:
+    """[sets, coverage [95% CI], mean set size, the worst class's coverage [95% CI], name and image count]."""
     cf = report.conformal
     if cf is None:
         return []
     names = report.data.class_names or []
 
     def row(label: str, stats: dict) -> list[str]:
-        worst = stats.get("worst_class")
-        name = f" ({names[worst]})" if isinstance(worst, int) and 0 <= worst < len(names) else ""
+        worst, n = stats.get("worst_class"), stats.get("worst_class_n")
+        which = [names[worst]] if isinstance(worst, int) and 0 <= worst < len(names) else []
+        which += [f"n={n:,}"] if isinstance(n, int) else []  # the images its interval rests on
+        worst_text = ""
+        if "worst_class_coverage" in stats:
+            worst_text = conformal_coverage(stats["worst_class_coverage"], stats.get("worst_class_coverage_interval"))
+            worst_text += f" {', '.join(which)}" if which else ""
         return [
             label,
-            format_value(stats.get("coverage"), True),
+            conformal_coverage(stats.get("coverage"), stats.get("coverage_interval")),
             format_value(stats.get("mean_set_size"), False),
-            format_value(stats.get("worst_class_coverage"), True) + name if "worst_class_coverage" in stats else "",
+            worst_text,
         ]
 
     def shown(method: str) -> str:
@@ -369,7 +383,7 @@ def conformal_rows(report: Report) -> list[list[str]]:
         rows.append(
             [
                 f"{shown(method)}, lowest: {stats.get('lowest_view')}",
-                format_value(stats.get("lowest_coverage"), True),
+                conformal_coverage(stats.get("lowest_coverage"), stats.get("lowest_coverage_interval")),
                 "",
                 "",
             ]

@@ -60,3 +60,23 @@ def test_per_class_rows_list_the_least_accurate_class_first():
     assert tables.per_class_header(report)[-1] == "LAC set coverage (held-out images)"
     rows = tables.per_class_rows(report)
     assert rows[0][-1] == "75.00% of 4" and rows[1][-1] == "-"
+
+
+def test_conformal_rows_show_every_coverage_with_its_clopper_pearson_interval():
+    """The clean sets' coverage and the worst class's (with the images it rests on), and the lowest corruption
+    view's, each with its 95% Clopper-Pearson interval from the report, in the table that Markdown, HTML and the
+    terminal share; a coverage the report holds without one stays bare."""
+    from macs_audit.reports import html, markdown, terminal
+
+    report = synthetic_report()
+    lac = report.conformal.methods["lac"]
+    lac.update(coverage_interval=[0.8812, 0.9176], worst_class_coverage_interval=[0.5321, 0.9612], worst_class_n=12)
+    report.conformal.corruption_mean["lac"]["lowest_coverage_interval"] = [0.5512, 0.6473]
+    rows = {row[0]: row for row in tables.conformal_rows(report)}
+    name = report.data.class_names[lac["worst_class"]]
+    clean = rows["LAC, clean"]
+    assert clean[1] == "90.00% [88.1, 91.8]" and clean[3] == f"80.00% [53.2, 96.1] {name}, n=12"
+    assert rows["LAC, lowest: fog@5"][1] == "60.00% [55.1, 64.7]"
+    assert rows["APS, clean"][1] == "91.00%"  # no interval in this report
+    for text in (markdown.render(report), html.render(report), terminal.render(report)):
+        assert "88.1, 91.8" in text and "53.2, 96.1" in text and "55.1, 64.7" in text
