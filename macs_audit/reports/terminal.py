@@ -320,7 +320,8 @@ def gate_table(gate: GateResult) -> Group:
     for status, name, metric, observed, threshold, detail in rows:
         style = "green" if status == "PASS" else "bold red"
         table.add_row(Text(status, style=style), *map(_text, (name, metric, observed, threshold, detail)))
-        body = _text(f"{name}: {observed} {threshold}\n")
+        body = _text(f"{name}: {observed} {threshold}")  # the line break added after: _text escapes one
+        body.append("\n")
         body.append(printable(f"{metric}; {detail}"), style="dim")
         stacked.add_row(Text(status, style=style), body)
     return Group(verdict, Fitted(table, stacked))

@@ -79,6 +79,20 @@ def test_gate_checks_keep_their_config_keys_whole(gate_result, width):
         assert check.name in words, check.name
 
 
+def check_status(check) -> str:
+    return "PASS" if check.passed else "FAIL"
+
+
+def test_gate_checks_stacked_two_lines_each_when_the_table_does_not_fit(gate_result):
+    """At 80 columns the gate's table does not fit: each check is its key and values, then its metric and
+    detail on a line of their own (a real line break, not an escaped `\\n`)."""
+    lines = lines_at(terminal.gate_table(gate_result), 80)
+    assert not any("\\n" in line for line in lines), lines
+    for check in gate_result.checks:
+        (i,) = [i for i, line in enumerate(lines) if line.split()[:2] == [check_status(check), f"{check.name}:"]]
+        assert any(line.strip().startswith(f"{check.metric};") for line in lines[i + 1 : i + 4]), lines[i : i + 4]
+
+
 @pytest.mark.parametrize("width", [80, 120])
 def test_the_comparison_keeps_each_metric_label_on_one_line(report, width):
     comparison = compare(report, synthetic_report(accuracy=0.9, ece=0.05, seed=1), "main.json", "pr.json")
