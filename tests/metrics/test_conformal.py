@@ -2,6 +2,7 @@
 exactly; randomised APS and RAPS scores and thresholds exactly for the same draws u, set sizes within the
 noise of the draws), and the finite-sample coverage guarantee on exchangeable synthetic data."""
 
+import importlib
 import importlib.util
 import math
 import sys
@@ -15,6 +16,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from macs_audit.errors import UsageError
 from macs_audit.metrics import conformal
 from macs_audit.metrics.conventions import softmax64
+
+
+def reference(module: str):
+    """A reference library of the test extra, imported; a failure naming the install when it is missing (MAPIE
+    and TorchCP are both in the extra: a reference test that skips silently could never fail)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        pytest.fail(f"{module} is not importable ({exc}): pip install -e '.[test]'")
 
 
 class GivenProbabilities(ClassifierMixin, BaseEstimator):
@@ -32,7 +42,7 @@ class GivenProbabilities(ClassifierMixin, BaseEstimator):
 
 
 def test_lac_sets_are_mapies_on_the_sample_model(sample_split):
-    SplitConformalClassifier = pytest.importorskip("mapie.classification").SplitConformalClassifier
+    SplitConformalClassifier = reference("mapie.classification").SplitConformalClassifier
 
     z_cal, y_cal, z_test, y_test = sample_split
     p_cal, p_test = softmax64(z_cal)[0], softmax64(z_test)[0]
@@ -48,7 +58,7 @@ def test_lac_sets_are_mapies_on_the_sample_model(sample_split):
 
 
 def test_deterministic_aps_scores_are_mapies_on_the_sample_model(sample_split):
-    APSConformityScore = pytest.importorskip("mapie.conformity_scores").APSConformityScore
+    APSConformityScore = reference("mapie.conformity_scores").APSConformityScore
 
     z_cal, y_cal, _, _ = sample_split
     p = softmax64(z_cal)[0]
@@ -78,8 +88,8 @@ def torchcp_scores():
     """TorchCP's APS and RAPS score classes and its threshold function, imported without the torchcp package's
     __init__ (which imports its losses and graph modules, needing torchsort and torch_geometric)."""
     spec = importlib.util.find_spec("torchcp")
-    if spec is None:
-        pytest.skip("torchcp is not installed (not in the test extra: `pip install torchcp --no-deps`)")
+    if spec is None:  # 1.2.0 in the test extra: it declares no dependencies (1.2.1 declares torchsort)
+        pytest.fail("torchcp is not installed (the test extra pins torchcp==1.2.0): pip install -e '.[test]'")
     root = Path(spec.origin).parent
     for name, path in (("torchcp", root), ("torchcp.classification", root / "classification")):
         if name not in sys.modules:
@@ -127,7 +137,7 @@ def test_randomised_aps_threshold_is_mapies_for_the_same_seed(sample_split):
     """MAPIE's APS score is cumsum - u p_y with u from random_state: ours with 1 - u for the same seed gives
     its threshold exactly; its randomised sets (include_last_label="randomized") draw differently, so the mean
     set sizes over 10 seeds agree within 0.05 (as for TorchCP)."""
-    mapie_classification = pytest.importorskip("mapie.classification")
+    mapie_classification = reference("mapie.classification")
     from sklearn.utils import check_random_state
 
     z_cal, y_cal, z_test, y_test = sample_split
@@ -214,6 +224,17 @@ def test_clopper_pearson_intervals():
     for k, n in ((9, 10), (0, 12), (12, 12), (450, 500)):
         expected = binomtest(k, n).proportion_ci(0.95, method="exact")
         assert conformal.clopper_pearson(k, n) == pytest.approx([expected.low, expected.high], abs=1e-9)
+
+
+def test_clopper_pearson_does_not_import_scipy_stats():
+    """Its beta quantiles come from scipy.special: scipy.stats, half a second to import, stays out of an audit."""
+    import subprocess
+
+    script = (
+        "import sys\nfrom macs_audit.metrics import conformal\nconformal.clopper_pearson(450, 500)\n"
+        "sys.exit(int('scipy.stats' in sys.modules))"
+    )
+    assert subprocess.run([sys.executable, "-c", script], timeout=120).returncode == 0
 
 
 def test_threshold_is_the_finite_sample_order_statistic():
