@@ -20,7 +20,7 @@ import numpy as np
 
 from macs_audit import distributed
 from macs_audit.errors import InputError
-from macs_audit.metrics import estimators, l2_ece
+from macs_audit.metrics import estimators, l2_ece, rms_calibration
 from macs_audit.metrics.conventions import MARGIN_TARGET, N_BINS, softmax64
 from macs_audit.metrics.margins import logit_margin
 
@@ -38,6 +38,7 @@ CONVENTIONS = {
     ),
     "l2_ece": "sqrt of sum_b (n_b/N) (acc_b - conf_b)^2 over the adaptive ECE's 15 equal-mass bins (plug-in)",
     "debiased_l2_ece": "the L2 ECE less each bin's sampling variance acc_b (1 - acc_b) / (n_b - 1) (Kumar et al. 2019)",
+    "rms_calibration_error": rms_calibration.CONVENTION,
     "ece_sweep": "L1 ECE over the most equal-mass bins whose accuracies rise monotonically (Roelofs et al. 2022)",
     "nll": "mean negative log-likelihood of the true class, nats",
     "brier": "mean over samples of the squared error summed over classes, range [0, 2]",
@@ -248,6 +249,7 @@ class CalibrationAccumulator:
         nonzero = self.bin_count > 0
         class_gap = np.abs(self.class_bin_hit_sum - self.class_bin_prob_sum)  # n_bk * |freq - mean p|
         s = self.samples()
+        rms = rms_calibration.rms_calibration_error(s["confidence"], s["correct"])
         return {
             "n": n,
             "accuracy": self.correct_count / n,
@@ -259,6 +261,7 @@ class CalibrationAccumulator:
             "l2_ece": l2_ece.l2_ece(s["confidence"], s["correct"], self.n_bins, debiased=False),
             "debiased_l2_ece": l2_ece.l2_ece(s["confidence"], s["correct"], self.n_bins),
             "ece_sweep": estimators.ece_sweep(s["confidence"], s["correct"])[0],
+            **({} if rms is None else {"rms_calibration_error": rms}),  # none below 200 samples
             "nll": self.nll_sum / n,
             "brier": self.brier_sum / n,
             "mean_confidence": float(self.bin_conf_sum.sum() / n),

@@ -2,8 +2,9 @@
 
 Each resample is a vector of draw counts per sample (seeded; the same draws for every metric), and
 every statistic of a resample is computed from the counts directly: means as matrix products, binned
-ECE and MCE from per-bin sums, the equal-mass estimators (adaptive ECE, L2 ECEs, ECE-sweep) from
-prefix sums in sorted order (estimators.SortedPrefix), smooth ECE from the resample's residual masses.
+ECE and MCE from per-bin sums, the equal-mass estimators (adaptive ECE, L2 ECEs, ECE-sweep) and the shift
+papers' RMS calibration error (bins of 100, from 200 samples) from prefix sums in sorted order
+(estimators.SortedPrefix), smooth ECE from the resample's residual masses.
 The accumulators keep every per-sample array these need, so merged batches and torch.distributed
 ranks give the intervals of one process exactly.
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from macs_audit.metrics import estimators, l2_ece
+from macs_audit.metrics import estimators, l2_ece, rms_calibration
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
 from macs_audit.metrics.conventions import ERROR_METRICS, MEAN_METRICS
 from macs_audit.metrics.resampling import draw_counts, map_in_order, piece_threads
@@ -46,7 +47,8 @@ def bootstrap_note(n: int, n_resamples: int) -> str | None:
 
 
 def resampled_metrics(acc: CalibrationAccumulator, n_resamples: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Every metric of MEAN_METRICS and ERROR_METRICS on each of `n_resamples` seeded resamples."""
+    """Every metric of MEAN_METRICS and ERROR_METRICS on each of `n_resamples` seeded resamples (the RMS
+    calibration error only where the samples give it a value)."""
     s = acc.samples()
     n = len(s["confidence"])
     rng = np.random.default_rng(seed)
@@ -75,13 +77,15 @@ def resampled_metrics(acc: CalibrationAccumulator, n_resamples: int, seed: int =
         out["l2_ece"] = l2_ece.l2_of_groups(size15, conf_sum, hit_sum, debiased=False)
         out["debiased_l2_ece"] = l2_ece.l2_of_groups(size15, conf_sum, hit_sum, debiased=True)
         out["ece_sweep"] = estimators.ece_sweep_of(prefix)[0]
+        if (rms := rms_calibration.rms_of_prefix(prefix)) is not None:
+            out["rms_calibration_error"] = rms
         masses = estimators.prefix_residual_masses(prefix, cells)
         out["smooth_ece"] = estimators.smooth_ece_of_masses(masses, near)[0]
         return out
 
     # The pieces are independent and numpy releases the GIL in their array work: two threads use two cores.
     pieces = list(map_in_order(piece_metrics, draw_counts(n, n_resamples, rng), piece_threads()))
-    return {name: np.concatenate([piece[name] for piece in pieces]) for name in MEAN_METRICS + ERROR_METRICS}
+    return {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]}
 
 
 def bias_corrected_interval(estimate: float, resampled: np.ndarray, level: float = 0.95) -> list[float]:
@@ -112,6 +116,6 @@ def bootstrap_intervals(
     estimates = acc.compute() if estimates is None else estimates
     resampled = resampled_metrics(acc, n_resamples, seed)
     intervals = {name: percentile_interval(resampled[name], level) for name in MEAN_METRICS}
-    for name in ERROR_METRICS:
+    for name in (m for m in ERROR_METRICS if m in resampled):
         intervals[name] = bias_corrected_interval(float(estimates[name]), resampled[name], level)
     return intervals

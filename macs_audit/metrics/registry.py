@@ -110,6 +110,15 @@ METRICS: dict[str, Metric] = {
         _clean("smooth_ece", "smooth ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True),
         _clean("l2_ece", "L2 ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True, note="15 equal-mass bins"),
         _clean("debiased_l2_ece", "debiased L2 ECE", unit=Unit.FRACTION, higher_is_better=False, gate=True),
+        # The ImageNet-A/R and AugMix code's rule (metrics/rms_calibration.py), from 200 images.
+        _clean(
+            "rms_calibration_error",
+            "RMS calibration error",
+            unit=Unit.FRACTION,
+            higher_is_better=False,
+            gate=True,
+            note="100-sample bins, Hendrycks et al.",
+        ),
         _clean(
             "ece_sweep",
             "ECE-sweep",

@@ -13,12 +13,16 @@ Their rule, which is not the L2 ECE's (metrics/estimators.py, `l2_ece`):
 
 The L2 ECE uses 15 equal-mass bins (their size grows with N), scores every bin, and its weights sum to 1.
 With fewer than 2 x BIN_SIZE samples their rule scores no bin (their code fails below 100): None here.
-Ties in confidence are ordered stably (by position), which their unstable sort leaves open.
+Ties in confidence are ordered as the equal-mass bins order them (metrics/estimators.py, `sorted_order`: by
+correctness), which their unstable sort leaves open. Every view's metrics hold it (accumulators), and its
+bootstrap interval comes from the same prefix sums as the equal-mass estimators' (`rms_of_prefix`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from macs_audit.metrics.estimators import SortedPrefix
 
 BIN_SIZE = 100
 CONVENTION = (
@@ -28,15 +32,18 @@ CONVENTION = (
 )
 
 
-def rms_calibration_error(confidence: np.ndarray, correct: np.ndarray, bin_size: int = BIN_SIZE) -> float | None:
-    """The shift papers' RMS calibration error of top-1 `confidence` and `correct` (module docstring)."""
-    confidence = np.asarray(confidence, dtype=np.float64)
-    n = len(confidence)
-    bins = n // bin_size
+def rms_of_prefix(prefix: SortedPrefix, bin_size: int = BIN_SIZE) -> np.ndarray | None:
+    """The error of each row of `prefix` (a resample's draw counts, or every sample once), None below two bins."""
+    bins = prefix.total // bin_size
     if bins < 2:
         return None
-    order = np.argsort(confidence, kind="stable")
-    scored = (bins - 1) * bin_size  # every bin but the last, each exactly bin_size samples
-    conf = confidence[order][:scored].reshape(-1, bin_size).mean(axis=1)
-    acc = np.asarray(correct, dtype=np.float64)[order][:scored].reshape(-1, bin_size).mean(axis=1)
-    return float(np.sqrt(np.sum(bin_size / n * (conf - acc) ** 2)))
+    # The bounds of the scored bins (every bin but the last, each exactly bin_size samples) in sorted order.
+    conf, hit = prefix.sums(np.arange(bins, dtype=np.int64) * bin_size)
+    gap = (np.diff(conf, axis=1) - np.diff(hit, axis=1)) / bin_size
+    return np.sqrt((bin_size / prefix.total * gap**2).sum(axis=1))
+
+
+def rms_calibration_error(confidence: np.ndarray, correct: np.ndarray, bin_size: int = BIN_SIZE) -> float | None:
+    """The shift papers' RMS calibration error of top-1 `confidence` and `correct` (module docstring)."""
+    rms = rms_of_prefix(SortedPrefix(confidence, correct), bin_size)
+    return None if rms is None else float(rms[0])

@@ -127,6 +127,24 @@ def test_adaptive_ece_hand_computed():
     assert accumulators.adaptive_ece(conf, hit) == pytest.approx(sum(groups) / 30)
 
 
+def test_every_view_holds_the_rms_calibration_error_beside_the_l2_ece():
+    """The shift papers' rule on any view's metrics: bins of 100 in confidence order, the last left out, weights
+    n_b / N over every sample (their code's loop, written out); none below 200 samples, where the L2 ECE is."""
+    logits, labels = random_case(450, 10, 5)
+    m = calibration_metrics(logits, labels, 10)
+    p = probs64(logits)
+    conf, hit = p.max(axis=1), p.argmax(axis=1) == labels
+    order = np.argsort(conf)
+    conf, hit = conf[order], hit[order]
+    scored = [(lo, lo + 100) for lo in (0, 100, 200)]  # the last bin, 150 samples from 300, left out
+    expected = np.sqrt(sum(100 / 450 * (conf[a:b].mean() - hit[a:b].mean()) ** 2 for a, b in scored))
+    assert m["rms_calibration_error"] == pytest.approx(expected, rel=1e-9)
+    assert m["rms_calibration_error"] != pytest.approx(m["l2_ece"], rel=1e-3)
+    small = calibration_metrics(logits[:199], labels[:199], 10)
+    assert "rms_calibration_error" not in small and "l2_ece" in small
+    assert "100" in accumulators.CONVENTIONS["rms_calibration_error"]
+
+
 def test_logit_statistics():
     logits = np.array([[3.0, 1.0, -1.0], [0.0, 2.0, 0.5]], dtype=np.float32)
     m = calibration_metrics(logits, np.array([0, 0]), 3)

@@ -86,6 +86,15 @@ def test_intervals_are_seeded_and_mean_intervals_contain_the_estimate():
         assert low < high, name
 
 
+def test_the_rms_calibration_error_has_an_interval_from_200_samples():
+    logits, labels = binary_case(400, 0.05, seed=3)
+    big = bootstrap.bootstrap_intervals(accumulated(logits, labels), 100, seed=1)
+    low, high = big["rms_calibration_error"]
+    assert 0 <= low < high
+    small = bootstrap.bootstrap_intervals(accumulated(logits[:199], labels[:199]), 100, seed=1)
+    assert "rms_calibration_error" not in small and "l2_ece" in small
+
+
 def test_one_sample_gives_no_interval_and_says_why():
     """One sample resampled is always itself: a zero-width interval would claim certainty."""
     acc = accumulated(np.array([[2.0, 0.0, 0.0]]), np.array([0]))
@@ -140,7 +149,9 @@ def test_a_perfectly_calibrated_sampler_gives_estimates_near_zero_inside_their_i
         estimates = acc.compute()
         intervals = bootstrap.bootstrap_intervals(acc, 100, seed=repeat, estimates=estimates)
         for name in bootstrap.ERROR_METRICS:
-            if name != "mce":  # the largest bin gap is not an average: its noise is the worst bin's
+            if name == "rms_calibration_error":  # bins of 100 whatever n: a bin's noise, sqrt(p (1 - p) / 100)
+                assert estimates[name] < 1.5 * 0.5 / np.sqrt(100), (name, estimates[name])
+            elif name != "mce":  # the largest bin gap is not an average: its noise is the worst bin's
                 assert estimates[name] < 3 / np.sqrt(n), (name, estimates[name])
             low, high = intervals[name]
             assert low <= estimates[name] <= high, name
