@@ -58,3 +58,22 @@ def test_the_script_runs_the_app(monkeypatch, capsys):
         entry.main()
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith("macs-audit ")
+
+
+def test_the_objects_alive_at_exit_are_frozen_before_teardown(tmp_path):
+    """A fresh interpreter running the script: by the time its exit handlers have run, the objects still alive
+    are out of the garbage collector's reach (its teardown would otherwise walk them all)."""
+    import subprocess
+    import textwrap
+
+    script = textwrap.dedent("""
+        import atexit, gc, sys
+        atexit.register(lambda: sys.stderr.write(f"frozen {gc.get_freeze_count()}\\n"))  # registered first: runs last
+        from macs_audit.__main__ import main
+        sys.argv = ["macs-audit", "--version"]
+        main()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    frozen = int(done.stderr.split("frozen ")[-1])
+    assert frozen > 10_000, done.stderr  # typer, rich and the package's modules at least
