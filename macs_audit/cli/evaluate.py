@@ -299,6 +299,7 @@ def evaluate(
             image_size=predictor.config.input_size,
             crop_pct=predictor.config.crop_pct,
             interpolation=predictor.config.interpolation,
+            crop_offset=predictor.config.crop_offset,
             model_classes=predictor.config.class_names,
             class_map=class_map,
         ),

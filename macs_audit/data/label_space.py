@@ -8,7 +8,8 @@ ImageNet's 1,000) or name them in another order. Its classes are mapped to outpu
 3. WordNet ids (`n01440764`) of ImageNet-style folders, for a 1,000-output model: their place in timm's
    `imagenet_synsets.txt` (and, for ImageNet-A's or ImageNet-R's 200 classes, timm's own index list of that
    set, which names the set in the report);
-4. names that are numbers (ImageNetV2's folders `0`..`999`, a shard set's `.cls` labels): the output of that
+4. names that are numbers (ImageNetV2's folders `0`..`999`, a shard set's `.cls` labels without its
+   `classes.txt`, data/shards.py): the output of that
    index (not the folder's place in sorted order: `10` sorts before `2`);
 5. the same number of classes as outputs, no names to go by: class i is output i (the audit's rule for --data).
 
@@ -220,18 +221,19 @@ def load_mapped_sets(
     image_size: tuple[int, int] | None,
     crop_pct: float | None = None,
     interpolation: str | None = None,
+    crop_offset: str = "round",
     model_classes: list[str] | None = None,
     class_map: Path | None = None,
 ) -> tuple[MappedSource, ...]:
     """Each (name, folder or shard pattern) read as an ImageFolder or WebDataset shards with the model's
-    preprocessing (`fit_image`, once) and its classes mapped to the model's `num_outputs` outputs
-    (`label_space`); the map's errors name the set."""
+    preprocessing (`fit_image`, once: its size, crop_pct, interpolation and crop_offset, as for --data) and its
+    classes mapped to the model's `num_outputs` outputs (`label_space`); the map's errors name the set."""
     from macs_audit.data.loading import DataSpec, load_data
 
     mapping = read_class_map(class_map) if class_map is not None else None
     found = []
     for name, path in named:
-        source, _ = load_data(DataSpec(Path(path)), image_size, crop_pct, interpolation)
+        source, _ = load_data(DataSpec(Path(path)), image_size, crop_pct, interpolation, crop_offset=crop_offset)
         if source.format not in ("imagefolder", "shards"):
             raise UsageError(f"--shift-data {name}: {path} is no image folder or shard set ({source.format})")
         try:

@@ -35,10 +35,10 @@ def load_data(
     """The source `spec` names (ImageFolder images resized to `image_size`, or resized and centre-cropped
     with `crop_pct`, by `interpolation`) and its data facts for the report (`pipeline`: how image-folder images
     were sized, with where each value came from when `sources`, a ModelConfig's, is given). `crop_offset`: how an
-    image folder's centre crop rounds an odd margin (models/preprocessing.fit_image)."""
+    image folder's or a shard set's centre crop rounds an odd margin (models/preprocessing.fit_image)."""
     shards = spec.path is not None and (spec.format == SHARDS or spec.format == "auto" and is_shard_spec(spec.path))
     if shards:  # WebDataset tar shards, decoded by the image folders' pipeline
-        source = load_shards(str(spec.path), image_size, spec.labeled, crop_pct, interpolation)
+        source = load_shards(str(spec.path), image_size, spec.labeled, crop_pct, interpolation, crop_offset)
     else:
         source = load_source(
             spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct, interpolation, crop_offset
@@ -48,8 +48,7 @@ def load_data(
     split = spec.split if source.format == "cifar" else "test" if source.format == "builtin" else None
     info: dict = {"split": split, "limit": spec.limit}
     if source.format in ("imagefolder", SHARDS) and image_size is not None:
-        offset = crop_offset if source.format == "imagefolder" else "round"  # shards crop as torchvision does
-        info["pipeline"] = fit_description(image_size, crop_pct, interpolation, sources, offset)
+        info["pipeline"] = fit_description(image_size, crop_pct, interpolation, sources, crop_offset)
     elif image_size is not None and len(source) and source.image_size() != tuple(image_size):
         # arrays at another size than the model's: resized whole in the predictor, by the same rule
         info["pipeline"] = batch_description(source.image_size(), image_size, interpolation, sources)

@@ -11,8 +11,12 @@ exactly as the same images as a folder. Batches are read in order, cut every --b
 any source; under torchrun a batch is the rank's that owns the shard of its first image (data/batching.py,
 `owned_starts`), and the merge is the exact one of every source.
 
-Only uncompressed tars are read (what ShardWriter writes); class names are "0".."K-1", K one more than the
-largest label (map them to a model's outputs with --class-map where they are not its output indices).
+Class names: a `classes.txt` beside the shards (in the first shard's folder), one name per line, line i naming
+label i (e.g. the WordNet ids of an ImageNet-style folder in its sorted order, as an ImageFolder numbers its
+classes), gives the set the names a folder would have, so that `--shift-data` maps it by WordNet id or by the
+model's class names as it maps a folder (data/label_space.py); it must name every label the shards hold.
+Without it the names are "0".."K-1", K one more than the largest label (output indices, or --class-map).
+Only uncompressed tars are read (what ShardWriter writes).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ MAX_LABEL_BYTES = 64  # a .cls member holds a decimal integer
 # webdataset's key rule: the member name up to the first dot of its base name, the rest its field.
 KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")
 IMAGE_FIELDS = tuple(s.lstrip(".") for s in IMAGE_SUFFIXES)
+CLASSES_FILE = "classes.txt"  # the shard set's class names, beside its shards (module docstring)
+MAX_CLASSES_BYTES = 16 * 1024 * 1024
 
 
 def is_shard_spec(path: str | Path) -> bool:
@@ -155,6 +161,7 @@ class ShardFetch:
     w: int
     crop_pct: float | None = None
     interpolation: str | None = None
+    crop_offset: str = "round"  # as for an image folder (models/preprocessing.fit_image)
 
     def read(self, i: int, handles: dict[int, Any] | None = None) -> NamedBytes:
         """Image i's bytes, from an open handle of its shard in `handles` (opened there if missing)."""
@@ -183,11 +190,32 @@ class ShardFetch:
         try:
             for row, i in enumerate(np.asarray(idx).tolist()):
                 image = np.asarray(open_image(_as_path(self.read(i, handles))))
-                out[row] = fit_image(image, (self.h, self.w), self.crop_pct, self.interpolation)
+                out[row] = fit_image(image, (self.h, self.w), self.crop_pct, self.interpolation, self.crop_offset)
         finally:
             for handle in handles.values():
                 handle.close()
         return out
+
+
+def class_names(paths: list[Path], labels: np.ndarray) -> list[str]:
+    """The names in `classes.txt` beside the first shard, else "0".."K-1" (module docstring); InputError for a file
+    that does not name every label, or names one class twice."""
+    k = int(labels.max()) + 1
+    path = paths[0].parent / CLASSES_FILE
+    if not path.is_file():
+        return [str(c) for c in range(k)]
+    try:
+        if path.stat().st_size > MAX_CLASSES_BYTES:
+            raise InputError(f"{path}: larger than {MAX_CLASSES_BYTES // 2**20} MiB; not a list of class names")
+        names = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path} as UTF-8 text: {exc}") from None
+    if len(names) < k:
+        raise InputError(f"{path} names {len(names)} classes but the shards' labels go up to {k - 1}; one name a line")
+    if len(set(names)) < len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise InputError(f"{path}: a class named twice: {', '.join(twice[:5])}")
+    return names
 
 
 def load_shards(
@@ -196,14 +224,15 @@ def load_shards(
     labeled: bool = True,
     crop_pct: float | None = None,
     interpolation: str | None = None,
+    crop_offset: str = "round",
 ) -> Source:
     """The shards `spec` names as a source (module docstring); images sized as load_imagefolder sizes them."""
-    index = index_shards(expand(spec), labeled)
+    paths = expand(spec)
+    index = index_shards(paths, labeled)
     if image_size is None:  # the first image's size, as for a folder
         width, height = open_image(_as_path(ShardFetch(index, 1, 1).read(0))).size
         image_size = (height, width)
-    fetch = ShardFetch(index, image_size[0], image_size[1], crop_pct, interpolation)
+    fetch = ShardFetch(index, image_size[0], image_size[1], crop_pct, interpolation, crop_offset)
     if not labeled or (index.labels == UNLABELED).all():
         return Source(spec, FORMAT, np.full(len(index.names), UNLABELED, dtype=np.int64), [], fetch)
-    k = int(index.labels.max()) + 1
-    return Source(spec, FORMAT, index.labels, [str(c) for c in range(k)], fetch)
+    return Source(spec, FORMAT, index.labels, class_names(paths, index.labels), fetch)

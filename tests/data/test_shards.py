@@ -68,3 +68,51 @@ def test_shard_faults_are_one_line(tmp_path):
         index_shards([tmp_path / "gz.tar"])
     with pytest.raises(InputError, match="shard not found"):
         index_shards([tmp_path / "gone-000.tar"])
+
+
+def test_a_classes_file_beside_the_shards_names_them_as_the_folder_is_named(tmp_path):
+    """WordNet ids in classes.txt (line i names label i): the shard set maps by WordNet id as the same images in
+    folders named by those ids do."""
+    from fixtures.shift_trees import subset_classes
+
+    from macs_audit.data.label_space import load_mapped_sets
+
+    folder, spec = write_folder_and_shards(tmp_path)
+    wnids = subset_classes("imagenet_a", 3)  # sorted: the folder's label order
+    for label, wnid in enumerate(wnids):
+        (folder / str(label)).rename(folder / wnid)
+    assert load_data(DataSpec(spec))[0].class_names == ["0", "1", "2"]  # without the file: numbers
+    (tmp_path / "classes.txt").write_text("\n".join(wnids) + "\n")
+    shards, _ = load_data(DataSpec(spec), (32, 32))
+    assert shards.class_names == wnids
+    by_folder, by_shards = load_mapped_sets([("f", folder), ("s", spec)], 1000, image_size=(32, 32))
+    assert by_shards.space.mapped_by == by_folder.space.mapped_by == "WordNet ids (timm's imagenet_synsets.txt)"
+    assert by_shards.space.outputs.tolist() == by_folder.space.outputs.tolist()
+
+
+def test_a_classes_file_must_name_every_label_once(tmp_path):
+    _, spec = write_folder_and_shards(tmp_path)
+    (tmp_path / "classes.txt").write_text("a\nb\n")
+    with pytest.raises(InputError, match="names 2 classes but the shards' labels go up to 2"):
+        load_data(DataSpec(spec))
+    (tmp_path / "classes.txt").write_text("a\nb\na\n")
+    with pytest.raises(InputError, match="a class named twice: a"):
+        load_data(DataSpec(spec))
+
+
+def test_shards_and_shift_sets_crop_with_the_models_crop_offset(tmp_path):
+    """A model whose centre crop floors an odd margin (transformers' image processors): the shards and a
+    --shift-data set get the folder's pixels under that rule, which differ from the rounded crop's."""
+    from macs_audit.data.label_space import load_mapped_sets
+
+    folder, spec = write_folder_and_shards(tmp_path)
+    every = np.arange(12)
+    crop = {"crop_pct": 0.875, "crop_offset": "floor"}
+    floored = load_data(DataSpec(folder), (32, 32), **crop)[0].images(every)
+    rounded = load_data(DataSpec(folder), (32, 32), crop_pct=0.875)[0].images(every)
+    assert not np.array_equal(floored, rounded)  # some image has an odd margin
+    shards, info = load_data(DataSpec(spec), (32, 32), **crop)
+    assert np.array_equal(shards.images(every), floored) and "floored" in info["pipeline"]
+    for path in (folder, spec):
+        (mapped,) = load_mapped_sets([("s", path)], 3, image_size=(32, 32), **crop)
+        assert np.array_equal(mapped.source.images(every), floored), path

@@ -103,3 +103,40 @@ def test_calibrate_and_export(tmp_path):
     assert json.loads(props["macs_audit.sources"])["mean"] == "preprocessor_config.json"
     exported = load_predictor(tmp_path / "hf.onnx", device="cpu")
     np.testing.assert_allclose(exported.predict(x), original, rtol=1e-3, atol=1e-4)
+
+
+def test_folder_shards_and_shift_set_give_the_same_logits(tmp_path):
+    """The image processor's floored crop (convnext: rocket's odd margin) reaches a shard set and a --shift-data
+    set: the same photographs as a folder, as shards and as a shift set score alike."""
+
+    wds = pytest.importorskip("webdataset")
+    from source_builders import QUICK
+    from typer.testing import CliRunner
+
+    from macs_audit.cli import app
+
+    hf_folder(tmp_path / "hf", "convnext")
+    data, _ = photo_folder(tmp_path / "photos")
+    (tmp_path / "shards").mkdir()
+    with wds.TarWriter(str(tmp_path / "shards" / "s-000000.tar")) as sink:
+        for label, cls in enumerate(CLASSES):  # the folder's order: classes sorted, files sorted
+            for f in sorted((data / cls).iterdir()):
+                sink.write({"__key__": f"{cls}_{f.stem}", "png": f.read_bytes(), "cls": label})
+    (tmp_path / "shards" / "classes.txt").write_text("\n".join(CLASSES))
+    spec = tmp_path / "shards" / "s-{000000..000000}.tar"
+    from_folder, report = audit_logits(tmp_path / "hf", data, tmp_path)
+    (tmp_path / "b").mkdir()
+    from_shards, _ = audit_logits(tmp_path / "hf", spec, tmp_path / "b")
+    np.testing.assert_allclose(from_shards, from_folder, rtol=1e-5, atol=1e-5)
+    out = tmp_path / "shift.json"
+    args = ["evaluate", str(tmp_path / "hf"), "--data", str(data), *QUICK, "-o", str(out)]
+    for name, path in (("folder", data), ("shards", spec)):
+        args += ["--shift-data", f"{name}={path}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    shift = json.loads(out.read_text())["shift"]["sets"]
+    for name in ("folder", "shards"):  # the model's own class names map the set: its logits are the clean view's
+        assert shift[name]["mapped_by"] == "the model's class names"
+        got = shift[name]["unrestricted"]["metrics"]
+        for key in ("nll", "mean_max_logit", "mean_margin"):
+            assert got[key] == pytest.approx(report["clean"]["metrics"][key], rel=1e-6), (name, key)
