@@ -21,6 +21,8 @@ CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 OUTPUT_KINDS = ("auto", "logits", "probabilities")
 PRECISIONS = ("fp32", "bf16", "fp16")  # torch models: fp32, or CUDA autocast to bf16 / fp16 (--precision)
 METADATA_PREFIX = "macs_audit."
+# What model_args may not set: the class count is its own key, pretrained weights are never fetched.
+RESERVED_MODEL_ARGS = ("num_classes", "pretrained", "pretrained_cfg", "pretrained_cfg_overlay", "checkpoint_path")
 # The largest side a model input may have, in pixels. Every batch is resized to the input size before the
 # model runs, so the size decides the memory of each batch: at 4096x4096 one float32 RGB image is 192 MiB,
 # a batch of 500 of them 94 GiB. Image classifiers take 32 to about 1000 pixels a side; a size far beyond
@@ -29,6 +31,10 @@ MAX_INPUT_SIDE = 4096
 # Keys a sidecar / metadata may set, with what they mean (documented in the README).
 KEYS = {
     "arch": "timm architecture name for a state dict / safetensors checkpoint",
+    "model_args": (
+        "keyword arguments the timm architecture is built with (a timm folder's model_args, e.g. "
+        '{"stem_type": "deep"}), so a written model reloads as the architecture it was trained as'
+    ),
     "num_classes": "number of output classes",
     "input_size": "[height, width] the model expects; images are resized to it",
     "mean": "per-channel mean subtracted after scaling pixels to [0,1]",
@@ -51,6 +57,7 @@ KEYS = {
 @dataclasses.dataclass
 class ModelConfig:
     arch: str | None = None
+    model_args: dict[str, Any] | None = None
     num_classes: int | None = None
     input_size: tuple[int, int] = (32, 32)
     mean: tuple[float, ...] = CIFAR10_MEAN
@@ -228,6 +235,12 @@ def _validate(cfg: ModelConfig) -> ModelConfig:
         raise fail("interpolation", f"one of {', '.join(INTERPOLATIONS)}")
     if cfg.output not in OUTPUT_KINDS:
         raise UsageError(f"output must be one of {', '.join(OUTPUT_KINDS)}, got {cfg.output!r}")
+    if cfg.model_args is not None:
+        if not isinstance(cfg.model_args, dict) or not all(isinstance(k, str) for k in cfg.model_args):
+            raise fail("model_args", "a JSON object of the architecture's keyword arguments")
+        reserved = sorted(set(cfg.model_args) & set(RESERVED_MODEL_ARGS))
+        if reserved:
+            raise fail("model_args", f"free of {', '.join(reserved)} (set num_classes as its own key)")
     if cfg.arch is not None and not isinstance(cfg.arch, str):
         origin = cfg.sources.get("arch", "flag")
         raise UsageError(

@@ -1,7 +1,8 @@
 """timm hub-format folders, as timm's own `save_for_hf` writes them (and `hf-hub:` repositories in the local
 cache): config.json with `architecture`, `num_classes`, `label_names`, `model_args` and `pretrained_cfg`
 (input_size, mean, std, crop_pct, interpolation), beside model.safetensors or pytorch_model.bin (read
-weights_only). The pretrained_cfg is the model's own preprocessing: flags and a sidecar still win over it."""
+weights_only). The pretrained_cfg is the model's own preprocessing and model_args its architecture's arguments
+(ModelConfig.model_args, which a written model's sidecar carries on): flags and a sidecar still win over them."""
 
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def folder_metadata(config: dict[str, Any], where: Path) -> dict[str, Any]:
     num_classes = config.get("num_classes", pretrained_cfg.get("num_classes"))
     if num_classes is not None:
         meta["num_classes"] = num_classes
+    model_args = config.get("model_args")
+    if model_args:  # as timm's own loader builds the folder's model; the class count is num_classes'
+        if not isinstance(model_args, dict):
+            raise InputError(f"{where}: model_args must be a JSON object")
+        meta["model_args"] = {k: v for k, v in model_args.items() if k not in ("num_classes", "pretrained_cfg")}
     labels = config.get("label_names")
     if isinstance(labels, list) and labels and all(isinstance(v, str) for v in labels):
         meta["class_names"] = labels
@@ -82,11 +88,9 @@ def load_timm_folder(
         raise InputError(
             f"--num-classes {cfg.num_classes} does not match the {declared} classes of {folder / 'config.json'}"
         )
-    model_args = config.get("model_args") or {}
-    model_args = {k: v for k, v in model_args.items() if k not in ("num_classes", "pretrained_cfg")}
     with library_warnings(debug):
         state = read_state_dict(weights)
-        model, stripped = build_timm_model(str(cfg.arch), cfg.num_classes, state, **model_args)
+        model, stripped = build_timm_model(str(cfg.arch), cfg.num_classes, state, **(cfg.model_args or {}))
     predictor = TorchPredictor.of_module(model, cfg, shown, TIMM_FOLDER, device, precision, hashed=weights)
     if stripped:
         predictor.info["checkpoint_prefix_stripped"] = stripped

@@ -259,10 +259,10 @@ def load_strictly(model: torch.nn.Module, state_dict: dict, what: str) -> str:
     return stripped
 
 
-def infer_num_classes(arch: str, state_dict: dict) -> int | None:
+def infer_num_classes(arch: str, state_dict: dict, model_args: dict | None = None) -> int | None:
     """Read the class count off the classifier weight named by timm's pretrained config."""
     try:
-        model: Any = _create(arch)
+        model: Any = _create(arch, **(model_args or {}))
     except UsageError:
         raise
     except Exception:  # an architecture that needs arguments to be built: the class count must be given
@@ -334,10 +334,10 @@ class TorchPredictor:
                             '(or put "arch" in a sidecar JSON next to it)'
                         )
                     if cfg.num_classes is None:
-                        cfg.num_classes = infer_num_classes(cfg.arch, state)
+                        cfg.num_classes = infer_num_classes(cfg.arch, state, cfg.model_args)
                     if cfg.num_classes is None:
                         raise UsageError(f"cannot tell the class count of {path}: pass --num-classes")
-                    model, stripped = build_timm_model(cfg.arch, cfg.num_classes, state)
+                    model, stripped = build_timm_model(cfg.arch, cfg.num_classes, state, **(cfg.model_args or {}))
                     cfg.fits_cifar10 = cfg.arch in CIFAR10_ARCHS
         self._setup(model, cfg, path, fmt, device, precision)
         if stripped:

@@ -181,3 +181,13 @@ def test_a_sidecar_nested_too_deeply_is_an_input_error(tmp_path):
     (tmp_path / "m.json").write_text("{" + '"a": {' * 50_000 + "}" * 50_001)
     with pytest.raises(InputError, match=r"cannot read sidecar .*m\.json: nested too deeply"):
         load_predictor(tmp_path / "m.onnx", device="cpu")
+
+
+def test_model_args_must_be_an_object_free_of_the_class_count():
+    from macs_audit.errors import UsageError
+
+    assert resolve({}, {"model_args": {"global_pool": "max"}}, {}).sources["model_args"] == "sidecar"
+    with pytest.raises(UsageError, match="model_args must be a JSON object of the architecture's keyword arguments"):
+        resolve({}, {"model_args": "deep"}, {})
+    with pytest.raises(UsageError, match="free of num_classes"):
+        resolve({}, {"model_args": {"num_classes": 5}}, {})

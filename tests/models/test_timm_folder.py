@@ -73,3 +73,42 @@ def test_arch_hf_hub_reads_the_cached_config_with_a_weights_file(tmp_path, monke
     assert load_predictor("hf-hub:timm/resnet18.a1_in1k", device="cpu").config.class_names == list(CLASSES)
     with pytest.raises(InputError, match="not in the local Hugging Face cache"):
         sources.cached_hub_folder("hf-hub:timm/not-cached")
+
+
+def test_a_finetuned_timm_folder_reloads_with_its_model_args(tmp_path):
+    """A folder whose config.json holds model_args (global_pool "max": the same keys as the default "avg", other
+    logits): the fine-tuned model's sidecar carries them on, so the written weights reload as that architecture."""
+    import json
+
+    from source_builders import AUDIT_QUICK, run_cli, three_class_npz
+    from timm.models import save_for_hf
+
+    from macs_audit.models.torch import read_state_dict
+
+    model = timm.create_model("test_resnet", num_classes=len(CLASSES), global_pool="max").eval()
+    labels = {"label_names": list(CLASSES)}
+    save_for_hf(model, str(tmp_path / "timm"), model_config=labels, model_args={"global_pool": "max"})
+    x = torch.rand(4, 3, 160, 160)  # in [0, 1]: the predictor normalises, the module takes it normalised
+    mean, std = (torch.tensor(model.pretrained_cfg[k]).view(1, 3, 1, 1) for k in ("mean", "std"))
+    with torch.no_grad():
+        own = model((x - mean) / std).numpy()
+    start = load_predictor(tmp_path / "timm", device="cpu")
+    assert start.config.model_args["global_pool"] == "max"  # with save_for_hf's in_chans
+    np.testing.assert_allclose(start.predict(x.numpy()), own, rtol=1e-4, atol=1e-5)
+    data = three_class_npz(tmp_path / "d.npz")
+    out = tmp_path / "ft"
+    run_cli("finetune", tmp_path / "timm", "--data", data, "--eval-data", data, "--out", out, "--epochs", "0.25",
+            "--batch-size", "16", *AUDIT_QUICK)  # fmt: skip
+    sidecar = json.loads((out / "model.json").read_text())
+    assert sidecar["arch"] == "test_resnet" and sidecar["model_args"] == start.config.model_args
+    state = read_state_dict(out / "model.safetensors")
+    tuned = timm.create_model("test_resnet", num_classes=len(CLASSES), global_pool="max").eval()
+    tuned.load_state_dict(state)
+    with torch.no_grad():
+        expected = tuned((x - mean) / std).numpy()
+    reloaded = load_predictor(out / "model.safetensors", device="cpu")
+    np.testing.assert_allclose(reloaded.predict(x.numpy()), expected, rtol=1e-4, atol=1e-5)
+    default = timm.create_model("test_resnet", num_classes=len(CLASSES)).eval()
+    default.load_state_dict(state)  # the same keys: without model_args the weights load into another model
+    with torch.no_grad():
+        assert not np.allclose(default((x - mean) / std).numpy(), expected, rtol=1e-3, atol=1e-4)
