@@ -1,21 +1,25 @@
 """Deployment parity: a reference model scored on the same images as the audited (candidate) model, in the same
 pass over the data. `ParityRecorder` is the inference loop's observer (`runner.evaluate_view`): for every batch
 of every view the candidate predicts, it runs the reference on the same images and keeps both logits until the
-view ends; each view is then summarised (metrics.parity) and its logits dropped, so one view's logits are held
-at a time. `run_audit(..., reference=)` drives it and the Report's `parity` section is its `section()`."""
+view's result is made (`runner.view_result`), which asks it for the candidate's bootstrap intervals
+(`intervals`): it computes them as a solo audit does and the two models' paired statistics on the same
+resamples (metrics.resampling.alongside), summarises the view (metrics.parity) and drops its logits, so one view's
+logits are held at a time. `run_audit(..., reference=)` drives it and the Report's `parity` section is its
+`section()`. A shift set is compared in the shift section's default, restricted convention."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from macs_audit.audit.calibration import Split
+from macs_audit.data.label_space import MappedSource
 from macs_audit.errors import InputError, UsageError
-from macs_audit.metrics import accumulators, conformal, parity
+from macs_audit.metrics import accumulators, bootstrap, conformal, parity, resampling
 from macs_audit.models.predictor import Predictor
 from macs_audit.report import ModelInfo, Parity, ParityView
-from macs_audit.seeding import derive_seed
 from macs_audit.views.view import View
 
 REFERENCE_INFO = ("path", "format", "backend", "device", "provider", "sha256")
@@ -50,7 +54,10 @@ def check_pair(reference: Predictor, candidate: Predictor) -> None:
 
 class ParityRecorder:
     """The reference's half of the audit: called with every batch the candidate scored (`observe`), it scores
-    the same images with the reference; a view is summarised when the next begins or at `section()`."""
+    the same images with the reference; a view is summarised when the candidate's intervals of it are made
+    (`intervals`). `shift_sets`: the shift sets the audit scores, whose views are compared restricted to their
+    classes, each model's accumulator of the restricted logits made by `restricted_accumulator` (the shift
+    section's: a copy of the candidate then gives the same sums)."""
 
     def __init__(
         self,
@@ -62,9 +69,14 @@ class ParityRecorder:
         coverage: float,
         resamples: int,
         seed: int,
+        shift_sets: tuple[MappedSource, ...] = (),
+        restricted_accumulator: Callable[[MappedSource, np.ndarray, np.ndarray], accumulators.CalibrationAccumulator]
+        | None = None,
     ):
         self.reference, self.labels, self.num_classes = reference, np.asarray(labels), num_classes
         self.split, self.coverage, self.resamples, self.seed = split, coverage, resamples, seed
+        self.shift_sets = {mapped.name: mapped for mapped in shift_sets}
+        self.restricted_accumulator = restricted_accumulator
         self.thresholds: dict[str, dict[str, float]] | None = None
         self.views: list[ParityView] = []
         self._view: View | None = None
@@ -73,7 +85,7 @@ class ParityRecorder:
     def observe(self, view: View, start: int, images: np.ndarray, labels: np.ndarray, logits: np.ndarray) -> None:
         """One batch of `view` at data-set position `start`, and the candidate's logits on it."""
         if self._view is not None and view.name != self._view.name:
-            self._finish()
+            raise AssertionError(f"parity: view {self._view.name} was scored but not summarised")
         self._view = view
         if not isinstance(images, np.ndarray) and self.reference.backend != "torch":
             images = images.cpu().numpy()  # a torch candidate's device-resident batch, for onnxruntime
@@ -82,11 +94,21 @@ class ParityRecorder:
             raise InputError(f"the reference outputs {reference.shape[1]} classes but the candidate {logits.shape[1]}")
         self._batches.append((start, reference, np.asarray(logits), np.asarray(labels)))
 
-    def _finish(self) -> None:
-        view, batches = self._view, sorted(self._batches, key=lambda b: b[0])
+    def intervals(
+        self,
+        view: View,
+        acc: accumulators.CalibrationAccumulator,
+        resamples: int,
+        seed: int,
+        estimates: dict[str, float],
+    ) -> dict[str, list[float]]:
+        """The candidate's bootstrap intervals of `view` (`acc`, its `estimates`), as bootstrap.bootstrap_intervals
+        gives them; the view's parity summary made on the same resamples. A grid cell's candidate gets no
+        intervals (`resamples` 0): both models' means are then resampled `self.resamples` times from `seed`."""
+        if self._view is None or view.name != self._view.name:  # a view the reference did not score
+            return bootstrap.bootstrap_intervals(acc, resamples, seed, estimates=estimates)
+        batches = sorted(self._batches, key=lambda b: b[0])
         self._view, self._batches = None, []
-        if view is None or not batches:
-            return
         reference = np.concatenate([b[1] for b in batches])
         candidate = np.concatenate([b[2] for b in batches])
         labels = np.concatenate([b[3] for b in batches])  # the batches' own: a view may read another source
@@ -95,52 +117,74 @@ class ParityRecorder:
                 side: conformal.fit_thresholds(logits[self.split.fit], labels[self.split.fit], self.coverage)
                 for side, logits in (("reference", reference), ("candidate", candidate))
             }
-        self.views.append(self._summarise(view, reference, candidate, labels))
-
-    def _summarise(self, view: View, reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray) -> ParityView:
-        seed = derive_seed("parity", self.seed, view.name)
+        sets, set_columns, within = self._sets(view, reference, candidate, labels)
+        mapped = self.shift_sets.get(view.name) if view.kind == "shift" else None
+        if mapped is not None and self.restricted_accumulator is not None:
+            # The restricted convention: the set's classes' logits, the labels as the set's classes.
+            to_class = np.full(mapped.space.num_outputs, -1)
+            to_class[mapped.space.outputs] = np.arange(len(mapped.space.outputs))
+            labels = to_class[labels]
+            reference_acc = self.restricted_accumulator(mapped, reference, labels)
+            reference, candidate = mapped.space.restrict(reference), mapped.space.restrict(candidate)
+        else:  # batch by batch, as the loop accumulated the candidate's: a copy of it gives the same sums
+            reference_acc = accumulators.CalibrationAccumulator(acc.num_classes)
+            for _, logits, _, batch_labels in batches:
+                reference_acc.update(logits, batch_labels)
         per_sample = parity.agreement(reference, candidate, labels)
+        statistic = parity.paired_statistic(
+            reference_acc,
+            acc,
+            errors=resamples > 0,
+            columns={"agreement": per_sample["agree"], **set_columns},
+            within=dict.fromkeys(set_columns, within),
+        )
+        n = len(labels)
+        with resampling.alongside(statistic) as paired:
+            intervals = bootstrap.bootstrap_intervals(acc, resamples, seed, estimates=estimates)
+        resampled = paired.results()
+        if not paired.used and self.resamples > 0 and n >= bootstrap.MIN_BOOTSTRAP_SAMPLES:
+            resampled = resampling.resampled(n, self.resamples, seed, statistic)  # a grid cell: the means alone
+        if sets is not None:
+            parity.add_set_intervals(sets, {k: v for k, v in resampled.items() if k in set_columns})
         summary = parity.agreement_summary(per_sample)
-        accs = []
-        for logits in (reference, candidate):
-            acc = accumulators.CalibrationAccumulator(self.num_classes)
-            acc.update(logits, labels)
-            accs.append(acc)
-        # The grid's cells get intervals of the means only, as the audit gives its cells none at all.
-        metrics, columns = parity.metric_differences(
-            accs[0],
-            accs[1],
-            self.resamples,
-            seed,
-            errors=view.kind != "corruption",
-            columns={"agreement": per_sample["agree"]},
-        )
-        sets = None
-        if self.thresholds is not None and self.split is not None and len(labels) == len(self.labels):
-            scored = self.split.scored
-            sets = parity.conformal_differences(
-                reference[scored], candidate[scored], labels[scored], self.thresholds, self.resamples, seed
+        self.views.append(
+            ParityView.of(
+                name=view.name,
+                kind=view.kind,
+                corruption=view.corruption,
+                severity=view.severity,
+                n=n,
+                agreement=summary["agreement"],
+                agreement_interval=parity.column_interval(resampled["agreement"]) if "agreement" in resampled else None,
+                correct_to_wrong=summary["correct_to_wrong"],
+                wrong_to_correct=summary["wrong_to_correct"],
+                mean_abs_logit_difference=summary["mean_abs_logit_difference"],
+                max_abs_logit_difference=summary["max_abs_logit_difference"],
+                mean_kl=summary["mean_kl"],
+                metrics=parity.differences(reference_acc.compute(), estimates, resampled),
+                conformal=sets,
             )
-        return ParityView.of(
-            name=view.name,
-            kind=view.kind,
-            corruption=view.corruption,
-            severity=view.severity,
-            n=len(labels),
-            agreement=summary["agreement"],
-            agreement_interval=columns.get("agreement"),
-            correct_to_wrong=summary["correct_to_wrong"],
-            wrong_to_correct=summary["wrong_to_correct"],
-            mean_abs_logit_difference=summary["mean_abs_logit_difference"],
-            max_abs_logit_difference=summary["max_abs_logit_difference"],
-            mean_kl=summary["mean_kl"],
-            metrics=metrics,
-            conformal=sets,
         )
+        return intervals
+
+    def _sets(self, view: View, reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray) -> tuple:
+        """(the view's conformal entries, their per-image difference columns, the images they are over) at both
+        models' thresholds, or (None, {}, None) without a calibration split: the split's scored part of a view of
+        the clean images, every image of a shift set (scored on every output, as the shift section scores them)."""
+        if self.thresholds is None or self.split is None:
+            return None, {}, None
+        within = np.zeros(len(labels), dtype=bool)
+        if view.kind == "shift":
+            within[:] = True
+        elif len(labels) == len(self.labels):
+            within[self.split.scored] = True
+        else:
+            return None, {}, None
+        sets, columns = parity.conformal_sets(reference, candidate, labels, self.thresholds, within)
+        return sets, columns, within
 
     def section(self) -> Parity:
-        """The Report's parity section, the last view summarised first."""
-        self._finish()
+        """The Report's parity section, the views in the order they were summarised."""
         return Parity.of(
             reference=ModelInfo.of(**{k: self.reference.info[k] for k in REFERENCE_INFO if k in self.reference.info}),
             bootstrap_resamples=self.resamples,

@@ -129,7 +129,9 @@ def audit_robustness(
                 finish = step(progress, Stage(f"{name}: conformal sets", ""))
                 coverage = sets.evaluate(logits)
                 finish()
-            view_results.append(view_result(view, acc, options.bootstrap, options.seed, progress, conformal=coverage))
+            view_results.append(
+                view_result(view, acc, options.bootstrap, options.seed, progress, conformal=coverage, observer=observer)
+            )
             if name == ROBUST_VIEW:
                 section["robust_accuracy"] = view_results[-1].metrics["accuracy"]
                 section["robust_view"] = name
@@ -233,7 +235,7 @@ def corruption_grid(
         )
         coverage = sets.evaluate(logits) if sets is not None else None
         # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
-        results.append(view_result(view, acc, 0, options.seed, conformal=coverage))
+        results.append(view_result(view, acc, 0, options.seed, conformal=coverage, observer=observer))
     return results
 
 

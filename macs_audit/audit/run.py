@@ -20,7 +20,7 @@ from macs_audit.audit.options import AuditOptions, workers
 from macs_audit.audit.parity import ParityRecorder, check_pair
 from macs_audit.audit.robustness import RobustnessResult, audit_robustness, check_corruption_data
 from macs_audit.audit.runner import check_classes, evaluate_view, view_result
-from macs_audit.audit.shift import audit_shift, real_labels_section
+from macs_audit.audit.shift import audit_shift, real_labels_section, restricted_accumulator
 from macs_audit.audit.trust import audit_trust
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
@@ -75,6 +75,8 @@ def run_audit(
             coverage=options.coverage,
             resamples=options.bootstrap,
             seed=options.seed,
+            shift_sets=options.shift_sets,
+            restricted_accumulator=restricted_accumulator,
         )
     acc, logits = evaluate_view(
         predictor,
@@ -87,7 +89,7 @@ def run_audit(
         workers=workers(options, ctx),
         observer=recorder,
     )
-    clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress)
+    clean = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress, observer=recorder)
     sets = conformal_fit(
         logits,
         source.labels,
@@ -125,7 +127,7 @@ def run_audit(
         ctx=ctx,
         temperature=temperature.temperature if temperature is not None else None,
     )
-    shift, shift_conventions = audit_shift(predictor, options, sets=sets, progress=progress, ctx=ctx)
+    shift, shift_conventions = audit_shift(predictor, options, sets=sets, progress=progress, ctx=ctx, observer=recorder)
     real, real_conventions = real_labels_section(
         logits, source.labels, options.real_labels, resamples=options.bootstrap, seed=options.seed
     )

@@ -24,9 +24,18 @@ from macs_audit.views.view import View
 
 class BatchObserver(Protocol):
     """Sees every batch the loop scores: the view, its data-set position, the view's images, the labels and the
-    predictor's logits (audit/parity.py scores a reference model on the same images, in the same pass)."""
+    predictor's logits (audit/parity.py scores a reference model on the same images, in the same pass); and
+    gives the view's bootstrap intervals (`view_result`), so that what it computes of the view runs on the
+    resamples of those intervals."""
 
     def observe(self, view: View, start: int, images: Any, labels: np.ndarray, logits: np.ndarray) -> None: ...
+
+    def intervals(
+        self, view: View, acc: accumulators.CalibrationAccumulator, resamples: int, seed: int, estimates: dict
+    ) -> dict[str, list[float]]:
+        """bootstrap.bootstrap_intervals(acc, resamples, seed, estimates=estimates), as a view without an
+        observer gets them."""
+        ...
 
 
 def check_classes(predictor: Predictor, source: Source) -> int:
@@ -112,15 +121,19 @@ def view_result(
     progress: ProgressFn | None = None,
     *,
     conformal: dict | None = None,
+    observer: BatchObserver | None = None,
 ) -> ViewResult:
     """The view's metrics, selective-prediction metrics and reliability, and `conformal` (the calibration
     split's sets scored on the view, or None); with `resamples`, its bootstrap intervals, a stage of its own
-    (`intervals_stage`)."""
+    (`intervals_stage`); `observer`, the view's observer in `evaluate_view`, gives them (`BatchObserver`)."""
     finish = step(progress if resamples > 0 and acc.count > 1 else None, intervals_stage(view), resamples)
     metrics = acc.compute()
     samples = acc.samples()
     metrics.update(selective.selective_metrics(samples["confidence"], samples["correct"]))
-    intervals = bootstrap.bootstrap_intervals(acc, resamples, seed, estimates=metrics)
+    if observer is not None:
+        intervals = observer.intervals(view, acc, resamples, seed, metrics)
+    else:
+        intervals = bootstrap.bootstrap_intervals(acc, resamples, seed, estimates=metrics)
     result = ViewResult(
         name=view.name,
         kind=view.kind,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from macs_audit.audit.options import AuditOptions, workers
-from macs_audit.audit.runner import evaluate_view, view_result
+from macs_audit.audit.runner import BatchObserver, evaluate_view, view_result
 from macs_audit.data.label_space import MappedSource
 from macs_audit.data.real_labels import RealLabelSets
 from macs_audit.distributed import SINGLE, Context
@@ -64,8 +64,10 @@ def audit_shift_set(
     sets: conformal.SplitConformal | None = None,
     progress: ProgressFn | None = None,
     ctx: Context = SINGLE,
+    observer: BatchObserver | None = None,
 ) -> ShiftSetResult:
-    """One shift set through the model (this rank's batches under torchrun, gathered), scored both ways."""
+    """One shift set through the model (this rank's batches under torchrun, gathered), scored both ways;
+    `observer` sees its batches and makes the restricted view's intervals (runner.view_result)."""
     view = shift_view(mapped.name)
     in_outputs = mapped.in_model_labels()
     acc_all, logits = evaluate_view(
@@ -79,10 +81,11 @@ def audit_shift_set(
         keep_logits=True,
         ctx=ctx,
         workers=workers(options, ctx),
+        observer=observer,
     )
     coverage = conformal.evaluate_sets(logits, in_outputs.labels, sets.thresholds) if sets is not None else None
     acc_subset = restricted_accumulator(mapped, logits, mapped.source.labels)
-    restricted = view_result(view, acc_subset, options.bootstrap, options.seed, progress)
+    restricted = view_result(view, acc_subset, options.bootstrap, options.seed, progress, observer=observer)
     unrestricted = view_result(
         View(f"{mapped.name} ({UNRESTRICTED})", "shift", CLEAN.transform),
         acc_all,
@@ -120,12 +123,16 @@ def audit_shift(
     sets: conformal.SplitConformal | None = None,
     progress: ProgressFn | None = None,
     ctx: Context = SINGLE,
+    observer: BatchObserver | None = None,
 ) -> tuple[Shift | None, dict]:
-    """The shift section of `options.shift_sets` (None without any) and the conventions it adds."""
+    """The shift section of `options.shift_sets` (None without any) and the conventions it adds; `observer` sees
+    every set's batches (`audit_shift_set`)."""
     if not options.shift_sets:
         return None, {}
     results = {
-        mapped.name: audit_shift_set(predictor, mapped, options, sets=sets, progress=progress, ctx=ctx)
+        mapped.name: audit_shift_set(
+            predictor, mapped, options, sets=sets, progress=progress, ctx=ctx, observer=observer
+        )
         for mapped in options.shift_sets
     }
     section = Shift.of(sets=results, mean=shift_means(results), default_convention=RESTRICTED)

@@ -5,32 +5,37 @@ Per view: top-1 agreement, the flips (correct -> wrong, wrong -> correct), the m
 logit difference, the mean KL(reference || candidate) of the softmaxes, and the difference (candidate -
 reference) of the view metrics in DIFFERENCE_METRICS and of the conformal sets' coverage and size.
 
-The intervals are paired: both models' statistics are computed on the same resamples (the same draw counts,
-metrics.resampling, from one seed) and the interval is that of their difference. The shared draws cancel
-the sampling noise common to both models, so a model against itself, or against a copy of itself, gives a
-difference and an interval of exactly zero. Means (accuracy, NLL, Brier, agreement, coverage, set size):
-the percentile interval of the resampled differences. Calibration errors (ECE, smooth ECE): that interval
-shifted down by the bootstrap bias of the difference, mean(resampled) - estimate, as metrics.bootstrap
-corrects a single model's error (not clipped: a difference may be negative).
+The intervals are paired: both models' statistics are computed on the same resamples, the draw counts of the
+candidate's own bootstrap of the view (metrics.resampling.alongside: drawn once for its intervals and the
+parity section), and the interval is that of their difference (`paired_statistic`). Both models' statistics go
+through one code path, so a model against itself, or against a copy of itself, gives a difference and an
+interval of exactly zero. Means (accuracy, NLL, Brier, agreement, coverage, set size): the percentile interval
+of the resampled differences. Calibration errors (ECE, smooth ECE): that interval shifted down by the bootstrap
+bias of the difference, mean(resampled) - estimate, as metrics.bootstrap corrects a single model's error (not
+clipped: a difference may be negative).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from macs_audit.metrics import bootstrap, conformal, estimators
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
 from macs_audit.metrics.conventions import softmax64
-from macs_audit.metrics.resampling import draw_counts, map_in_order, piece_threads
+from macs_audit.metrics.resampling import Statistic, resampled
 
 DIFFERENCE_METRICS = ("accuracy", "ece", "smooth_ece", "nll", "brier")
 _MEANS = ("accuracy", "nll", "brier")  # the metrics of DIFFERENCE_METRICS that are means over the samples
 CONVENTION = (
-    "candidate - reference on the same images; paired 95% bootstrap intervals (the same resampled draw counts "
-    "for both models): percentile intervals of the differences of means (accuracy, NLL, Brier, agreement, "
-    "coverage, set size), bias-corrected ones of the differences of ECE and smooth ECE; corruption views: "
-    "intervals of the means only; KL(reference || candidate) of the float64 softmaxes; conformal thresholds "
-    "each model's own, fitted on the calibration split's fit part of the clean view, scored on its scored part"
+    "candidate - reference on the same images; paired 95% bootstrap intervals on the candidate's own resamples "
+    "of each view (the same draw counts for both models): percentile intervals of the differences of means "
+    "(accuracy, NLL, Brier, agreement, coverage, set size), bias-corrected ones of the differences of ECE and "
+    "smooth ECE; corruption views: intervals of the means only; KL(reference || candidate) of the float64 "
+    "softmaxes; conformal thresholds each model's own, fitted on the calibration split's fit part of the clean "
+    "view, scored on its scored part (shift sets: on every image); shift sets in the restricted convention "
+    "(the softmax over the set's classes), their conformal sets on every output"
 )
 
 
@@ -66,80 +71,116 @@ def agreement_summary(per_sample: dict[str, np.ndarray]) -> dict[str, float | in
     }
 
 
-def mean_intervals(columns: dict[str, np.ndarray], n_resamples: int, seed: int, level: float = 0.95) -> dict:
-    """The percentile interval of the mean of each per-sample column (all of one length N) over `n_resamples`
-    resamples drawn from `seed`: the draws metrics.bootstrap makes for N samples and that seed. {} without
-    resamples or with fewer than two samples."""
+def column_means(columns: dict[str, np.ndarray], within: dict[str, np.ndarray] | None = None) -> Statistic:
+    """The mean of each per-sample column (length N) on each resample of a piece of counts, in one product with
+    the counts: over every image, or for a column named in `within`, over the images of its boolean mask (the
+    drawn images' values weighted by their draws over the draws of images in the mask; a resample that draws none
+    of them gives NaN)."""
     names = list(columns)
-    n = len(columns[names[0]]) if names else 0
-    if n_resamples <= 0 or n < bootstrap.MIN_BOOTSTRAP_SAMPLES:
-        return {}
-    stacked = np.column_stack([np.asarray(columns[name], dtype=np.float64) for name in names])
-    means = np.concatenate(
-        [counts @ stacked / n for counts in draw_counts(n, n_resamples, np.random.default_rng(seed))]
+    if not names:
+        return lambda counts: {}
+    within = within or {}
+    masks = list({id(mask): mask for mask in within.values()}.values())
+    mask_column = {name: masks.index(within[name]) for name in within}  # by identity: one column per mask
+    block = np.column_stack(
+        [mask.astype(np.float64) for mask in masks]
+        + [np.asarray(columns[name], dtype=np.float64) * (within[name] if name in within else 1.0) for name in names]
     )
-    return {name: bootstrap.percentile_interval(means[:, j], level) for j, name in enumerate(names)}
+
+    def statistic(counts: np.ndarray) -> dict[str, np.ndarray]:
+        sums = counts @ block
+        out = {}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for k, name in enumerate(names, start=len(masks)):
+                drawn = sums[:, mask_column[name]] if name in mask_column else counts.shape[1]
+                out[name] = sums[:, k] / drawn
+        return out
+
+    return statistic
 
 
-def _resampled_side(acc: CalibrationAccumulator) -> dict:
-    """What one model's resampled statistics are computed from: its per-sample columns (correct, NLL, Brier, then
-    the ECE's per-bin residuals) and, for smooth ECE, its grid cells, residuals and the point estimate's sigma."""
+def _resampled_errors(acc: CalibrationAccumulator) -> Statistic:
+    """One model's ECE and smooth ECE on each resample of a piece of counts: the per-bin and per-grid-cell sums of
+    the drawn residuals correct - confidence by bincount (estimators.residual_masses), the smooth ECE's root
+    bracketed from the model's own bandwidth, as metrics.bootstrap does."""
     s = acc.samples()
     n = len(s["confidence"])
-    in_bin = np.zeros((n, acc.n_bins))
-    in_bin[np.arange(n), bin_index(s["confidence"], acc.n_bins)] = 1.0
+    bins = bin_index(s["confidence"], acc.n_bins)
     residual = s["correct"] - s["confidence"]
     cells = estimators.grid_cells(s["confidence"])
-    return {
-        "columns": np.hstack(
-            [np.column_stack([s["correct"].astype(np.float64), s["nll"], s["brier"]]), in_bin * residual[:, None]]
-        ),
-        "cells": cells,
-        "residual": residual,
-        "near": float(estimators.smooth_ece_of_masses(estimators.residual_masses(cells, residual))[1][0]),
-    }
+    near = float(estimators.smooth_ece_of_masses(estimators.residual_masses(cells, residual))[1][0])
+
+    def statistic(counts: np.ndarray) -> dict[str, np.ndarray]:
+        rows = len(counts)
+        flat = (np.arange(rows)[:, None] * acc.n_bins + bins[None, :]).ravel()
+        per_bin = np.bincount(flat, weights=(counts * residual).ravel(), minlength=rows * acc.n_bins)
+        masses = estimators.residual_masses(cells, residual, counts)
+        return {
+            "ece": np.abs(per_bin.reshape(rows, acc.n_bins)).sum(axis=1) / n,
+            "smooth_ece": estimators.smooth_ece_of_masses(masses, near)[0],
+        }
+
+    return statistic
 
 
-def paired_resamples(
+def paired_statistic(
     reference: CalibrationAccumulator,
     candidate: CalibrationAccumulator,
-    n_resamples: int,
-    seed: int,
     *,
     errors: bool = True,
     columns: dict[str, np.ndarray] | None = None,
-) -> dict[str, np.ndarray]:
-    """On each of `n_resamples` resamples of the N samples (the draw counts metrics.bootstrap draws for N and
-    `seed`, made once for both models): candidate - reference of every metric of DIFFERENCE_METRICS (the ECEs
-    only with `errors`), and the mean of each per-sample column of `columns` (agreement, say). One matrix product
-    per model and piece of counts gives every mean and per-bin sum; smooth ECE needs its masses per model."""
-    sides = [_resampled_side(acc) for acc in (reference, candidate)]
-    extra = list(columns or {})
-    # A product of its own for each model, of the same shape: the same sums, to the bit, for equal inputs (one
-    # product of both side by side could sum a column differently by where BLAS's blocks fall).
-    blocks = [side["columns"] if errors else side["columns"][:, : len(_MEANS)] for side in sides]
-    extra_block = np.column_stack([np.asarray(columns[k], dtype=np.float64) for k in extra]) if columns else None
-    n = reference.count
+    within: dict[str, np.ndarray] | None = None,
+) -> Statistic:
+    """candidate - reference of DIFFERENCE_METRICS (the ECEs only with `errors`) on each resample of a piece of
+    draw counts of the two models' N images, and the mean of each per-sample column of `columns` (agreement, say;
+    over the images of its mask in `within`, `column_means`).
+    The means' differences are the means of the per-sample differences (one product with the counts); the
+    ECEs are each model's by one code path (`_resampled_errors`), so equal inputs give a difference of exactly 0.
+    Nothing of either model that the report does not show: the candidate's own intervals come from its own
+    bootstrap (metrics.bootstrap), on the same counts where the audit pairs them (audit/parity.py)."""
+    r, c = reference.samples(), candidate.samples()
+    deltas = {
+        "accuracy": c["correct"].astype(np.float64) - r["correct"],
+        "nll": c["nll"] - r["nll"],
+        "brier": c["brier"] - r["brier"],
+    }
+    means = column_means({**deltas, **(columns or {})}, within)
+    sides = (_resampled_errors(reference), _resampled_errors(candidate)) if errors else ()
 
-    def piece(counts: np.ndarray) -> dict[str, np.ndarray]:
-        values = []
-        for side, block in zip(sides, blocks, strict=True):
-            sums = counts @ block
-            out = dict(zip(_MEANS, (sums[:, : len(_MEANS)] / n).T, strict=True))
-            if errors:
-                out["ece"] = np.abs(sums[:, len(_MEANS) :]).sum(axis=1) / n
-                masses = estimators.residual_masses(side["cells"], side["residual"], counts)
-                out["smooth_ece"] = estimators.smooth_ece_of_masses(masses, side["near"])[0]
-            values.append(out)
-        result = {name: values[1][name] - values[0][name] for name in values[0]}
-        if extra_block is not None:
-            means = counts @ extra_block / n
-            result.update({name: means[:, k] for k, name in enumerate(extra)})
-        return result
+    def statistic(counts: np.ndarray) -> dict[str, np.ndarray]:
+        out = means(counts)
+        if sides:
+            ref, cand = (side(counts) for side in sides)
+            out.update({name: cand[name] - ref[name] for name in ("ece", "smooth_ece")})
+        return out
 
-    rng = np.random.default_rng(seed)
-    pieces = list(map_in_order(piece, draw_counts(n, n_resamples, rng), piece_threads()))
-    return {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]} if pieces else {}
+    return statistic
+
+
+def differences(
+    reference: dict[str, float],
+    candidate: dict[str, float],
+    resampled: dict[str, np.ndarray],
+    level: float = 0.95,
+) -> dict[str, dict[str, Any]]:
+    """metric -> {reference, candidate, difference, interval} for DIFFERENCE_METRICS, from both models' point
+    estimates and the resampled differences (`paired_statistic`); the interval paired (module docstring), None
+    for a metric without resampled differences."""
+    out: dict[str, dict[str, Any]] = {}
+    alpha = (1 - level) / 2
+    for name in DIFFERENCE_METRICS:
+        difference = candidate[name] - reference[name]
+        entry: dict[str, Any] = {"reference": reference[name], "candidate": candidate[name], "difference": difference}
+        entry["interval"] = None
+        if name in resampled:
+            if name in _MEANS:
+                entry["interval"] = bootstrap.percentile_interval(resampled[name], level)
+            else:
+                bias = float(resampled[name].mean()) - difference
+                low, high = np.quantile(resampled[name], [alpha, 1 - alpha]) - bias
+                entry["interval"] = [float(low), float(high)]
+        out[name] = entry
+    return out
 
 
 def metric_differences(
@@ -151,30 +192,25 @@ def metric_differences(
     errors: bool = True,
     columns: dict[str, np.ndarray] | None = None,
     level: float = 0.95,
-) -> tuple[dict[str, dict], dict[str, list[float]]]:
-    """(metric -> {reference, candidate, difference, interval} for DIFFERENCE_METRICS, the interval paired or None
-    without resamples; column -> the percentile interval of its mean, for the per-sample `columns`), from one
-    set of resamples (`paired_resamples`). `errors=False`: intervals for the means only (a corruption view: the
-    grid's smooth ECEs resampled 95 times twice over would cost more than the grid)."""
-    ref, cand = reference.compute(), candidate.compute()
-    out: dict[str, dict] = {
-        name: {"reference": ref[name], "candidate": cand[name], "difference": cand[name] - ref[name], "interval": None}
-        for name in DIFFERENCE_METRICS
+) -> tuple[dict[str, dict], dict[str, list[float] | None]]:
+    """`differences` of two models' accumulators on the same N images on the `n_resamples` resamples
+    metrics.bootstrap draws for N and `seed` (two audits' outputs paired afterwards; the parity audit pairs on
+    the candidate's own bootstrap's counts instead, audit/parity.py); and the percentile interval of the mean of
+    each per-sample column of `columns` on the same resamples."""
+    resampled_values: dict[str, np.ndarray] = {}
+    if n_resamples > 0 and reference.count >= bootstrap.MIN_BOOTSTRAP_SAMPLES:
+        statistic = paired_statistic(reference, candidate, errors=errors, columns=columns)
+        resampled_values = resampled(reference.count, n_resamples, seed, statistic)
+    out = differences(reference.compute(), candidate.compute(), resampled_values, level)
+    return out, {
+        name: column_interval(resampled_values[name], level) for name in columns or {} if name in resampled_values
     }
-    if n_resamples <= 0 or reference.count < bootstrap.MIN_BOOTSTRAP_SAMPLES:
-        return out, {}
-    resampled = paired_resamples(reference, candidate, n_resamples, seed, errors=errors, columns=columns)
-    alpha = (1 - level) / 2
-    for name in DIFFERENCE_METRICS:
-        if name not in resampled:
-            continue
-        if name in _MEANS:
-            out[name]["interval"] = bootstrap.percentile_interval(resampled[name], level)
-        else:
-            bias = float(resampled[name].mean()) - out[name]["difference"]
-            low, high = np.quantile(resampled[name], [alpha, 1 - alpha]) - bias
-            out[name]["interval"] = [float(low), float(high)]
-    return out, {name: bootstrap.percentile_interval(resampled[name], level) for name in columns or {}}
+
+
+def column_interval(resampled: np.ndarray, level: float = 0.95) -> list[float] | None:
+    """The percentile interval of a column's resampled means (those of resamples that drew its images)."""
+    drawn = resampled[np.isfinite(resampled)]
+    return bootstrap.percentile_interval(drawn, level) if len(drawn) else None
 
 
 def _set_columns(probabilities: np.ndarray, labels: np.ndarray, threshold: float, method: str) -> tuple:
@@ -182,22 +218,24 @@ def _set_columns(probabilities: np.ndarray, labels: np.ndarray, threshold: float
     return sets[np.arange(len(labels)), labels].astype(np.float64), sets.sum(axis=1).astype(np.float64)
 
 
-def conformal_differences(
+def conformal_sets(
     reference: np.ndarray,
     candidate: np.ndarray,
     labels: np.ndarray,
     thresholds: dict[str, dict[str, float]],
-    n_resamples: int,
-    seed: int,
-    level: float = 0.95,
-) -> dict[str, dict]:
-    """Per conformal method, on the scored images' logits of both models: the reference's coverage and mean set
-    size at its own threshold, the candidate's at the reference's threshold (the sets as deployed, fitted on
-    the reference) and at its own, and the two paired differences from the reference. `thresholds`:
+    within: np.ndarray,
+) -> tuple[dict[str, dict], dict[str, np.ndarray]]:
+    """Per conformal method, on the images `within` (a boolean mask) of both models' logits: the reference's
+    coverage and mean set size at its own threshold, the candidate's at the reference's threshold (the sets as
+    deployed, fitted on the reference) and at its own, and each difference from the reference; and the
+    per-image columns of those differences over all the images (0 outside `within`:
+    `method.coverage_at_reference_threshold`, ...), for their paired intervals on the view's resamples
+    (`column_means` with `within` for each, `add_set_intervals`). The sets are those of the images `within` on
+    their own (the randomised scores' u by position among them, as the audit's sets score them). `thresholds`:
     {"reference": {method: q}, "candidate": {method: q}}."""
-    labels = np.asarray(labels, dtype=np.int64)
-    p_ref, _ = softmax64(reference)
-    p_cand, _ = softmax64(candidate)
+    labels = np.asarray(labels, dtype=np.int64)[within]
+    p_ref, _ = softmax64(reference[within])
+    p_cand, _ = softmax64(candidate[within])
     out: dict[str, dict] = {}
     columns: dict[str, np.ndarray] = {}
     for method, q_ref in thresholds["reference"].items():
@@ -207,18 +245,22 @@ def conformal_differences(
             "reference_threshold": q_ref if np.isfinite(q_ref) else None,
             "candidate_threshold": q_cand if np.isfinite(q_cand) else None,
             "reference": {"coverage": float(covered.mean()), "mean_set_size": float(size.mean())},
+            "differences": {},
         }
         for side, q in (("at_reference_threshold", q_ref), ("at_own_threshold", q_cand)):
             c_covered, c_size = _set_columns(p_cand, labels, q, method)
             entry[f"candidate_{side}"] = {"coverage": float(c_covered.mean()), "mean_set_size": float(c_size.mean())}
-            columns[f"{method}.coverage_{side}"] = c_covered - covered
-            columns[f"{method}.set_size_{side}"] = c_size - size
+            for name, column in ((f"coverage_{side}", c_covered - covered), (f"set_size_{side}", c_size - size)):
+                columns[f"{method}.{name}"] = np.zeros(len(within))
+                columns[f"{method}.{name}"][within] = column
+                entry["differences"][name] = {"difference": float(column.mean()), "interval": None}
         out[method] = entry
-    intervals = mean_intervals(columns, n_resamples, seed, level)
-    for key, column in columns.items():
+    return out, columns
+
+
+def add_set_intervals(sets: dict[str, dict], resampled: dict[str, np.ndarray], level: float = 0.95) -> None:
+    """Each conformal difference's paired interval from its column's resampled means (`conformal_sets`), in place."""
+    for key, values in resampled.items():
         method, name = key.split(".", 1)
-        out[method].setdefault("differences", {})[name] = {
-            "difference": float(column.mean()),
-            "interval": intervals.get(key),
-        }
-    return out
+        if method in sets:
+            sets[method]["differences"][name]["interval"] = column_interval(values, level)

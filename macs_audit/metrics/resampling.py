@@ -1,9 +1,16 @@
 """Seeded bootstrap draw counts: each resample of N samples as a vector of how often each sample was drawn,
-so that a statistic of many resamples is one matrix operation (a weighted sum, a weighted cumulative sum)."""
+so that a statistic of many resamples is one matrix operation (a weighted sum, a weighted cumulative sum).
+
+`resampled` runs a statistic on the counts of one seed; `alongside` runs a second statistic on the very pieces
+of counts that a bootstrap run elsewhere hands its own (a paired analysis on the resamples of the intervals it
+pairs with, drawn once for both)."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,6 +20,8 @@ import numpy as np
 
 T = TypeVar("T")
 R = TypeVar("R")
+# A statistic of a piece of draw counts (rows, N): named arrays of one value per row (resample).
+Statistic = Callable[[np.ndarray], dict[str, np.ndarray]]
 
 DRAWS_PER_CHUNK = 4_000_000  # resample draws made at once (rows x samples): bounds the memory
 # Counts handed out at once (rows x samples) by default: a consumer's per-resample arrays (prefix sums, masses)
@@ -64,7 +73,17 @@ def piece_threads() -> int:
 
 def map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
     """fn of each item, in the items' order, `threads` at a time; the items are taken one at a time as
-    results come back (the draw counts are made while the pieces before them are computed)."""
+    results come back (the draw counts are made while the pieces before them are computed). Inside an
+    `alongside` block, the first such map also gives each item to that block's statistic."""
+    tap = _ALONGSIDE.get()
+    if tap is not None and not tap.used:
+        tap.used = True
+        yield from tap.run(fn, items, threads)
+        return
+    yield from _map_in_order(fn, items, threads)
+
+
+def _map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
     if threads <= 1:
         yield from map(fn, items)
         return
@@ -76,3 +95,51 @@ def map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iter
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+def concatenated(pieces: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The pieces' arrays joined per name (the names of the first piece); {} without pieces."""
+    return {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]} if pieces else {}
+
+
+def resampled(n: int, n_resamples: int, seed: int, statistic: Statistic) -> dict[str, np.ndarray]:
+    """`statistic` on `n_resamples` resamples of `n` samples: the counts metrics.bootstrap draws for n and `seed`."""
+    pieces = map_in_order(statistic, draw_counts(n, n_resamples, np.random.default_rng(seed)), piece_threads())
+    return concatenated(list(pieces))
+
+
+@dataclasses.dataclass
+class Alongside:
+    """What an `alongside` block's statistic gave, per piece of counts in order (`results` joins them); `used` once
+    a bootstrap has run in the block."""
+
+    statistic: Statistic
+    pieces: list[dict[str, np.ndarray]] = dataclasses.field(default_factory=list)
+    used: bool = False
+
+    def run(self, fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
+        def both(item: T) -> tuple[R, dict[str, np.ndarray]]:
+            return fn(item), self.statistic(item)  # type: ignore[arg-type]  # the items are counts here
+
+        for own, other in _map_in_order(both, items, threads):
+            self.pieces.append(other)
+            yield own
+
+    def results(self) -> dict[str, np.ndarray]:
+        return concatenated(self.pieces)
+
+
+_ALONGSIDE: contextvars.ContextVar[Alongside | None] = contextvars.ContextVar("alongside", default=None)
+
+
+@contextlib.contextmanager
+def alongside(statistic: Statistic) -> Iterator[Alongside]:
+    """Within the block, the first bootstrap that maps its statistic over draw counts (`map_in_order`) gives
+    each piece of counts to `statistic` too, in the same pass: a paired analysis on the resamples of intervals it
+    does not compute itself, with no second draw (metrics.parity on the candidate's own intervals' counts)."""
+    tap = Alongside(statistic)
+    token = _ALONGSIDE.set(tap)
+    try:
+        yield tap
+    finally:
+        _ALONGSIDE.reset(token)

@@ -13,6 +13,7 @@ from macs_audit.audit import AuditOptions, run_audit
 from macs_audit.data.sources import array_source
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import parity
+from macs_audit.metrics.accumulators import CalibrationAccumulator
 from macs_audit.models.predictor import load_predictor
 
 OPTIONS = AuditOptions(
@@ -100,4 +101,100 @@ def test_a_device_resident_batch_reaches_an_onnx_reference_as_an_array(tmp_path)
     recorder = ParityRecorder(reference, y, 10, None, coverage=0.9, resamples=0, seed=0)
     logits = reference.predict(images.numpy())
     recorder.observe(CLEAN, 0, images, y, logits)
+    acc = CalibrationAccumulator(10)
+    acc.update(logits, y)
+    assert recorder.intervals(CLEAN, acc, 0, 0, acc.compute()) == {}
     assert recorder.section().views[0].agreement == 1.0
+
+
+def test_the_candidates_report_is_its_solo_audits_and_the_resamples_are_drawn_once(tmp_path, source, monkeypatch):
+    """The reference's statistics run on the candidate's own resamples of each view: the candidate's sections
+    (its intervals included) are those of an audit without a reference, and no view's counts are drawn twice."""
+    from macs_audit.metrics import bootstrap, resampling
+
+    candidate = load_predictor(linear_onnx(tmp_path / "candidate.onnx", seed=1))
+    reference = load_predictor(linear_onnx(tmp_path / "reference.onnx", seed=2))
+    options = dataclasses.replace(OPTIONS, corruptions=("fog",), severities=(2,))
+    drawn = []
+
+    def counted(n, n_resamples, rng, **kw):
+        drawn.append(n_resamples)
+        return draw_counts(n, n_resamples, rng, **kw)
+
+    draw_counts = resampling.draw_counts
+    for module in (bootstrap, resampling):  # the bootstrap's own draws and the parity section's
+        monkeypatch.setattr(module, "draw_counts", counted)
+    solo = run_audit(candidate, source, options).report.to_dict()
+    solo_draws, drawn[:] = list(drawn), []
+    paired = run_audit(candidate, source, options, reference=reference).report.to_dict()
+    assert solo_draws == [OPTIONS.bootstrap] * 2  # the clean and noise views' intervals
+    # One draw more: the grid cell's means, which the candidate alone does not resample.
+    assert drawn == solo_draws + [OPTIONS.bootstrap]
+    parity_views = paired.pop("parity")["views"]
+    assert [v["name"] for v in parity_views] == ["clean", "noise", "fog@2"]
+    assert all(v["metrics"]["smooth_ece"]["interval"] is not None for v in parity_views[:2])
+    assert solo.pop("parity") is None
+    for report in (solo, paired):
+        report.pop("created")
+    assert paired == solo
+
+
+@pytest.fixture(scope="module")
+def shift_case(tmp_path_factory):
+    """A 1,000-output candidate, a reference and a copy of the candidate; a clean set of two images per class and a
+    shift set of real photographs under four of ImageNet-A's WordNet ids."""
+    from fixtures.shift_trees import image_tree, imagenet_model, subset_classes
+
+    from macs_audit.data.label_space import load_mapped_sets
+
+    tmp = tmp_path_factory.mktemp("parity-shift")
+    models = {
+        "candidate": imagenet_model(tmp / "candidate.onnx", seed=1),
+        "reference": imagenet_model(tmp / "reference.onnx", seed=2),
+    }
+    models["copy"] = shutil.copy(models["candidate"], tmp / "copy.onnx")
+    x = np.random.default_rng(0).integers(0, 256, (2000, 32, 32, 3), dtype=np.uint8)
+    clean = array_source("val", "npz", x, np.arange(2000) % 1000, [str(i) for i in range(1000)])
+    tree = image_tree(tmp / "imagenet-a", subset_classes("imagenet_a", 4), per_class=3)
+    (mapped,) = load_mapped_sets([("imagenet-a", tree)], 1000, image_size=(32, 32))
+    options = dataclasses.replace(OPTIONS, perturbations=(), calibration_split=0.5, shift_sets=(mapped,))
+    return {name: load_predictor(path) for name, path in models.items()}, clean, mapped, options
+
+
+def test_a_shift_set_is_compared_in_its_restricted_convention(shift_case):
+    from macs_audit.pixels import to_unit_float
+
+    models, clean, mapped, options = shift_case
+    report = run_audit(models["candidate"], clean, options, reference=models["reference"]).report
+    assert [v.name for v in report.parity.views] == ["clean", "imagenet-a"]
+    view = report.parity.view("imagenet-a")
+    assert view.kind == "shift" and view.n == len(mapped.source) == 12
+    images = to_unit_float(mapped.source.images(np.arange(len(mapped.source))))
+    logits = {name: models[name].predict(images) for name in ("candidate", "reference")}
+    restricted = {name: z[:, mapped.space.outputs] for name, z in logits.items()}  # the set's classes only
+    expected = parity.agreement_summary(
+        parity.agreement(restricted["reference"], restricted["candidate"], mapped.source.labels)
+    )
+    assert view.agreement == pytest.approx(expected["agreement"])
+    assert view.mean_kl == pytest.approx(expected["mean_kl"], rel=1e-5)
+    own = report.shift.sets["imagenet-a"].restricted.metrics
+    for name in ("accuracy", "nll", "ece"):
+        assert view.metrics[name]["candidate"] == pytest.approx(own[name])
+    hit = restricted["reference"].argmax(1) == mapped.source.labels
+    assert view.metrics["accuracy"]["reference"] == pytest.approx(hit.mean())
+    assert view.metrics["nll"]["interval"] is not None
+    # The conformal sets on every output (as the shift section scores them), over every image of the set.
+    sets = view.conformal["lac"]
+    own_sets = report.shift.sets["imagenet-a"].unrestricted.conformal["lac"]
+    assert sets["candidate_at_own_threshold"]["coverage"] == pytest.approx(own_sets["coverage"])
+
+
+def test_a_copy_differs_by_exactly_zero_on_a_shift_set(shift_case):
+    models, clean, _, options = shift_case
+    report = run_audit(models["candidate"], clean, options, reference=models["copy"]).report
+    view = report.parity.view("imagenet-a")
+    assert view.agreement == 1.0 and view.agreement_interval == [1.0, 1.0] and view.mean_kl == 0.0
+    for name, entry in view.metrics.items():
+        assert entry["difference"] == 0.0 and entry["interval"] == [0.0, 0.0], name
+    for method in view.conformal.values():
+        assert all(d == {"difference": 0.0, "interval": [0.0, 0.0]} for d in method["differences"].values())

@@ -1,11 +1,12 @@
 """Parity metrics (metrics/parity.py) against direct numpy computations: agreement and flips, the paired
-intervals as the percentiles of the metric differences on explicitly drawn resamples, conformal sets at each
-model's threshold; a model against itself gives exactly zero."""
+intervals as the percentiles of the metric differences on explicitly drawn resamples (the candidate's own
+bootstrap's, with the reference's statistics alongside), conformal sets at each model's threshold; a model
+against itself gives exactly zero."""
 
 import numpy as np
 import pytest
 
-from macs_audit.metrics import conformal, parity
+from macs_audit.metrics import bootstrap, conformal, parity, resampling
 from macs_audit.metrics.accumulators import CalibrationAccumulator, calibration_metrics
 
 
@@ -21,6 +22,18 @@ def accumulated(logits, labels):
     acc = CalibrationAccumulator(logits.shape[1])
     acc.update(logits, labels)
     return acc
+
+
+def paired_differences(reference, candidate, resamples, seed, *, errors=True, columns=None):
+    """As audit/parity.py pairs them: the paired statistic on the counts of the candidate's own bootstrap (or,
+    without errors, the means on draws of the same seed)."""
+    statistic = parity.paired_statistic(reference, candidate, errors=errors, columns=columns)
+    with resampling.alongside(statistic) as paired:
+        if errors:
+            bootstrap.bootstrap_intervals(candidate, resamples, seed)
+    resampled = paired.results() if errors else resampling.resampled(candidate.count, resamples, seed, statistic)
+    out = parity.differences(reference.compute(), candidate.compute(), resampled)
+    return out, {name: parity.column_interval(resampled[name]) for name in columns or {}}
 
 
 def test_agreement_and_flips_against_numpy():
@@ -45,9 +58,8 @@ def test_paired_intervals_are_the_percentiles_of_the_differences_on_shared_resam
     reference, candidate, labels = pair(n=300)
     n, resamples, seed = len(labels), 40, 7
     agree = (reference.argmax(1) == candidate.argmax(1)).astype(float)
-    out, columns = parity.metric_differences(
-        accumulated(reference, labels), accumulated(candidate, labels), resamples, seed, columns={"agree": agree}
-    )
+    ref_acc, cand_acc = accumulated(reference, labels), accumulated(candidate, labels)
+    out, columns = paired_differences(ref_acc, cand_acc, resamples, seed, columns={"agree": agree})
     draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # the documented draws, one chunk
     ref, cand = calibration_metrics(reference, labels, 5), calibration_metrics(candidate, labels, 5)
     for name in parity.DIFFERENCE_METRICS:
@@ -65,9 +77,7 @@ def test_paired_intervals_are_the_percentiles_of_the_differences_on_shared_resam
         assert out[name]["difference"] == pytest.approx(estimate)
         assert out[name]["interval"] == pytest.approx(list(expected), abs=1e-9), name
     assert columns["agree"] == pytest.approx(list(np.quantile(agree[draws].mean(axis=1), [0.025, 0.975])))
-    means_only, _ = parity.metric_differences(
-        accumulated(reference, labels), accumulated(candidate, labels), resamples, seed, errors=False
-    )
+    means_only, _ = paired_differences(ref_acc, cand_acc, resamples, seed, errors=False)
     for name in ("accuracy", "nll", "brier"):
         assert means_only[name]["interval"] == pytest.approx(out[name]["interval"], abs=1e-12)
     assert means_only["ece"]["interval"] is None
@@ -75,12 +85,16 @@ def test_paired_intervals_are_the_percentiles_of_the_differences_on_shared_resam
 
 def test_a_model_against_itself_differs_by_exactly_zero():
     reference, _, labels = pair()
-    out, _ = parity.metric_differences(accumulated(reference, labels), accumulated(reference.copy(), labels), 50, 3)
+    out, _ = paired_differences(accumulated(reference, labels), accumulated(reference.copy(), labels), 50, 3)
     for name, entry in out.items():
         assert entry["difference"] == 0.0 and entry["interval"] == [0.0, 0.0], name
     thresholds = conformal.fit_thresholds(reference[:200], labels[:200], 0.9)
-    sets = parity.conformal_differences(
-        reference[200:], reference[200:].copy(), labels[200:], {"reference": thresholds, "candidate": thresholds}, 50, 3
+    within = np.arange(len(labels)) >= 200
+    sets, columns = parity.conformal_sets(
+        reference, reference.copy(), labels, {"reference": thresholds, "candidate": thresholds}, within
+    )
+    parity.add_set_intervals(
+        sets, resampling.resampled(len(labels), 50, 3, parity.column_means(columns, dict.fromkeys(columns, within)))
     )
     for method in conformal.METHODS:
         for entry in sets[method]["differences"].values():
@@ -89,14 +103,19 @@ def test_a_model_against_itself_differs_by_exactly_zero():
     assert summary["agreement"] == 1.0 and summary["mean_kl"] == 0.0 and summary["max_abs_logit_difference"] == 0.0
 
 
-def test_conformal_differences_at_both_thresholds_against_numpy():
+def test_conformal_sets_at_both_thresholds_against_numpy():
     reference, candidate, labels = pair(n=600, noise=1.0)
     fit, scored = np.arange(300), np.arange(300, 600)
+    within = np.zeros(600, dtype=bool)
+    within[scored] = True
     thresholds = {
         "reference": conformal.fit_thresholds(reference[fit], labels[fit], 0.9),
         "candidate": conformal.fit_thresholds(candidate[fit], labels[fit], 0.9),
     }
-    out = parity.conformal_differences(reference[scored], candidate[scored], labels[scored], thresholds, 30, 1)
+    out, columns = parity.conformal_sets(reference, candidate, labels, thresholds, within)
+    parity.add_set_intervals(
+        out, resampling.resampled(600, 30, 1, parity.column_means(columns, dict.fromkeys(columns, within)))
+    )
     for method in conformal.METHODS:
         stats = conformal.evaluate_sets(reference[scored], labels[scored], thresholds["reference"])[method]
         at_ref = conformal.evaluate_sets(candidate[scored], labels[scored], thresholds["reference"])[method]
@@ -111,10 +130,33 @@ def test_conformal_differences_at_both_thresholds_against_numpy():
         assert low <= drop["difference"] <= high
 
 
-def test_mean_intervals_use_the_bootstrap_draws():
+def test_column_means_over_some_images_use_their_draws():
     rng = np.random.default_rng(2)
-    column = rng.random(100)
+    column, within = rng.random(100), rng.random(100) < 0.4
     draws = np.random.default_rng(5).integers(0, 100, size=(30, 100))
-    expected = np.quantile(column[draws].mean(axis=1), [0.025, 0.975])
-    assert parity.mean_intervals({"x": column}, 30, 5)["x"] == pytest.approx(list(expected))
-    assert parity.mean_intervals({"x": column}, 0, 5) == {}
+    counts = np.stack([np.bincount(d, minlength=100) for d in draws]).astype(np.float64)
+    means = parity.column_means({"x": column, "y": 2 * column, "z": column}, {"x": within, "y": within})(counts)
+    expected = [(column[d] * within[d]).sum() / within[d].sum() for d in draws]
+    np.testing.assert_allclose(means["x"], expected, rtol=1e-12)
+    np.testing.assert_allclose(means["y"], 2 * np.asarray(expected), rtol=1e-12)
+    np.testing.assert_allclose(means["z"], column[draws].mean(axis=1), rtol=1e-12)  # over every image
+    everywhere = parity.column_means({"x": column})(counts)["x"]
+    np.testing.assert_allclose(everywhere, column[draws].mean(axis=1), rtol=1e-12)
+    assert parity.column_interval(np.array([np.nan, 0.2, 0.4])) == pytest.approx([0.205, 0.395])
+    assert parity.column_interval(np.array([np.nan])) is None
+
+
+def test_two_audits_outputs_paired_afterwards_use_the_same_draws():
+    """metric_differences (before/after audits): both models resampled on the draws of one seed."""
+    reference, candidate, labels = pair(n=300)
+    ref_acc, cand_acc = accumulated(reference, labels), accumulated(candidate, labels)
+    agree = (reference.argmax(1) == candidate.argmax(1)).astype(float)
+    out, columns = parity.metric_differences(ref_acc, cand_acc, 40, 7, columns={"agree": agree})
+    expected, expected_columns = paired_differences(ref_acc, cand_acc, 40, 7, columns={"agree": agree})
+    for name in parity.DIFFERENCE_METRICS:
+        assert out[name]["interval"] == pytest.approx(expected[name]["interval"], abs=1e-12), name
+    assert columns == expected_columns
+    itself, _ = parity.metric_differences(ref_acc, accumulated(reference.copy(), labels), 30, 1)
+    assert all(entry["interval"] == [0.0, 0.0] for entry in itself.values())
+    none, no_columns = parity.metric_differences(ref_acc, cand_acc, 0, 7, columns={"agree": agree})
+    assert all(entry["interval"] is None for entry in none.values()) and no_columns == {}

@@ -55,3 +55,25 @@ def test_piece_threads_follow_omp_num_threads(monkeypatch):
     assert resampling.piece_threads() == 1
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert 1 <= resampling.piece_threads() <= resampling.MAX_PIECE_THREADS
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_statistic_alongside_a_bootstrap_sees_its_counts_and_changes_nothing(threads, monkeypatch):
+    from macs_audit.metrics import bootstrap
+    from macs_audit.metrics.accumulators import CalibrationAccumulator
+
+    monkeypatch.setattr(resampling, "COUNTS_PER_PIECE", 4_000)  # several pieces of 200 samples' counts
+    monkeypatch.setattr(resampling, "MAX_PIECE_THREADS", threads)
+    rng = np.random.default_rng(1)
+    acc = CalibrationAccumulator(4)
+    acc.update(rng.normal(size=(200, 4)).astype(np.float32), rng.integers(0, 4, 200))
+    alone = bootstrap.resampled_metrics(acc, 90, seed=3)
+    with resampling.alongside(lambda counts: {"counts": counts.copy()}) as paired:
+        beside = bootstrap.resampled_metrics(acc, 90, seed=3)
+        bootstrap.resampled_metrics(acc, 10, seed=4)  # a second bootstrap in the block is not taken
+    assert paired.used and len(paired.pieces) > 1
+    np.testing.assert_array_equal(paired.results()["counts"], drawn_whole(200, 90, 3))
+    for name, values in alone.items():
+        np.testing.assert_array_equal(beside[name], values)
+    assert resampling.resampled(200, 90, 3, lambda c: {"rows": c[:, :2].copy()})["rows"].shape == (90, 2)
+    assert resampling.concatenated([]) == {}
