@@ -72,13 +72,15 @@ def audit_model(
     debug: bool = False,
     outputs: dict | None = None,
 ) -> Report:
-    """Load the model at `path` as `evaluate` does and audit it; progress descriptions start 'audit LABEL: '.
-    `debug` lets the libraries' warnings through while the model loads. `outputs`: gets LABEL -> (clean
-    logits, labels), for write_before_after's paired intervals."""
+    """Load the model at `path` as `evaluate` does (at `options.precision`) and audit it; progress descriptions
+    start 'audit LABEL: '. `debug` lets the libraries' warnings through while the model loads. `outputs`: gets
+    LABEL -> (clean logits, labels), for write_before_after's paired intervals."""
     from macs_audit.audit import run_audit
     from macs_audit.models.predictor import load_predictor
 
-    predictor = load_predictor(path, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
+    predictor = load_predictor(
+        path, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug, precision=options.precision
+    )
 
     def labelled(stage: Stage | str, done: int, total: int, terms: dict[str, float] | None = None, /) -> None:
         if progress is not None:

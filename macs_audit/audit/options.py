@@ -41,6 +41,9 @@ class AuditOptions:
     unlabeled_source: Source | None = None  # target images whose accuracy is estimated without labels
     shift_sets: tuple[MappedSource, ...] = ()  # natural-shift sets (--shift-data), scored as views (audit/shift.py)
     real_labels: RealLabelSets | None = None  # ImageNet ReaL labels of the evaluated images (--real-labels)
+    # Torch models' precision (--precision fp32|bf16|fp16) where the audit loads the model itself (before_after:
+    # finetune's and calibrate's audits); evaluate loads its model at --precision. The report records it.
+    precision: str = "fp32"
 
 
 def workers(options: AuditOptions, ctx: Context) -> int:

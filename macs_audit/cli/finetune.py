@@ -21,6 +21,7 @@ from macs_audit.cli.options import (
     MEAN_OPTION,
     NUM_CLASSES_OPTION,
     PERTURBATIONS_OPTION,
+    PRECISION_OPTION,
     QUIET_OPTION,
     SENSITIVITY_SAMPLES_OPTION,
     SEVERITIES_OPTION,
@@ -168,6 +169,7 @@ def finetune(
     mean: Optional[str] = MEAN_OPTION,
     std: Optional[str] = STD_OPTION,
     trust_pickled: bool = TRUST_PICKLED_OPTION,
+    precision: str = PRECISION_OPTION,
     device: str = typer.Option(
         "auto", "--device", help="auto, cpu, cuda or cuda:N (bf16 autocast + channels_last on CUDA)."
     ),
@@ -188,6 +190,7 @@ def finetune(
     from macs_audit.before_after import fixes_table
     from macs_audit.data.loading import DataSpec
     from macs_audit.finetune.run import run_finetune
+    from macs_audit.models.torch import check_torch_precision
 
     flags = model_flags(arch, num_classes, input_size, mean, std, "logits")
     options = FinetuneOptions(
@@ -236,8 +239,10 @@ def finetune(
         sensitivity_samples,
         corruptions,
         severities,
+        precision=precision,
     )
     ctx = distributed.init_from_env(device)  # torchrun: DistributedDataParallel, sharded audits
+    check_torch_precision(precision, distributed.rank_device(ctx, device))  # now, not after the training
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
         run = run_finetune(
             model,

@@ -40,8 +40,8 @@ PRECISION_OPTION = typer.Option(
     "fp32",
     "--precision",
     help=(
-        "Torch models on CUDA: fp32 (the default), or bf16 / fp16 autocast (the model audited; "
-        "a --reference runs at fp32)."
+        "Torch models on CUDA: fp32 (the default), or bf16 / fp16 autocast for the audits (the model evaluated, "
+        "or the before/after audits; a --reference runs at fp32). Recorded in the report's model.precision."
     ),
 )
 NUM_CLASSES_OPTION = typer.Option(None, "--num-classes", help="Number of classes of the checkpoint.")

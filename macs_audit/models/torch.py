@@ -300,6 +300,13 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if precision == "bf16" else torch.float16
 
 
+def check_torch_precision(precision: str, device: str) -> None:
+    """`autocast_dtype`'s UsageError for a precision `device` ("auto", "cpu", "cuda:N") cannot audit at."""
+    from macs_audit.devices import resolve_device
+
+    autocast_dtype(precision, torch.device(resolve_device(device)))
+
+
 class TorchPredictor:
     backend = "torch"
 

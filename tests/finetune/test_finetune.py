@@ -79,10 +79,14 @@ def test_finetune_cli_two_epochs(start_model, tmp_path):
             "0.5",
             "--checkpoint-every",
             "3",
+            "--precision",
+            "fp32",
             "--quiet",
         ],
     )
     assert result.exit_code == 0, result.output
+    for audit in ("audit_before.json", "audit_after.json"):  # --precision reaches both audits' reports
+        assert json.loads((out / audit).read_text())["model"]["precision"] == "fp32"
     for name in (
         "model.safetensors",
         "model.onnx",
@@ -455,3 +459,25 @@ def test_with_temperature_divides_the_logits_and_leaves_the_model_alone(fmt):
         torch.testing.assert_close(scaled(x), before / 2.5, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(model(x), before)  # the caller's model is not scaled
     assert ("wrapper" in where) == (fmt == "torchscript")
+
+
+def test_reduced_precision_is_refused_on_a_cpu_before_training(start_model, tmp_path):
+    """--precision bf16 / fp16 is CUDA autocast: on a CPU the run stops before it trains or writes anything, and
+    the before/after audits load their models at the precision asked (before_after.audit_model)."""
+    from macs_audit.audit import AuditOptions
+    from macs_audit.before_after import audit_model
+
+    out = tmp_path / "out"
+    args = ["finetune", str(start_model), "--data", str(tmp_path / "train.npz"), "--out", str(out)]
+    for precision in ("bf16", "fp16"):
+        result = runner.invoke(app, [*args, "--device", "cpu", "--precision", precision, "--quiet"])
+        assert result.exit_code == 2, result.output
+        assert f"--precision {precision} runs torch models under CUDA autocast" in result.output
+        assert not out.exists()
+    result = runner.invoke(app, [*args, "--device", "cpu", "--precision", "fp64", "--quiet"])
+    assert result.exit_code == 2 and "--precision must be one of fp32, bf16, fp16" in result.output
+    source = tiny_source(40)
+    with pytest.raises(UsageError, match="--precision fp16 runs torch models under CUDA autocast"):
+        audit_model(start_model, {}, "cpu", source, {}, AuditOptions(precision="fp16"), None, False, "after")
+    report = audit_model(start_model, {}, "cpu", source, {}, AuditOptions(bootstrap=0), None, False, "after")
+    assert report.model.precision == "fp32"
