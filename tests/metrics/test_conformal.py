@@ -85,22 +85,41 @@ def test_aps_sets_by_hand():
 
 
 def torchcp_scores():
-    """TorchCP's APS and RAPS score classes and its threshold function, imported without the torchcp package's
-    __init__ (which imports its losses and graph modules, needing torchsort and torch_geometric)."""
-    spec = importlib.util.find_spec("torchcp")
-    if spec is None:  # 1.2.0 in the test extra: it declares no dependencies (1.2.1 declares torchsort)
-        pytest.fail("torchcp is not installed (the test extra pins torchcp==1.2.0): pip install -e '.[test]'")
-    root = Path(spec.origin).parent
-    for name, path in (("torchcp", root), ("torchcp.classification", root / "classification")):
-        if name not in sys.modules:
+    """TorchCP's LAC, APS and RAPS score classes and its threshold function, imported without the torchcp
+    package's __init__ (which imports its losses and graph modules, needing torchsort and torch_geometric)."""
+    if "torchcp" not in sys.modules:  # once: the stand-in package below has no spec to find again
+        spec = importlib.util.find_spec("torchcp")
+        if spec is None:  # 1.2.0 in the test extra: it declares no dependencies (1.2.1 declares torchsort)
+            pytest.fail("torchcp is not installed (the test extra pins torchcp==1.2.0): pip install -e '.[test]'")
+        root = Path(spec.origin).parent
+        for name, path in (("torchcp", root), ("torchcp.classification", root / "classification")):
             module = types.ModuleType(name)
             module.__path__ = [str(path)]
             sys.modules[name] = module
     from torchcp.classification.score.aps import APS
+    from torchcp.classification.score.lac import LAC
     from torchcp.classification.score.raps import RAPS
     from torchcp.utils.common import calculate_conformal_value
 
-    return APS, RAPS, calculate_conformal_value
+    return LAC, APS, RAPS, calculate_conformal_value
+
+
+def test_lac_threshold_and_sets_are_torchcps_on_the_sample_model(sample_split):
+    """TorchCP's LAC (1 - p_y, its threshold calculate_conformal_value, its sets scores <= q) in float64 on the
+    same split: the same threshold to 1e-12 and the same sets, coverage and mean set size."""
+    torch = pytest.importorskip("torch")
+    LAC, _, _, calculate_conformal_value = torchcp_scores()
+    z_cal, y_cal, z_test, y_test = sample_split
+    lac = LAC()
+    q_theirs = float(calculate_conformal_value(lac(torch.tensor(z_cal), torch.tensor(y_cal)), 0.1))
+    thresholds = conformal.fit_thresholds(z_cal, y_cal, 0.9)
+    assert float(thresholds["lac"]) == pytest.approx(q_theirs, abs=1e-12)
+    theirs = (lac(torch.tensor(z_test)) <= q_theirs).numpy()
+    ours = conformal.prediction_sets(softmax64(z_test)[0], thresholds["lac"], "lac")
+    assert (ours == theirs).all()
+    stats = conformal.evaluate_sets(z_test, y_test, thresholds)["lac"]
+    assert stats["coverage"] == pytest.approx(theirs[np.arange(len(y_test)), y_test].mean(), abs=1e-12)
+    assert stats["mean_set_size"] == pytest.approx(theirs.sum(axis=1).mean(), abs=1e-12)
 
 
 def test_randomised_aps_and_raps_thresholds_are_torchcps_for_the_same_draws(sample_split):
@@ -109,7 +128,7 @@ def test_randomised_aps_and_raps_thresholds_are_torchcps_for_the_same_draws(samp
     works in float32). Its sets draw U per class, ours per image: the mean set sizes agree in expectation and,
     averaged over 10 seeds, within 0.05 (four standard errors of the mean of the difference here)."""
     torch = pytest.importorskip("torch")
-    APS, RAPS, calculate_conformal_value = torchcp_scores()
+    _, APS, RAPS, calculate_conformal_value = torchcp_scores()
     z_cal, y_cal, z_test, y_test = sample_split
     p_cal = softmax64(z_cal)[0]
     sizes_ours, sizes_theirs = [], []
