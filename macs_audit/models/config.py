@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.models.preprocessing import INTERPOLATIONS
+from macs_audit.models.preprocessing import CROP_OFFSETS, INTERPOLATIONS
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -46,6 +46,11 @@ KEYS = {
         "absent, they are resized to input_size whole"
     ),
     "class_names": "class names, in label order",
+    "crop_offset": (
+        "how a crop_pct pipeline's centre crop places an odd margin: 'round' (torchvision's CenterCrop, timm, "
+        "OpenCLIP) or 'floor' (transformers' image processors, which a Hugging Face folder declares); written by "
+        "export so that the ONNX model crops as its source did"
+    ),
     "interpolation": (
         f"how images are resized to the input size: {', '.join(INTERPOLATIONS)} (bilinear and bicubic antialiased "
         "as Pillow resizes, -no-antialias as torch resizes tensors by default); absent, bilinear for whole images "
@@ -70,8 +75,8 @@ class ModelConfig:
     # The model's own description says it is a CIFAR-10 classifier at 32x32 (a 10-output ONNX graph with a static
     # 32x32 input, one of the project's CIFAR architectures): CIFAR-10's mean/std then go without a warning.
     fits_cifar10: bool = False
-    # How the centre crop of a crop_pct pipeline rounds an odd margin (models/preprocessing.CROP_OFFSETS): set by
-    # the loader of a source whose library crops otherwise (transformers' "floor"), not a key anyone declares.
+    # How the centre crop of a crop_pct pipeline rounds an odd margin (models/preprocessing.CROP_OFFSETS): declared
+    # by a source whose library crops otherwise (a Hugging Face folder: transformers' "floor"), then carried on.
     crop_offset: str = "round"
 
     def as_metadata(self, declared_only: bool = False) -> dict[str, Any]:
@@ -233,6 +238,8 @@ def _validate(cfg: ModelConfig) -> ModelConfig:
             raise UsageError(f"crop_pct must be in (0, 1], got {cfg.crop_pct}")
     if cfg.interpolation is not None and cfg.interpolation not in INTERPOLATIONS:
         raise fail("interpolation", f"one of {', '.join(INTERPOLATIONS)}")
+    if cfg.crop_offset not in CROP_OFFSETS:
+        raise fail("crop_offset", f"one of {', '.join(CROP_OFFSETS)}")
     if cfg.output not in OUTPUT_KINDS:
         raise UsageError(f"output must be one of {', '.join(OUTPUT_KINDS)}, got {cfg.output!r}")
     if cfg.model_args is not None:

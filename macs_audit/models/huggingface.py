@@ -114,8 +114,8 @@ def load_hf_folder(
     names = class_names(config.get("id2label"), num_labels)
     if names:
         meta["class_names"] = names
+    meta["crop_offset"] = "floor"  # transformers' center_crop floors an odd margin's half (torchvision rounds it)
     cfg = model_config.resolve(flags, sidecar, meta, metadata_origin=PROCESSOR_FILE)
-    cfg.crop_offset = "floor"  # transformers' center_crop floors an odd margin's half (torchvision rounds it)
     for key in ("num_classes", "class_names"):  # read from config.json, not the processor's file
         if cfg.sources.get(key) == PROCESSOR_FILE:
             cfg.sources[key] = "config.json"

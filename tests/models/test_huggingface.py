@@ -100,8 +100,10 @@ def test_calibrate_and_export(tmp_path):
     props = {p.key: p.value for p in onnx.load(str(tmp_path / "hf.onnx")).metadata_props}
     assert json.loads(props["macs_audit.crop_pct"]) == 0.875
     assert json.loads(props["macs_audit.interpolation"]) == "bicubic"
+    assert json.loads(props["macs_audit.crop_offset"]) == "floor"  # the ONNX model crops as transformers does
     assert json.loads(props["macs_audit.sources"])["mean"] == "preprocessor_config.json"
     exported = load_predictor(tmp_path / "hf.onnx", device="cpu")
+    assert exported.config.crop_offset == "floor"
     np.testing.assert_allclose(exported.predict(x), original, rtol=1e-3, atol=1e-4)
 
 
