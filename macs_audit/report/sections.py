@@ -93,6 +93,8 @@ class ModelInfo(Section):
     class_names: list[str] | None = None
     crop_pct: float | None = None  # image folders were resized and centre-cropped with it (1.2)
     interpolation: str | None = None  # how images were resized to the input size, where declared
+    crop_offset: str | None = None  # how a crop_pct centre crop placed an odd margin: round, or floor (3.0)
+    model_args: dict[str, Any] | None = None  # a timm architecture's keyword arguments, where declared (3.0)
     precision: str | None = None  # torch models: fp32, or the CUDA autocast dtype (bf16, fp16) asked for
     config_sources: dict[str, str] | None = None
     checkpoint_prefix_stripped: str | None = None  # the wrapper prefix taken off every state-dict key
