@@ -9,7 +9,7 @@ from pathlib import Path
 
 from macs_audit.audit import AuditOptions, run_audit
 from macs_audit.audit.runner import check_classes
-from macs_audit.data.loading import DataSpec, load_data
+from macs_audit.data.loading import DataSpec, load_model_data
 from macs_audit.data.splits import stratified_subset
 from macs_audit.devices import resolve_device
 from macs_audit.errors import InputError, UsageError
@@ -105,7 +105,7 @@ def build_precision(
         convert_fp16(reference, path, meta)
     else:
         assert calibration is not None
-        source, _ = load_data(calibration.data, float_model.config.input_size, float_model.config.crop_pct)
+        source, _ = load_model_data(calibration.data, float_model.config)  # the model's whole pipeline
         check_classes(float_model, source)
         if calibration.images > len(source):
             raise InputError(
@@ -120,7 +120,7 @@ def build_precision(
     report = None
     if audit_data is not None:
         candidate = load_predictor(path, flags, _device(provider), provider=provider)
-        source, data_info = load_data(audit_data, candidate.config.input_size, candidate.config.crop_pct)
+        source, data_info = load_model_data(audit_data, candidate.config)
         report = run_audit(
             candidate, source, audit_options, progress=progress, data_info=data_info, reference=float_model
         ).report

@@ -96,3 +96,25 @@ def test_broken_candidates_fail_the_parity_gate(builds, tmp_path):
         failures[name] = {c.name for c in run_gate(report, parse_config(GATE)).failures}
     assert failures["scaled"] == {"parity.clean.max_ece_increase", "parity.clean.max_nll_increase"}
     assert "parity.clean.min_agreement" in failures["swapped"]
+
+
+def test_a_build_reads_image_folders_with_the_models_whole_pipeline(tmp_path):
+    """The INT8 calibration images and the parity audit of a build read an image folder as `evaluate` does: the
+    model's crop_pct, interpolation and crop_offset (its sidecar's here), not its size and crop alone."""
+    from conftest import linear_onnx
+    from fixtures.shift_trees import image_tree
+
+    from macs_audit.models.export import write_sidecar
+
+    folder = image_tree(tmp_path / "photos", [f"c{i}" for i in range(10)], per_class=2)
+    reference = linear_onnx(tmp_path / "m.onnx")
+    write_sidecar(
+        reference.with_suffix(".json"), {"crop_pct": 0.875, "interpolation": "bicubic", "crop_offset": "floor"}
+    )
+    data = DataSpec(folder)
+    options = AuditOptions(bootstrap=0, sensitivity_samples=0, calibrators=(), calibration_split=0)
+    built = build_precision(
+        reference, "int8", calibration=Calibration(data, images=10, seed=0), audit_data=data, audit_options=options
+    )
+    pipeline = built.report.data.pipeline  # the build's metadata carries the sidecar's values on
+    assert "(bicubic from metadata)" in pipeline and "offset floored" in pipeline, pipeline
