@@ -364,6 +364,27 @@ def _hostile(data: dict) -> None:
         family["corruptions"] = [fog if c == "fog" else c for c in family["corruptions"]]
 
 
+def _shard(name: str, labels: tuple[int, ...]) -> Callable[[Path], None]:
+    """One uncompressed tar shard of small PNGs and their .cls labels, as webdataset writes them."""
+
+    def make(tmp: Path) -> None:
+        import io
+        import tarfile
+
+        from PIL import Image
+
+        with tarfile.open(tmp / name, "w") as tar:
+            for i, label in enumerate(labels):
+                image = io.BytesIO()
+                Image.fromarray(tiny_images(1, seed=i)[0][0]).save(image, format="PNG")
+                for member, data in ((f"s{i}.png", image.getvalue()), (f"s{i}.cls", str(label).encode())):
+                    info = tarfile.TarInfo(member)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+
+    return make
+
+
 def _image_tree(root: str, classes: tuple[str, ...]) -> Callable[[Path], None]:
     """root/<class>/0.png: one small image per class."""
 
@@ -1049,6 +1070,20 @@ ROWS: list[Row] = [
         3,
         "s.tar is not an uncompressed tar shard",
         _file("s.tar", b"\x1f\x8b" + b"0" * 600),
+    ),
+    Row(
+        "evaluate-shards-classes-file-short",
+        ("evaluate", "{model}", "--data", "s.tar", "-q"),
+        3,
+        "classes.txt names 1 classes but the shards' labels go up to 1",
+        _all(_shard("s.tar", (0, 1)), _file("classes.txt", "n01440764\n")),
+    ),
+    Row(
+        "evaluate-sidecar-model-args-not-an-object",
+        ("evaluate", "net.safetensors", "-q"),
+        2,
+        "model_args must be a JSON object of the architecture's keyword arguments",
+        _safetensors("net.safetensors", {"arch": "resnet18", "num_classes": 10, "model_args": "deep"}),
     ),
     Row(
         "evaluate-shards-bad-range",
