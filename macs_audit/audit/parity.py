@@ -143,7 +143,8 @@ class ParityRecorder:
             intervals = bootstrap.bootstrap_intervals(acc, resamples, seed, estimates=estimates)
         resampled = paired.results()
         if not paired.used and self.resamples > 0 and n >= bootstrap.MIN_BOOTSTRAP_SAMPLES:
-            resampled = resampling.resampled(n, self.resamples, seed, statistic)  # a grid cell: the means alone
+            # A grid cell, which the candidate does not resample: the means alone, on draws of the same seed.
+            resampled = resampling.resampled(n, self.resamples, seed, lambda counts: statistic(counts, {}))
         if sets is not None:
             parity.add_set_intervals(sets, {k: v for k, v in resampled.items() if k in set_columns})
         summary = parity.agreement_summary(per_sample)

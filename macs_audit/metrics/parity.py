@@ -7,8 +7,8 @@ reference) of the view metrics in DIFFERENCE_METRICS and of the conformal sets' 
 
 The intervals are paired: both models' statistics are computed on the same resamples, the draw counts of the
 candidate's own bootstrap of the view (metrics.resampling.alongside: drawn once for its intervals and the
-parity section), and the interval is that of their difference (`paired_statistic`). Both models' statistics go
-through one code path, so a model against itself, or against a copy of itself, gives a difference and an
+parity section, the candidate's resampled ECEs those of its own intervals), and the interval is that of their
+difference (`paired_statistic`). A model against itself, or against a copy of itself, gives a difference and an
 interval of exactly zero. Means (accuracy, NLL, Brier, agreement, coverage, set size): the percentile interval
 of the resampled differences. Calibration errors (ECE, smooth ECE): that interval shifted down by the bootstrap
 bias of the difference, mean(resampled) - estimate, as metrics.bootstrap corrects a single model's error (not
@@ -24,10 +24,11 @@ import numpy as np
 from macs_audit.metrics import bootstrap, conformal, estimators
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
 from macs_audit.metrics.conventions import softmax64
-from macs_audit.metrics.resampling import Statistic, resampled
+from macs_audit.metrics.resampling import PairedStatistic, Statistic, resampled
 
 DIFFERENCE_METRICS = ("accuracy", "ece", "smooth_ece", "nll", "brier")
 _MEANS = ("accuracy", "nll", "brier")  # the metrics of DIFFERENCE_METRICS that are means over the samples
+_ERRORS = ("ece", "smooth_ece")
 CONVENTION = (
     "candidate - reference on the same images; paired 95% bootstrap intervals on the candidate's own resamples "
     "of each view (the same draw counts for both models): percentile intervals of the differences of means "
@@ -99,7 +100,7 @@ def column_means(columns: dict[str, np.ndarray], within: dict[str, np.ndarray] |
     return statistic
 
 
-def _resampled_errors(acc: CalibrationAccumulator) -> Statistic:
+def resampled_errors(acc: CalibrationAccumulator) -> Statistic:
     """One model's ECE and smooth ECE on each resample of a piece of counts: the per-bin and per-grid-cell sums of
     the drawn residuals correct - confidence by bincount (estimators.residual_masses), the smooth ECE's root
     bracketed from the model's own bandwidth, as metrics.bootstrap does."""
@@ -130,14 +131,16 @@ def paired_statistic(
     errors: bool = True,
     columns: dict[str, np.ndarray] | None = None,
     within: dict[str, np.ndarray] | None = None,
-) -> Statistic:
+) -> PairedStatistic:
     """candidate - reference of DIFFERENCE_METRICS (the ECEs only with `errors`) on each resample of a piece of
     draw counts of the two models' N images, and the mean of each per-sample column of `columns` (agreement, say;
-    over the images of its mask in `within`, `column_means`).
-    The means' differences are the means of the per-sample differences (one product with the counts); the
-    ECEs are each model's by one code path (`_resampled_errors`), so equal inputs give a difference of exactly 0.
-    Nothing of either model that the report does not show: the candidate's own intervals come from its own
-    bootstrap (metrics.bootstrap), on the same counts where the audit pairs them (audit/parity.py)."""
+    over the images of its mask in `within`, `column_means`); given the piece's counts and `own`, the candidate's
+    own resampled metrics on those counts (metrics.bootstrap's, handed over by resampling.alongside).
+
+    The means' differences are the means of the per-sample differences (one product with the counts). ECE and
+    smooth ECE: the candidate's are its own, the reference's by `resampled_errors`, nothing else of it (the report
+    shows no other); a reference with the candidate's (confidence, correct) pairs has the candidate's values, so a
+    copy of the candidate differs by exactly 0."""
     r, c = reference.samples(), candidate.samples()
     deltas = {
         "accuracy": c["correct"].astype(np.float64) - r["correct"],
@@ -145,13 +148,14 @@ def paired_statistic(
         "brier": c["brier"] - r["brier"],
     }
     means = column_means({**deltas, **(columns or {})}, within)
-    sides = (_resampled_errors(reference), _resampled_errors(candidate)) if errors else ()
+    same = all(np.array_equal(r[key], c[key]) for key in ("confidence", "correct"))
+    reference_errors = resampled_errors(reference) if errors and not same else None
 
-    def statistic(counts: np.ndarray) -> dict[str, np.ndarray]:
+    def statistic(counts: np.ndarray, own: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = means(counts)
-        if sides:
-            ref, cand = (side(counts) for side in sides)
-            out.update({name: cand[name] - ref[name] for name in ("ece", "smooth_ece")})
+        if errors and all(name in own for name in _ERRORS):
+            ref = own if reference_errors is None else reference_errors(counts)
+            out.update({name: own[name] - ref[name] for name in _ERRORS})
         return out
 
     return statistic
@@ -199,8 +203,9 @@ def metric_differences(
     each per-sample column of `columns` on the same resamples."""
     resampled_values: dict[str, np.ndarray] = {}
     if n_resamples > 0 and reference.count >= bootstrap.MIN_BOOTSTRAP_SAMPLES:
-        statistic = paired_statistic(reference, candidate, errors=errors, columns=columns)
-        resampled_values = resampled(reference.count, n_resamples, seed, statistic)
+        paired = paired_statistic(reference, candidate, errors=errors, columns=columns)
+        own = resampled_errors(candidate) if errors else lambda counts: {}
+        resampled_values = resampled(reference.count, n_resamples, seed, lambda counts: paired(counts, own(counts)))
     out = differences(reference.compute(), candidate.compute(), resampled_values, level)
     return out, {
         name: column_interval(resampled_values[name], level) for name in columns or {} if name in resampled_values

@@ -2,8 +2,8 @@
 so that a statistic of many resamples is one matrix operation (a weighted sum, a weighted cumulative sum).
 
 `resampled` runs a statistic on the counts of one seed; `alongside` runs a second statistic on the very pieces
-of counts that a bootstrap run elsewhere hands its own (a paired analysis on the resamples of the intervals it
-pairs with, drawn once for both)."""
+of counts that a bootstrap run elsewhere hands its own, with that bootstrap's statistics of each piece (a paired
+analysis on the resamples of the intervals it pairs with, drawn and computed once for both)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 # A statistic of a piece of draw counts (rows, N): named arrays of one value per row (resample).
 Statistic = Callable[[np.ndarray], dict[str, np.ndarray]]
+# One that also takes a bootstrap's own statistics of the same piece (`alongside`).
+PairedStatistic = Callable[[np.ndarray, dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 DRAWS_PER_CHUNK = 4_000_000  # resample draws made at once (rows x samples): bounds the memory
 # Counts handed out at once (rows x samples) by default: a consumer's per-resample arrays (prefix sums, masses)
@@ -113,13 +115,14 @@ class Alongside:
     """What an `alongside` block's statistic gave, per piece of counts in order (`results` joins them); `used` once
     a bootstrap has run in the block."""
 
-    statistic: Statistic
+    statistic: PairedStatistic
     pieces: list[dict[str, np.ndarray]] = dataclasses.field(default_factory=list)
     used: bool = False
 
     def run(self, fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
         def both(item: T) -> tuple[R, dict[str, np.ndarray]]:
-            return fn(item), self.statistic(item)  # type: ignore[arg-type]  # the items are counts here
+            own = fn(item)
+            return own, self.statistic(item, own)  # type: ignore[arg-type]  # counts, and the bootstrap's dict
 
         for own, other in _map_in_order(both, items, threads):
             self.pieces.append(other)
@@ -133,10 +136,11 @@ _ALONGSIDE: contextvars.ContextVar[Alongside | None] = contextvars.ContextVar("a
 
 
 @contextlib.contextmanager
-def alongside(statistic: Statistic) -> Iterator[Alongside]:
+def alongside(statistic: PairedStatistic) -> Iterator[Alongside]:
     """Within the block, the first bootstrap that maps its statistic over draw counts (`map_in_order`) gives
-    each piece of counts to `statistic` too, in the same pass: a paired analysis on the resamples of intervals it
-    does not compute itself, with no second draw (metrics.parity on the candidate's own intervals' counts)."""
+    each piece of counts, with its own statistics of the piece, to `statistic` too, in the same pass: a paired
+    analysis on the resamples of intervals it does not compute itself, with no second draw and no second
+    computation of what the bootstrap computes (metrics.parity on the candidate's own intervals' resamples)."""
     tap = Alongside(statistic)
     token = _ALONGSIDE.set(tap)
     try:

@@ -25,13 +25,14 @@ def accumulated(logits, labels):
 
 
 def paired_differences(reference, candidate, resamples, seed, *, errors=True, columns=None):
-    """As audit/parity.py pairs them: the paired statistic on the counts of the candidate's own bootstrap (or,
-    without errors, the means on draws of the same seed)."""
+    """As audit/parity.py pairs them: the paired statistic on the counts and values of the candidate's own
+    bootstrap (without errors: metric_differences, the means on draws of the same seed)."""
     statistic = parity.paired_statistic(reference, candidate, errors=errors, columns=columns)
     with resampling.alongside(statistic) as paired:
-        if errors:
-            bootstrap.bootstrap_intervals(candidate, resamples, seed)
-    resampled = paired.results() if errors else resampling.resampled(candidate.count, resamples, seed, statistic)
+        bootstrap.bootstrap_intervals(candidate, resamples, seed)
+    if not errors:
+        return parity.metric_differences(reference, candidate, resamples, seed, errors=False, columns=columns)
+    resampled = paired.results()
     out = parity.differences(reference.compute(), candidate.compute(), resampled)
     return out, {name: parity.column_interval(resampled[name]) for name in columns or {}}
 

@@ -68,11 +68,12 @@ def test_a_statistic_alongside_a_bootstrap_sees_its_counts_and_changes_nothing(t
     acc = CalibrationAccumulator(4)
     acc.update(rng.normal(size=(200, 4)).astype(np.float32), rng.integers(0, 4, 200))
     alone = bootstrap.resampled_metrics(acc, 90, seed=3)
-    with resampling.alongside(lambda counts: {"counts": counts.copy()}) as paired:
+    with resampling.alongside(lambda counts, own: {"counts": counts.copy(), "ece": own["ece"]}) as paired:
         beside = bootstrap.resampled_metrics(acc, 90, seed=3)
         bootstrap.resampled_metrics(acc, 10, seed=4)  # a second bootstrap in the block is not taken
     assert paired.used and len(paired.pieces) > 1
     np.testing.assert_array_equal(paired.results()["counts"], drawn_whole(200, 90, 3))
+    np.testing.assert_array_equal(paired.results()["ece"], alone["ece"])  # the bootstrap's own, handed over
     for name, values in alone.items():
         np.testing.assert_array_equal(beside[name], values)
     assert resampling.resampled(200, 90, 3, lambda c: {"rows": c[:, :2].copy()})["rows"].shape == (90, 2)
