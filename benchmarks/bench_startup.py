@@ -2,9 +2,16 @@
 and the default audit's time by stage.
 
     python benchmarks/bench_startup.py [--model sample_models/resnet9_c10_ce.onnx] [--runs 5] [--python PYTHON]
+                                       [--no-bytecode-cache]
 
 `--python` runs the four processes with another environment's interpreter (one with PyTorch's CPU
 build, say: the torch import's memory differs by build), which must have macs-audit installed.
+
+Bytecode caches are on, as in an installed package: the processes run with a cache directory of their
+own (PYTHONPYCACHEPREFIX, a temporary directory; PYTHONDONTWRITEBYTECODE dropped), filled by one untimed
+round before the timed ones. With `--no-bytecode-cache` every process compiles the project's modules from
+source (PYTHONDONTWRITEBYTECODE=1: what a checkout run with that variable gets; the libraries' own caches
+are still read).
 
 Every run is a fresh process; each round runs the four below once (the order rotated from round to
 round), so machine noise hits all of them alike and the ratios are taken within a round:
@@ -46,11 +53,11 @@ TARGET_TIME = 1.3  # default / floor wall time
 TARGET_MEMORY = 2.0  # default / clean peak memory
 
 
-def run(cmd: list[str]) -> tuple[float, float, float, str]:
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
     """Wall seconds, CPU seconds, peak resident MiB and stderr of one process; raises if it fails."""
     with tempfile.TemporaryFile() as err:  # a file, not a pipe: nothing blocks while we wait
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = code = os.waitstatus_to_exitcode(status)
@@ -79,8 +86,8 @@ def stages(log: str, pattern: re.Pattern) -> dict[str, float]:
     return out
 
 
-def imports_torch(cmd: list[str]) -> bool:
-    done = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], cwd=ROOT, capture_output=True, text=True)
+def imports_torch(cmd: list[str], env: dict[str, str]) -> bool:
+    done = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], cwd=ROOT, env=env, capture_output=True, text=True)
     return any(line.rsplit("|", 1)[-1].strip() == "torch" for line in done.stderr.splitlines())
 
 
@@ -99,7 +106,19 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=ROOT / "sample_models" / "resnet9_c10_ce.onnx")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--python", default=sys.executable, help="the interpreter of every process (default: this one)")
+    parser.add_argument(
+        "--no-bytecode-cache", action="store_true", help="compile the project's modules from source in every process"
+    )
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        if not args.no_bytecode_cache:
+            env.pop("PYTHONDONTWRITEBYTECODE")
+            env["PYTHONPYCACHEPREFIX"] = cache
+        measure(args, env)
+
+
+def measure(args: argparse.Namespace, env: dict[str, str]) -> None:
     python = args.python
     cli = [python, "-m", "macs_audit", "evaluate", str(args.model)]
     commands = {
@@ -114,10 +133,13 @@ def main() -> None:
     peak: dict[str, list[float]] = {k: [] for k in commands}
     default_stages: list[dict[str, float]] = []
     floor_passes: list[dict[str, float]] = []
+    if not args.no_bytecode_cache:
+        for key in keys:  # untimed: writes the bytecode caches, as a package's first run after installing does
+            run(commands[key], env)
     load_before = os.getloadavg()[0]
     for r in range(args.runs):
         for key in keys[r % len(keys) :] + keys[: r % len(keys)]:  # the order rotated each round
-            seconds_, cpu_seconds, mib, log = run(commands[key])
+            seconds_, cpu_seconds, mib, log = run(commands[key], env)
             wall[key].append(seconds_)
             cpu[key].append(cpu_seconds)
             peak[key].append(mib)
@@ -138,7 +160,8 @@ def main() -> None:
     median = {k: (statistics.median(wall[k]), statistics.median(cpu[k]), statistics.median(peak[k])) for k in keys}
     print(
         f"model {args.model.name}, {args.runs} rounds (medians), torch {torch_version(python)}; {os.cpu_count()} CPUs, "
-        f"load average {load_before:.1f} before, {load_after:.1f} after"
+        f"load average {load_before:.1f} before, {load_after:.1f} after; bytecode caches "
+        f"{'off' if args.no_bytecode_cache else 'on'}"
     )
     print(f"{'process':<8} {'wall s':>7} {'CPU s':>7} {'peak MiB':>9}")
     for key in keys:
@@ -169,7 +192,7 @@ def main() -> None:
     print("the floor by pass (median seconds):")
     for name, value in median_stages(floor_passes).items():
         print(f"  {name:<34} {value:6.2f}")
-    print(f"the clean CLI process imports torch: {'yes' if imports_torch(commands['clean']) else 'no'}")
+    print(f"the clean CLI process imports torch: {'yes' if imports_torch(commands['clean'], env) else 'no'}")
 
 
 if __name__ == "__main__":
