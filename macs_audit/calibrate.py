@@ -1,6 +1,8 @@
-"""`calibrate` from files to files: fit one calibrator (or several, keeping the best on a held-out
-part of the fit data), write the model with it folded in (in the input's format family: ONNX stays ONNX),
-and audit both models before and after on the evaluation data.
+"""`calibrate` from files to files: fit one calibrator or several on the fit data less a held-out part, keep
+the best on that part if it beats the uncalibrated model there (calibrators.selection), fit it again on all
+the fit data, write the model with it folded in (in the input's format family: ONNX stays ONNX), and audit
+both models before and after on the evaluation data. A map that does not beat the uncalibrated model is
+not written (UsageError) unless forced.
 
 OUT receives the calibrated model (MODEL_calibrated, in MODEL's format family) with its sidecar,
 calibration.json and the before/after audit (before_after). Every file is written atomically; nothing
@@ -24,10 +26,9 @@ from macs_audit.before_after import AFTER, BEFORE, BEFORE_AFTER_FILES, audit_mod
 from macs_audit.calibrators.base import LABELS, Calibrator, classes_below, fit_calibrator, shown_classes
 from macs_audit.calibrators.common import log_softmax, mean_nll
 from macs_audit.calibrators.held_out import contamination
-from macs_audit.calibrators.selection import DEFAULT_SELECT, Selection, compare_calibrators
+from macs_audit.calibrators.selection import DEFAULT_HOLDOUT, DEFAULT_SELECT, Selection, choose_on_holdout
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_model_data
-from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
 from macs_audit.models.calibrated import calibration_record, write_calibrated
 from macs_audit.models.config import sidecar_path
@@ -38,7 +39,6 @@ from macs_audit.progress import ProgressFn
 from macs_audit.report import Report
 
 CALIBRATION_FILE = "calibration.json"
-DEFAULT_HOLDOUT = 0.3  # of the fit data, to choose between methods on
 
 
 CALIBRATED_SUFFIX = "_calibrated"  # OUT/MODEL_calibrated.onnx: named by what it is, not as the input
@@ -67,7 +67,7 @@ class CalibrateRun:
     title: str
     warnings: list[str] = dataclasses.field(default_factory=list)  # see held_out_warnings
     fit_warnings: list[str] = dataclasses.field(default_factory=list)  # about the fit data, shown first
-    selection: Selection | None = None  # with several methods: the table the calibrator was chosen by
+    selection: Selection | None = None  # the table the calibrator was chosen by (against the uncalibrated model)
 
 
 def fitted_name(calibrator: Calibrator) -> str:
@@ -143,20 +143,30 @@ def contamination_warnings(
 
 
 def choose_calibrator(
-    logits: np.ndarray, labels: np.ndarray, methods: list[str], select: str, holdout: float, seed: int
-) -> tuple[Calibrator, Selection | None]:
-    """One method: fitted on all of (logits, labels). Several: each fitted on a class-stratified 1 - `holdout`
-    of them and scored on the rest; the one chosen by `select` (compare_calibrators) is then fitted again on all
-    of (logits, labels), and returned with the table."""
-    if len(methods) == 1:
-        return fit_calibrator(methods[0], logits, labels), None
-    if not 0 < holdout < 1:
-        raise UsageError(f"--holdout must be in (0, 1), got {holdout}")
-    held, fit = stratified_split(labels, holdout, seed)
-    if len(held) == 0 or len(fit) == 0:
-        raise UsageError(f"--holdout {holdout} leaves no images to fit or to score on ({len(labels)} in --data)")
-    selection = compare_calibrators(logits[fit], labels[fit], logits[held], labels[held], methods, select)
-    return fit_calibrator(selection.selected, logits, labels), selection
+    logits: np.ndarray,
+    labels: np.ndarray,
+    methods: list[str],
+    select: str,
+    holdout: float,
+    seed: int,
+    force: bool = False,
+) -> tuple[Calibrator, Selection, list[str]]:
+    """The map to write, the table it was chosen by, and a warning when it was forced: `methods` scored on a
+    `holdout` part against the uncalibrated model and the chosen one fitted again on all of (logits, labels)
+    (calibrators.selection.choose_on_holdout). When no map beats the uncalibrated model there, UsageError, or
+    with `force` the best map alone (`Selection.best_map`), fitted on all of them, and the warning."""
+    selection, calibrator = choose_on_holdout(logits, labels, methods, select, holdout, seed)
+    if calibrator is not None:
+        return calibrator, selection, []
+    what = f"no calibration map beats the uncalibrated model on the held-out {selection.n_eval:,} images of --data"
+    if not force:
+        raise UsageError(
+            f"{what} ({selection.reason}); nothing written: fit on more held-out data, or write the best map anyway "
+            "with --force-calibration"
+        )
+    forced = fit_calibrator(selection.best_map, logits, labels)
+    written = f"{LABELS[forced.method]} written as asked (--force-calibration)"
+    return forced, selection, [f"{what} ({selection.reason}); {written}"]
 
 
 def run_calibrate(
@@ -177,13 +187,13 @@ def run_calibrate(
     debug: bool = False,
     force_calibration: bool = False,
 ) -> CalibrateRun:
-    """Fit `methods` on `fit` (batches of audit.batch_size; several: choose by `select` on a `holdout`
-    part, see choose_calibrator), write the calibrated model to `out`, and audit both on `eval_data` with
-    `audit`. Raises UsageError when a file of `out` would replace an input, or already exists and `force`
-    is not set, when the fit data is too small for the method, and, before anything is written, when the fit
-    data looks trained on (calibrators.held_out.contamination: the decision `finetune` makes), unless
-    `force_calibration`, which writes the map with a warning. `debug` lets the libraries' warnings through
-    while models load."""
+    """Fit `methods` on `fit` (batches of audit.batch_size; chosen by `select` on a `holdout` part against
+    the uncalibrated model, see choose_calibrator), write the calibrated model to `out`, and audit both on
+    `eval_data` with `audit`. Raises UsageError when a file of `out` would replace an input, or already exists
+    and `force` is not set, when the fit data is too small for the method, and, before anything is written,
+    when no map beats the uncalibrated model on the `holdout` part or the fit data looks trained on
+    (calibrators.held_out.contamination: the decision `finetune` makes), unless `force_calibration`, which
+    writes the map with a warning. `debug` lets the libraries' warnings through while models load."""
     inputs = (model, sidecar_path(model), fit.path, eval_data.path)
     check_folder(out, output_names(model), inputs=inputs, force=force)
     predictor = load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
@@ -202,7 +212,10 @@ def run_calibrate(
     assert logits is not None
     labels = np.asarray(fit_source.labels, dtype=np.int64)
     fit_warnings = missing_class_warnings(labels, logits.shape[1])
-    calibrator, selection = choose_calibrator(logits, labels, list(methods), select, holdout, fit.seed)
+    calibrator, selection, forced = choose_calibrator(
+        logits, labels, list(methods), select, holdout, fit.seed, force_calibration
+    )
+    fit_warnings += forced
     outputs: dict = {}  # both models' clean outputs: the comparison's paired intervals
     before = audit_model(
         model,
@@ -222,9 +235,8 @@ def run_calibrate(
     )
     out.mkdir(parents=True, exist_ok=True)
     fit_data: dict[str, Any] = {"source": fit_source.name, "n": len(fit_source), **fit_info}
-    if selection is not None:  # chosen on a part, then fitted on all of it
-        fit_data["n_fitted_on"] = len(labels)
-        fit_data["n_selected_on"] = selection.n_fit
+    fit_data["n_fitted_on"] = len(labels)  # chosen on a part, then fitted on all of it
+    fit_data["n_selected_on"] = selection.n_fit
     calibrated = write_calibrated(model, predictor, calibrator, out, fit_data, name=calibrated_name(model))
     after = audit_model(
         calibrated,
@@ -247,7 +259,7 @@ def run_calibrate(
         "fit_nll_after": mean_nll(calibrator.transform(logits), labels),
         "model": str(model),
         "calibrated_model": calibrated.name,
-        "selection": selection.to_dict() if selection is not None else None,
+        "selection": {**selection.to_dict(), "best_map": selection.best_map},  # best_map: what force writes
         "warnings": fit_warnings + warnings,
     }
     write_text(out / CALIBRATION_FILE, json.dumps(record, indent=2) + "\n")

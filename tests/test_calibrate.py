@@ -66,7 +66,10 @@ def test_calibrate_cli_lowers_heldout_nll_onnx(tmp_path):
     result = _calibrate(model, tmp_path, out)
     assert result.exit_code == 0, result.output
     t = json.loads((out / "calibration.json").read_text())
-    assert t["method"] == "temperature" and t["fit_data"]["n"] == 200 and t["selection"] is None
+    assert t["method"] == "temperature" and t["fit_data"]["n"] == 200 and t["fit_data"]["n_fitted_on"] == 200
+    # One method too is chosen on a held-out 30% against the uncalibrated model, then fitted on all 200.
+    selection = t["selection"]
+    assert selection["selected"] == "temperature" and selection["n_fit"] + selection["n_eval"] == 200
     t["temperature"] = t["parameters"]["temperature"]
     assert t["temperature"] > 2 and t["fit_nll_after"] < t["fit_nll_before"]
     x, y = tiny_images(200, seed=3)  # data neither the fit nor the audit saw

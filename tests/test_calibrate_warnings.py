@@ -67,3 +67,41 @@ def test_calibrate_fit_on_data_the_model_gets_right_warns_on_stderr_and_in_calib
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "good" / "calibration.json").read_text())["warnings"] == []
     assert "warning" not in result.stderr
+
+
+def test_calibrate_writes_nothing_when_no_map_beats_the_uncalibrated_model(tmp_path):
+    """Fit data whose --holdout part the model gets wrong and whose fitted part it gets right (built with the
+    documented split, data.splits.stratified_split, seed 0): the temperature fitted on the right part sharpens
+    the model, the held-out part punishes it, so no map beats the uncalibrated model there. calibrate exits 2
+    and writes nothing; --force-calibration writes the best map (fitted on all of it) and says why it should not."""
+    from macs_audit.data.splits import stratified_split
+
+    model = linear_onnx(tmp_path / "model.onnx")
+    x, _ = tiny_images(2000, seed=1)
+    predicted = load_predictor(model, device="cpu").predict(x.transpose(0, 3, 1, 2).astype(np.float32) / 255)
+    predicted = predicted.argmax(1)
+    classes = [c for c in range(10) if (predicted == c).sum() >= 3 and (predicted != c).sum() >= 1][:3]
+    labels = np.repeat(classes, 4)  # 4 a class: 1 held out, 3 fitted on
+    held, fit = stratified_split(labels, 0.3, 0)
+    images = np.empty((len(labels), *x.shape[1:]), dtype=x.dtype)
+    for c in classes:
+        right, wrong = np.flatnonzero(predicted == c), np.flatnonzero(predicted != c)
+        images[fit[labels[fit] == c]] = x[right[:3]]
+        images[held[labels[held] == c]] = x[wrong[:1]]
+    np.savez(tmp_path / "fit.npz", x=images, y=labels)
+    x, y = tiny_images(200, seed=2)
+    np.savez(tmp_path / "test.npz", x=x, y=y)
+    args = ["calibrate", str(model), "--data", str(tmp_path / "fit.npz"), "--eval-data", str(tmp_path / "test.npz")]
+    args += ["--device", "cpu", "--quiet", "--bootstrap", "0", "--perturbations", "none"]
+    args += ["--sensitivity-samples", "0", "--calibration-split", "0"]
+    refused = runner.invoke(app, [*args, "--out", str(tmp_path / "no")])
+    assert refused.exit_code == 2, refused.output
+    message = " ".join(refused.output.split())
+    assert "no calibration map beats the uncalibrated model on the held-out 3 images of --data" in message
+    assert "nothing written" in message and "--force-calibration" in message and not (tmp_path / "no").exists()
+    forced = runner.invoke(app, [*args, "--out", str(tmp_path / "forced"), "--force-calibration"])
+    assert forced.exit_code == 0, forced.output
+    saved = json.loads((tmp_path / "forced" / "calibration.json").read_text())
+    assert saved["method"] == "temperature" and saved["fit_data"]["n_fitted_on"] == 12  # fitted again on all
+    assert saved["selection"]["selected"] == "uncalibrated" and saved["selection"]["best_map"] == "temperature"
+    assert any(w.startswith("no calibration map beats the uncalibrated model") for w in saved["warnings"])

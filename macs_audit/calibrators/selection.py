@@ -9,7 +9,10 @@ lacks fit images of some class, is not fitted; its row says why.
 The choice prefers the simpler map (earlier in METHODS): the best-scoring map is chosen over a simpler
 fitted one only when it wins beyond the noise of the selection split, that is when the 95% paired interval
 of its score minus the simpler map's (per-image differences for NLL, Brier and accuracy; a paired
-bootstrap for the ECEs) excludes zero in its favour. `Selection.reason` says why the chosen map won.
+bootstrap for the ECEs) excludes zero in its favour. The uncalibrated model (no map) is the last candidate,
+so that a fix never makes the selection split worse: the chosen map is applied only when it scores better
+there than the uncalibrated model; when it does not, `selected` is UNCALIBRATED (the callers write or fold
+nothing) and `best_map` is the map chosen. `Selection.reason` says why the chosen candidate won.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from macs_audit.calibrators.base import (
     fit_calibrator,
 )
 from macs_audit.calibrators.common import as_fit_data
+from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
 from macs_audit.metrics.accumulators import N_BINS, bin_index, calibration_metrics, ece_from_bins
 from macs_audit.metrics.estimators import smooth_ece
@@ -39,6 +43,7 @@ SCORES = ("accuracy", "nll", "ece", "smooth_ece", "brier")  # the table's column
 DEFAULT_SELECT = "nll"
 PER_IMAGE = ("nll", "brier", "accuracy")  # scores that are means over images: paired intervals from the differences
 BOOTSTRAP_RESAMPLES = 200  # the ECEs' paired bootstrap
+DEFAULT_HOLDOUT = 0.3  # of the fit data, the part the maps are scored (not fitted) on
 Z95 = 1.959963984540054
 
 
@@ -66,10 +71,16 @@ class Trial:
 class Selection:
     trials: list[Trial]  # the uncalibrated row first, then the methods in the order asked
     select: str
-    selected: str  # by `select`, the simpler map unless a more flexible one wins beyond the noise (see module)
+    selected: str  # by `select`, the simpler candidate unless a more flexible one wins beyond the noise (see module)
     n_fit: int
     n_eval: int
     reason: str = ""  # why `selected` was chosen, in one sentence
+    best_map: str = ""  # the choice among the fitted maps (`selected`, unless it does not beat UNCALIBRATED)
+
+    @property
+    def calibrates(self) -> bool:
+        """Whether a map beat the uncalibrated model (see the module); False: write or fold nothing."""
+        return self.selected != UNCALIBRATED
 
     @property
     def best(self) -> Trial:
@@ -154,11 +165,12 @@ def paired_interval(a: np.ndarray, b: np.ndarray, labels: np.ndarray, select: st
     return [float(low), float(high)]
 
 
-def _choose(fitted: list[Trial], z_eval: np.ndarray, y_eval: np.ndarray, select: str) -> tuple[str, str]:
-    """(the chosen method, why): the best by `select`, unless a simpler fitted map is within the noise of it."""
+def _choose(trials: list[Trial], z_eval: np.ndarray, y_eval: np.ndarray, select: str) -> tuple[str, str]:
+    """(the chosen method, why): the best by `select` of the fitted `trials`, unless a simpler fitted map is
+    within the noise of it."""
     higher = METRICS[select].higher_is_better
-    score = {t.method: float(t.scores[select]) for t in fitted if t.scores is not None}
-    maps = {t.method: t.calibrator for t in fitted if t.calibrator is not None}
+    score = {t.method: float(t.scores[select]) for t in trials if t.scores is not None}
+    maps = {t.method: t.calibrator for t in trials if t.calibrator is not None}
     best = min(maps, key=lambda m: -score[m] if higher else score[m])  # min: the first (simplest) of ties
     label, value, n = LABELS[best], score[best], f"{len(y_eval):,}-image selection split"
     simpler = [m for m in maps if METHODS.index(m) < METHODS.index(best)]
@@ -176,6 +188,24 @@ def _choose(fitted: list[Trial], z_eval: np.ndarray, y_eval: np.ndarray, select:
     return best, (
         f"{label} has the best held-out {select} ({value:.4g}) and beats every simpler map beyond the noise of "
         f"the {n} (95% paired intervals of the difference exclude 0)"
+    )
+
+
+def _choose_against_uncalibrated(
+    trials: list[Trial], z_eval: np.ndarray, y_eval: np.ndarray, select: str
+) -> tuple[str, str, str]:
+    """(the chosen candidate, why, the choice among the fitted maps): that choice (`_choose`) when it scores
+    better by `select` than the uncalibrated model (trials[0]), else UNCALIBRATED."""
+    scores = {t.method: t.scores[select] for t in trials if t.scores is not None}  # the uncalibrated row's too
+    best_map, reason = _choose([t for t in trials if t.calibrator is not None], z_eval, y_eval, select)
+    score, none = scores[best_map], scores[UNCALIBRATED]
+    if score > none if METRICS[select].higher_is_better else score < none:
+        return best_map, reason, best_map
+    return (  # the scores are in the table; the reason names the map a forced write would use
+        UNCALIBRATED,
+        f"{LABELS[best_map]}, the map chosen, scored no better held-out {select} than the uncalibrated model on "
+        f"the {len(y_eval):,}-image selection split, so no map",
+        best_map,
     )
 
 
@@ -208,5 +238,28 @@ def compare_calibrators(
     fitted = [t for t in trials if t.calibrator is not None]
     if not fitted:
         raise UsageError(f"no calibration method can be fitted on {len(y_fit):,} images: {trials[-1].refused}")
-    chosen, reason = _choose(fitted, z_eval, y_eval, select)
-    return Selection(trials, select, chosen, len(y_fit), len(y_eval), reason)
+    chosen, reason, best_map = _choose_against_uncalibrated(trials, z_eval, y_eval, select)
+    return Selection(trials, select, chosen, len(y_fit), len(y_eval), reason, best_map)
+
+
+def choose_on_holdout(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    methods: list[str] | tuple[str, ...],
+    select: str = DEFAULT_SELECT,
+    holdout: float = DEFAULT_HOLDOUT,
+    seed: int = 0,
+) -> tuple[Selection, Calibrator | None]:
+    """Each of `methods` fitted on a class-stratified 1 - `holdout` of (logits, labels) and scored on the rest
+    against the uncalibrated model (compare_calibrators); the chosen map is then fitted again on all of them.
+    None in its place when no map beats the uncalibrated model (the selection says so: nothing to write or
+    fold). What `calibrate` (one method or several) and `finetune`'s temperatures decide by."""
+    if not 0 < holdout < 1:
+        raise UsageError(f"--holdout must be in (0, 1), got {holdout}")
+    held, fit = stratified_split(labels, holdout, seed)
+    if len(held) == 0 or len(fit) == 0:
+        raise UsageError(f"--holdout {holdout} leaves no images to fit or to score on ({len(labels)} in the fit data)")
+    selection = compare_calibrators(logits[fit], labels[fit], logits[held], labels[held], methods, select)
+    if not selection.calibrates:
+        return selection, None
+    return selection, fit_calibrator(selection.selected, logits, labels)

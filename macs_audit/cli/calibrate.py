@@ -48,13 +48,16 @@ def calibrate(
         "temperature",
         "--method",
         help="temperature, vector, matrix, dirichlet, isotonic, histogram; several (comma-separated) or all: "
-        "each fitted on --data less a --holdout part, scored on that part, the best by --select written.",
+        "each fitted on --data less a --holdout part, scored on that part, the best by --select written, "
+        "fitted again on all of --data, if it beats the uncalibrated model there.",
     ),
     select: str = typer.Option(
-        "nll", "--select", help="With several methods: choose by nll, ece, smooth_ece, brier or accuracy."
+        "nll",
+        "--select",
+        help="Choose between the methods and the uncalibrated model by nll, ece, smooth_ece, brier or accuracy.",
     ),
     holdout: float = typer.Option(
-        0.3, "--holdout", help="With several methods: the fraction of --data they are scored (not fitted) on."
+        0.3, "--holdout", help="The fraction of --data the methods and the uncalibrated model are scored on."
     ),
     out: Path = typer.Option(
         ..., "--out", readable=False, help="Output directory: the calibrated model and the before/after audit."
@@ -88,7 +91,8 @@ def calibrate(
         False,
         "--force-calibration",
         help="Write the calibrated model even when --data looks trained on (the model far more accurate there "
-        "than on --eval-data, or a sharpening temperature on a model overconfident there); refused otherwise.",
+        "than on --eval-data, or a sharpening temperature on a model overconfident there) or no map beats the "
+        "uncalibrated model on the --holdout part; refused otherwise.",
     ),
 ) -> None:
     """Fit a post-hoc calibrator on --data and write MODEL with it folded in, audited before and after."""

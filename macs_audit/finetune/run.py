@@ -3,7 +3,8 @@
 OUT receives NAME.safetensors (or NAME.pt for TorchScript and pickled modules, kept in their format),
 NAME.json (the sidecar), NAME.onnx, checkpoint.pt, finetune_config.json and the before/after audit
 (before_after). Unless `temperature` is off, the run ends calibrated: a temperature fitted on the
-validation split it held out is folded into the written model (the sidecar and the config record it).
+validation split it held out is folded into the written model (the sidecar and the config record it),
+when it beats no temperature on a held-out part of that split (else T = 1, with a warning).
 The other fix is written beside it for comparison: NAME_temperature_only.* is the start model with a
 temperature fitted on the same validation split, audited on the same evaluation data, so the
 before/after table shows whether fine-tuning was worth its cost. Every file is written atomically.
@@ -34,6 +35,7 @@ from macs_audit.before_after import (
     audit_model,
     write_before_after,
 )
+from macs_audit.calibrators.selection import choose_on_holdout
 from macs_audit.calibrators.temperature import optimal_temperature, temperature_nll
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_model_data
@@ -76,19 +78,31 @@ def output_names(name: str) -> list[str]:
 
 
 def validation_temperature(
-    predictor, val_source: Source, batch_size: int, progress: ProgressFn | None, fit_data: str = VALIDATION_SPLIT
+    predictor,
+    val_source: Source,
+    batch_size: int,
+    progress: ProgressFn | None,
+    fit_data: str = VALIDATION_SPLIT,
+    seed: int = 0,
 ) -> dict:
     """Fit T on the predictor's logits of the validation data (as the audit reads them); the fit's record, with
-    the model's accuracy there (for the contamination check)."""
+    the model's accuracy there (for the contamination check). `temperature` is the T to fold: the one fitted on
+    all of the data when it beats the uncalibrated model on a held-out part of it (calibrators.selection.
+    choose_on_holdout, seeded by `seed`, as `calibrate` decides), else 1 (`kept_uncalibrated` says why);
+    `fitted_temperature` is the fitted T either way."""
     from macs_audit.audit import check_classes
 
     k = check_classes(predictor, val_source)
     _, logits = evaluate_view(
         predictor, val_source, k, batch_size, progress=progress, description="fit temperature", keep_logits=True
     )
-    t = optimal_temperature(logits, val_source.labels)
+    fitted = optimal_temperature(logits, val_source.labels)
+    selection, scaling = choose_on_holdout(logits, val_source.labels, ["temperature"], seed=seed)
+    t = fitted if scaling is not None else 1.0  # never fold a T that does not beat no temperature
     return {
         "temperature": t,
+        "fitted_temperature": fitted,
+        "kept_uncalibrated": None if scaling is not None else selection.reason,
         "fit_data": fit_data,
         "n": len(val_source),
         "accuracy": float((logits.argmax(axis=1) == val_source.labels).mean()),
@@ -127,7 +141,7 @@ def contamination_warnings(fit: dict, before: Report, fit_name: str, temperature
         fit_accuracy=fit["accuracy"],
         eval_accuracy=metrics.get("accuracy"),
         eval_confidence=metrics.get("mean_confidence"),
-        temperature=fit["temperature"],
+        temperature=fit["fitted_temperature"],
         fit_nll=fit["nll_before"],
         eval_nll=metrics.get("nll"),
         fit_name=fit_name,
@@ -155,7 +169,8 @@ class FinetuneRun:
     baseline: Report | None = None  # the start model with temperature scaling only (NAME_temperature_only)
     baseline_temperature: float | None = None
     fixes: list[Fix] = dataclasses.field(default_factory=list)  # before, temperature only, fine-tuned
-    warnings: list[str] = dataclasses.field(default_factory=list)  # a forced temperature on contaminated data
+    # A forced temperature on contaminated data; a fitted T not folded because it did not beat no temperature.
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
 
 def run_finetune(
@@ -243,7 +258,9 @@ def run_finetune(
     # Every rank computes the same temperatures from the whole validation split; rank 0 writes.
     val_source = val_given if val_given is not None else train_source.subset(options.split(train_source.labels)[0])
     fit_name = VAL_DATA if val_given is not None else VALIDATION_SPLIT
-    baseline_fit = validation_temperature(predictor, val_source, audit.batch_size, progress, fit_name)
+    baseline_fit = validation_temperature(
+        predictor, val_source, audit.batch_size, progress, fit_name, options.split_seed
+    )
     # From scratch the trained model never sees the split, so only the start model's own T would be unfair.
     folds_it = temperature and not options.from_scratch
     warnings = contamination_warnings(baseline_fit, before, fit_name, folds_it, force_temperature)
@@ -266,7 +283,9 @@ def run_finetune(
     result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
     # The loop trained predictor.model in place, so the predictor now reads the fine-tuned model.
     final_fit = (
-        validation_temperature(predictor, val_source, audit.batch_size, progress, fit_name) if temperature else None
+        validation_temperature(predictor, val_source, audit.batch_size, progress, fit_name, options.split_seed)
+        if temperature
+        else None
     )
     trained = result.model.cpu().eval()
     weights = weights_path(out, name, fmt)
@@ -331,9 +350,16 @@ def run_finetune(
     after = audit_file(weights, {}, AFTER)
     baseline = audit_file(baseline_weights, {}, TEMPERATURE_ONLY)
     t0 = baseline_fit["temperature"]
+    contaminated = bool(warnings)
+    warnings += [  # a T that does not beat no temperature on a held-out part of its data is not folded
+        f"the temperature fitted on the {fit_name} ({label}, T = {fit['fitted_temperature']:.3f}) is not folded "
+        f"(T = 1): {fit['kept_uncalibrated']}, on a held-out part of it; fit on more held-out data (--val-data)"
+        for label, fit in (("start model", baseline_fit), ("trained model", final_fit))
+        if fit is not None and fit["kept_uncalibrated"]
+    ]
     fixes = (
         []
-        if warnings
+        if contaminated
         else [  # no "which fix" comparison built on a temperature fitted on memorised data
             Fix("start model", before),
             Fix(f"temperature scaling only, T = {t0:.3f}", baseline),

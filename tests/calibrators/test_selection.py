@@ -214,3 +214,37 @@ def test_calibrate_on_fit_data_without_some_classes_warns_first_and_refits_the_c
     logits = load_predictor(model, device="cpu").predict(fit_x["x"].transpose(0, 3, 1, 2).astype(np.float32) / 255)
     t_all = optimal_temperature(logits.astype(np.float64), fit_x["y"])
     assert record["parameters"]["temperature"] == pytest.approx(t_all, rel=1e-3)
+
+
+def test_no_map_is_chosen_when_none_beats_the_uncalibrated_model(sample_logits):
+    """The uncalibrated model is a candidate: temperature scaling fitted on 20 of the sample model's images
+    (2 a class, as a 100-image audit's split) sharpens it (T = 0.02) and its held-out NLL is 40x the
+    uncalibrated model's, so no map is chosen, and `best_map` names the map a forced write would use. A map
+    that scores better than no map is applied (the noise rule is between maps). choose_on_holdout, what
+    calibrate and finetune decide by, returns no map to write in the first case."""
+    from macs_audit.calibrators.selection import choose_on_holdout
+    from macs_audit.data.splits import stratified_split
+
+    z, y = sample_logits
+    z = z.astype(np.float64)
+    fit, held = stratified_split(y, 0.01, seed=0)
+    selection = compare_calibrators(z[fit], y[fit], z[held], y[held], ["temperature"])
+    uncalibrated, temperature = selection.trials
+    assert temperature.calibrator.temperature < 0.1 and temperature.scores["nll"] > 10 * uncalibrated.scores["nll"]
+    assert selection.selected == UNCALIBRATED and not selection.calibrates and selection.best_map == "temperature"
+    assert selection.best is uncalibrated and selection.to_dict()["selected"] == UNCALIBRATED
+    assert selection.reason.startswith("temperature scaling, the map chosen, scored no better held-out nll than")
+    by_ece = compare_calibrators(z[fit], y[fit], z[held], y[held], ["temperature"], select="ece")
+    assert by_ece.trials[1].scores["ece"] > by_ece.trials[0].scores["ece"] and by_ece.selected == UNCALIBRATED
+    # Another 20 images (seed 2): T = 1.54 scores a better held-out NLL than no map, and is chosen.
+    fit, held = stratified_split(y, 0.01, seed=2)
+    selection = compare_calibrators(z[fit], y[fit], z[held], y[held], ["temperature"])
+    assert selection.trials[1].scores["nll"] < selection.trials[0].scores["nll"] and selection.calibrates
+    assert selection.selected == selection.best_map == "temperature"
+    # 30 images (3 a class), 20 fitted on and 10 scored on: through choose_on_holdout, nothing to write.
+    small = stratified_split(y, 0.013, seed=0)[0]
+    chosen, calibrator = choose_on_holdout(z[small], y[small], ["temperature"], holdout=0.3, seed=0)
+    assert calibrator is None and chosen.selected == UNCALIBRATED
+    # With enough images a map that wins is fitted again on all of them.
+    chosen, calibrator = choose_on_holdout(z, y, ["temperature"], holdout=0.5, seed=0)
+    assert chosen.selected == "temperature" and calibrator is not None and calibrator.fit_size == len(y)
