@@ -88,8 +88,8 @@ def validation_temperature(
     """Fit T on the predictor's logits of the validation data (as the audit reads them); the fit's record, with
     the model's accuracy there (for the contamination check). `temperature` is the T to fold: the one fitted on
     all of the data when it beats the uncalibrated model on a held-out part of it (calibrators.selection.
-    choose_on_holdout, seeded by `seed`, as `calibrate` decides), else 1 (`kept_uncalibrated` says why);
-    `fitted_temperature` is the fitted T either way."""
+    choose_on_holdout, seeded by `seed`, as `calibrate` decides), else 1 (`kept_uncalibrated` says why, also
+    when the data is too small to hold a part out); `fitted_temperature` is the fitted T either way."""
     from macs_audit.audit import check_classes
 
     k = check_classes(predictor, val_source)
@@ -97,12 +97,16 @@ def validation_temperature(
         predictor, val_source, k, batch_size, progress=progress, description="fit temperature", keep_logits=True
     )
     fitted = optimal_temperature(logits, val_source.labels)
-    selection, scaling = choose_on_holdout(logits, val_source.labels, ["temperature"], seed=seed)
-    t = fitted if scaling is not None else 1.0  # never fold a T that does not beat no temperature
+    try:
+        selection, scaling = choose_on_holdout(logits, val_source.labels, ["temperature"], seed=seed)
+        kept = None if scaling is not None else selection.reason
+    except UsageError:  # a class-stratified part of so few images is empty: nothing to check T on
+        kept = f"{len(val_source):,} images are too few to hold out a part of them to check the temperature on"
+    t = fitted if kept is None else 1.0  # never fold a T not shown to beat no temperature
     return {
         "temperature": t,
         "fitted_temperature": fitted,
-        "kept_uncalibrated": None if scaling is not None else selection.reason,
+        "kept_uncalibrated": kept,
         "fit_data": fit_data,
         "n": len(val_source),
         "accuracy": float((logits.argmax(axis=1) == val_source.labels).mean()),
@@ -353,7 +357,7 @@ def run_finetune(
     contaminated = bool(warnings)
     warnings += [  # a T that does not beat no temperature on a held-out part of its data is not folded
         f"the temperature fitted on the {fit_name} ({label}, T = {fit['fitted_temperature']:.3f}) is not folded "
-        f"(T = 1): {fit['kept_uncalibrated']}, on a held-out part of it; fit on more held-out data (--val-data)"
+        f"(T = 1): {fit['kept_uncalibrated']}; fit it on more held-out data (--val-data)"
         for label, fit in (("start model", baseline_fit), ("trained model", final_fit))
         if fit is not None and fit["kept_uncalibrated"]
     ]

@@ -74,3 +74,11 @@ def test_a_temperature_that_does_not_beat_no_temperature_is_not_folded(predictor
     honest = array_source("val", "npz", x[:200], predicted[:200], [str(i) for i in range(10)])
     record = validation_temperature(predictor, honest, 64, None, seed=0)
     assert record["kept_uncalibrated"] is None and record["temperature"] == record["fitted_temperature"] < 1
+
+
+def test_too_few_validation_images_to_check_a_temperature_on_fold_none(predictor):
+    """One image a class leaves a class-stratified 30% empty: the fitted T cannot be checked, so T = 1."""
+    x, y = tiny_images(10, seed=2, size=SIZE)
+    record = validation_temperature(predictor, array_source("val", "npz", x, y, [str(i) for i in range(10)]), 64, None)
+    assert record["temperature"] == 1.0 and record["fitted_temperature"] != 1.0
+    assert record["kept_uncalibrated"] == "10 images are too few to hold out a part of them to check the temperature on"
