@@ -256,7 +256,7 @@ def choose_on_holdout(
     fold). What `calibrate` (one method or several) and `finetune`'s temperatures decide by."""
     if not 0 < holdout < 1:
         raise UsageError(f"--holdout must be in (0, 1), got {holdout}")
-    if len(methods) == 1:  # one method too few images for even all of them: say so of all of them
+    if len(methods) == 1:  # too few images for it even on all of them: the error names all of them
         check_fit_size(methods[0], len(labels), logits.shape[1])
         check_class_counts(methods[0], labels, logits.shape[1])
     held, fit = stratified_split(labels, holdout, seed)
