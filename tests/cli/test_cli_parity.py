@@ -64,3 +64,23 @@ def test_export_builds_fp16_and_int8_and_prints_their_parity(tmp_path, monkeypat
     result = runner.invoke(app, ["evaluate", "model.int8.onnx", "--reference", "model.onnx", *audit, "-o", "r.json"])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "r.json").read_text())["parity"]["views"][0]["n"] == 200
+
+
+def test_a_shift_set_through_the_cli_gets_its_parity_view_and_gate_keys(tmp_path, monkeypatch):
+    from fixtures.shift_trees import image_tree, imagenet_model, subset_classes
+
+    monkeypatch.chdir(tmp_path)
+    imagenet_model(tmp_path / "reference.onnx", seed=1)
+    imagenet_model(tmp_path / "candidate.onnx", seed=2)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "val.npz", x=rng.integers(0, 256, (1000, 32, 32, 3), dtype=np.uint8), y=np.arange(1000))
+    image_tree(tmp_path / "a", subset_classes("imagenet_a", 3), per_class=2)
+    (tmp_path / "macs-audit.toml").write_text('[gate.parity."imagenet-a"]\nmin_agreement = 1.0\n')
+    args = ["evaluate", "candidate.onnx", "--reference", "reference.onnx", "--data", "val.npz"]
+    args += ["--shift-data", "imagenet-a=a", "--bootstrap", "20", "--perturbations", "none"]
+    args += ["--sensitivity-samples", "0", "--calibrators", "none", "-q", "-o", "report.json", "--gate"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output  # two random models disagree on the set's six photographs
+    assert "parity.imagenet-a.min_agreement" in result.output and "imagenet-a" in result.output
+    views = json.loads((tmp_path / "report.json").read_text())["parity"]["views"]
+    assert [(v["name"], v["kind"], v["n"]) for v in views] == [("clean", "clean", 1000), ("imagenet-a", "shift", 6)]
