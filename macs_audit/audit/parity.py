@@ -75,6 +75,8 @@ class ParityRecorder:
     ):
         self.reference, self.labels, self.num_classes = reference, np.asarray(labels), num_classes
         self.split, self.coverage, self.resamples, self.seed = split, coverage, resamples, seed
+        if shift_sets and restricted_accumulator is None:
+            raise ValueError("shift sets are compared restricted: give their restricted_accumulator")
         self.shift_sets = {mapped.name: mapped for mapped in shift_sets}
         self.restricted_accumulator = restricted_accumulator
         self.thresholds: dict[str, dict[str, float]] | None = None
