@@ -196,7 +196,11 @@ def run_calibrate(
     writes the map with a warning. `debug` lets the libraries' warnings through while models load."""
     inputs = (model, sidecar_path(model), fit.path, eval_data.path)
     check_folder(out, output_names(model), inputs=inputs, force=force)
-    predictor = load_predictor(model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug)
+    # At the audits' precision: the map is fitted on the logits it is then audited on (a UsageError, before
+    # anything is fitted, for a precision the device or the model format cannot run).
+    predictor = load_predictor(
+        model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug, precision=audit.precision
+    )
     fit_source, fit_info = load_model_data(fit, predictor.config)
     eval_source, eval_info = load_model_data(eval_data, predictor.config)
     check_classes(predictor, fit_source)

@@ -106,6 +106,15 @@ def test_calibrate_cli_torch_checkpoint(tmp_path):
     a, b = load_file(str(tmp_path / "net.safetensors")), load_file(str(out / "net_calibrated.safetensors"))
     torch.testing.assert_close(b["fc.weight"], a["fc.weight"] / t)
     assert all(torch.equal(a[k], b[k]) for k in a if k != "fc.weight")
+    for audit in ("audit_before.json", "audit_after.json"):  # fp32 unless --precision says otherwise
+        assert json.loads((out / audit).read_text())["model"]["precision"] == "fp32"
+    # --precision bf16 / fp16 is CUDA autocast: refused on a CPU before anything is fitted or written.
+    for precision in ("bf16", "fp16"):
+        refused = tmp_path / f"cal_{precision}"
+        result = _calibrate(tmp_path / "net.safetensors", tmp_path, refused, "--precision", precision)
+        assert result.exit_code == 2, result.output
+        assert f"--precision {precision} runs torch models under CUDA autocast" in result.output
+        assert not refused.exists()
 
 
 def test_temperature_nll_is_minimised_at_the_fit():

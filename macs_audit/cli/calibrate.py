@@ -26,6 +26,7 @@ from macs_audit.cli.options import (
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
     PERTURBATIONS_OPTION,
+    PRECISION_OPTION,
     QUIET_OPTION,
     SENSITIVITY_SAMPLES_OPTION,
     SEVERITIES_OPTION,
@@ -78,6 +79,7 @@ def calibrate(
     trust_pickled: bool = TRUST_PICKLED_OPTION,
     batch_size: int = typer.Option(500, "--batch-size", min=1, help="Images per model call."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    precision: str = PRECISION_OPTION,
     bootstrap: int = BOOTSTRAP_OPTION,
     calibration_split: float = CALIBRATION_SPLIT_OPTION,
     perturbations: str = PERTURBATIONS_OPTION,
@@ -104,7 +106,15 @@ def calibrate(
     check_select(select)
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct, interpolation)
     audit = audit_options(
-        batch_size, calibration_split, bootstrap, seed, perturbations, sensitivity_samples, corruptions, severities
+        batch_size,
+        calibration_split,
+        bootstrap,
+        seed,
+        perturbations,
+        sensitivity_samples,
+        corruptions,
+        severities,
+        precision=precision,
     )
     with Progress(show_progress(quiet)) as progress:
         run = run_calibrate(
