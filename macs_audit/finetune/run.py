@@ -283,7 +283,7 @@ def run_finetune(
     if options.from_scratch:  # the start model stays the comparison; training starts from its architecture's init
         from macs_audit.finetune.scratch import random_initialisation
 
-        random_initialisation(predictor.model, cfg.arch, train_source.num_classes, options.seed)
+        random_initialisation(predictor.model, cfg.arch, train_source.num_classes, options.seed, cfg.model_args)
     result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
     # The loop trained predictor.model in place, so the predictor now reads the fine-tuned model.
     final_fit = (

@@ -7,13 +7,19 @@ that the rest of the run (the loop, the export, the audits) is the fine-tuning r
 
 from __future__ import annotations
 
+from typing import Any
+
 from macs_audit.errors import UsageError
 
 
-def random_initialisation(model, arch: str | None, num_classes: int, seed: int) -> None:
+def random_initialisation(
+    model, arch: str | None, num_classes: int, seed: int, model_args: dict[str, Any] | None = None
+) -> None:
     """Replace `model`'s parameters and buffers in place by a fresh initialisation of the timm architecture
-    `arch` with `num_classes` outputs, drawn from `seed`. UsageError when there is no timm architecture to
-    draw from (a TorchScript or pickled module without --arch) or it does not match `model`'s keys."""
+    `arch` with `num_classes` outputs and the keyword arguments `model_args` it was built with (a timm
+    folder's, e.g. zero_init_last, which changes the initialisation but not the keys), drawn from `seed`.
+    UsageError when there is no timm architecture to draw from (a TorchScript or pickled module without
+    --arch) or it does not match `model`'s keys."""
     import timm
     import torch
 
@@ -23,7 +29,7 @@ def random_initialisation(model, arch: str | None, num_classes: int, seed: int) 
         raise UsageError("--from-scratch needs the model's timm architecture: give --arch or a sidecar with arch")
     torch.manual_seed(seed)
     try:
-        fresh = timm.create_model(arch, pretrained=False, num_classes=num_classes)
+        fresh = timm.create_model(arch, pretrained=False, num_classes=num_classes, **(model_args or {}))
     except RuntimeError as exc:  # timm: unknown model
         raise UsageError(f"--from-scratch: cannot build {arch!r}: {str(exc).splitlines()[0]}") from None
     own = model.state_dict()

@@ -41,6 +41,18 @@ def test_random_initialisation_is_the_architectures_seeded_init():
     assert not torch.equal(other.state_dict()["fc.weight"], model.state_dict()["fc.weight"])
 
 
+def test_random_initialisation_is_drawn_with_the_models_model_args():
+    """A timm folder's model_args that change the initialisation but not the keys (zero_init_last: the last
+    batch norm of each block starts at 0 or at 1) are the ones the fresh weights are drawn with."""
+    model = timm.create_model("resnet10t", num_classes=10, zero_init_last=False)
+    random_initialisation(model, "resnet10t", 10, seed=3, model_args={"zero_init_last": False})
+    torch.manual_seed(3)
+    reference = timm.create_model("resnet10t", num_classes=10, zero_init_last=False)
+    for (name, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    assert float(model.state_dict()["layer1.0.bn2.weight"].abs().sum()) > 0  # not timm's default zeros
+
+
 @pytest.mark.parametrize(
     "arch, message", [(None, "--arch"), ("macs_resnet9_wide_c10", "does not have"), ("no_such_arch_x", "cannot build")]
 )
