@@ -111,6 +111,15 @@ def temperature_section(
     )
 
 
+def helpful_temperature(fit: TemperatureFit | None) -> float | None:
+    """The fitted T where it lowered the NLL on the scored part, else None: the label-free estimates use the
+    scaled scores only then, by the rule every fix follows (a map is used only where it beats leaving the model
+    uncalibrated, calibrators/selection.py); a T fitted on a few images can be far off (0.02 on 20)."""
+    if fit is None or not fit.scaled["nll"] < fit.raw["nll"]:
+        return None
+    return fit.temperature
+
+
 def calibrators_section(
     logits: np.ndarray,
     labels: np.ndarray,

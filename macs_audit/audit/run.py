@@ -13,6 +13,7 @@ from macs_audit.audit.calibration import (
     calibration_split,
     calibrators_section,
     conformal_fit,
+    helpful_temperature,
     small_sample_notes,
     temperature_section,
 )
@@ -125,7 +126,7 @@ def run_audit(
         view_results=robustness.views,
         progress=progress,
         ctx=ctx,
-        temperature=temperature.temperature if temperature is not None else None,
+        temperature=helpful_temperature(temperature),
     )
     shift, shift_conventions = audit_shift(predictor, options, sets=sets, progress=progress, ctx=ctx, observer=recorder)
     real, real_conventions = real_labels_section(

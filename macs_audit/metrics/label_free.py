@@ -12,7 +12,8 @@
 Both take the source (labelled) data as given and fixed; the intervals are percentile bootstrap intervals over
 the unlabeled target samples only (each resample redraws the target set with replacement).
 
-Given a temperature T (the audit's, fitted on its calibration split), both are fitted on the temperature-scaled
+Given a temperature T (the audit's, fitted on its calibration split, where it lowered the NLL on the split's
+scored part: audit/calibration.py, `helpful_temperature`), both are fitted on the temperature-scaled
 scores, softmax(logits / T) for source and target alike, as Garg et al. fit ATC: on an overconfident model the
 raw confidences cluster near 1, where a threshold or an offset tells little apart. The estimate records which.
 """
@@ -30,7 +31,8 @@ from macs_audit.metrics.resampling import draw_counts
 ESTIMATORS = ("atc_mc", "atc_ne", "doc")
 CONVENTION = (
     "threshold / offset fitted on the labelled evaluation data (softmax of the logits / T where the audit fitted a "
-    "temperature T on its calibration split, else of the raw logits; float64): ATC = fraction of "
+    "temperature T on its calibration split that lowered the NLL on the split's scored part, else of the raw "
+    "logits; float64): ATC = fraction of "
     "target scores >= t, t = the (E+1)-th smallest source score (E = source errors), scores max softmax (atc_mc) "
     "and negative entropy (atc_ne); DoC = source accuracy + mean target confidence - mean source confidence, "
     "clipped to [0, 1]; percentile bootstrap over the target samples"

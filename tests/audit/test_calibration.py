@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from macs_audit.audit import AuditOptions, calibration_split, conformal_fit
-from macs_audit.audit.calibration import calibrators_section, temperature_section
+from macs_audit.audit.calibration import calibrators_section, helpful_temperature, temperature_section
 from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
 
@@ -109,3 +109,17 @@ def test_raps_parameters_given_are_used_and_malformed_ones_refused():
     for bad in ("1", "a,0.1", "-1,0.1", "1,-0.5", "1,inf", "1,0.1,2"):
         with pytest.raises(UsageError, match="--raps must be K_REG,PENALTY"):
             parse_raps(bad)
+
+
+def test_the_label_free_estimates_get_the_temperature_only_where_it_lowered_the_nll():
+    """A T fitted on a few images can make the scored part worse (the 100-image golden's T = 0.019 from 20
+    images: NLL 15.6 against 0.38): then the label-free estimates are fitted on the raw scores, not on it."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(4), 50)
+    logits = 3 * (rng.normal(size=(200, 4)) + 1.5 * np.eye(4)[labels]).astype(np.float32)  # overconfident
+    good = temperature_section(logits, labels, 4, calibration_split(labels, 0.5, 0))
+    assert good is not None and good.temperature > 1 and good.scaled["nll"] < good.raw["nll"]
+    assert helpful_temperature(good) == good.temperature
+    for nll in (good.raw["nll"], good.raw["nll"] + 0.1):  # no better than uncalibrated: not used
+        assert helpful_temperature(dataclasses.replace(good, scaled={**good.scaled, "nll": nll})) is None
+    assert helpful_temperature(None) is None
