@@ -3,9 +3,9 @@ pass over the data. `ParityRecorder` is the inference loop's observer (`runner.e
 of every view the candidate predicts, it runs the reference on the same images and keeps both logits until the
 view's result is made (`runner.view_result`), which asks it for the candidate's bootstrap intervals
 (`intervals`): it computes them as a solo audit does and the two models' paired statistics on the same
-resamples (metrics.resampling.alongside), summarises the view (metrics.parity) and drops its logits, so one view's
-logits are held at a time. `run_audit(..., reference=)` drives it and the Report's `parity` section is its
-`section()`. A shift set is compared in the shift section's default, restricted convention."""
+resamples (metrics.bootstrap.paired_bootstrap), summarises the view (metrics.parity) and drops its logits, so
+one view's logits are held at a time. `run_audit(..., reference=)` drives it and the Report's `parity` section
+is its `section()`. A shift set is compared in the shift section's default, restricted convention."""
 
 from __future__ import annotations
 
@@ -141,10 +141,8 @@ class ParityRecorder:
             within=dict.fromkeys(set_columns, within),
         )
         n = len(labels)
-        with resampling.alongside(statistic) as paired:
-            intervals = bootstrap.bootstrap_intervals(acc, resamples, seed, estimates=estimates)
-        resampled = paired.results()
-        if not paired.used and self.resamples > 0 and n >= bootstrap.MIN_BOOTSTRAP_SAMPLES:
+        intervals, resampled = bootstrap.paired_bootstrap(acc, resamples, seed, statistic, estimates=estimates)
+        if not resampled and self.resamples > 0 and n >= bootstrap.MIN_BOOTSTRAP_SAMPLES:
             # A grid cell, which the candidate does not resample: the means alone, on draws of the same seed.
             resampled = resampling.resampled(n, self.resamples, seed, lambda counts: statistic(counts, {}))
         if sets is not None:

@@ -20,6 +20,10 @@ Two kinds of interval (docs/method.md, "Intervals"):
   test_bootstrap.py measures both).
 
 Classwise ECE has no interval: it bins every (sample, class) pair, K x 15 sums per resample.
+
+`paired_bootstrap` also runs a second statistic on the very resamples of the intervals, given each piece of draw
+counts and the metrics of that piece: a paired analysis (metrics.parity) with no second draw and no second
+computation of what the bootstrap computes.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import numpy as np
 from macs_audit.metrics import estimators, l2_ece, rms_calibration
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
 from macs_audit.metrics.conventions import ERROR_METRICS, MEAN_METRICS
-from macs_audit.metrics.resampling import draw_counts, map_in_order, piece_threads
+from macs_audit.metrics.resampling import PairedStatistic, concatenated, draw_counts, map_in_order, piece_threads
 
 MIN_BOOTSTRAP_SAMPLES = 2  # one sample resampled is always itself: a zero-width interval that claims certainty
 CONVENTION = (
@@ -49,6 +53,13 @@ def bootstrap_note(n: int, n_resamples: int) -> str | None:
 def resampled_metrics(acc: CalibrationAccumulator, n_resamples: int, seed: int = 0) -> dict[str, np.ndarray]:
     """Every metric of MEAN_METRICS and ERROR_METRICS on each of `n_resamples` seeded resamples (the RMS
     calibration error only where the samples give it a value)."""
+    return _resampled(acc, n_resamples, seed, None)[0]
+
+
+def _resampled(
+    acc: CalibrationAccumulator, n_resamples: int, seed: int, paired: PairedStatistic | None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """`resampled_metrics`, and `paired` of each piece of counts and those metrics of it ({} without `paired`)."""
     s = acc.samples()
     n = len(s["confidence"])
     rng = np.random.default_rng(seed)
@@ -83,9 +94,13 @@ def resampled_metrics(acc: CalibrationAccumulator, n_resamples: int, seed: int =
         out["smooth_ece"] = estimators.smooth_ece_of_masses(masses, near)[0]
         return out
 
+    def both(counts: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        own = piece_metrics(counts)
+        return own, {} if paired is None else paired(counts, own)
+
     # The pieces are independent and numpy releases the GIL in their array work: two threads use two cores.
-    pieces = list(map_in_order(piece_metrics, draw_counts(n, n_resamples, rng), piece_threads()))
-    return {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]}
+    pieces = list(map_in_order(both, draw_counts(n, n_resamples, rng), piece_threads()))
+    return concatenated([own for own, _ in pieces]), concatenated([other for _, other in pieces])
 
 
 def bias_corrected_interval(estimate: float, resampled: np.ndarray, level: float = 0.95) -> list[float]:
@@ -111,11 +126,26 @@ def bootstrap_intervals(
     """Intervals for MEAN_METRICS and ERROR_METRICS over the accumulated samples (see the module's
     docstring); `estimates` are the point estimates (acc.compute(), computed here when not given).
     {} when `n_resamples` is 0 or there are fewer than MIN_BOOTSTRAP_SAMPLES samples (bootstrap_note says why)."""
+    return paired_bootstrap(acc, n_resamples, seed, None, level=level, estimates=estimates)[0]
+
+
+def paired_bootstrap(
+    acc: CalibrationAccumulator,
+    n_resamples: int,
+    seed: int,
+    paired: PairedStatistic | None,
+    *,
+    level: float = 0.95,
+    estimates: dict[str, float] | None = None,
+) -> tuple[dict[str, list[float]], dict[str, np.ndarray]]:
+    """`bootstrap_intervals`, and `paired`'s values on the same resamples: it is given each piece of draw counts
+    and the resampled metrics of that piece the intervals are made from, and its values of the pieces are joined
+    in order ({} where there are no intervals, or without `paired`)."""
     if n_resamples <= 0 or acc.count < MIN_BOOTSTRAP_SAMPLES:
-        return {}
+        return {}, {}
     estimates = acc.compute() if estimates is None else estimates
-    resampled = resampled_metrics(acc, n_resamples, seed)
+    resampled, paired_values = _resampled(acc, n_resamples, seed, paired)
     intervals = {name: percentile_interval(resampled[name], level) for name in MEAN_METRICS}
     for name in (m for m in ERROR_METRICS if m in resampled):
         intervals[name] = bias_corrected_interval(float(estimates[name]), resampled[name], level)
-    return intervals
+    return intervals, paired_values

@@ -6,7 +6,7 @@ logit difference, the mean KL(reference || candidate) of the softmaxes, and the 
 reference) of the view metrics in DIFFERENCE_METRICS and of the conformal sets' coverage and size.
 
 The intervals are paired: both models' statistics are computed on the same resamples, the draw counts of the
-candidate's own bootstrap of the view (metrics.resampling.alongside: drawn once for its intervals and the
+candidate's own bootstrap of the view (metrics.bootstrap.paired_bootstrap: drawn once for its intervals and the
 parity section, the candidate's resampled ECEs those of its own intervals), and the interval is that of their
 difference (`paired_statistic`). A model against itself, or against a copy of itself, gives a difference and an
 interval of exactly zero. Means (accuracy, NLL, Brier, agreement, coverage, set size): the percentile interval
@@ -135,7 +135,7 @@ def paired_statistic(
     """candidate - reference of DIFFERENCE_METRICS (the ECEs only with `errors`) on each resample of a piece of
     draw counts of the two models' N images, and the mean of each per-sample column of `columns` (agreement, say;
     over the images of its mask in `within`, `column_means`); given the piece's counts and `own`, the candidate's
-    own resampled metrics on those counts (metrics.bootstrap's, handed over by resampling.alongside).
+    own resampled metrics on those counts (handed over by metrics.bootstrap.paired_bootstrap).
 
     The means' differences are the means of the per-sample differences (one product with the counts). ECE and
     smooth ECE: the candidate's are its own, the reference's by `resampled_errors`, nothing else of it (the report

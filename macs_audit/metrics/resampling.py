@@ -1,16 +1,12 @@
 """Seeded bootstrap draw counts: each resample of N samples as a vector of how often each sample was drawn,
 so that a statistic of many resamples is one matrix operation (a weighted sum, a weighted cumulative sum).
 
-`resampled` runs a statistic on the counts of one seed; `alongside` runs a second statistic on the very pieces
-of counts that a bootstrap run elsewhere hands its own, with that bootstrap's statistics of each piece (a paired
-analysis on the resamples of the intervals it pairs with, drawn and computed once for both)."""
+`resampled` runs a statistic on the counts of one seed; a `PairedStatistic` is one that metrics.bootstrap runs on
+the very pieces of counts of its intervals, beside its own statistics of each piece (`paired_bootstrap`)."""
 
 from __future__ import annotations
 
 import collections
-import contextlib
-import contextvars
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,7 +18,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 # A statistic of a piece of draw counts (rows, N): named arrays of one value per row (resample).
 Statistic = Callable[[np.ndarray], dict[str, np.ndarray]]
-# One that also takes a bootstrap's own statistics of the same piece (`alongside`).
+# One that also takes a bootstrap's own statistics of the same piece (metrics.bootstrap.paired_bootstrap).
 PairedStatistic = Callable[[np.ndarray, dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 DRAWS_PER_CHUNK = 4_000_000  # resample draws made at once (rows x samples): bounds the memory
@@ -75,17 +71,7 @@ def piece_threads() -> int:
 
 def map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
     """fn of each item, in the items' order, `threads` at a time; the items are taken one at a time as
-    results come back (the draw counts are made while the pieces before them are computed). Inside an
-    `alongside` block, the first such map also gives each item to that block's statistic."""
-    tap = _ALONGSIDE.get()
-    if tap is not None and not tap.used:
-        tap.used = True
-        yield from tap.run(fn, items, threads)
-        return
-    yield from _map_in_order(fn, items, threads)
-
-
-def _map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
+    results come back (the draw counts are made while the pieces before them are computed)."""
     if threads <= 1:
         yield from map(fn, items)
         return
@@ -108,42 +94,3 @@ def resampled(n: int, n_resamples: int, seed: int, statistic: Statistic) -> dict
     """`statistic` on `n_resamples` resamples of `n` samples: the counts metrics.bootstrap draws for n and `seed`."""
     pieces = map_in_order(statistic, draw_counts(n, n_resamples, np.random.default_rng(seed)), piece_threads())
     return concatenated(list(pieces))
-
-
-@dataclasses.dataclass
-class Alongside:
-    """What an `alongside` block's statistic gave, per piece of counts in order (`results` joins them); `used` once
-    a bootstrap has run in the block."""
-
-    statistic: PairedStatistic
-    pieces: list[dict[str, np.ndarray]] = dataclasses.field(default_factory=list)
-    used: bool = False
-
-    def run(self, fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
-        def both(item: T) -> tuple[R, dict[str, np.ndarray]]:
-            own = fn(item)
-            return own, self.statistic(item, own)  # type: ignore[arg-type]  # counts, and the bootstrap's dict
-
-        for own, other in _map_in_order(both, items, threads):
-            self.pieces.append(other)
-            yield own
-
-    def results(self) -> dict[str, np.ndarray]:
-        return concatenated(self.pieces)
-
-
-_ALONGSIDE: contextvars.ContextVar[Alongside | None] = contextvars.ContextVar("alongside", default=None)
-
-
-@contextlib.contextmanager
-def alongside(statistic: PairedStatistic) -> Iterator[Alongside]:
-    """Within the block, the first bootstrap that maps its statistic over draw counts (`map_in_order`) gives
-    each piece of counts, with its own statistics of the piece, to `statistic` too, in the same pass: a paired
-    analysis on the resamples of intervals it does not compute itself, with no second draw and no second
-    computation of what the bootstrap computes (metrics.parity on the candidate's own intervals' resamples)."""
-    tap = Alongside(statistic)
-    token = _ALONGSIDE.set(tap)
-    try:
-        yield tap
-    finally:
-        _ALONGSIDE.reset(token)

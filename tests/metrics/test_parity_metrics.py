@@ -1,6 +1,6 @@
 """Parity metrics (metrics/parity.py) against direct numpy computations: agreement and flips, the paired
 intervals as the percentiles of the metric differences on explicitly drawn resamples (the candidate's own
-bootstrap's, with the reference's statistics alongside), conformal sets at each model's threshold; a model
+bootstrap's, the reference's statistics paired with it), conformal sets at each model's threshold; a model
 against itself gives exactly zero."""
 
 import numpy as np
@@ -27,12 +27,10 @@ def accumulated(logits, labels):
 def paired_differences(reference, candidate, resamples, seed, *, errors=True, columns=None):
     """As audit/parity.py pairs them: the paired statistic on the counts and values of the candidate's own
     bootstrap (without errors: metric_differences, the means on draws of the same seed)."""
-    statistic = parity.paired_statistic(reference, candidate, errors=errors, columns=columns)
-    with resampling.alongside(statistic) as paired:
-        bootstrap.bootstrap_intervals(candidate, resamples, seed)
     if not errors:
         return parity.metric_differences(reference, candidate, resamples, seed, errors=False, columns=columns)
-    resampled = paired.results()
+    statistic = parity.paired_statistic(reference, candidate, errors=errors, columns=columns)
+    _, resampled = bootstrap.paired_bootstrap(candidate, resamples, seed, statistic)
     out = parity.differences(reference.compute(), candidate.compute(), resampled)
     return out, {name: parity.column_interval(resampled[name]) for name in columns or {}}
 

@@ -58,7 +58,7 @@ def test_piece_threads_follow_omp_num_threads(monkeypatch):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_a_statistic_alongside_a_bootstrap_sees_its_counts_and_changes_nothing(threads, monkeypatch):
+def test_a_paired_statistic_sees_the_bootstraps_counts_and_values_and_changes_nothing(threads, monkeypatch):
     from macs_audit.metrics import bootstrap
     from macs_audit.metrics.accumulators import CalibrationAccumulator
 
@@ -68,13 +68,17 @@ def test_a_statistic_alongside_a_bootstrap_sees_its_counts_and_changes_nothing(t
     acc = CalibrationAccumulator(4)
     acc.update(rng.normal(size=(200, 4)).astype(np.float32), rng.integers(0, 4, 200))
     alone = bootstrap.resampled_metrics(acc, 90, seed=3)
-    with resampling.alongside(lambda counts, own: {"counts": counts.copy(), "ece": own["ece"]}) as paired:
-        beside = bootstrap.resampled_metrics(acc, 90, seed=3)
-        bootstrap.resampled_metrics(acc, 10, seed=4)  # a second bootstrap in the block is not taken
-    assert paired.used and len(paired.pieces) > 1
-    np.testing.assert_array_equal(paired.results()["counts"], drawn_whole(200, 90, 3))
-    np.testing.assert_array_equal(paired.results()["ece"], alone["ece"])  # the bootstrap's own, handed over
-    for name, values in alone.items():
-        np.testing.assert_array_equal(beside[name], values)
+    pieces = []
+
+    def statistic(counts, own):
+        pieces.append(len(counts))
+        return {"counts": counts.copy(), "ece": own["ece"]}
+
+    intervals, paired = bootstrap.paired_bootstrap(acc, 90, 3, statistic)
+    assert len(pieces) > 1 and sum(pieces) == 90
+    np.testing.assert_array_equal(paired["counts"], drawn_whole(200, 90, 3))
+    np.testing.assert_array_equal(paired["ece"], alone["ece"])  # the bootstrap's own, handed over
+    assert intervals == bootstrap.bootstrap_intervals(acc, 90, seed=3)
+    assert bootstrap.paired_bootstrap(acc, 0, 3, statistic) == ({}, {})  # no resamples: nothing to pair with
     assert resampling.resampled(200, 90, 3, lambda c: {"rows": c[:, :2].copy()})["rows"].shape == (90, 2)
     assert resampling.concatenated([]) == {}
