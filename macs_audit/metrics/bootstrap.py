@@ -72,8 +72,10 @@ def _resampled(
     summed = np.hstack([means, per_bin_gap, in_bin])
     split = np.cumsum([means.shape[1], acc.n_bins])
     cells = estimators.grid_cells(s["confidence"])
+    order = estimators.sorted_order(s["confidence"], s["correct"])  # one sort for every piece
     residual = s["correct"] - s["confidence"]
     near = float(estimators.smooth_ece_of_masses(estimators.residual_masses(cells, residual))[1][0])
+    basis = estimators.CellCosines(np.unique(cells))  # the cells the resamples' masses lie on
 
     def piece_metrics(counts: np.ndarray) -> dict[str, np.ndarray]:
         """The metrics of one piece of resamples (a row of draw counts each)."""
@@ -82,7 +84,7 @@ def _resampled(
         out["ece"] = np.abs(gap).sum(axis=1) / n
         with np.errstate(invalid="ignore", divide="ignore"):
             out["mce"] = np.nanmax(np.where(size > 0, np.abs(gap) / size, np.nan), axis=1)
-        prefix = estimators.SortedPrefix(s["confidence"], s["correct"], counts)
+        prefix = estimators.SortedPrefix(s["confidence"], s["correct"], counts, order)
         size15, conf_sum, hit_sum = estimators.group_sums(prefix, min(acc.n_bins, n))
         out["adaptive_ece"] = np.abs(hit_sum - conf_sum).sum(axis=1) / n
         out["l2_ece"] = l2_ece.l2_of_groups(size15, conf_sum, hit_sum, debiased=False)
@@ -91,7 +93,7 @@ def _resampled(
         if (rms := rms_calibration.rms_of_prefix(prefix)) is not None:
             out["rms_calibration_error"] = rms
         masses = estimators.prefix_residual_masses(prefix, cells)
-        out["smooth_ece"] = estimators.smooth_ece_of_masses(masses, near)[0]
+        out["smooth_ece"] = estimators.smooth_ece_of_masses(masses, near, estimators.RESAMPLED_ROOT_TOLERANCE, basis)[0]
         return out
 
     def both(counts: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

@@ -29,6 +29,9 @@ import numpy as np
 GRID_CELLS = 5000
 MIN_SIGMA = 1e-3
 ROOT_TOLERANCE = 1e-9
+# A bootstrap resample's root: to 1e-7, its value within 1e-7 of the exact root's (smECE's slope in sigma is below
+# 1; tests/metrics/test_estimators.py), against intervals reported to 1e-4: a fifth fewer smoothings than to 1e-9.
+RESAMPLED_ROOT_TOLERANCE = 1e-7
 MAX_ROOT_STEPS = 100
 # SortedPrefix.sums at more than total / DENSE_LOOKUP positions counts the samples below every position
 # at once (linear) instead of a binary search per position.
@@ -36,6 +39,9 @@ DENSE_LOOKUP = 8
 # ECE-sweep still searching past DEEP_BINS bins, with more than total / DENSE_LOOKUP positions between a
 # row's first correct sample and its last wrong one, reads its hit counts from one table (UnitHits).
 DEEP_BINS = 64
+# Smooth ECE's DCT coefficients of masses on a bootstrap's cells made directly (`_Coefficients`) up to this many
+# multiply-adds per row, by the FFT beyond: the FFT of every cell costs about as much as 500,000.
+DIRECT_WORK = 500_000
 
 
 def sorted_order(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray:
@@ -46,35 +52,57 @@ def sorted_order(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray:
 class SortedPrefix:
     """Prefix sums of (confidence, correct) in sorted order, for one or more weightings of the samples.
 
-    `weights` (rows, N) are draw counts (a bootstrap resample per row; None: every sample once). A row
-    stands for the data set in which sample i appears weights[i] times; `sums(bounds)` returns, per row,
-    the confidence and correct sums of the first P samples of that data set for each position P, so
-    equal-mass groups of a resample cost a lookup, not a sort.
-    """
+    `weights` (rows, N) are draw counts (a bootstrap resample per row, whole numbers; None: every sample once). A
+    row stands for the data set in which sample i appears weights[i] times; `sums(bounds)` returns, per row, the
+    confidence and correct sums of the first P samples of that data set for each position P, so equal-mass
+    groups of a resample cost a lookup, not a sort. `order`: the samples' `sorted_order`, where the caller has it
+    (a bootstrap sorts once for all its pieces of counts).
 
-    def __init__(self, confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray | None = None):
-        self.order = order = sorted_order(confidence, correct)
+    The sums are kept in integers, which numpy accumulates several times faster than floats: the counts and the
+    correct counts exactly, the confidences in fixed point (each a multiple of 2**-conf_bits, chosen so that no
+    row's sum can overflow int64: 3.6e-15 for 10,000 samples), a sum off by at most N 2**-(conf_bits + 1), less
+    than a float cumulative sum's own rounding."""
+
+    def __init__(
+        self,
+        confidence: np.ndarray,
+        correct: np.ndarray,
+        weights: np.ndarray | None = None,
+        order: np.ndarray | None = None,
+    ):
+        self.order = order = sorted_order(confidence, correct) if order is None else order
         self.conf = np.asarray(confidence, dtype=np.float64)[order]
         self.hit = np.asarray(correct, dtype=np.float64)[order]
         # C order (np.take, unlike w[:, order], gives it): the prefix sums are read flat, row after row.
-        w = np.ones((1, len(order))) if weights is None else np.take(np.asarray(weights, dtype=np.float64), order, 1)
+        w = np.ones((1, len(order)), np.int64) if weights is None else np.take(weights, order, 1).astype(np.int64)
         self.weights = w
         self.rows, self.n = w.shape
-        self.total = int(round(w[0].sum())) if self.n else 0  # samples per row
-        self.cum_count = _row_cumsum(w.copy())
-        self.cum_conf = _row_cumsum(w * self.conf)
-        self.cum_hit = _row_cumsum(w * self.hit)
+        self.total = int(w[0].sum()) if self.n else 0  # samples per row
+        self.conf_bits = 62 - max(self.total, 1).bit_length()
+        fixed_conf = np.round(np.ldexp(self.conf, self.conf_bits)).astype(np.int64)
+        self.cum_count = np.cumsum(w, axis=1).ravel()
+        self.cum_hit = np.cumsum(w * self.hit.astype(np.int64), axis=1).ravel()
+        self.cum_conf = np.cumsum(w * fixed_conf, axis=1).ravel()
         self._laid_out: np.ndarray | None = None  # the binary search's counts, made when first needed
+
+    def conf_sums(self, flat: np.ndarray) -> np.ndarray:
+        """The cumulative confidence sums at flat indices (the rows laid end to end), as floats."""
+        return np.ldexp(self.cum_conf[flat].astype(np.float64), -self.conf_bits)
 
     def sums(self, positions: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(confidence sums, correct sums), each (len(rows), len(positions)): of the first P samples per row."""
         rows = np.arange(self.rows) if rows is None else rows
-        cut = self._cut(positions, rows)
-        return self._summed(self.cum_conf, self.conf, cut), self._summed(self.cum_hit, self.hit, cut)
+        cut = some, last, following, partial = self._cut(positions, rows)
+        conf = np.where(some, self.conf_sums(last), 0.0) + partial * self.conf[following]
+        return conf, self._hit_summed(cut)
 
     def hit_sums(self, positions: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The correct sums of `sums` alone (whole numbers, exact in float64)."""
-        return self._summed(self.cum_hit, self.hit, self._cut(positions, rows))
+        return self._hit_summed(self._cut(positions, rows))
+
+    def _hit_summed(self, cut) -> np.ndarray:
+        some, last, following, partial = cut
+        return np.where(some, self.cum_hit[last], 0) + partial * self.hit[following]
 
     def _cut(self, positions: np.ndarray, rows: np.ndarray):
         """Where each position P cuts each row: (whether a whole sample lies before P, the flat index of the
@@ -83,13 +111,8 @@ class SortedPrefix:
         some = found > (rows * self.n)[:, None]  # at least one whole sample of the row lies before P
         last = np.where(some, found - 1, 0)  # flat index of the last whole sample
         following = np.minimum(found - (rows * self.n)[:, None], self.n - 1)  # the sample P cuts into
-        counted = np.where(some, self.cum_count[last], 0.0)
+        counted = np.where(some, self.cum_count[last], 0)
         return some, last, following, positions[None, :] - counted
-
-    @staticmethod
-    def _summed(cum: np.ndarray, value: np.ndarray, cut) -> np.ndarray:
-        some, last, following, partial = cut
-        return np.where(some, cum[last], 0.0) + partial * value[following]
 
     def _found(self, positions: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Per row and position P, the flat index just past the row's samples whose cumulative count is at
@@ -99,24 +122,16 @@ class SortedPrefix:
             # One searchsorted over the rows laid end to end: row r's counts offset by r * (total + 1) stay sorted.
             queries = positions[None, :] + (rows * (self.total + 1))[:, None]
             if self._laid_out is None:
-                offsets = np.repeat(np.arange(self.rows) * float(self.total + 1), self.n)
+                offsets = np.repeat(np.arange(self.rows, dtype=np.int64) * (self.total + 1), self.n)
                 self._laid_out = self.cum_count + offsets
             return np.searchsorted(self._laid_out, queries.ravel(), side="right").reshape(queries.shape)
         width = self.total + 1
-        counts = self.cum_count.reshape(self.rows, self.n)[rows].astype(np.int64)
+        counts = self.cum_count.reshape(self.rows, self.n)[rows]  # a copy: rows is an index array
         counts += (np.arange(len(rows)) * width)[:, None]
         at_most = np.bincount(counts.ravel(), minlength=len(rows) * width).reshape(len(rows), width).cumsum(axis=1)
-        # Gathered flat, row after row (C order, as the binary search's): the sums' order of addition follows it.
+        # Gathered flat, row after row (C order, as the binary search's).
         found = at_most.ravel()[positions[None, :] + (np.arange(len(rows)) * width)[:, None]]
         return found + (rows * self.n)[:, None]
-
-
-def _row_cumsum(values: np.ndarray) -> np.ndarray:
-    """Each row's cumulative sum, in place and flattened: row by row, each row's pass in cache (the same
-    sums as np.cumsum(values, axis=1), in less time)."""
-    for row in values:
-        np.cumsum(row, out=row)
-    return values.ravel()
 
 
 class UnitHits:
@@ -278,30 +293,35 @@ def ece_sweep(confidence: np.ndarray, correct: np.ndarray) -> tuple[float, int]:
     return float(ece[0]), int(bins[0])
 
 
-def residual_masses(cells: np.ndarray, residual: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+def residual_masses(
+    cells: np.ndarray, residual: np.ndarray, weights: np.ndarray | None = None, n_cells: int = GRID_CELLS
+) -> np.ndarray:
     """Per grid cell of [0, 1]: the (weighted) sum of the residuals correct - confidence over N, the number
     of samples (the sum of the weights). `weights` (rows, N) gives one row per weighting (a bootstrap
-    resample's draw counts); None weighs every sample once."""
+    resample's draw counts); None weighs every sample once. `cells` may instead number the cells of a
+    CellCosines (0 to `n_cells` - 1: `np.unique(..., return_inverse=True)`), for masses on those cells only."""
     if weights is None:
-        return np.bincount(cells, weights=residual, minlength=GRID_CELLS)[None, :] / len(cells)
-    rows, n = weights.shape
-    flat = (np.arange(rows)[:, None] * GRID_CELLS + cells[None, :]).ravel()
-    sums = np.bincount(flat, weights=(weights * residual).ravel(), minlength=rows * GRID_CELLS)
-    return sums.reshape(rows, GRID_CELLS) / weights.sum(axis=1, keepdims=True)
+        return np.bincount(cells, weights=residual, minlength=n_cells)[None, :] / len(cells)
+    # A bincount per row: its sums stay in cache, where one bincount of every row at once scatters into all of
+    # them (five times slower for 50 rows of 10,000; the same sums).
+    sums = np.empty((len(weights), n_cells))
+    for row, weight in zip(sums, weights, strict=True):
+        row[:] = np.bincount(cells, weights=weight * residual, minlength=n_cells)
+    return sums / weights.sum(axis=1, keepdims=True)
 
 
 def prefix_residual_masses(prefix: SortedPrefix, cells: np.ndarray) -> np.ndarray:
-    """`residual_masses` of each row of a SortedPrefix (`cells`: each sample's grid cell, in the samples' own
-    order), from its prefix sums: in sorted order the samples' cells never fall, so a cell's sum of
-    correct - confidence is the difference of the prefix sums at its last sample and at the last sample of
-    the cell before it (the same masses to about 1e-16 each, without another pass over the draws)."""
+    """`residual_masses` of each row of a SortedPrefix on the grid cells that hold its samples (`cells`: each
+    sample's grid cell, in the samples' own order), a column per cell of np.unique(cells), from its prefix sums:
+    in sorted order the samples' cells never fall, so a cell's sum of correct - confidence is the difference of
+    the prefix sums at its last sample and at the last sample of the cell before it, taken in the prefix sums'
+    fixed point (exact: the same masses to about 1e-16 each, without another pass over the draws)."""
     in_order = cells[prefix.order]
     last = np.flatnonzero(np.diff(in_order, append=GRID_CELLS))  # the last sample of each cell that has one
     flat = ((np.arange(prefix.rows) * prefix.n)[:, None] + last[None, :]).ravel()
-    residual = (prefix.cum_hit[flat] - prefix.cum_conf[flat]).reshape(prefix.rows, len(last))
-    masses = np.zeros((prefix.rows, GRID_CELLS))
-    masses[:, in_order[last]] = np.diff(residual, axis=1, prepend=0.0) / prefix.total
-    return masses
+    fixed = (prefix.cum_hit[flat] << prefix.conf_bits) - prefix.cum_conf[flat]  # below 2**62: no overflow
+    per_cell = np.diff(fixed.reshape(prefix.rows, len(last)), axis=1, prepend=0)
+    return np.ldexp(per_cell.astype(np.float64), -prefix.conf_bits) / prefix.total
 
 
 def grid_cells(confidence: np.ndarray) -> np.ndarray:
@@ -330,8 +350,59 @@ def _twiddle(kept: int) -> np.ndarray:
     return np.exp(1j * np.pi * np.arange(kept) / (2 * GRID_CELLS))
 
 
-def _smoothed_shuffled(spectrum: np.ndarray, sigma: np.ndarray | float) -> np.ndarray:
-    """(rows, GRID_CELLS): each row's masses smoothed by the reflected Gaussian kernel at its bandwidth, with the
+def _kept(sigma: float) -> int:
+    """How many of the lowest frequencies have a Gaussian gain above 1e-30 at bandwidth `sigma`."""
+    return min(GRID_CELLS, int(math.ceil(math.sqrt(2 * 69.1) / (math.pi * sigma))) + 1)
+
+
+class CellCosines:
+    """The DCT-II basis 2 cos(pi k (2c + 1) / (2 GRID_CELLS)) on a fixed set of grid cells c (those that hold
+    samples), for the frequencies k asked for so far: a bootstrap makes it once for all its resamples, whose
+    residual masses lie on those cells only."""
+
+    def __init__(self, cells: np.ndarray):
+        self.cells = np.asarray(cells, dtype=np.int64)
+        self.table = np.zeros((len(self.cells), 0))
+
+    def first(self, kept: int) -> np.ndarray:
+        """(cells, kept): the basis of the first `kept` frequencies."""
+        have = self.table.shape[1]
+        if kept > have:
+            k = np.arange(have, kept)
+            more = 2 * np.cos(np.pi * k[None, :] * (2 * self.cells[:, None] + 1) / (2 * GRID_CELLS))
+            self.table = np.hstack([self.table, more])
+        return self.table[:, :kept]
+
+
+class _Coefficients:
+    """The DCT-II coefficients of rows of residual masses (`_mirror_spectrum`'s), made as a root search asks for
+    them. Masses on every cell: all of them at once, by the FFT. Masses on the cells of a CellCosines: near its
+    root a search smooths at bandwidths of a few hundredths, which read only the first hundred or so (`_kept`),
+    made by one product of the masses with the basis up to DIRECT_WORK multiply-adds per row (a tenth of the
+    FFT's time on the sample model's 1,765 cells), all of them by the FFT beyond (a search over the whole range)."""
+
+    def __init__(self, masses: np.ndarray, cells: CellCosines | None):
+        self.masses, self.cells = masses, cells
+        self.known = np.zeros((len(masses), 0))
+
+    def first(self, kept: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """At least the first `kept` coefficients of `rows` (default all)."""
+        have = self.known.shape[1]
+        if kept > have:
+            if self.cells is None:
+                self.known = _mirror_spectrum(self.masses)
+            elif kept * len(self.cells.cells) > DIRECT_WORK:
+                dense = np.zeros((len(self.masses), GRID_CELLS))
+                dense[:, self.cells.cells] = self.masses
+                self.known = _mirror_spectrum(dense)
+            else:
+                self.known = np.hstack([self.known, self.masses @ self.cells.first(kept)[:, have:]])
+        return self.known if rows is None else self.known[rows]
+
+
+def _smoothed_shuffled(coefficients: np.ndarray, sigma: np.ndarray | float) -> np.ndarray:
+    """(rows, GRID_CELLS): each row's masses, given by at least their first `_kept(min(sigma))` DCT coefficients,
+    smoothed by the reflected Gaussian kernel at its bandwidth, with the
     cells in the order 0, 2, 4, ..., then ..., 5, 3, 1 (`_smoothed` puts them back).
 
     On the mirror-periodic extension the smoothing is a product with the Gaussian's transform,
@@ -339,14 +410,16 @@ def _smoothed_shuffled(spectrum: np.ndarray, sigma: np.ndarray | float) -> np.nd
     it is the inverse DCT of the coefficients times that gain, one inverse real FFT of GRID_CELLS points (half
     the mirror's), whose output is the cells in that order (Makhoul 1980). Frequencies whose gain is below 1e-30
     for every row are left out."""
-    sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (len(spectrum),))
-    kept = min(GRID_CELLS, int(math.ceil(math.sqrt(2 * 69.1) / (math.pi * float(sigma.min())))) + 1)
+    count = len(coefficients)
+    sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (count,))
+    kept = _kept(float(sigma.min()))
     gain = np.exp(-0.5 * (np.pi * np.arange(kept)[None, :] * sigma[:, None]) ** 2)
+    kept_coefficients = coefficients[:, :kept]
     half = GRID_CELLS // 2
     if kept <= half:  # y_{GRID_CELLS - k} is left out for every k <= half
-        return np.fft.irfft(0.5 * _twiddle(kept) * (spectrum[:, :kept] * gain), GRID_CELLS, axis=1)
-    product = np.zeros((len(spectrum), GRID_CELLS + 1))
-    product[:, :kept] = spectrum[:, :kept] * gain
+        return np.fft.irfft(0.5 * _twiddle(kept) * (kept_coefficients * gain), GRID_CELLS, axis=1)
+    product = np.zeros((count, GRID_CELLS + 1))
+    product[:, :kept] = kept_coefficients * gain
     k = np.arange(half + 1)
     return np.fft.irfft(
         0.5 * _twiddle(half + 1) * (product[:, k] - 1j * product[:, GRID_CELLS - k]), GRID_CELLS, axis=1
@@ -362,11 +435,12 @@ def _smoothed(spectrum: np.ndarray, sigma: np.ndarray | float) -> np.ndarray:
     return cells
 
 
-def _smooth_ece_of_spectrum(spectrum: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """smECE of each row at its bandwidth: sum over the cells of |residual masses smoothed by the reflected
-    Gaussian kernel| (the cells in any order: `_smoothed_shuffled`). Reflection at 0 and 1 folds the kernel
-    back into [0, 1], so it keeps every sample's mass and the kernel density needs no normalisation."""
-    return np.abs(_smoothed_shuffled(spectrum, sigma)).sum(axis=1)
+def _smooth_ece_of_spectrum(coefficients: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """smECE of each row (its DCT coefficients, as `_smoothed_shuffled` takes them) at its bandwidth: sum over
+    the cells of |residual masses smoothed by the reflected Gaussian kernel| (the cells in any order:
+    `_smoothed_shuffled`). Reflection at 0 and 1 folds the kernel back into [0, 1], so it keeps every sample's
+    mass and the kernel density needs no normalisation."""
+    return np.abs(_smoothed_shuffled(coefficients, sigma)).sum(axis=1)
 
 
 def smooth_ece_at(confidence: np.ndarray, correct: np.ndarray, sigma: float) -> float:
@@ -376,37 +450,44 @@ def smooth_ece_at(confidence: np.ndarray, correct: np.ndarray, sigma: float) -> 
     return float(_smooth_ece_of_spectrum(_mirror_spectrum(masses), np.array([sigma]))[0])
 
 
-def smooth_ece_of_masses(masses: np.ndarray, near: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(smECE, sigma*) of each row of residual masses: the bandwidth where smECE_sigma = sigma, on
+def smooth_ece_of_masses(
+    masses: np.ndarray,
+    near: float | np.ndarray | None = None,
+    tolerance: float = ROOT_TOLERANCE,
+    cells: CellCosines | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(smECE, sigma*) of each row of residual masses (per grid cell, or on the cells of `cells` only: a
+    bootstrap's, `prefix_residual_masses`): the bandwidth where smECE_sigma = sigma, on
     [MIN_SIGMA, 1]. smECE_sigma - sigma falls as sigma grows, so the root is bracketed and found by the
-    Illinois variant of regula falsi, all rows at once, to ROOT_TOLERANCE. A row calibrated to within
+    Illinois variant of regula falsi, all rows at once, to `tolerance`. A row calibrated to within
     MIN_SIGMA stops there.
 
-    `near` (a bootstrap's point estimate of sigma*) first tries a bracket per row between near and smECE_near
-    (one fixed-point step): as smECE falls with sigma, excess(near) = smECE_near - near and excess(smECE_near)
-    have opposite signs (or the second is 0: the root, where smECE does not change with sigma). The rows
-    where they do start there, a few steps from their root; the others (checked) search [MIN_SIGMA, 1] as
-    without `near`. Either way each root is found to ROOT_TOLERANCE."""
-    spectrum = _mirror_spectrum(masses)
-    rows = len(spectrum)
+    `near` (a bootstrap's point estimate of sigma*, or a guess per row) first tries a bracket per row between
+    near and smECE_near (one fixed-point step): as smECE falls with sigma, excess(near) = smECE_near - near and
+    excess(smECE_near) have opposite signs (or the second is 0: the root, where smECE does not change with
+    sigma). The rows where they do start there, a few steps from their root; the others (checked) search
+    [MIN_SIGMA, 1] as without `near`. Either way each root is found to `tolerance`."""
+    coefficients = _Coefficients(masses, cells)
+    rows = len(masses)
 
     def excess(sigma: np.ndarray, which: np.ndarray) -> np.ndarray:
-        part = spectrum if len(which) == rows else spectrum[which]
+        part = coefficients.first(_kept(float(sigma.min())), None if len(which) == rows else which)
         return _smooth_ece_of_spectrum(part, sigma) - sigma
 
     lo, hi = np.full(rows, MIN_SIGMA), np.ones(rows)
     g_lo, g_hi = np.empty(rows), np.empty(rows)
     wide = np.arange(rows)  # the rows that search the whole range
     found = np.zeros(rows, dtype=bool)  # the rows whose root the start from `near` hit (smECE flat in sigma)
-    if near is not None and rows and MIN_SIGMA < near < 1:
-        start = np.full(rows, near)
+    if near is not None and rows:
+        start = np.broadcast_to(np.asarray(near, dtype=np.float64), (rows,))
+        start = np.where(np.isfinite(start), np.clip(start, MIN_SIGMA, 1.0), 0.5)  # any start: the bracket is checked
         g_start = excess(start, wide)
         step = np.clip(start + g_start, MIN_SIGMA, 1.0)  # smECE at `near`: across the root, as smECE falls
         g_step = excess(step, wide)
         above = g_start > 0
         lo, hi = np.where(above, start, step), np.where(above, step, start)
         g_lo, g_hi = np.where(above, g_start, g_step), np.where(above, g_step, g_start)
-        found = np.abs(g_step) <= ROOT_TOLERANCE
+        found = np.abs(g_step) <= tolerance
         wide = np.flatnonzero(~((g_lo > 0) & (g_hi < 0) | found))
         lo[wide], hi[wide] = MIN_SIGMA, 1.0
     if len(wide):
@@ -432,7 +513,7 @@ def smooth_ece_of_masses(masses: np.ndarray, near: float | None = None) -> tuple
         g_hi[move_lo[last_side[move_lo] == -1]] /= 2
         g_lo[move_hi[last_side[move_hi] == 1]] /= 2
         last_side[move_lo], last_side[move_hi] = -1, 1
-        active[rows_left] = (np.abs(gc) > ROOT_TOLERANCE) & (hi[rows_left] - lo[rows_left] > ROOT_TOLERANCE)
+        active[rows_left] = (np.abs(gc) > tolerance) & (hi[rows_left] - lo[rows_left] > tolerance)
     return value, sigma
 
 

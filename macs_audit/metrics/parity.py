@@ -17,6 +17,7 @@ clipped: a difference may be negative).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -100,25 +101,29 @@ def column_means(columns: dict[str, np.ndarray], within: dict[str, np.ndarray] |
     return statistic
 
 
-def resampled_errors(acc: CalibrationAccumulator) -> Statistic:
-    """One model's ECE and smooth ECE on each resample of a piece of counts: the per-bin and per-grid-cell sums of
-    the drawn residuals correct - confidence by bincount (estimators.residual_masses), the smooth ECE's root
-    bracketed from the model's own bandwidth, as metrics.bootstrap does."""
+def resampled_errors(acc: CalibrationAccumulator) -> Callable[..., dict[str, np.ndarray]]:
+    """One model's ECE and smooth ECE on each resample of a piece of counts: the per-bin sums of the drawn
+    residuals correct - confidence in one product with the counts (as metrics.bootstrap sums them), the per-grid-cell
+    sums by estimators.residual_masses, the smooth ECE's root bracketed from a guess per resample (the second
+    argument: another model's bandwidths on the same resamples, moved by the two point estimates' difference), or
+    from the model's own bandwidth."""
     s = acc.samples()
     n = len(s["confidence"])
-    bins = bin_index(s["confidence"], acc.n_bins)
     residual = s["correct"] - s["confidence"]
+    per_bin_residual = np.zeros((n, acc.n_bins))
+    per_bin_residual[np.arange(n), bin_index(s["confidence"], acc.n_bins)] = residual
     cells = estimators.grid_cells(s["confidence"])
     near = float(estimators.smooth_ece_of_masses(estimators.residual_masses(cells, residual))[1][0])
+    held, cell_of_sample = np.unique(cells, return_inverse=True)  # the masses on the cells that hold samples
+    basis = estimators.CellCosines(held)
 
-    def statistic(counts: np.ndarray) -> dict[str, np.ndarray]:
-        rows = len(counts)
-        flat = (np.arange(rows)[:, None] * acc.n_bins + bins[None, :]).ravel()
-        per_bin = np.bincount(flat, weights=(counts * residual).ravel(), minlength=rows * acc.n_bins)
-        masses = estimators.residual_masses(cells, residual, counts)
+    def statistic(counts: np.ndarray, guess: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        masses = estimators.residual_masses(cell_of_sample, residual, counts, len(held))
         return {
-            "ece": np.abs(per_bin.reshape(rows, acc.n_bins)).sum(axis=1) / n,
-            "smooth_ece": estimators.smooth_ece_of_masses(masses, near)[0],
+            "ece": np.abs(counts @ per_bin_residual).sum(axis=1) / n,
+            "smooth_ece": estimators.smooth_ece_of_masses(
+                masses, near if guess is None else guess, estimators.RESAMPLED_ROOT_TOLERANCE, basis
+            )[0],
         }
 
     return statistic
@@ -150,11 +155,17 @@ def paired_statistic(
     means = column_means({**deltas, **(columns or {})}, within)
     same = all(np.array_equal(r[key], c[key]) for key in ("confidence", "correct"))
     reference_errors = resampled_errors(reference) if errors and not same else None
+    # The reference's bandwidth on a resample lies near the candidate's on it (its smooth ECE, the root's value),
+    # moved by the point estimates' difference: its root search starts a step or two from the root.
+    shift = 0.0
+    if reference_errors is not None:
+        reference_sigma = estimators.smooth_ece(r["confidence"], r["correct"])[1]
+        shift = reference_sigma - estimators.smooth_ece(c["confidence"], c["correct"])[1]
 
     def statistic(counts: np.ndarray, own: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = means(counts)
         if errors and all(name in own for name in _ERRORS):
-            ref = own if reference_errors is None else reference_errors(counts)
+            ref = own if reference_errors is None else reference_errors(counts, own["smooth_ece"] + shift)
             out.update({name: own[name] - ref[name] for name in _ERRORS})
         return out
 
@@ -204,7 +215,7 @@ def metric_differences(
     resampled_values: dict[str, np.ndarray] = {}
     if n_resamples > 0 and reference.count >= bootstrap.MIN_BOOTSTRAP_SAMPLES:
         paired = paired_statistic(reference, candidate, errors=errors, columns=columns)
-        own = resampled_errors(candidate) if errors else lambda counts: {}
+        own: Callable[..., dict[str, np.ndarray]] = resampled_errors(candidate) if errors else lambda counts: {}
         resampled_values = resampled(reference.count, n_resamples, seed, lambda counts: paired(counts, own(counts)))
     out = differences(reference.compute(), candidate.compute(), resampled_values, level)
     return out, {

@@ -54,9 +54,9 @@ def draw_counts(
             yield counts
 
 
-# Pieces in flight at once. 1: on 2 cores the default audit ran no faster with 2 (10.0 s either way, paired
-# runs) and the bootstrap's peak memory nearly doubled; raise it where more cores sit idle during the bootstrap.
-MAX_PIECE_THREADS = 1
+# Pieces in flight at once: the bootstrap runs between inference passes, when the cores are idle; on 2 cores two
+# pieces at a time make a view's bootstrap about 1.5x faster (benchmarks/RESULTS.md, "Deployment parity").
+MAX_PIECE_THREADS = 2
 
 
 def piece_threads() -> int:
@@ -71,18 +71,26 @@ def piece_threads() -> int:
 
 def map_in_order(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
     """fn of each item, in the items' order, `threads` at a time; the items are taken one at a time as
-    results come back (the draw counts are made while the pieces before them are computed)."""
-    if threads <= 1:
-        yield from map(fn, items)
-        return
-    with ThreadPoolExecutor(threads) as pool:
-        pending: collections.deque[Future[R]] = collections.deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) >= threads:
+    results come back (the draw counts are made while the pieces before them are computed).
+
+    BLAS runs single-threaded meanwhile, however many threads run the pieces: OpenBLAS splits a product
+    differently on more threads (sums that differ in the last bit), so the values do not depend on the threads;
+    and its own threads, which spin between calls, took the cores from the pieces' (two pieces at a time were no
+    faster than one)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="blas"):
+        if threads <= 1:
+            yield from map(fn, items)
+            return
+        with ThreadPoolExecutor(threads) as pool:
+            pending: collections.deque[Future[R]] = collections.deque()
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= threads:
+                    yield pending.popleft().result()
+            while pending:
                 yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
 
 
 def concatenated(pieces: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

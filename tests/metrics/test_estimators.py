@@ -117,10 +117,13 @@ def _resampled_masses(n, seed, case, resamples=200):
 
     f, y = _sample(n, seed, CASES[case])
     counts = next(draw_counts(n, resamples, np.random.default_rng(seed), rows=resamples))
-    masses = E.prefix_residual_masses(E.SortedPrefix(f, y, counts), E.grid_cells(f))
+    held, cell_of_sample = np.unique(E.grid_cells(f), return_inverse=True)
+    on_held = E.prefix_residual_masses(E.SortedPrefix(f, y, counts), E.grid_cells(f))
     direct = E.residual_masses(E.grid_cells(f), y - f, counts)
-    assert np.abs(masses - direct).max() < 1e-15  # the prefix sums' masses are residual_masses'
-    return masses, E.smooth_ece(f, y)[1]
+    assert np.abs(on_held - direct[:, held]).max() < 1e-15  # the prefix sums' masses are residual_masses'
+    assert not np.delete(direct, held, axis=1).any()  # on the cells that hold samples, and nowhere else
+    assert np.array_equal(E.residual_masses(cell_of_sample, y - f, counts, len(held)), direct[:, held])
+    return direct, E.smooth_ece(f, y)[1]
 
 
 @pytest.mark.parametrize("n", [50, 500, 10_000])
@@ -145,6 +148,22 @@ def test_resamples_started_from_the_point_estimate_find_the_whole_ranges_roots(c
         # Each within ROOT_TOLERANCE of the root, so within twice that of each other.
         assert np.abs(fast_sigma - sigma).max() <= 2 * E.ROOT_TOLERANCE
         assert np.abs(fast_value - value).max() <= 2 * E.ROOT_TOLERANCE
+
+
+@pytest.mark.parametrize("n", [50, 10_000])
+@pytest.mark.parametrize("case", CASES)
+def test_masses_on_the_held_cells_find_the_roots_of_every_cell(case, n):
+    """A bootstrap's masses on the cells that hold samples, their coefficients made directly (CellCosines), and its
+    roots to RESAMPLED_ROOT_TOLERANCE: the roots of the masses on every cell by the FFT, each bandwidth and value
+    within that tolerance; with a start far from the roots too (a search of the whole range, by the FFT)."""
+    masses, near = _resampled_masses(n, 11, case)
+    exact_value, exact_sigma = _exact_roots(masses, E.smooth_ece_of_masses(masses)[1])
+    held = np.flatnonzero(masses.any(axis=0))
+    for start in (near, 2 * E.MIN_SIGMA):
+        basis = E.CellCosines(held)
+        value, sigma = E.smooth_ece_of_masses(masses[:, held], start, E.RESAMPLED_ROOT_TOLERANCE, basis)
+        assert np.abs(sigma - exact_sigma).max() <= E.RESAMPLED_ROOT_TOLERANCE
+        assert np.abs(value - exact_value).max() <= E.RESAMPLED_ROOT_TOLERANCE
 
 
 def _exact_roots(masses, sigma):
