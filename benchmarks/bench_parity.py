@@ -1,12 +1,13 @@
 """The parity audit (`evaluate CANDIDATE --reference REFERENCE`) against the two models' bare inference passes,
 same data, one run.
 
-    python benchmarks/bench_parity.py [--precision int8] [--repeats 5]
+    python benchmarks/bench_parity.py [--precision int8] [--repeats 5] [--model MODEL.onnx] [--images N]
 
-The candidate is built from the sample model first (deployment.build_precision: FP16, or INT8 on 512
-class-stratified calibration images of the built-in test set). One untimed parity audit first (the modules the
-audit imports on first use), then five measurements on the built-in test set's 10,000 images, interleaved so
-that machine noise hits them alike (medians, and the median of the per-round ratios):
+The candidate is built from the model (the sample model by default; deployment.build_precision: FP16, or INT8
+on 512 class-stratified calibration images of the built-in test set). One untimed parity audit first (the modules
+the audit imports on first use), then five measurements on the built-in test set's 10,000 images (or a
+class-stratified N of them), interleaved so that machine noise hits them alike (medians, and the median of the
+per-round ratios):
 - bare pair:       InferenceSession.run of the reference and of the candidate over the already-preprocessed
                    float32 images, batch 500, on the sessions the audit makes (its options: idle threads
                    sleep): the floor of any tool that scores both, and the base of every ratio;
@@ -110,9 +111,12 @@ def main() -> None:
     parser.add_argument("--precision", choices=("fp16", "int8"), default="int8")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--model", type=Path, default=SAMPLE, help="the float ONNX model (the reference)")
+    parser.add_argument("--images", type=int, default=None, help="a class-stratified subset of the test set")
     args = parser.parse_args()
 
     from macs_audit.data.loading import DataSpec
+    from macs_audit.data.splits import stratified_subset
     from macs_audit.data.sources import load_source
     from macs_audit.deployment import Calibration, build_precision
     from macs_audit.models.predictor import load_predictor
@@ -121,11 +125,16 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="bench_parity_"))
     reference = folder / "float.onnx"
-    reference.write_bytes(SAMPLE.read_bytes())
+    reference.write_bytes(args.model.read_bytes())
+    sidecar = args.model.with_suffix(".json")  # the model's preprocessing, where it has a sidecar
+    if sidecar.exists():
+        (folder / "float.json").write_bytes(sidecar.read_bytes())
     calibration = Calibration(DataSpec(None, "builtin"), 512, 0) if args.precision == "int8" else None
     candidate = build_precision(reference, args.precision, calibration=calibration).path
 
     source = load_source(None)
+    if args.images:
+        source = source.subset(stratified_subset(np.asarray(source.labels), args.images))
     cfg = load_predictor(reference, device="cpu").config
     x = resize_and_normalize(to_unit_float(source.images(np.arange(len(source)))), cfg.input_size, cfg.mean, cfg.std)
     parity(candidate, reference, source, args.batch_size, 1000)  # the audit's first-use imports, untimed
@@ -142,7 +151,7 @@ def main() -> None:
         times["candidate audit"].append(audits([candidate], source, args.batch_size, 1000))
         times["two audits"].append(audits([reference, candidate], source, args.batch_size, 1000))
     print(
-        f"{args.precision} candidate of {SAMPLE.name} against it, {len(x)} images, batch {args.batch_size}, "
+        f"{args.precision} candidate of {args.model.name} against it, {len(x)} images, batch {args.batch_size}, "
         f"{args.repeats} interleaved rounds (medians; ratio: the median of the rounds' ratios to the bare pair)"
     )
     print("| measurement | wall s | ratio | CPU s | ratio |\n|---|---:|---:|---:|---:|")

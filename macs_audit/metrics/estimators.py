@@ -75,15 +75,22 @@ class SortedPrefix:
         self.hit = np.asarray(correct, dtype=np.float64)[order]
         # C order (np.take, unlike w[:, order], gives it): the prefix sums are read flat, row after row.
         w = np.ones((1, len(order)), np.int64) if weights is None else np.take(weights, order, 1).astype(np.int64)
-        self.weights = w
         self.rows, self.n = w.shape
         self.total = int(w[0].sum()) if self.n else 0  # samples per row
         self.conf_bits = 62 - max(self.total, 1).bit_length()
         fixed_conf = np.round(np.ldexp(self.conf, self.conf_bits)).astype(np.int64)
-        self.cum_count = np.cumsum(w, axis=1).ravel()
-        self.cum_hit = np.cumsum(w * self.hit.astype(np.int64), axis=1).ravel()
-        self.cum_conf = np.cumsum(w * fixed_conf, axis=1).ravel()
+        # Each product then summed in place, and the counts last, into their own array: no more arrays alive at
+        # once than the three kept (two bootstrap pieces run at once).
+        self.cum_hit = np.cumsum(np.multiply(w, self.hit.astype(np.int64)), axis=1).ravel()
+        conf_sums = np.multiply(w, fixed_conf)
+        self.cum_conf = np.cumsum(conf_sums, axis=1, out=conf_sums).ravel()
+        self.cum_count = np.cumsum(w, axis=1, out=w).ravel()
         self._laid_out: np.ndarray | None = None  # the binary search's counts, made when first needed
+
+    def weights(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The draw counts of `rows` (default all) in sorted order, from their cumulative counts."""
+        cum = self.cum_count.reshape(self.rows, self.n)
+        return np.diff(cum if rows is None else cum[rows], axis=1, prepend=0)
 
     def conf_sums(self, flat: np.ndarray) -> np.ndarray:
         """The cumulative confidence sums at flat indices (the rows laid end to end), as floats."""
@@ -140,7 +147,7 @@ class UnitHits:
     time linear in the rows' samples."""
 
     def __init__(self, prefix: SortedPrefix, rows: np.ndarray):
-        weights = prefix.weights[rows].astype(np.int64)
+        weights = prefix.weights(rows)
         hits = np.broadcast_to(prefix.hit.astype(np.int32), weights.shape)
         written_out = np.repeat(hits.ravel(), weights.ravel()).reshape(len(rows), prefix.total)
         self.table = np.zeros((len(rows), prefix.total + 1), dtype=np.int32)
@@ -184,7 +191,7 @@ def ece_sweep_of(prefix: SortedPrefix) -> tuple[np.ndarray, np.ndarray]:
     for bins in np.unique(best):
         rows = np.flatnonzero(best == bins)
         if bins == prefix.total:  # a bin per sample drawn: each sample's own gap, once per draw
-            weights = prefix.weights if len(rows) == prefix.rows else prefix.weights[rows]
+            weights = prefix.weights(None if len(rows) == prefix.rows else rows)
             ece[rows] = (weights * np.abs(prefix.hit - prefix.conf)).sum(axis=1) / prefix.total
             continue
         _, conf_sum, hit_sum = group_sums(prefix, int(bins), rows)

@@ -24,8 +24,10 @@ PairedStatistic = Callable[[np.ndarray, dict[str, np.ndarray]], dict[str, np.nda
 DRAWS_PER_CHUNK = 4_000_000  # resample draws made at once (rows x samples): bounds the memory
 # Counts handed out at once (rows x samples) by default: a consumer's per-resample arrays (prefix sums, masses)
 # are as many as the counts, several times over, so the counts go out in smaller pieces than they are drawn in.
-# Half a million: the pieces' arrays are the bootstrap's peak memory, and smaller pieces cost no more time.
-COUNTS_PER_PIECE = 500_000
+# A quarter of a million: the pieces' arrays are the bootstrap's peak memory, two pieces computed at once
+# (MAX_PIECE_THREADS) hold about what one of half a million did. Fixed, not shared out by the threads: BLAS's
+# sums of a piece can differ in the last bit with its number of rows, and the values stay those of one thread.
+COUNTS_PER_PIECE = 250_000
 
 
 def draw_counts(
