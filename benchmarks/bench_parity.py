@@ -116,8 +116,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from macs_audit.data.loading import DataSpec
-    from macs_audit.data.splits import stratified_subset
     from macs_audit.data.sources import load_source
+    from macs_audit.data.splits import stratified_subset
     from macs_audit.deployment import Calibration, build_precision
     from macs_audit.models.predictor import load_predictor
     from macs_audit.models.preprocessing import resize_and_normalize
