@@ -478,8 +478,17 @@ def smooth_ece_of_masses(
     rows = len(masses)
 
     def excess(sigma: np.ndarray, which: np.ndarray) -> np.ndarray:
-        part = coefficients.first(_kept(float(sigma.min())), None if len(which) == rows else which)
-        return _smooth_ece_of_spectrum(part, sigma) - sigma
+        # Rows smoothed together read the frequencies of the narrowest bandwidth among them, so rows are grouped
+        # by the power of two of the frequencies they need: a few resamples near MIN_SIGMA (of a calibrated
+        # model) no longer make every row pay for thousands.
+        need = np.ceil(np.log2(np.minimum(GRID_CELLS, np.ceil(math.sqrt(2 * 69.1) / (math.pi * sigma)) + 1)))
+        out = np.empty(len(which))
+        for bucket in np.unique(need):
+            at = np.flatnonzero(need == bucket)
+            whole = len(at) == len(which) and len(which) == rows
+            part = coefficients.first(_kept(float(sigma[at].min())), None if whole else which[at])
+            out[at] = _smooth_ece_of_spectrum(part, sigma[at]) - sigma[at]
+        return out
 
     lo, hi = np.full(rows, MIN_SIGMA), np.ones(rows)
     g_lo, g_hi = np.empty(rows), np.empty(rows)
