@@ -24,9 +24,8 @@ PairedStatistic = Callable[[np.ndarray, dict[str, np.ndarray]], dict[str, np.nda
 DRAWS_PER_CHUNK = 4_000_000  # resample draws made at once (rows x samples): bounds the memory
 # Counts handed out at once (rows x samples) by default: a consumer's per-resample arrays (prefix sums, masses)
 # are as many as the counts, several times over, so the counts go out in smaller pieces than they are drawn in.
-# A quarter of a million: the pieces' arrays are the bootstrap's peak memory, two pieces computed at once
-# (MAX_PIECE_THREADS) hold about what one of half a million did. Fixed, not shared out by the threads: BLAS's
-# sums of a piece can differ in the last bit with its number of rows, and the values stay those of one thread.
+# A quarter of a million: the pieces' arrays are the bootstrap's peak memory; the parity audit's paired bootstrap
+# of 10,000 images ran as fast as with half a million (0.40 s) in 10 MiB less.
 COUNTS_PER_PIECE = 250_000
 
 
@@ -56,9 +55,11 @@ def draw_counts(
             yield counts
 
 
-# Pieces in flight at once: the bootstrap runs between inference passes, when the cores are idle; on 2 cores two
-# pieces at a time make a view's bootstrap about 1.5x faster (benchmarks/RESULTS.md, "Deployment parity").
-MAX_PIECE_THREADS = 2
+# Pieces in flight at once. 1: on 2 cores two at a time made the parity audit's paired bootstrap of 10,000 images
+# 1.3x faster (0.31 s against 0.40 s) for 23 MiB more at its peak, which took the default audit's peak memory
+# to 2.0x the clean audit's, its target (benchmarks/RESULTS.md); raise it where cores and memory are to spare.
+# Results do not depend on it (`map_in_order`).
+MAX_PIECE_THREADS = 1
 
 
 def piece_threads() -> int:
