@@ -23,9 +23,13 @@ per-round ratios):
 - two audits:      run_audit of the reference, then of the candidate (what comparing two reports costs), with
                    the same options as `parity`.
 Each is timed in wall-clock seconds and in the process's CPU seconds (every thread's, onnxruntime's included):
-on a shared machine the CPU time is the steadier measure of the work done. The last lines are what the parity
-section adds to the candidate's own audit (parity - candidate audit) against the reference's bare pass: the
-reference's inference, the paired statistics on the shared resamples and the parity summary.
+on a shared machine the CPU time is the steadier measure of the work done. The parity audit is also split by
+part, timed inside it: both models' onnxruntime runs, the bootstrap (metrics.bootstrap.paired_bootstrap: the
+candidate's intervals and the paired statistics), and the rest (data, preprocessing, metrics, the parity
+summary): the ratio of each to the same round's bare pair is steadier than a difference of two whole runs.
+The last lines are what the parity section adds to the candidate's own audit (parity - candidate audit) against
+the reference's bare pass: the reference's inference, the paired statistics on the shared resamples and the
+parity summary.
 """
 
 import argparse
@@ -80,11 +84,38 @@ def session_loop(model: Path, x: np.ndarray, batch_size: int) -> Clock:
     return since(start)
 
 
+class Stopwatch:
+    """Wall seconds spent inside some functions (wrapped for the whole run; one thread calls them)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def wrap(self, owner, name: str, key: str) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - start
+
+        setattr(owner, name, timed)
+
+    def take(self) -> dict[str, float]:
+        taken, self.seconds = self.seconds, {}
+        return taken
+
+
+STOPWATCH = Stopwatch()
+
+
 def parity(candidate: Path, reference: Path, source, batch_size: int, bootstrap: int) -> Clock:
     from macs_audit.audit import run_audit
     from macs_audit.models.predictor import load_predictor
 
     cand, ref = load_predictor(candidate, device="cpu"), load_predictor(reference, device="cpu")
+    STOPWATCH.take()
     start = clock()
     run_audit(cand, source, options(batch_size, bootstrap), reference=ref)
     return since(start)
@@ -138,15 +169,24 @@ def main() -> None:
     cfg = load_predictor(reference, device="cpu").config
     x = resize_and_normalize(to_unit_float(source.images(np.arange(len(source)))), cfg.input_size, cfg.mean, cfg.std)
     parity(candidate, reference, source, args.batch_size, 1000)  # the audit's first-use imports, untimed
+    from macs_audit.metrics import bootstrap
+    from macs_audit.models.onnx import OnnxPredictor
+
+    # Inside the timed parity audits: onnxruntime's runs (both models) and the bootstrap (the candidate's
+    # intervals and the paired statistics on the same resamples), the rest being the audit's own work.
+    STOPWATCH.wrap(OnnxPredictor, "_run", "inference")
+    STOPWATCH.wrap(bootstrap, "paired_bootstrap", "bootstrap")
     keys = ("bare pair", "default sessions", "parity", "parity-noboot", "candidate audit", "two audits")
     times: dict[str, list[Clock]] = {key: [] for key in keys}
     bare_reference: list[Clock] = []
+    inside: list[dict[str, float]] = []  # per round: the parity audit's seconds by part
     for _ in range(args.repeats):
         bare_reference.append(session_loop(reference, x, args.batch_size))
         times["bare pair"].append(plus(bare_reference[-1], session_loop(candidate, x, args.batch_size)))
         default = [timed_bare_loop(path, x, args.batch_size) for path in (reference, candidate)]
         times["default sessions"].append(plus(*default))
         times["parity"].append(parity(candidate, reference, source, args.batch_size, 1000))
+        inside.append(STOPWATCH.take())
         times["parity-noboot"].append(parity(candidate, reference, source, args.batch_size, 0))
         times["candidate audit"].append(audits([candidate], source, args.batch_size, 1000))
         times["two audits"].append(audits([reference, candidate], source, args.batch_size, 1000))
@@ -161,6 +201,19 @@ def main() -> None:
             ratio = statistics.median(v[j] / b[j] for v, b in zip(values, times["bare pair"], strict=True))
             cells.append(f"{statistics.median(v[j] for v in values):.2f} | {ratio:.2f}x")
         print(f"| {key} | {' | '.join(cells)} |")
+    parts = {"inference": [], "bootstrap": [], "rest": []}
+    for part, whole, pair in zip(inside, times["parity"], times["bare pair"], strict=True):
+        rest = whole[0] - part.get("inference", 0.0) - part.get("bootstrap", 0.0)
+        for key, seconds in (("inference", part.get("inference", 0.0)), ("bootstrap", part.get("bootstrap", 0.0))):
+            parts[key].append((seconds, seconds / pair[0]))
+        parts["rest"].append((rest, rest / pair[0]))
+    print(
+        "the parity audit by part (wall, medians; ratio to the bare pair's wall): "
+        + ", ".join(
+            f"{key} {statistics.median(s for s, _ in v):.2f} s ({statistics.median(r for _, r in v):.2f}x)"
+            for key, v in parts.items()
+        )
+    )
     for j, unit in ((0, "wall"), (1, "CPU")):
         added = [p[j] - c[j] for p, c in zip(times["parity"], times["candidate audit"], strict=True)]
         ratio = statistics.median(a / b[j] for a, b in zip(added, bare_reference, strict=True))
