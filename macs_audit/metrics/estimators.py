@@ -80,7 +80,7 @@ class SortedPrefix:
         self.conf_bits = 62 - max(self.total, 1).bit_length()
         fixed_conf = np.round(np.ldexp(self.conf, self.conf_bits)).astype(np.int64)
         # Each product then summed in place, and the counts last, into their own array: no more arrays alive at
-        # once than the three kept (two bootstrap pieces run at once).
+        # once than the three kept (a bootstrap piece's arrays are its peak memory).
         self.cum_hit = np.cumsum(np.multiply(w, self.hit.astype(np.int64)), axis=1).ravel()
         conf_sums = np.multiply(w, fixed_conf)
         self.cum_conf = np.cumsum(conf_sums, axis=1, out=conf_sums).ravel()
@@ -385,15 +385,16 @@ class _Coefficients:
     """The DCT-II coefficients of rows of residual masses (`_mirror_spectrum`'s), made as a root search asks for
     them. Masses on every cell: all of them at once, by the FFT. Masses on the cells of a CellCosines: near its
     root a search smooths at bandwidths of a few hundredths, which read only the first hundred or so (`_kept`),
-    made by one product of the masses with the basis up to DIRECT_WORK multiply-adds per row (a tenth of the
-    FFT's time on the sample model's 1,765 cells), all of them by the FFT beyond (a search over the whole range)."""
+    made by one product of the masses with the basis up to DIRECT_WORK multiply-adds per row (several times
+    faster than the FFT of every cell on the sample model's 1,765 cells), all of them by the FFT beyond (a
+    search over the whole range)."""
 
     def __init__(self, masses: np.ndarray, cells: CellCosines | None):
         self.masses, self.cells = masses, cells
         self.known = np.zeros((len(masses), 0))
 
     def first(self, kept: int, rows: np.ndarray | None = None) -> np.ndarray:
-        """At least the first `kept` coefficients of `rows` (default all)."""
+        """The first `kept` coefficients of `rows` (default all)."""
         have = self.known.shape[1]
         if kept > have:
             if self.cells is None:
@@ -404,7 +405,7 @@ class _Coefficients:
                 self.known = _mirror_spectrum(dense)
             else:
                 self.known = np.hstack([self.known, self.masses @ self.cells.first(kept)[:, have:]])
-        return self.known if rows is None else self.known[rows]
+        return self.known[:, :kept] if rows is None else self.known[rows, :kept]
 
 
 def _smoothed_shuffled(coefficients: np.ndarray, sigma: np.ndarray | float) -> np.ndarray:
