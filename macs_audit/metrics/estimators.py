@@ -357,9 +357,9 @@ def _twiddle(kept: int) -> np.ndarray:
     return np.exp(1j * np.pi * np.arange(kept) / (2 * GRID_CELLS))
 
 
-def _kept(sigma: float) -> int:
-    """How many of the lowest frequencies have a Gaussian gain above 1e-30 at bandwidth `sigma`."""
-    return min(GRID_CELLS, int(math.ceil(math.sqrt(2 * 69.1) / (math.pi * sigma))) + 1)
+def _kept(sigma: np.ndarray) -> np.ndarray:
+    """How many of the lowest frequencies have a Gaussian gain above 1e-30 at each bandwidth of `sigma`."""
+    return np.minimum(GRID_CELLS, np.ceil(math.sqrt(2 * 69.1) / (math.pi * np.asarray(sigma))).astype(np.int64) + 1)
 
 
 class CellCosines:
@@ -420,7 +420,7 @@ def _smoothed_shuffled(coefficients: np.ndarray, sigma: np.ndarray | float) -> n
     for every row are left out."""
     count = len(coefficients)
     sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (count,))
-    kept = _kept(float(sigma.min()))
+    kept = int(_kept(sigma.min()))
     gain = np.exp(-0.5 * (np.pi * np.arange(kept)[None, :] * sigma[:, None]) ** 2)
     kept_coefficients = coefficients[:, :kept]
     half = GRID_CELLS // 2
@@ -482,12 +482,12 @@ def smooth_ece_of_masses(
         # Rows smoothed together read the frequencies of the narrowest bandwidth among them, so rows are grouped
         # by the power of two of the frequencies they need: a few resamples near MIN_SIGMA (of a calibrated
         # model) no longer make every row pay for thousands.
-        need = np.ceil(np.log2(np.minimum(GRID_CELLS, np.ceil(math.sqrt(2 * 69.1) / (math.pi * sigma)) + 1)))
+        need = np.ceil(np.log2(_kept(sigma)))
         out = np.empty(len(which))
         for bucket in np.unique(need):
             at = np.flatnonzero(need == bucket)
             whole = len(at) == len(which) and len(which) == rows
-            part = coefficients.first(_kept(float(sigma[at].min())), None if whole else which[at])
+            part = coefficients.first(int(_kept(sigma[at].min())), None if whole else which[at])
             out[at] = _smooth_ece_of_spectrum(part, sigma[at]) - sigma[at]
         return out
 

@@ -101,12 +101,14 @@ def column_means(columns: dict[str, np.ndarray], within: dict[str, np.ndarray] |
     return statistic
 
 
-def resampled_errors(acc: CalibrationAccumulator) -> Callable[..., dict[str, np.ndarray]]:
+def resampled_errors(
+    acc: CalibrationAccumulator, beside: CalibrationAccumulator | None = None
+) -> Callable[..., dict[str, np.ndarray]]:
     """One model's ECE and smooth ECE on each resample of a piece of counts: the per-bin sums of the drawn
     residuals correct - confidence in one product with the counts (as metrics.bootstrap sums them), the per-grid-cell
-    sums by estimators.residual_masses, the smooth ECE's root bracketed from a guess per resample (the second
-    argument: another model's bandwidths on the same resamples, moved by the two point estimates' difference), or
-    from the model's own bandwidth."""
+    sums by estimators.residual_masses, the smooth ECE's root bracketed from the model's own bandwidth; or, given
+    `beside` (another model on the same images) and its smooth ECEs on the same resamples (the second argument),
+    from those moved by the two point estimates' difference: a step or two from each root."""
     s = acc.samples()
     n = len(s["confidence"])
     residual = s["correct"] - s["confidence"]
@@ -117,13 +119,17 @@ def resampled_errors(acc: CalibrationAccumulator) -> Callable[..., dict[str, np.
     held, cell_of_sample = np.unique(cells, return_inverse=True)  # the masses on the cells that hold samples
     basis = estimators.CellCosines(held)
 
-    def statistic(counts: np.ndarray, guess: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    shift = 0.0  # from `beside`'s bandwidths to this model's: the two point estimates' difference
+    if beside is not None:
+        other = beside.samples()
+        shift = near - float(estimators.smooth_ece(other["confidence"], other["correct"])[1])
+
+    def statistic(counts: np.ndarray, beside_smooth_ece: np.ndarray | None = None) -> dict[str, np.ndarray]:
         masses = estimators.residual_masses(cell_of_sample, residual, counts, len(held))
+        guess = near if beside_smooth_ece is None else beside_smooth_ece + shift
         return {
             "ece": np.abs(counts @ per_bin_residual).sum(axis=1) / n,
-            "smooth_ece": estimators.smooth_ece_of_masses(
-                masses, near if guess is None else guess, estimators.RESAMPLED_ROOT_TOLERANCE, basis
-            )[0],
+            "smooth_ece": estimators.smooth_ece_of_masses(masses, guess, estimators.RESAMPLED_ROOT_TOLERANCE, basis)[0],
         }
 
     return statistic
@@ -154,18 +160,13 @@ def paired_statistic(
     }
     means = column_means({**deltas, **(columns or {})}, within)
     same = all(np.array_equal(r[key], c[key]) for key in ("confidence", "correct"))
-    reference_errors = resampled_errors(reference) if errors and not same else None
-    # The reference's bandwidth on a resample lies near the candidate's on it (its smooth ECE, the root's value),
-    # moved by the point estimates' difference: its root search starts a step or two from the root.
-    shift = 0.0
-    if reference_errors is not None:
-        reference_sigma = estimators.smooth_ece(r["confidence"], r["correct"])[1]
-        shift = reference_sigma - estimators.smooth_ece(c["confidence"], c["correct"])[1]
+    # The reference's root search on a resample starts from the candidate's smooth ECE on it.
+    reference_errors = resampled_errors(reference, beside=candidate) if errors and not same else None
 
     def statistic(counts: np.ndarray, own: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = means(counts)
         if errors and all(name in own for name in _ERRORS):
-            ref = own if reference_errors is None else reference_errors(counts, own["smooth_ece"] + shift)
+            ref = own if reference_errors is None else reference_errors(counts, own["smooth_ece"])
             out.update({name: own[name] - ref[name] for name in _ERRORS})
         return out
 
