@@ -5,7 +5,7 @@ on, or data unlike the evaluation data)."""
 import json
 
 import numpy as np
-from conftest import linear_onnx, tiny_images
+from conftest import fit_right_held_wrong, linear_onnx, tiny_images
 from fixtures.synthetic_report import synthetic_report
 from typer.testing import CliRunner
 
@@ -74,20 +74,12 @@ def test_calibrate_writes_nothing_when_no_map_beats_the_uncalibrated_model(tmp_p
     documented split, data.splits.stratified_split, seed 0): the temperature fitted on the right part sharpens
     the model, the held-out part punishes it, so no map beats the uncalibrated model there. calibrate exits 2
     and writes nothing; --force-calibration writes the best map (fitted on all of it) and says why it should not."""
-    from macs_audit.data.splits import stratified_split
 
     model = linear_onnx(tmp_path / "model.onnx")
     x, _ = tiny_images(2000, seed=1)
     predicted = load_predictor(model, device="cpu").predict(x.transpose(0, 3, 1, 2).astype(np.float32) / 255)
     predicted = predicted.argmax(1)
-    classes = [c for c in range(10) if (predicted == c).sum() >= 3 and (predicted != c).sum() >= 1][:3]
-    labels = np.repeat(classes, 4)  # 4 a class: 1 held out, 3 fitted on
-    held, fit = stratified_split(labels, 0.3, 0)
-    images = np.empty((len(labels), *x.shape[1:]), dtype=x.dtype)
-    for c in classes:
-        right, wrong = np.flatnonzero(predicted == c), np.flatnonzero(predicted != c)
-        images[fit[labels[fit] == c]] = x[right[:3]]
-        images[held[labels[held] == c]] = x[wrong[:1]]
+    images, labels = fit_right_held_wrong(x, predicted, 4)  # 4 a class: 1 held out, 3 fitted on
     np.savez(tmp_path / "fit.npz", x=images, y=labels)
     x, y = tiny_images(200, seed=2)
     np.savez(tmp_path / "test.npz", x=x, y=y)
