@@ -36,7 +36,7 @@ from macs_audit.before_after import (
     write_before_after,
 )
 from macs_audit.calibrators.selection import choose_on_holdout
-from macs_audit.calibrators.temperature import optimal_temperature, temperature_nll
+from macs_audit.calibrators.temperature import TemperatureScaling, optimal_temperature, temperature_nll
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_model_data
 from macs_audit.data.sources import Source
@@ -96,12 +96,18 @@ def validation_temperature(
     _, logits = evaluate_view(
         predictor, val_source, k, batch_size, progress=progress, description="fit temperature", keep_logits=True
     )
-    fitted = optimal_temperature(logits, val_source.labels)
+    scaling = None
     try:
         selection, scaling = choose_on_holdout(logits, val_source.labels, ["temperature"], seed=seed)
         kept = None if scaling is not None else selection.reason
     except UsageError:  # a class-stratified part of so few images is empty: nothing to check T on
         kept = f"{len(val_source):,} images are too few to hold out a part of them to check the temperature on"
+    # The T fitted on all of the data: the chosen map's where one was chosen (fitted again on all of it).
+    fitted = (
+        scaling.temperature
+        if isinstance(scaling, TemperatureScaling)
+        else optimal_temperature(logits, val_source.labels)
+    )
     t = fitted if kept is None else 1.0  # never fold a T not shown to beat no temperature
     return {
         "temperature": t,
