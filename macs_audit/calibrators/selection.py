@@ -35,8 +35,8 @@ from macs_audit.calibrators.common import as_fit_data
 from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
 from macs_audit.metrics.accumulators import N_BINS, bin_index, calibration_metrics, ece_from_bins
-from macs_audit.metrics.estimators import smooth_ece
 from macs_audit.metrics.registry import METRICS
+from macs_audit.metrics.smooth_ece import smooth_ece
 
 UNCALIBRATED = "uncalibrated"
 SCORES = ("accuracy", "nll", "ece", "smooth_ece", "brier")  # the table's columns; each can be `select`

@@ -20,7 +20,7 @@ import numpy as np
 
 from macs_audit import distributed
 from macs_audit.errors import InputError
-from macs_audit.metrics import estimators, l2_ece, rms_calibration
+from macs_audit.metrics import estimators, l2_ece, rms_calibration, smooth_ece
 from macs_audit.metrics.conventions import MARGIN_TARGET, N_BINS, softmax64
 from macs_audit.metrics.margins import logit_margin
 
@@ -236,10 +236,10 @@ class CalibrationAccumulator:
         }
 
     def smooth_reliability(self) -> dict:
-        """The smoothed reliability curve (estimators.smooth_reliability) at smooth ECE's bandwidth."""
+        """The smoothed reliability curve (smooth_ece.smooth_reliability) at smooth ECE's bandwidth."""
         s = self.samples()
-        _, sigma = estimators.smooth_ece(s["confidence"], s["correct"])
-        return estimators.smooth_reliability(s["confidence"], s["correct"], sigma)
+        _, sigma = smooth_ece.smooth_ece(s["confidence"], s["correct"])
+        return smooth_ece.smooth_reliability(s["confidence"], s["correct"], sigma)
 
     def compute(self) -> dict[str, float]:
         n = self.count
@@ -257,7 +257,7 @@ class CalibrationAccumulator:
             "mce": float((gaps[nonzero] / self.bin_count[nonzero]).max()),
             "adaptive_ece": adaptive_ece(s["confidence"], s["correct"], self.n_bins),
             "classwise_ece": float(class_gap.sum() / n / self.num_classes),
-            "smooth_ece": estimators.smooth_ece(s["confidence"], s["correct"])[0],
+            "smooth_ece": smooth_ece.smooth_ece(s["confidence"], s["correct"])[0],
             "l2_ece": l2_ece.l2_ece(s["confidence"], s["correct"], self.n_bins, debiased=False),
             "debiased_l2_ece": l2_ece.l2_ece(s["confidence"], s["correct"], self.n_bins),
             "ece_sweep": estimators.ece_sweep(s["confidence"], s["correct"])[0],

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from macs_audit.metrics import estimators, l2_ece, rms_calibration
+from macs_audit.metrics import estimators, l2_ece, rms_calibration, smooth_ece
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
 from macs_audit.metrics.conventions import ERROR_METRICS, MEAN_METRICS
 from macs_audit.metrics.resampling import PairedStatistic, concatenated, draw_counts, map_in_order, piece_threads
@@ -71,11 +71,11 @@ def _resampled(
     # One product per piece of counts for the means and the per-bin sums (the counts read once, not three times).
     summed = np.hstack([means, per_bin_gap, in_bin])
     split = np.cumsum([means.shape[1], acc.n_bins])
-    cells = estimators.grid_cells(s["confidence"])
+    cells = smooth_ece.grid_cells(s["confidence"])
     order = estimators.sorted_order(s["confidence"], s["correct"])  # one sort for every piece
     residual = s["correct"] - s["confidence"]
-    near = float(estimators.smooth_ece_of_masses(estimators.residual_masses(cells, residual))[1][0])
-    basis = estimators.CellCosines(np.unique(cells))  # the cells the resamples' masses lie on
+    near = float(smooth_ece.smooth_ece_of_masses(smooth_ece.residual_masses(cells, residual))[1][0])
+    basis = smooth_ece.CellCosines(np.unique(cells))  # the cells the resamples' masses lie on
 
     def piece_metrics(counts: np.ndarray) -> dict[str, np.ndarray]:
         """The metrics of one piece of resamples (a row of draw counts each)."""
@@ -92,8 +92,8 @@ def _resampled(
         out["ece_sweep"] = estimators.ece_sweep_of(prefix)[0]
         if (rms := rms_calibration.rms_of_prefix(prefix)) is not None:
             out["rms_calibration_error"] = rms
-        masses = estimators.prefix_residual_masses(prefix, cells)
-        out["smooth_ece"] = estimators.smooth_ece_of_masses(masses, near, estimators.RESAMPLED_ROOT_TOLERANCE, basis)[0]
+        masses = smooth_ece.prefix_residual_masses(prefix, cells)
+        out["smooth_ece"] = smooth_ece.smooth_ece_of_masses(masses, near, smooth_ece.RESAMPLED_ROOT_TOLERANCE, basis)[0]
         return out
 
     def both(counts: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from macs_audit.metrics import bootstrap, conformal, estimators
+from macs_audit.metrics import bootstrap, conformal, smooth_ece
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
 from macs_audit.metrics.conventions import softmax64
 from macs_audit.metrics.resampling import PairedStatistic, Statistic, resampled
@@ -106,7 +106,7 @@ def resampled_errors(
 ) -> Callable[..., dict[str, np.ndarray]]:
     """One model's ECE and smooth ECE on each resample of a piece of counts: the per-bin sums of the drawn
     residuals correct - confidence in one product with the counts (as metrics.bootstrap sums them), the per-grid-cell
-    sums by estimators.residual_masses, the smooth ECE's root bracketed from the model's own bandwidth; or, given
+    sums by smooth_ece.residual_masses, the smooth ECE's root bracketed from the model's own bandwidth; or, given
     `beside` (another model on the same images) and its smooth ECEs on the same resamples (the second argument),
     from those moved by the two point estimates' difference: a step or two from each root."""
     s = acc.samples()
@@ -114,22 +114,22 @@ def resampled_errors(
     residual = s["correct"] - s["confidence"]
     per_bin_residual = np.zeros((n, acc.n_bins))
     per_bin_residual[np.arange(n), bin_index(s["confidence"], acc.n_bins)] = residual
-    cells = estimators.grid_cells(s["confidence"])
-    near = float(estimators.smooth_ece_of_masses(estimators.residual_masses(cells, residual))[1][0])
+    cells = smooth_ece.grid_cells(s["confidence"])
+    near = float(smooth_ece.smooth_ece_of_masses(smooth_ece.residual_masses(cells, residual))[1][0])
     held, cell_of_sample = np.unique(cells, return_inverse=True)  # the masses on the cells that hold samples
-    basis = estimators.CellCosines(held)
+    basis = smooth_ece.CellCosines(held)
 
     shift = 0.0  # from `beside`'s bandwidths to this model's: the two point estimates' difference
     if beside is not None:
         other = beside.samples()
-        shift = near - float(estimators.smooth_ece(other["confidence"], other["correct"])[1])
+        shift = near - float(smooth_ece.smooth_ece(other["confidence"], other["correct"])[1])
 
     def statistic(counts: np.ndarray, beside_smooth_ece: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        masses = estimators.residual_masses(cell_of_sample, residual, counts, len(held))
+        masses = smooth_ece.residual_masses(cell_of_sample, residual, counts, len(held))
         guess = near if beside_smooth_ece is None else beside_smooth_ece + shift
         return {
             "ece": np.abs(counts @ per_bin_residual).sum(axis=1) / n,
-            "smooth_ece": estimators.smooth_ece_of_masses(masses, guess, estimators.RESAMPLED_ROOT_TOLERANCE, basis)[0],
+            "smooth_ece": smooth_ece.smooth_ece_of_masses(masses, guess, smooth_ece.RESAMPLED_ROOT_TOLERANCE, basis)[0],
         }
 
     return statistic

@@ -2,7 +2,7 @@
 "Natural Adversarial Examples" and ImageNet-R "The Many Faces of Robustness"; AugMix), so that a number in a
 report can be set beside a published one.
 
-Their rule, which is not the L2 ECE's (metrics/estimators.py, `l2_ece`):
+Their rule, which is not the L2 ECE's (metrics/l2_ece.py):
 
 - the samples are sorted by confidence and cut into bins of 100 (`BIN_SIZE`) in that order; the last bin
   takes the remainder (100 to 199 samples);

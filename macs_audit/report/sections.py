@@ -65,7 +65,7 @@ class ViewResult(Section):
     severity: int | None = null_when_absent()
     family: str | None = null_when_absent()
     # Clean and perturbation views: the smoothed reliability curve at smooth ECE's bandwidth
-    # (metrics.estimators.smooth_reliability): sigma, confidence, accuracy (None where too few samples), density.
+    # (metrics.smooth_ece.smooth_reliability): sigma, confidence, accuracy (None where too few samples), density.
     smooth_reliability: SmoothCurve | None = None
     # The clean view only: the risk-coverage curve of selective prediction (metrics.selective.curve_points).
     risk_coverage: dict[str, list[float]] | None = None

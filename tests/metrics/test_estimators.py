@@ -5,6 +5,7 @@ import pytest
 from references import sweep_by_brute_force
 
 from macs_audit.metrics import estimators as E
+from macs_audit.metrics import smooth_ece as S
 from macs_audit.metrics.l2_ece import l2_ece
 
 
@@ -26,7 +27,7 @@ CASES = {
 def test_smooth_ece_agrees_with_relplot(case):
     relplot = pytest.importorskip("relplot")
     f, y = _sample(10_000, 0, CASES[case])
-    ours, sigma = E.smooth_ece(f, y)
+    ours, sigma = S.smooth_ece(f, y)
     ref, ref_sigma = relplot.smECE(f, y.astype(float), return_width=True)
     # relplot bisects the bandwidth to 1/1024 and rounds confidences to its own mesh; we bisect to
     # 2^-20 on a 5,000-cell grid: the fixed points agree to within relplot's resolution.
@@ -69,24 +70,24 @@ def test_ece_sweep_by_hand():
 
 def test_a_perfectly_calibrated_sampler_scores_near_zero():
     f, y = _sample(50_000, 3, CASES["calibrated"])
-    assert E.smooth_ece(f, y)[0] < 0.01
+    assert S.smooth_ece(f, y)[0] < 0.01
     assert l2_ece(f, y) < 0.01
     assert l2_ece(f, y, debiased=False) > l2_ece(f, y)  # the plug-in estimate is biased upwards
     f, y = _sample(50_000, 3, CASES["overconfident"])
-    assert E.smooth_ece(f, y)[0] > 0.1 and l2_ece(f, y) > 0.1
+    assert S.smooth_ece(f, y)[0] > 0.1 and l2_ece(f, y) > 0.1
 
 
 def test_estimators_do_not_depend_on_sample_order():
     f, y = _sample(3_000, 4, CASES["wavy"])
     perm = np.random.default_rng(0).permutation(len(f))
-    assert E.smooth_ece(f, y) == pytest.approx(E.smooth_ece(f[perm], y[perm]), abs=1e-12)
+    assert S.smooth_ece(f, y) == pytest.approx(S.smooth_ece(f[perm], y[perm]), abs=1e-12)
     assert l2_ece(f, y) == l2_ece(f[perm], y[perm])
     assert E.ece_sweep(f, y) == E.ece_sweep(f[perm], y[perm])
 
 
 def test_empty_input_is_nan_not_an_error():
     empty = np.zeros(0)
-    assert np.isnan(E.smooth_ece(empty, empty.astype(bool))[0])
+    assert np.isnan(S.smooth_ece(empty, empty.astype(bool))[0])
     assert np.isnan(l2_ece(empty, empty.astype(bool)))
     assert np.isnan(E.ece_sweep(empty, empty.astype(bool))[0])
 
@@ -95,7 +96,7 @@ def test_smoothed_reliability_curve_follows_a_known_calibration_function():
     """Confidence uniform on [0.5, 1), right with probability c - 0.05: the curve is c - 0.05 inside the
     support (the kernel blurs its ends), the density integrates to 1, and no accuracy is drawn where there
     are no samples (well below 0.5)."""
-    from macs_audit.metrics.estimators import smooth_ece, smooth_reliability
+    from macs_audit.metrics.smooth_ece import smooth_ece, smooth_reliability
 
     rng = np.random.default_rng(0)
     confidence = rng.uniform(0.5, 1.0, 20_000)
@@ -117,13 +118,13 @@ def _resampled_masses(n, seed, case, resamples=200):
 
     f, y = _sample(n, seed, CASES[case])
     counts = next(draw_counts(n, resamples, np.random.default_rng(seed), rows=resamples))
-    held, cell_of_sample = np.unique(E.grid_cells(f), return_inverse=True)
-    on_held = E.prefix_residual_masses(E.SortedPrefix(f, y, counts), E.grid_cells(f))
-    direct = E.residual_masses(E.grid_cells(f), y - f, counts)
+    held, cell_of_sample = np.unique(S.grid_cells(f), return_inverse=True)
+    on_held = S.prefix_residual_masses(E.SortedPrefix(f, y, counts), S.grid_cells(f))
+    direct = S.residual_masses(S.grid_cells(f), y - f, counts)
     assert np.abs(on_held - direct[:, held]).max() < 1e-15  # the prefix sums' masses are residual_masses'
     assert not np.delete(direct, held, axis=1).any()  # on the cells that hold samples, and nowhere else
-    assert np.array_equal(E.residual_masses(cell_of_sample, y - f, counts, len(held)), direct[:, held])
-    return direct, E.smooth_ece(f, y)[1]
+    assert np.array_equal(S.residual_masses(cell_of_sample, y - f, counts, len(held)), direct[:, held])
+    return direct, S.smooth_ece(f, y)[1]
 
 
 @pytest.mark.parametrize("n", [50, 500, 10_000])
@@ -133,21 +134,21 @@ def test_resamples_started_from_the_point_estimate_find_the_whole_ranges_roots(c
     resamples, plus rows the start cannot bracket (no residual at all: the root below MIN_SIGMA; a residual of
     one sign: smECE flat in sigma, hit by the first step), and starts far from every root."""
     masses, near = _resampled_masses(n, 7, case)
-    flat = np.zeros(E.GRID_CELLS)
-    flat[E.GRID_CELLS // 2 :] = 0.2 / (E.GRID_CELLS // 2)
-    masses = np.vstack([masses, np.zeros(E.GRID_CELLS), flat])
-    value, sigma = E.smooth_ece_of_masses(masses)
-    assert sigma[-2] == E.MIN_SIGMA and sigma[-1] == pytest.approx(0.2, abs=1e-9)
+    flat = np.zeros(S.GRID_CELLS)
+    flat[S.GRID_CELLS // 2 :] = 0.2 / (S.GRID_CELLS // 2)
+    masses = np.vstack([masses, np.zeros(S.GRID_CELLS), flat])
+    value, sigma = S.smooth_ece_of_masses(masses)
+    assert sigma[-2] == S.MIN_SIGMA and sigma[-1] == pytest.approx(0.2, abs=1e-9)
     exact_value, exact_sigma = _exact_roots(masses, sigma)
-    assert np.abs(sigma - exact_sigma).max() <= E.ROOT_TOLERANCE
-    assert np.abs(value - exact_value).max() <= E.ROOT_TOLERANCE
-    for start in (near, 0.5 * near, 2 * near, 0.9, 2 * E.MIN_SIGMA):
-        fast_value, fast_sigma = E.smooth_ece_of_masses(masses, start)
-        assert np.abs(fast_sigma - exact_sigma).max() <= E.ROOT_TOLERANCE
-        assert np.abs(fast_value - exact_value).max() <= E.ROOT_TOLERANCE
+    assert np.abs(sigma - exact_sigma).max() <= S.ROOT_TOLERANCE
+    assert np.abs(value - exact_value).max() <= S.ROOT_TOLERANCE
+    for start in (near, 0.5 * near, 2 * near, 0.9, 2 * S.MIN_SIGMA):
+        fast_value, fast_sigma = S.smooth_ece_of_masses(masses, start)
+        assert np.abs(fast_sigma - exact_sigma).max() <= S.ROOT_TOLERANCE
+        assert np.abs(fast_value - exact_value).max() <= S.ROOT_TOLERANCE
         # Each within ROOT_TOLERANCE of the root, so within twice that of each other.
-        assert np.abs(fast_sigma - sigma).max() <= 2 * E.ROOT_TOLERANCE
-        assert np.abs(fast_value - value).max() <= 2 * E.ROOT_TOLERANCE
+        assert np.abs(fast_sigma - sigma).max() <= 2 * S.ROOT_TOLERANCE
+        assert np.abs(fast_value - value).max() <= 2 * S.ROOT_TOLERANCE
 
 
 @pytest.mark.parametrize("n", [50, 10_000])
@@ -157,27 +158,27 @@ def test_masses_on_the_held_cells_find_the_roots_of_every_cell(case, n):
     roots to RESAMPLED_ROOT_TOLERANCE: the roots of the masses on every cell by the FFT, each bandwidth and value
     within that tolerance; with a start far from the roots too (a search of the whole range, by the FFT)."""
     masses, near = _resampled_masses(n, 11, case)
-    exact_value, exact_sigma = _exact_roots(masses, E.smooth_ece_of_masses(masses)[1])
+    exact_value, exact_sigma = _exact_roots(masses, S.smooth_ece_of_masses(masses)[1])
     held = np.flatnonzero(masses.any(axis=0))
-    for start in (near, 2 * E.MIN_SIGMA):
-        basis = E.CellCosines(held)
-        value, sigma = E.smooth_ece_of_masses(masses[:, held], start, E.RESAMPLED_ROOT_TOLERANCE, basis)
-        assert np.abs(sigma - exact_sigma).max() <= E.RESAMPLED_ROOT_TOLERANCE
-        assert np.abs(value - exact_value).max() <= E.RESAMPLED_ROOT_TOLERANCE
+    for start in (near, 2 * S.MIN_SIGMA):
+        basis = S.CellCosines(held)
+        value, sigma = S.smooth_ece_of_masses(masses[:, held], start, S.RESAMPLED_ROOT_TOLERANCE, basis)
+        assert np.abs(sigma - exact_sigma).max() <= S.RESAMPLED_ROOT_TOLERANCE
+        assert np.abs(value - exact_value).max() <= S.RESAMPLED_ROOT_TOLERANCE
 
 
 def _exact_roots(masses, sigma):
     """(smECE, sigma*) per row to about 1e-15, refined from roots found to ROOT_TOLERANCE (`sigma`): regula falsi
     on [sigma - 2 tol, sigma + 2 tol], where smECE_sigma - sigma is linear to far below the tolerance. Rows
     whose root lies at an end of [MIN_SIGMA, 1] keep it."""
-    spectrum = E._mirror_spectrum(masses)
+    spectrum = S._mirror_spectrum(masses)
 
     def excess(s):
-        return E._smooth_ece_of_spectrum(spectrum, s) - s
+        return S._smooth_ece_of_spectrum(spectrum, s) - s
 
-    a, b = sigma - 2 * E.ROOT_TOLERANCE, sigma + 2 * E.ROOT_TOLERANCE
+    a, b = sigma - 2 * S.ROOT_TOLERANCE, sigma + 2 * S.ROOT_TOLERANCE
     ga, gb = excess(a), excess(b)
-    inside = (sigma > E.MIN_SIGMA) & (sigma < 1)
+    inside = (sigma > S.MIN_SIGMA) & (sigma < 1)
     assert ((ga > 0) & (gb < 0) | ~inside).all()  # the roots found are within the tolerance
     for _ in range(3):
         c = np.where(inside, (a * gb - b * ga) / (gb - ga), sigma)
@@ -188,20 +189,20 @@ def _exact_roots(masses, sigma):
     return gc + c, c
 
 
-@pytest.mark.parametrize("sigma", [0.05, 0.0012, E.MIN_SIGMA])  # the inverse's two cases: kept below half or not
+@pytest.mark.parametrize("sigma", [0.05, 0.0012, S.MIN_SIGMA])  # the inverse's two cases: kept below half or not
 def test_smoothing_is_scipys_dct_and_inverse_dct(sigma):
     """The masses' coefficients are scipy's DCT-II, the smoothed masses its inverse of them times the gain
     (the frequencies with a gain under 1e-30 left out), and a row's smECE does not depend on the rows beside it."""
     fft = pytest.importorskip("scipy.fft")
     masses, _ = _resampled_masses(2_000, 3, "wavy", resamples=12)
-    spectrum = E._mirror_spectrum(masses)
+    spectrum = S._mirror_spectrum(masses)
     reference = fft.dct(masses, type=2, axis=1)
     assert np.abs(spectrum - reference).max() <= 1e-14 * np.abs(reference).max()
-    gain = np.exp(-0.5 * (np.pi * np.arange(E.GRID_CELLS) * sigma) ** 2)
+    gain = np.exp(-0.5 * (np.pi * np.arange(S.GRID_CELLS) * sigma) ** 2)
     smoothed = fft.idct(reference * np.where(gain < 1e-30, 0.0, gain), type=2, axis=1)
-    assert np.abs(E._smoothed(spectrum, sigma) - smoothed).max() <= 1e-14 * np.abs(smoothed).max()
-    value, _ = E.smooth_ece_of_masses(masses)
-    alone = E.smooth_ece_of_masses(masses[-1:])
+    assert np.abs(S._smoothed(spectrum, sigma) - smoothed).max() <= 1e-14 * np.abs(smoothed).max()
+    value, _ = S.smooth_ece_of_masses(masses)
+    alone = S.smooth_ece_of_masses(masses[-1:])
     assert alone[0][0] == pytest.approx(value[-1], abs=1e-12)
 
 
@@ -217,7 +218,7 @@ def test_relplot_differs_where_the_mass_sits_at_one_by_its_unmirrored_end_cell(m
     f = np.concatenate([1 - rng.exponential(1e-4, 6000).clip(0, 1), rng.beta(5, 1.5, 4000)])
     y = rng.random(len(f)) < np.where(f > 0.999, 0.95, f**2)
     sigma = 0.04
-    ours = E.smooth_ece_at(f, y, sigma)
+    ours = S.smooth_ece_at(f, y, sigma)
     as_released = metrics.smooth_ece(f, y.astype(float), sigma)
     assert as_released - ours > 5e-3
 
