@@ -1,9 +1,11 @@
-"""Smooth ECE (Blasiok and Nakkiran, 2023), on top-label (confidence, correct) pairs and on the residual masses of
-many bootstrap resamples at once: the residual r = correct - confidence smoothed by a
-Gaussian kernel reflected at 0 and 1 (folded back into [0, 1] as often as it leaves it, as in the
-paper), integrated against the kernel density of the confidences, at the bandwidth sigma* where
-the estimate equals the bandwidth (the fixed point; it exists because the estimate falls as sigma
-grows).
+"""Smooth ECE (Blasiok and Nakkiran, 2023) on top-label (confidence, correct) pairs, and the smoothed
+reliability curve: the residual r = correct - confidence smoothed by a Gaussian kernel reflected at 0 and 1
+(folded back into [0, 1] as often as it leaves it, as in the paper), integrated against the kernel density of
+the confidences, at the bandwidth sigma* where the estimate equals the bandwidth (the fixed point; it exists
+because the estimate falls as sigma grows).
+
+A bootstrap's resamples are solved all at once, from their residual masses (`prefix_residual_masses`, on the
+equal-mass estimators' prefix sums, metrics/estimators.py) on the grid cells that hold samples (`CellCosines`).
 """
 
 from __future__ import annotations
