@@ -25,7 +25,7 @@ GRID_CELLS = 5000
 MIN_SIGMA = 1e-3
 ROOT_TOLERANCE = 1e-9
 # A bootstrap resample's root: to 1e-7, its value within 1e-7 of the exact root's (smECE's slope in sigma is below
-# 1; tests/metrics/test_estimators.py), against intervals reported to 1e-4: a fifth fewer smoothings than to 1e-9.
+# 1; tests/metrics/test_smooth_ece.py), against intervals reported to 1e-4: a fifth fewer smoothings than to 1e-9.
 RESAMPLED_ROOT_TOLERANCE = 1e-7
 MAX_ROOT_STEPS = 100
 # Smooth ECE's DCT coefficients of masses on a bootstrap's cells made directly (`_Coefficients`) up to this many

@@ -1,6 +1,7 @@
 """References the metrics are tested against: torch-uncertainty's metric modules, loaded by file (the package's own
 __init__ imports Lightning, which costs tens of seconds and is not what the tests compare against: the metric modules
-need only torch and torchmetrics), and ECE-sweep by its definition."""
+need only torch and torchmetrics), ECE-sweep by its definition, and data whose calibration is known
+(`sample_with_calibration`, `CASES`)."""
 
 import importlib.util
 from pathlib import Path
@@ -38,3 +39,18 @@ def sweep_by_brute_force(confidence, correct, weights):
         best = bins
     groups = np.array_split(np.arange(len(f)), best)
     return sum(abs(y[g].sum() - f[g].sum()) for g in groups) / len(f), best
+
+
+def sample_with_calibration(n, seed, miscalibration):
+    """Confidences f ~ Beta(5, 1.5); correct ~ Bernoulli(g(f)), g = `miscalibration` (one of CASES): g = identity is
+    perfectly calibrated."""
+    rng = np.random.default_rng(seed)
+    f = rng.beta(5, 1.5, size=n)
+    return f, rng.random(n) < miscalibration(f)
+
+
+CASES = {
+    "calibrated": lambda f: f,
+    "overconfident": lambda f: f**2,
+    "wavy": lambda f: np.clip(f + 0.1 * np.sin(12 * f), 0, 1),
+}
