@@ -144,14 +144,12 @@ def sweep_before(prefix: estimators.SortedPrefix) -> np.ndarray:
     n = prefix.total
     best = np.ones(prefix.rows, dtype=np.int64)
     searching = np.arange(prefix.rows)
-    # The rows' cumulative counts laid end to end, row r offset by r (n + 1): one sorted array to search.
-    laid_out = prefix.cum_count + np.repeat(np.arange(prefix.rows, dtype=np.int64) * (n + 1), prefix.n)
     for bins in range(2, n + 1):
         if len(searching) == 0:
             break
         bounds = estimators.equal_mass_bounds(n, bins)
         queries = bounds[None, :] + (searching * (n + 1))[:, None]
-        found = np.searchsorted(laid_out, queries.ravel(), side="right").reshape(queries.shape)
+        found = np.searchsorted(prefix.laid_out, queries.ravel(), side="right").reshape(queries.shape)
         some = found > (searching * prefix.n)[:, None]
         last = np.where(some, found - 1, 0)
         following = np.minimum(found - (searching * prefix.n)[:, None], prefix.n - 1)

@@ -54,6 +54,13 @@ def bin_index(confidence: np.ndarray, n_bins: int = N_BINS) -> np.ndarray:
     return np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, n_bins - 1)
 
 
+def bin_indicator(confidence: np.ndarray, n_bins: int = N_BINS) -> np.ndarray:
+    """(N, n_bins): 1 in each confidence's bin (`bin_index`), 0 elsewhere, for per-bin sums as one product."""
+    indicator = np.zeros((len(confidence), n_bins))
+    indicator[np.arange(len(confidence)), bin_index(confidence, n_bins)] = 1.0
+    return indicator
+
+
 def ece_from_bins(count: np.ndarray, conf_sum: np.ndarray, correct_sum: np.ndarray, total: int) -> float:
     nonzero = count > 0
     gap = np.abs(correct_sum[nonzero] - conf_sum[nonzero])  # n_b * |acc_b - conf_b|

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from macs_audit.metrics import estimators, l2_ece, rms_calibration, smooth_ece
-from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
+from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_indicator
 from macs_audit.metrics.conventions import ERROR_METRICS, MEAN_METRICS
 from macs_audit.metrics.resampling import PairedStatistic, concatenated, draw_counts, map_in_order, piece_threads
 
@@ -63,18 +63,16 @@ def _resampled(
     s = acc.samples()
     n = len(s["confidence"])
     rng = np.random.default_rng(seed)
-    bins = bin_index(s["confidence"], acc.n_bins)
-    in_bin = np.zeros((n, acc.n_bins))
-    in_bin[np.arange(n), bins] = 1.0
-    per_bin_gap = in_bin * (s["correct"] - s["confidence"])[:, None]  # summed: n_b (acc_b - conf_b)
+    residual = s["correct"] - s["confidence"]
+    in_bin = bin_indicator(s["confidence"], acc.n_bins)
+    per_bin_gap = in_bin * residual[:, None]  # summed: n_b (acc_b - conf_b)
     means = np.column_stack([s["correct"].astype(np.float64), s["nll"], s["brier"]])
     # One product per piece of counts for the means and the per-bin sums (the counts read once, not three times).
     summed = np.hstack([means, per_bin_gap, in_bin])
     split = np.cumsum([means.shape[1], acc.n_bins])
     cells = smooth_ece.grid_cells(s["confidence"])
     order = estimators.sorted_order(s["confidence"], s["correct"])  # one sort for every piece
-    residual = s["correct"] - s["confidence"]
-    near = float(smooth_ece.smooth_ece_of_masses(smooth_ece.residual_masses(cells, residual))[1][0])
+    near = smooth_ece.smooth_ece(s["confidence"], s["correct"])[1]  # the point estimate's bandwidth
     basis = smooth_ece.CellCosines(np.unique(cells))  # the cells the resamples' masses lie on
 
     def piece_metrics(counts: np.ndarray) -> dict[str, np.ndarray]:

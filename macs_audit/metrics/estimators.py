@@ -13,6 +13,8 @@ accumulators keep, so merged batches and torch.distributed ranks give the same v
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 # SortedPrefix.sums at more than total / DENSE_LOOKUP positions counts the samples below every position
@@ -64,7 +66,12 @@ class SortedPrefix:
         conf_sums = np.multiply(w, fixed_conf)
         self.cum_conf = np.cumsum(conf_sums, axis=1, out=conf_sums).ravel()
         self.cum_count = np.cumsum(w, axis=1, out=w).ravel()
-        self._laid_out: np.ndarray | None = None  # the binary search's counts, made when first needed
+
+    @functools.cached_property
+    def laid_out(self) -> np.ndarray:
+        """The rows' cumulative counts laid end to end, row r's offset by r (total + 1): one sorted array, for one
+        binary search of every row (made when first needed)."""
+        return self.cum_count + np.repeat(np.arange(self.rows, dtype=np.int64) * (self.total + 1), self.n)
 
     def weights(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The draw counts of `rows` (default all) in sorted order, from their cumulative counts."""
@@ -105,12 +112,8 @@ class SortedPrefix:
         most P: a binary search per position, or for many positions one count of the samples at each
         cumulative count (the counts are whole draw counts), the same indices in time linear in the row."""
         if len(positions) * DENSE_LOOKUP <= self.total:
-            # One searchsorted over the rows laid end to end: row r's counts offset by r * (total + 1) stay sorted.
-            queries = positions[None, :] + (rows * (self.total + 1))[:, None]
-            if self._laid_out is None:
-                offsets = np.repeat(np.arange(self.rows, dtype=np.int64) * (self.total + 1), self.n)
-                self._laid_out = self.cum_count + offsets
-            return np.searchsorted(self._laid_out, queries.ravel(), side="right").reshape(queries.shape)
+            queries = positions[None, :] + (rows * (self.total + 1))[:, None]  # into `laid_out`'s rows
+            return np.searchsorted(self.laid_out, queries.ravel(), side="right").reshape(queries.shape)
         width = self.total + 1
         counts = self.cum_count.reshape(self.rows, self.n)[rows]  # a copy: rows is an index array
         counts += (np.arange(len(rows)) * width)[:, None]

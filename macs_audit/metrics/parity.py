@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from macs_audit.metrics import bootstrap, conformal, smooth_ece
-from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_index
+from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_indicator
 from macs_audit.metrics.conventions import softmax64
 from macs_audit.metrics.resampling import PairedStatistic, Statistic, resampled
 
@@ -112,10 +112,9 @@ def resampled_errors(
     s = acc.samples()
     n = len(s["confidence"])
     residual = s["correct"] - s["confidence"]
-    per_bin_residual = np.zeros((n, acc.n_bins))
-    per_bin_residual[np.arange(n), bin_index(s["confidence"], acc.n_bins)] = residual
+    per_bin_residual = bin_indicator(s["confidence"], acc.n_bins) * residual[:, None]
     cells = smooth_ece.grid_cells(s["confidence"])
-    near = float(smooth_ece.smooth_ece_of_masses(smooth_ece.residual_masses(cells, residual))[1][0])
+    near = smooth_ece.smooth_ece(s["confidence"], s["correct"])[1]  # the point estimate's bandwidth
     held, cell_of_sample = np.unique(cells, return_inverse=True)  # the masses on the cells that hold samples
     basis = smooth_ece.CellCosines(held)
 
