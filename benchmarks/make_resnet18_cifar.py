@@ -9,9 +9,6 @@ random from a fixed seed (nothing is downloaded; the benchmarks time it, they do
 import argparse
 from pathlib import Path
 
-CIFAR_MEAN = [0.4914, 0.4822, 0.4465]
-CIFAR_STD = [0.2470, 0.2435, 0.2616]
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -21,14 +18,15 @@ def main() -> None:
     import timm
     import torch
 
+    from macs_audit.models.config import CIFAR10_MEAN, CIFAR10_STD
     from macs_audit.models.export import export_onnx
 
     torch.manual_seed(0)
     model = timm.create_model("resnet18", pretrained=False, num_classes=10)
     model.conv1 = torch.nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = torch.nn.Identity()
-    meta = {"arch": "resnet18", "num_classes": 10, "input_size": (32, 32), "mean": CIFAR_MEAN, "std": CIFAR_STD}
-    export_onnx(model, args.out, {**meta, "output": "logits"})
+    meta = {"arch": "resnet18", "num_classes": 10, "input_size": (32, 32), "output": "logits"}
+    export_onnx(model, args.out, meta | {"mean": list(CIFAR10_MEAN), "std": list(CIFAR10_STD)})
     print(f"wrote {args.out}")
 
 
