@@ -5,9 +5,9 @@ same data, one run.
 
 The candidate is built from the model (the sample model by default; deployment.build_precision: FP16, or INT8
 on 512 class-stratified calibration images of the built-in test set). One untimed parity audit first (the modules
-the audit imports on first use), then five measurements on the built-in test set's 10,000 images (or a
-class-stratified N of them), interleaved so that machine noise hits them alike (medians, and the median of the
-per-round ratios):
+the audit imports on first use), then --repeats rounds of the six measurements below on the built-in test set's
+10,000 images (or a class-stratified N of them), interleaved so that machine noise hits them alike (medians, and
+the median of the per-round ratios):
 - bare pair:       InferenceSession.run of the reference and of the candidate over the already-preprocessed
                    float32 images, batch 500, on the sessions the audit makes (its options: idle threads
                    sleep): the floor of any tool that scores both, and the base of every ratio;
@@ -203,10 +203,10 @@ def main() -> None:
         print(f"| {key} | {' | '.join(cells)} |")
     parts = {"inference": [], "bootstrap": [], "rest": []}
     for part, whole, pair in zip(inside, times["parity"], times["bare pair"], strict=True):
-        rest = whole[0] - part.get("inference", 0.0) - part.get("bootstrap", 0.0)
-        for key, seconds in (("inference", part.get("inference", 0.0)), ("bootstrap", part.get("bootstrap", 0.0))):
-            parts[key].append((seconds, seconds / pair[0]))
-        parts["rest"].append((rest, rest / pair[0]))
+        seconds = {key: part.get(key, 0.0) for key in ("inference", "bootstrap")}
+        seconds["rest"] = whole[0] - sum(seconds.values())
+        for key, value in seconds.items():
+            parts[key].append((value, value / pair[0]))
     print(
         "the parity audit by part (wall, medians; ratio to the bare pair's wall): "
         + ", ".join(
