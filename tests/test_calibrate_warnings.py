@@ -74,7 +74,6 @@ def test_calibrate_writes_nothing_when_no_map_beats_the_uncalibrated_model(tmp_p
     documented split, data.splits.stratified_split, seed 0): the temperature fitted on the right part sharpens
     the model, the held-out part punishes it, so no map beats the uncalibrated model there. calibrate exits 2
     and writes nothing; --force-calibration writes the best map (fitted on all of it) and says why it should not."""
-
     model = linear_onnx(tmp_path / "model.onnx")
     x, _ = tiny_images(2000, seed=1)
     predicted = load_predictor(model, device="cpu").predict(x.transpose(0, 3, 1, 2).astype(np.float32) / 255)
