@@ -150,6 +150,7 @@ def main() -> None:
     from macs_audit.data.sources import load_source
     from macs_audit.data.splits import stratified_subset
     from macs_audit.deployment import Calibration, build_precision
+    from macs_audit.models.config import sidecar_path
     from macs_audit.models.predictor import load_predictor
     from macs_audit.models.preprocessing import resize_and_normalize
     from macs_audit.pixels import to_unit_float
@@ -157,9 +158,9 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench_parity_"))
     reference = folder / "float.onnx"
     reference.write_bytes(args.model.read_bytes())
-    sidecar = args.model.with_suffix(".json")  # the model's preprocessing, where it has a sidecar
+    sidecar = sidecar_path(args.model)  # the model's preprocessing, where it has a sidecar
     if sidecar.exists():
-        (folder / "float.json").write_bytes(sidecar.read_bytes())
+        sidecar_path(reference).write_bytes(sidecar.read_bytes())
     calibration = Calibration(DataSpec(None, "builtin"), 512, 0) if args.precision == "int8" else None
     candidate = build_precision(reference, args.precision, calibration=calibration).path
 

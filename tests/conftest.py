@@ -73,18 +73,20 @@ def tiny_images(n: int, seed: int = 0, size: int = 32) -> tuple[np.ndarray, np.n
 
 def fit_right_held_wrong(x: np.ndarray, predicted: np.ndarray, per_class: int) -> tuple[np.ndarray, np.ndarray]:
     """Images and labels, `per_class` of each of up to three classes, laid out so that the split the calibration
-    code makes (stratified_split(labels, 0.3, seed 0)) fits on images the model classifies as their label and
-    holds out images it gets wrong: a map fitted there sharpens a model the held-out part punishes. `x` are the
-    candidate images, `predicted` the model's class for each."""
+    code makes (stratified_split(labels, DEFAULT_HOLDOUT, seed 0)) fits on images the model classifies as their
+    label and holds out images it gets wrong: a map fitted there sharpens a model the held-out part punishes. `x`
+    are the candidate images, `predicted` the model's class for each."""
+    from macs_audit.calibrators.selection import DEFAULT_HOLDOUT
     from macs_audit.data.splits import stratified_split
 
-    held_count = round(0.3 * per_class)
+    held_count = round(DEFAULT_HOLDOUT * per_class)
     fit_count = per_class - held_count
     classes = [c for c in range(10) if (predicted == c).sum() >= fit_count and (predicted != c).sum() >= held_count]
-    labels = np.repeat(classes[:3], per_class)
-    held, fit = stratified_split(labels, 0.3, 0)
+    classes = classes[:3]
+    labels = np.repeat(classes, per_class)
+    held, fit = stratified_split(labels, DEFAULT_HOLDOUT, 0)
     images = np.empty((len(labels), *x.shape[1:]), dtype=x.dtype)
-    for c in classes[:3]:
+    for c in classes:
         right, wrong = np.flatnonzero(predicted == c), np.flatnonzero(predicted != c)
         images[fit[labels[fit] == c]] = x[right[:fit_count]]
         images[held[labels[held] == c]] = x[wrong[:held_count]]

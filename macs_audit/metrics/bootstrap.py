@@ -70,10 +70,8 @@ def _resampled(
     # One product per piece of counts for the means and the per-bin sums (the counts read once, not three times).
     summed = np.hstack([means, per_bin_gap, in_bin])
     split = np.cumsum([means.shape[1], acc.n_bins])
-    cells = smooth_ece.grid_cells(s["confidence"])
     order = estimators.sorted_order(s["confidence"], s["correct"])  # one sort for every piece
-    near = smooth_ece.smooth_ece(s["confidence"], s["correct"])[1]  # the point estimate's bandwidth
-    basis = smooth_ece.CellCosines(np.unique(cells))  # the cells the resamples' masses lie on
+    smooth = smooth_ece.ResampledSmoothECE(s["confidence"], s["correct"])
 
     def piece_metrics(counts: np.ndarray) -> dict[str, np.ndarray]:
         """The metrics of one piece of resamples (a row of draw counts each)."""
@@ -90,8 +88,7 @@ def _resampled(
         out["ece_sweep"] = estimators.ece_sweep_of(prefix)[0]
         if (rms := rms_calibration.rms_of_prefix(prefix)) is not None:
             out["rms_calibration_error"] = rms
-        masses = smooth_ece.prefix_residual_masses(prefix, cells)
-        out["smooth_ece"] = smooth_ece.smooth_ece_of_masses(masses, near, smooth_ece.RESAMPLED_ROOT_TOLERANCE, basis)[0]
+        out["smooth_ece"] = smooth.of_masses(smooth_ece.prefix_residual_masses(prefix, smooth.cells))
         return out
 
     def both(counts: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

@@ -173,7 +173,7 @@ def ece_sweep_of(prefix: SortedPrefix) -> tuple[np.ndarray, np.ndarray]:
     for bins in np.unique(best):
         rows = np.flatnonzero(best == bins)
         if bins == prefix.total:  # a bin per sample drawn: each sample's own gap, once per draw
-            weights = prefix.weights(None if len(rows) == prefix.rows else rows)
+            weights = prefix.weights(rows)
             ece[rows] = (weights * np.abs(prefix.hit - prefix.conf)).sum(axis=1) / prefix.total
             continue
         _, conf_sum, hit_sum = group_sums(prefix, int(bins), rows)
@@ -211,8 +211,8 @@ def sweep_bins(prefix: SortedPrefix) -> np.ndarray:
     # Per row, positions outside which no boundary can fail: the units before the first correct sample and
     # up to the last wrong one (a row that drew neither still lies inside them).
     cum_count = prefix.cum_count.reshape(prefix.rows, prefix.n)
-    first = cum_count[:, correct[0] - 1].astype(np.int64) if correct[0] > 0 else np.zeros(prefix.rows, np.int64)
-    end = cum_count[:, wrong[-1]].astype(np.int64)
+    first = cum_count[:, correct[0] - 1] if correct[0] > 0 else np.zeros(prefix.rows, np.int64)
+    end = cum_count[:, wrong[-1]]
     searching = np.arange(prefix.rows)
     source: SortedPrefix | UnitHits = prefix
     bins = 2

@@ -113,22 +113,18 @@ def resampled_errors(
     n = len(s["confidence"])
     residual = s["correct"] - s["confidence"]
     per_bin_residual = bin_indicator(s["confidence"], acc.n_bins) * residual[:, None]
-    cells = smooth_ece.grid_cells(s["confidence"])
-    near = smooth_ece.smooth_ece(s["confidence"], s["correct"])[1]  # the point estimate's bandwidth
-    held, cell_of_sample = np.unique(cells, return_inverse=True)  # the masses on the cells that hold samples
-    basis = smooth_ece.CellCosines(held)
+    smooth = smooth_ece.ResampledSmoothECE(s["confidence"], s["correct"])
 
     shift = 0.0  # from `beside`'s bandwidths to this model's: the two point estimates' difference
     if beside is not None:
         other = beside.samples()
-        shift = near - float(smooth_ece.smooth_ece(other["confidence"], other["correct"])[1])
+        shift = smooth.near - smooth_ece.smooth_ece(other["confidence"], other["correct"])[1]
 
     def statistic(counts: np.ndarray, beside_smooth_ece: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        masses = smooth_ece.residual_masses(cell_of_sample, residual, counts, len(held))
-        guess = near if beside_smooth_ece is None else beside_smooth_ece + shift
+        masses = smooth_ece.residual_masses(smooth.cell_of_sample, residual, counts, len(smooth.held))
         return {
             "ece": np.abs(counts @ per_bin_residual).sum(axis=1) / n,
-            "smooth_ece": smooth_ece.smooth_ece_of_masses(masses, guess, smooth_ece.RESAMPLED_ROOT_TOLERANCE, basis)[0],
+            "smooth_ece": smooth.of_masses(masses, None if beside_smooth_ece is None else beside_smooth_ece + shift),
         }
 
     return statistic

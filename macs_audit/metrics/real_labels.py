@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from macs_audit.metrics.accumulators import bin_index, ece_from_bins
+from macs_audit.metrics.accumulators import bin_index, bin_indicator, ece_from_bins
 from macs_audit.metrics.bootstrap import percentile_interval
 from macs_audit.metrics.conventions import N_BINS, softmax
 from macs_audit.metrics.resampling import draw_counts
@@ -57,20 +57,19 @@ def real_scores(
     if rms is not None:
         out["rms_calibration_error_real"] = rms
     if resamples > 0 and len(right) > 1:
-        out["intervals"] = _intervals(confidence, b, right, original, resamples, seed)
+        out["intervals"] = _intervals(confidence, right, original, resamples, seed)
         out["bootstrap_resamples"] = resamples
         out["seed"] = seed
     return out
 
 
 def _intervals(
-    confidence: np.ndarray, bins: np.ndarray, right: np.ndarray, original: np.ndarray, resamples: int, seed: int
+    confidence: np.ndarray, right: np.ndarray, original: np.ndarray, resamples: int, seed: int
 ) -> dict[str, list[float]]:
     """Percentile intervals of the two accuracies and ECEs: each resample's sums are its draw counts times the
     per-image columns (the bins' one-hot columns for the ECEs)."""
     n = len(confidence)
-    onehot = np.zeros((n, N_BINS))
-    onehot[np.arange(n), bins] = 1.0
+    onehot = bin_indicator(confidence, N_BINS)
     columns = np.column_stack(
         [right, original, onehot * confidence[:, None], onehot * right[:, None], onehot * original[:, None]]
     )

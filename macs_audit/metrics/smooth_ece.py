@@ -105,13 +105,15 @@ class CellCosines:
         self.table = np.zeros((len(self.cells), 0))
 
     def first(self, kept: int) -> np.ndarray:
-        """(cells, kept): the basis of the first `kept` frequencies."""
-        have = self.table.shape[1]
+        """(cells, kept): the basis of the first `kept` frequencies. Safe in a bootstrap's piece threads: each call
+        extends the table it read once, so a table two calls grow at once is either's, whole, never a mix."""
+        table = self.table
+        have = table.shape[1]
         if kept > have:
             k = np.arange(have, kept)
             more = 2 * np.cos(np.pi * k[None, :] * (2 * self.cells[:, None] + 1) / (2 * GRID_CELLS))
-            self.table = np.hstack([self.table, more])
-        return self.table[:, :kept]
+            self.table = table = np.hstack([table, more])
+        return table[:, :kept]
 
 
 class _Coefficients:
@@ -214,13 +216,14 @@ def smooth_ece_of_masses(
     def excess(sigma: np.ndarray, which: np.ndarray) -> np.ndarray:
         # Rows smoothed together read the frequencies of the narrowest bandwidth among them, so rows are grouped
         # by the power of two of the frequencies they need: a few resamples near MIN_SIGMA (of a calibrated
-        # model) no longer make every row pay for thousands.
-        need = np.ceil(np.log2(_kept(sigma)))
+        # model) do not make every row read thousands.
+        kept = _kept(sigma)
+        need = np.ceil(np.log2(kept))
         out = np.empty(len(which))
         for bucket in np.unique(need):
             at = np.flatnonzero(need == bucket)
             whole = len(at) == len(which) and len(which) == rows
-            part = coefficients.first(int(_kept(sigma[at].min())), None if whole else which[at])
+            part = coefficients.first(int(kept[at].max()), None if whole else which[at])  # _kept(min sigma)
             out[at] = _smooth_ece_of_spectrum(part, sigma[at]) - sigma[at]
         return out
 
@@ -275,6 +278,24 @@ def smooth_ece(confidence: np.ndarray, correct: np.ndarray) -> tuple[float, floa
     masses = residual_masses(grid_cells(conf), np.asarray(correct, dtype=np.float64) - conf)
     value, sigma = smooth_ece_of_masses(masses)
     return float(value[0]), float(sigma[0])
+
+
+class ResampledSmoothECE:
+    """Smooth ECE on a bootstrap's resamples of one set of samples: `near`, the point estimate's bandwidth, where
+    each resample's root search starts, and `held`, the grid cells that hold samples, on which every resample's
+    residual masses lie (`prefix_residual_masses` of `cells`, or `residual_masses` of `cell_of_sample`)."""
+
+    def __init__(self, confidence: np.ndarray, correct: np.ndarray):
+        self.cells = grid_cells(confidence)  # each sample's grid cell
+        self.near = smooth_ece(confidence, correct)[1]
+        self.held, self.cell_of_sample = np.unique(self.cells, return_inverse=True)
+        self.basis = CellCosines(self.held)  # one for every piece of resamples
+
+    def of_masses(self, masses: np.ndarray, near: float | np.ndarray | None = None) -> np.ndarray:
+        """Each row's smooth ECE (its masses on `held`), its root searched from `near` (default the point estimate's
+        bandwidth; or a guess per row) to RESAMPLED_ROOT_TOLERANCE."""
+        start = self.near if near is None else near
+        return smooth_ece_of_masses(masses, start, RESAMPLED_ROOT_TOLERANCE, self.basis)[0]
 
 
 CURVE_POINTS = 101  # where the smoothed reliability curve is reported: confidences 0, 0.01, ..., 1

@@ -26,13 +26,11 @@ def test_smoothed_reliability_curve_follows_a_known_calibration_function():
     """Confidence uniform on [0.5, 1), right with probability c - 0.05: the curve is c - 0.05 inside the
     support (the kernel blurs its ends), the density integrates to 1, and no accuracy is drawn where there
     are no samples (well below 0.5)."""
-    from macs_audit.metrics.smooth_ece import smooth_ece, smooth_reliability
-
     rng = np.random.default_rng(0)
     confidence = rng.uniform(0.5, 1.0, 20_000)
     correct = rng.random(20_000) < confidence - 0.05
-    _, sigma = smooth_ece(confidence, correct)
-    curve = smooth_reliability(confidence, correct, sigma)
+    _, sigma = S.smooth_ece(confidence, correct)
+    curve = S.smooth_reliability(confidence, correct, sigma)
     t = np.array(curve["confidence"])
     inside = (t > 0.55) & (t < 0.95)
     accuracy = np.array([a for a, keep in zip(curve["accuracy"], inside, strict=True) if keep])
@@ -48,9 +46,10 @@ def _resampled_masses(n, seed, case, resamples=200):
 
     f, y = sample_with_calibration(n, seed, CASES[case])
     counts = next(draw_counts(n, resamples, np.random.default_rng(seed), rows=resamples))
-    held, cell_of_sample = np.unique(S.grid_cells(f), return_inverse=True)
-    on_held = S.prefix_residual_masses(E.SortedPrefix(f, y, counts), S.grid_cells(f))
-    direct = S.residual_masses(S.grid_cells(f), y - f, counts)
+    cells = S.grid_cells(f)
+    held, cell_of_sample = np.unique(cells, return_inverse=True)
+    on_held = S.prefix_residual_masses(E.SortedPrefix(f, y, counts), cells)
+    direct = S.residual_masses(cells, y - f, counts)
     assert np.abs(on_held - direct[:, held]).max() < 1e-15  # the prefix sums' masses are residual_masses'
     assert not np.delete(direct, held, axis=1).any()  # on the cells that hold samples, and nowhere else
     assert np.array_equal(S.residual_masses(cell_of_sample, y - f, counts, len(held)), direct[:, held])
