@@ -160,7 +160,7 @@ def _smoothed_shuffled(coefficients: np.ndarray, sigma: np.ndarray | float) -> n
     kept_coefficients = coefficients[:, :kept]
     half = GRID_CELLS // 2
     if kept <= half:  # y_{GRID_CELLS - k} is left out for every k <= half
-        # Zero-padded here: numpy's irfft of a shorter input, which it pads itself, took 1.7x as long (same values).
+        # Zero-padded here: numpy's irfft of a shorter input, which it pads itself, takes 1.7x as long (same values).
         spectrum = np.zeros((count, half + 1), dtype=np.complex128)
         spectrum[:, :kept] = 0.5 * _twiddle(kept) * (kept_coefficients * gain)
         return np.fft.irfft(spectrum, GRID_CELLS, axis=1)
