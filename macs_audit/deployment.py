@@ -17,7 +17,10 @@ from macs_audit.models.config import sidecar_path
 from macs_audit.models.onnx import GPU_PROVIDERS, check_provider
 from macs_audit.models.precision import (
     DEFAULT_CALIBRATION_IMAGES,
+    DEFAULT_INT8_TARGET,
+    GPU_INT8_TARGET,
     calibration_batches,
+    check_int8_target,
     check_precision,
     convert_fp16,
     convert_int8,
@@ -45,6 +48,7 @@ class Build:
     reference: Path  # the float ONNX model it was made from
     precision: str
     calibration_images: int | None  # INT8: how many calibration images were used
+    int8_target: str | None  # INT8: the hardware it was quantised for (models.precision.INT8_TARGETS)
     report: Report | None  # the parity audit of `path` against `reference` (None without audit data)
 
 
@@ -57,16 +61,26 @@ def default_output(reference: Path, precision: str) -> Path:
     return reference.with_name(f"{reference.stem}.{precision}.onnx")
 
 
-def check_build(precision: str, calibration: Calibration | None) -> str:
-    """The options' consistency, before any work: INT8 needs calibration data, FP16 takes none."""
+def check_build(precision: str, calibration: Calibration | None, int8_target: str | None = None) -> str:
+    """The options' consistency, before any work: INT8 needs calibration data and takes a known target, FP16 takes
+    neither."""
     check_precision(precision)
     if precision == "int8" and calibration is None:
         raise UsageError("--precision int8 needs --calibration-data DATA (images to fit the activation ranges on)")
-    if precision != "int8" and calibration is not None:
-        raise UsageError(f"--calibration-data is for --precision int8, not {precision}")
+    for option, given in (("--calibration-data", calibration), ("--int8-target", int8_target)):
+        if precision != "int8" and given is not None:
+            raise UsageError(f"{option} is for --precision int8, not {precision}")
     if calibration is not None and calibration.images < 1:
         raise UsageError(f"--calibration-images must be positive, got {calibration.images}")
+    if int8_target is not None:
+        check_int8_target(int8_target)
     return precision
+
+
+def default_int8_target(provider: str | None) -> str:
+    """The hardware an INT8 build is for when none is named: the GPU's where it is audited on a GPU provider, else
+    x86-64 CPUs (a build that is right on every one of them)."""
+    return GPU_INT8_TARGET if provider in GPU_PROVIDERS else DEFAULT_INT8_TARGET
 
 
 def build_precision(
@@ -82,12 +96,14 @@ def build_precision(
     force: bool = False,
     provider: str | None = None,
     reference_provider: str | None = None,
+    int8_target: str | None = None,
 ) -> Build:
     """Build `reference` (a float ONNX model) at `precision` into `out` (default REFERENCE.<precision>.onnx) and,
     with `audit_data`, audit it against `reference`, each on its execution provider (models.onnx.PROVIDERS; the
-    CPU by default, a GPU provider on the first GPU). The output is checked first: never one of the inputs, an
+    CPU by default, a GPU provider on the first GPU). INT8 is quantised for `int8_target` (default
+    `default_int8_target` of the candidate's provider). The output is checked first: never one of the inputs, an
     existing file only with `force`."""
-    check_build(precision, calibration)
+    check_build(precision, calibration, int8_target)
     provider, reference_provider = check_provider(provider), check_provider(reference_provider)
     if reference.suffix.lower() not in ONNX_SUFFIXES:
         raise UsageError(f"{reference} is not an ONNX model: --precision builds from the float ONNX model")
@@ -114,7 +130,8 @@ def build_precision(
         positions = stratified_subset(source.labels, calibration.images, calibration.seed)
         batches = calibration_batches(source.images(positions), float_model.config)
         finish = step(progress, BUILD_STAGE)
-        convert_int8(reference, path, meta, batches)
+        int8_target = int8_target or default_int8_target(provider)
+        convert_int8(reference, path, meta, batches, int8_target)
         used = len(positions)
     finish()
     report = None
@@ -124,4 +141,11 @@ def build_precision(
         report = run_audit(
             candidate, source, audit_options, progress=progress, data_info=data_info, reference=float_model
         ).report
-    return Build(path=path, reference=reference, precision=precision, calibration_images=used, report=report)
+    return Build(
+        path=path,
+        reference=reference,
+        precision=precision,
+        calibration_images=used,
+        int8_target=int8_target,
+        report=report,
+    )

@@ -69,6 +69,13 @@ def export(
     calibration_images: int = typer.Option(
         512, "--calibration-images", help="INT8: how many class-stratified calibration images to draw."
     ),
+    int8_target: Optional[str] = typer.Option(
+        None,
+        "--int8-target",
+        help="INT8: the hardware the build is for, as onnxruntime advises quantising for it: x86 (uint8 activations, "
+        "7-bit weights: right on every x86-64 CPU, where 8-bit weights saturate without VNNI), x86-vnni, arm or gpu "
+        "(symmetric int8, for CUDA and TensorRT). Default: gpu with a GPU --provider, else x86.",
+    ),
     data: Optional[Path] = typer.Option(
         None, "--data", readable=False, help="The parity audit's data (default: the built-in CIFAR-10 test set)."
     ),
@@ -101,7 +108,7 @@ def export(
         builtin = calibration_data is not None and str(calibration_data) == "builtin"
         spec = DataSpec(None, "builtin") if builtin else _spec(calibration_data)
         calibration = Calibration(spec, calibration_images, seed) if calibration_data else None
-        check_build(precision, calibration)  # before the float export, which takes time
+        check_build(precision, calibration, int8_target)  # before the float export, which takes time
         if checkpoint.suffix.lower() != ".onnx":
             checkpoint = export_checkpoint(
                 checkpoint, flags, None, opset=opset, trust_pickled=trust_pickled, debug=state["debug"], force=force
@@ -119,6 +126,7 @@ def export(
             quiet,
             force,
             (provider, reference_provider),
+            int8_target,
         )
         return
     path = export_checkpoint(
@@ -140,11 +148,14 @@ def _spec(path: Optional[Path], limit: Optional[int] = None, seed: int = 0):
     return DataSpec(path, limit=limit, seed=seed)
 
 
-def _build(reference, precision, out, flags, calibration, audit_data, options, quiet, force, providers) -> None:
+def _build(
+    reference, precision, out, flags, calibration, audit_data, options, quiet, force, providers, int8_target
+) -> None:
     """The reduced-precision build and its parity audit, printed (the parity section's tables)."""
     from macs_audit.atomic import destination
     from macs_audit.cli.progress import Progress, show_progress
     from macs_audit.deployment import build_precision
+    from macs_audit.models.precision import INT8_TARGETS
     from macs_audit.reports import sections, terminal
 
     with Progress(show_progress(quiet)) as progress:
@@ -160,8 +171,12 @@ def _build(reference, precision, out, flags, calibration, audit_data, options, q
             force=force,
             provider=providers[0],
             reference_provider=providers[1],
+            int8_target=int8_target,
         )
-    used = f" ({built.calibration_images} calibration images)" if built.calibration_images else ""
+    used = ""
+    if built.int8_target:
+        target = INT8_TARGETS[built.int8_target].description
+        used = f" ({built.calibration_images} calibration images; for {target})"
     note(f"{precision.upper()} model written to {destination(built.path).describe()}{used}")
     if built.report is not None:
         parity = sections.section("parity")

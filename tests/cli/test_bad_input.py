@@ -763,6 +763,18 @@ ROWS: list[Row] = [
         "--calibration-data is for --precision int8, not fp16",
     ),
     Row(
+        "export-fp16-with-int8-target",
+        ("export", "{model}", "--precision", "fp16", "--int8-target", "arm"),
+        2,
+        "--int8-target is for --precision int8, not fp16",
+    ),
+    Row(
+        "export-unknown-int8-target",
+        ("export", "{model}", "--precision", "int8", "--calibration-data", "{data}", "--int8-target", "avx2"),
+        2,
+        "unknown --int8-target 'avx2'; choose from x86, x86-vnni, arm or gpu",
+    ),
+    Row(
         "export-int8-calibration-images-not-the-input",
         ("export", "{model}", "--precision", "int8", "--calibration-data", "g.npz", "--calibration-images", "20"),
         3,
