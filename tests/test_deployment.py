@@ -118,3 +118,14 @@ def test_a_build_reads_image_folders_with_the_models_whole_pipeline(tmp_path):
     )
     pipeline = built.report.data.pipeline  # the build's metadata carries the sidecar's values on
     assert "(bicubic from metadata)" in pipeline and "offset floored" in pipeline, pipeline
+
+
+def test_an_int8_build_is_for_the_gpu_where_it_is_audited_on_one_and_for_x86_cpus_otherwise():
+    """An INT8 build's default target (an explicit --int8-target wins); a target for an FP16 build is refused."""
+    from macs_audit.deployment import check_build, default_int8_target
+    from macs_audit.errors import UsageError
+
+    assert [default_int8_target(p) for p in (None, "cpu", "cuda", "tensorrt")] == ["x86", "x86", "gpu", "gpu"]
+    assert check_build("int8", Calibration(AUDIT), "arm") == "int8"
+    with pytest.raises(UsageError, match="--int8-target is for --precision int8, not fp16"):
+        check_build("fp16", None, "x86")
