@@ -27,6 +27,8 @@ from macs_audit.cli.options import (
     audit_options,
     model_flags,
 )
+from macs_audit.models.precision import INT8_TARGETS
+from macs_audit.text import or_list
 
 
 @handle_errors
@@ -72,9 +74,9 @@ def export(
     int8_target: Optional[str] = typer.Option(
         None,
         "--int8-target",
-        help="INT8: the hardware the build is for, as onnxruntime advises quantising for it: x86 (uint8 activations, "
-        "7-bit weights: right on every x86-64 CPU, where 8-bit weights saturate without VNNI), x86-vnni, arm or gpu "
-        "(symmetric int8, for CUDA and TensorRT). Default: gpu with a GPU --provider, else x86.",
+        help="INT8: the hardware the build is for, quantised as onnxruntime advises for it: "
+        f"{or_list(f'{name} ({target.description})' for name, target in INT8_TARGETS.items())}. Default: gpu with a "
+        "GPU --provider, else x86 (8-bit weights saturate on x86-64 CPUs without VNNI).",
     ),
     data: Optional[Path] = typer.Option(
         None, "--data", readable=False, help="The parity audit's data (default: the built-in CIFAR-10 test set)."
@@ -155,7 +157,6 @@ def _build(
     from macs_audit.atomic import destination
     from macs_audit.cli.progress import Progress, show_progress
     from macs_audit.deployment import build_precision
-    from macs_audit.models.precision import INT8_TARGETS
     from macs_audit.reports import sections, terminal
 
     with Progress(show_progress(quiet)) as progress:
@@ -175,8 +176,7 @@ def _build(
         )
     used = ""
     if built.int8_target:
-        target = INT8_TARGETS[built.int8_target].description
-        used = f" ({built.calibration_images} calibration images; for {target})"
+        used = f" ({built.calibration_images} calibration images; {INT8_TARGETS[built.int8_target].description})"
     note(f"{precision.upper()} model written to {destination(built.path).describe()}{used}")
     if built.report is not None:
         parity = sections.section("parity")

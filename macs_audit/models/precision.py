@@ -47,10 +47,10 @@ class Int8Target:
 # machine the sample model's 8-bit build agreed with the float model on 91.7% of the test set (accuracy 89.37% ->
 # 86.19%), its 7-bit build on 99.25% (benchmarks/RESULTS.md, "Deployment parity"): hence the default.
 INT8_TARGETS = {
-    "x86": Int8Target("x86-64 CPUs: uint8 activations, 7-bit weights", True, True),
-    "x86-vnni": Int8Target("x86-64 CPUs with VNNI only: uint8 activations, 8-bit weights", True, False),
-    "arm": Int8Target("ARM CPUs: int8 activations, 8-bit weights", False, False),
-    "gpu": Int8Target("CUDA and TensorRT: symmetric int8 activations, 8-bit weights", False, False, True),
+    "x86": Int8Target("for x86-64 CPUs, uint8 activations and 7-bit weights", True, True),
+    "x86-vnni": Int8Target("for x86-64 CPUs with VNNI only, uint8 activations and 8-bit weights", True, False),
+    "arm": Int8Target("for ARM CPUs, int8 activations and 8-bit weights", False, False),
+    "gpu": Int8Target("for CUDA and TensorRT, symmetric int8 activations and 8-bit weights", False, False, True),
 }
 DEFAULT_INT8_TARGET = "x86"
 GPU_INT8_TARGET = "gpu"  # the default of a build audited on a GPU provider

@@ -61,7 +61,7 @@ def test_export_builds_fp16_and_int8_and_prints_their_parity(tmp_path, monkeypat
     )
     assert result.exit_code == 0, result.output
     assert (
-        "INT8 model written to model.int8.onnx (50 calibration images; for x86-64 CPUs: uint8 activations, 7-bit "
+        "INT8 model written to model.int8.onnx (50 calibration images; for x86-64 CPUs, uint8 activations and 7-bit "
         "weights)" in " ".join(result.output.split())
     )
     result = runner.invoke(app, ["evaluate", "model.int8.onnx", "--reference", "model.onnx", *audit, "-o", "r.json"])
