@@ -7,10 +7,11 @@ of the built-in test set, the target's activation type and weight range) and the
 test set (or a class-stratified N of it) on onnxruntime's CPU provider, batch 500: top-1 agreement with the float
 model, accuracy, the largest absolute logit difference, and the wall time of a pass as a ratio to the float model's
 (the passes interleaved, --repeats rounds, medians). An x86-64 CPU without VNNI multiplies uint8 by int8 with
-VPMADDUBSW, whose 16-bit sums of two products saturate on 8-bit weights; the first line says which this CPU is.
+VPMADDUBSW, whose 16-bit sums of two products saturate on 8-bit weights; the first line names the CPU's features.
 """
 
 import argparse
+import platform
 import statistics
 import tempfile
 import time
@@ -22,14 +23,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_models" / "resnet9_c10_ce.onnx"
 
 
-def cpu_flags() -> set[str]:
+def cpu_features() -> str:
+    """The machine and the CPU features its INT8 kernels depend on (x86: AVX2, AVX-512, VNNI; ARM: the dot-product
+    and matrix-multiply instructions), from /proc/cpuinfo where there is one."""
+    flags: set[str] = set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
+            if line.split(":")[0].strip() in ("flags", "Features"):
+                flags = set(line.split(":", 1)[1].split())
+                break
     except OSError:
         pass
-    return set()
+    wanted = sorted(f for f in flags if f in ("avx2", "avx512f", "asimddp", "i8mm") or "vnni" in f)
+    return f"{platform.machine()}: {', '.join(wanted) or 'none of avx2, avx512f, *vnni*, asimddp, i8mm'}"
 
 
 def main() -> None:
@@ -48,9 +54,7 @@ def main() -> None:
     from macs_audit.models.predictor import load_predictor
     from macs_audit.pixels import to_unit_float
 
-    flags = cpu_flags()
-    vnni = sorted(f for f in flags if "vnni" in f)
-    print(f"CPU: avx2 {'avx2' in flags}, avx512f {'avx512f' in flags}, VNNI: {', '.join(vnni) or 'none'}")
+    print(f"CPU {cpu_features()}")
     folder = Path(tempfile.mkdtemp(prefix="bench_int8_"))
     reference = folder / "float.onnx"
     reference.write_bytes(args.model.read_bytes())

@@ -17,13 +17,12 @@ from macs_audit.models.config import sidecar_path
 from macs_audit.models.onnx import GPU_PROVIDERS, check_provider
 from macs_audit.models.precision import (
     DEFAULT_CALIBRATION_IMAGES,
-    DEFAULT_INT8_TARGET,
-    GPU_INT8_TARGET,
     calibration_batches,
     check_int8_target,
     check_precision,
     convert_fp16,
     convert_int8,
+    default_int8_target,
 )
 from macs_audit.models.predictor import ONNX_SUFFIXES, load_predictor
 from macs_audit.outputs import check_file
@@ -75,12 +74,6 @@ def check_build(precision: str, calibration: Calibration | None, int8_target: st
     if int8_target is not None:
         check_int8_target(int8_target)
     return precision
-
-
-def default_int8_target(provider: str | None) -> str:
-    """The hardware an INT8 build is for when none is named: the GPU's where it is audited on a GPU provider, else
-    x86-64 CPUs (a build that is right on every one of them)."""
-    return GPU_INT8_TARGET if provider in GPU_PROVIDERS else DEFAULT_INT8_TARGET
 
 
 def build_precision(

@@ -6,6 +6,7 @@ and a deliberately broken candidate (logits scaled by 3, two classes swapped) fa
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from fixtures.broken_models import scaled_logits, swapped_classes
 
@@ -120,12 +121,29 @@ def test_a_build_reads_image_folders_with_the_models_whole_pipeline(tmp_path):
     assert "(bicubic from metadata)" in pipeline and "offset floored" in pipeline, pipeline
 
 
-def test_an_int8_build_is_for_the_gpu_where_it_is_audited_on_one_and_for_x86_cpus_otherwise():
-    """An INT8 build's default target (an explicit --int8-target wins); a target for an FP16 build is refused."""
-    from macs_audit.deployment import check_build, default_int8_target
-    from macs_audit.errors import UsageError
+def test_an_int8_build_is_for_the_gpu_where_it_is_audited_on_one_and_for_x86_cpus_otherwise(tmp_path):
+    """An INT8 build's target: the one named, else the GPU's for a GPU provider, else x86-64 CPUs' (the build runs on
+    the CPU: without audit data the candidate is not loaded); a target for another precision is refused."""
+    from conftest import linear_onnx, tiny_images
 
-    assert [default_int8_target(p) for p in (None, "cpu", "cuda", "tensorrt")] == ["x86", "x86", "gpu", "gpu"]
-    assert check_build("int8", Calibration(AUDIT), "arm") == "int8"
-    with pytest.raises(UsageError, match="--int8-target is for --precision int8, not fp16"):
-        check_build("fp16", None, "x86")
+    from macs_audit.deployment import check_build
+    from macs_audit.errors import UsageError
+    from macs_audit.models.precision import INT8_TARGET_KEY
+
+    reference = linear_onnx(tmp_path / "m.onnx")
+    x, y = tiny_images(40)
+    np.savez(tmp_path / "calibration.npz", x=x, y=y)
+    calibration = Calibration(DataSpec(tmp_path / "calibration.npz"), images=20)
+    built = {}
+    for name, provider, target in (("cpu", None, None), ("cuda", "cuda", None), ("named", "tensorrt", "arm")):
+        out = tmp_path / f"{name}.onnx"
+        built[name] = build_precision(
+            reference, "int8", out, calibration=calibration, provider=provider, int8_target=target
+        )
+        metadata = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
+        assert metadata[INT8_TARGET_KEY] == built[name].int8_target
+    assert [built[name].int8_target for name in ("cpu", "cuda", "named")] == ["x86", "gpu", "arm"]
+    assert check_build("fp16", None) == "fp16"
+    for precision in ("fp16", "fp32"):
+        with pytest.raises(UsageError, match=f"--int8-target is for --precision int8, not {precision}"):
+            check_build(precision, None, "x86")

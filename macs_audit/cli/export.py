@@ -27,7 +27,7 @@ from macs_audit.cli.options import (
     audit_options,
     model_flags,
 )
-from macs_audit.models.precision import INT8_TARGETS
+from macs_audit.models.precision import CPU_INT8_TARGET, GPU_INT8_TARGET, INT8_TARGETS
 from macs_audit.text import or_list
 
 
@@ -75,8 +75,9 @@ def export(
         None,
         "--int8-target",
         help="INT8: the hardware the build is for, quantised as onnxruntime advises for it: "
-        f"{or_list(f'{name} ({target.description})' for name, target in INT8_TARGETS.items())}. Default: gpu with a "
-        "GPU --provider, else x86 (8-bit weights saturate on x86-64 CPUs without VNNI).",
+        f"{or_list(f'{name} ({target.description})' for name, target in INT8_TARGETS.items())}. Default: "
+        f"{GPU_INT8_TARGET} with a GPU --provider, else {CPU_INT8_TARGET} (8-bit weights saturate on x86-64 CPUs "
+        "without VNNI).",
     ),
     data: Optional[Path] = typer.Option(
         None, "--data", readable=False, help="The parity audit's data (default: the built-in CIFAR-10 test set)."
@@ -99,18 +100,16 @@ def export(
     """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads; with
     --precision fp16 or int8, build it at that precision and print the parity audit of the build."""
     from macs_audit.atomic import destination
+    from macs_audit.data.loading import DataSpec
+    from macs_audit.deployment import Calibration, check_build
     from macs_audit.models.export import export_checkpoint
-    from macs_audit.models.precision import check_precision
 
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct, interpolation)
-    if check_precision(precision) != "fp32":
-        from macs_audit.data.loading import DataSpec
-        from macs_audit.deployment import Calibration, check_build
-
-        builtin = calibration_data is not None and str(calibration_data) == "builtin"
-        spec = DataSpec(None, "builtin") if builtin else _spec(calibration_data)
-        calibration = Calibration(spec, calibration_images, seed) if calibration_data else None
-        check_build(precision, calibration, int8_target)  # before the float export, which takes time
+    builtin = calibration_data is not None and str(calibration_data) == "builtin"
+    spec = DataSpec(None, "builtin") if builtin else _spec(calibration_data)
+    calibration = Calibration(spec, calibration_images, seed) if calibration_data else None
+    # The options' consistency (INT8's options with --precision int8 only) before the float export, which takes time.
+    if check_build(precision, calibration, int8_target) != "fp32":
         if checkpoint.suffix.lower() != ".onnx":
             checkpoint = export_checkpoint(
                 checkpoint, flags, None, opset=opset, trust_pickled=trust_pickled, debug=state["debug"], force=force

@@ -20,6 +20,7 @@ from macs_audit.atomic import atomic_path
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models.backend import one_line
 from macs_audit.models.config import encode_metadata
+from macs_audit.models.onnx import GPU_PROVIDERS
 from macs_audit.models.preprocessing import resize_and_normalize
 from macs_audit.pixels import to_unit_float
 from macs_audit.text import or_list
@@ -39,21 +40,46 @@ class Int8Target:
     description: str
     unsigned_activations: bool  # uint8 activations (asymmetric), else int8
     reduce_range: bool  # 7-bit weights
-    symmetric_activations: bool = False  # zero points of 0, as TensorRT requires
+    symmetric_activations: bool  # int8 activations with zero points of 0
 
 
 # x86-64 CPUs without VNNI (AVX2, and AVX-512 before VNNI) multiply uint8 by int8 with VPMADDUBSW, whose 16-bit sums
-# of two products saturate on 8-bit weights; 7-bit weights keep every sum in range, on every x86-64 CPU. On an AVX2
-# machine the sample model's 8-bit build agreed with the float model on 91.7% of the test set (accuracy 89.37% ->
-# 86.19%), its 7-bit build on 99.25% (benchmarks/RESULTS.md, "Deployment parity"): hence the default.
+# of two products saturate on 8-bit weights; 7-bit weights keep every sum in range, on every x86-64 CPU, hence the
+# CPU default (measured in benchmarks/RESULTS.md, "INT8 builds for each --int8-target").
 INT8_TARGETS = {
-    "x86": Int8Target("for x86-64 CPUs, uint8 activations and 7-bit weights", True, True),
-    "x86-vnni": Int8Target("for x86-64 CPUs with VNNI only, uint8 activations and 8-bit weights", True, False),
-    "arm": Int8Target("for ARM CPUs, int8 activations and 8-bit weights", False, False),
-    "gpu": Int8Target("for CUDA and TensorRT, symmetric int8 activations and 8-bit weights", False, False, True),
+    "x86": Int8Target(
+        "for x86-64 CPUs, uint8 activations and 7-bit weights",
+        unsigned_activations=True,
+        reduce_range=True,
+        symmetric_activations=False,
+    ),
+    "x86-vnni": Int8Target(
+        "for x86-64 CPUs with VNNI only, uint8 activations and 8-bit weights",
+        unsigned_activations=True,
+        reduce_range=False,
+        symmetric_activations=False,
+    ),
+    "arm": Int8Target(
+        "for ARM CPUs, symmetric int8 activations and 8-bit weights",
+        unsigned_activations=False,
+        reduce_range=False,
+        symmetric_activations=True,
+    ),
+    "gpu": Int8Target(
+        "for CUDA and TensorRT, symmetric int8 activations and 8-bit weights",
+        unsigned_activations=False,
+        reduce_range=False,
+        symmetric_activations=True,
+    ),
 }
-DEFAULT_INT8_TARGET = "x86"
-GPU_INT8_TARGET = "gpu"  # the default of a build audited on a GPU provider
+CPU_INT8_TARGET = "x86"  # the default, but on a GPU provider
+GPU_INT8_TARGET = "gpu"
+
+
+def default_int8_target(provider: str | None) -> str:
+    """The hardware an INT8 build is for when none is named: the GPU where it is audited on a GPU provider (a
+    models.onnx.PROVIDERS key), else x86-64 CPUs."""
+    return GPU_INT8_TARGET if provider in GPU_PROVIDERS else CPU_INT8_TARGET
 
 
 def check_precision(precision: str) -> str:
@@ -148,7 +174,7 @@ def calibration_batches(images: np.ndarray, config: Any) -> list[np.ndarray]:
 
 
 def convert_int8(
-    source: Path, target: Path, meta: dict[str, Any], batches: list[np.ndarray], int8_target: str = DEFAULT_INT8_TARGET
+    source: Path, target: Path, meta: dict[str, Any], batches: list[np.ndarray], int8_target: str = CPU_INT8_TARGET
 ) -> None:
     """`source` statically quantised for the hardware `int8_target` names (INT8_TARGETS: QDQ, per-channel int8
     weights, the target's activation type and weight range, MinMax ranges over the calibration `batches`, the

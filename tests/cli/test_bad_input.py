@@ -769,6 +769,12 @@ ROWS: list[Row] = [
         "--int8-target is for --precision int8, not fp16",
     ),
     Row(
+        "export-fp32-with-int8-target",
+        ("export", "{model}", "--int8-target", "x86"),
+        2,
+        "--int8-target is for --precision int8, not fp32",
+    ),
+    Row(
         "export-unknown-int8-target",
         ("export", "{model}", "--precision", "int8", "--calibration-data", "{data}", "--int8-target", "avx2"),
         2,
@@ -1539,7 +1545,13 @@ def test_an_interrupt_is_one_line_and_exit_130_in_every_command(workdir, monkeyp
         _resnet9("net.safetensors")(workdir)
         monkeypatch.setattr("macs_audit.finetune.loop.training_step", interrupted)
         args = (*FINETUNE_QUICK, "--data", "{data}", "--batch-size", "16")
-    result = runner.invoke(app, [_fill(a, workdir) for a in args])
+    # Python's own Ctrl-C handler, as under a terminal: a shell starts a background job (`pytest &`, as a CI script
+    # may) with SIGINT ignored, and Python then installs none.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = runner.invoke(app, [_fill(a, workdir) for a in args])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert result.exit_code == 130, result.output
     assert result.stderr.strip().splitlines()[-1] == "interrupted", result.stderr
     assert "Traceback" not in result.output and "error" not in result.stderr

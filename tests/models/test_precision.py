@@ -88,12 +88,13 @@ def quantised_tensors(path):
 
 @pytest.mark.parametrize(
     "target, activations, weight_limit, symmetric",
-    [("x86", np.uint8, 64, False), ("x86-vnni", np.uint8, 127, False), ("arm", np.int8, 127, False)]
+    [("x86", np.uint8, 64, False), ("x86-vnni", np.uint8, 127, False), ("arm", np.int8, 127, True)]
     + [("gpu", np.int8, 127, True)],
 )
 def test_each_int8_target_is_quantised_as_onnxruntime_advises(tmp_path, target, activations, weight_limit, symmetric):
     """x86: uint8 activations and 7-bit weights, whose sums of two products fit the 16 bits VPMADDUBSW adds them in
-    (255 * 64 * 2 < 2**15) on CPUs without VNNI; 8-bit weights elsewhere; symmetric activations for TensorRT."""
+    (255 * 64 * 2 < 2**15) on CPUs without VNNI; 8-bit weights elsewhere; symmetric int8 activations for ARM and
+    TensorRT."""
     source = linear_onnx(tmp_path / "float.onnx", seed=2)
     images, _ = tiny_images(64)
     batches = calibration_batches(images, load_predictor(source).config)
