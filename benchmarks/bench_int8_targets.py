@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_parity import copied_model  # benchmarks/ is on sys.path: the script's own folder
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_models" / "resnet9_c10_ce.onnx"
@@ -49,17 +50,13 @@ def main() -> None:
     from macs_audit.data.sources import load_source
     from macs_audit.data.splits import stratified_subset
     from macs_audit.deployment import Calibration, build_precision
-    from macs_audit.models.config import sidecar_path
     from macs_audit.models.precision import INT8_TARGETS
     from macs_audit.models.predictor import load_predictor
     from macs_audit.pixels import to_unit_float
 
     print(f"CPU {cpu_features()}")
     folder = Path(tempfile.mkdtemp(prefix="bench_int8_"))
-    reference = folder / "float.onnx"
-    reference.write_bytes(args.model.read_bytes())
-    if sidecar_path(args.model).exists():
-        sidecar_path(reference).write_bytes(sidecar_path(args.model).read_bytes())
+    reference = copied_model(args.model, folder)
     calibration = Calibration(DataSpec(None, "builtin"), 512, 0)
     models = {"float": load_predictor(reference, device="cpu")}
     for target in INT8_TARGETS:

@@ -133,6 +133,18 @@ def audits(paths: list[Path], source, batch_size: int, bootstrap: int) -> Clock:
     return since(start)
 
 
+def copied_model(model: Path, folder: Path) -> Path:
+    """`model` copied into `folder` as float.onnx, with its sidecar (its preprocessing) where it has one: the builds
+    made from the copy are written beside it, not beside the original."""
+    from macs_audit.models.config import sidecar_path
+
+    copy = folder / "float.onnx"
+    copy.write_bytes(model.read_bytes())
+    if sidecar_path(model).exists():
+        sidecar_path(copy).write_bytes(sidecar_path(model).read_bytes())
+    return copy
+
+
 def plus(a: Clock, b: Clock) -> Clock:
     return a[0] + b[0], a[1] + b[1]
 
@@ -150,17 +162,11 @@ def main() -> None:
     from macs_audit.data.sources import load_source
     from macs_audit.data.splits import stratified_subset
     from macs_audit.deployment import Calibration, build_precision
-    from macs_audit.models.config import sidecar_path
     from macs_audit.models.predictor import load_predictor
     from macs_audit.models.preprocessing import resize_and_normalize
     from macs_audit.pixels import to_unit_float
 
-    folder = Path(tempfile.mkdtemp(prefix="bench_parity_"))
-    reference = folder / "float.onnx"
-    reference.write_bytes(args.model.read_bytes())
-    sidecar = sidecar_path(args.model)  # the model's preprocessing, where it has a sidecar
-    if sidecar.exists():
-        sidecar_path(reference).write_bytes(sidecar.read_bytes())
+    reference = copied_model(args.model, Path(tempfile.mkdtemp(prefix="bench_parity_")))
     calibration = Calibration(DataSpec(None, "builtin"), 512, 0) if args.precision == "int8" else None
     candidate = build_precision(reference, args.precision, calibration=calibration).path
 

@@ -38,9 +38,8 @@ class Int8Target:
     docstring ("Choosing parameters for CPU inference", and symmetric int8 for GPU/TensorRT)."""
 
     description: str
-    unsigned_activations: bool  # uint8 activations (asymmetric), else int8
+    uint8_activations: bool  # uint8 activations (asymmetric), else symmetric int8 ones (zero points of 0)
     reduce_range: bool  # 7-bit weights
-    symmetric_activations: bool  # int8 activations with zero points of 0
 
 
 # x86-64 CPUs without VNNI (AVX2, and AVX-512 before VNNI) multiply uint8 by int8 with VPMADDUBSW, whose 16-bit sums
@@ -49,30 +48,26 @@ class Int8Target:
 INT8_TARGETS = {
     "x86": Int8Target(
         "for x86-64 CPUs, uint8 activations and 7-bit weights",
-        unsigned_activations=True,
+        uint8_activations=True,
         reduce_range=True,
-        symmetric_activations=False,
     ),
     "x86-vnni": Int8Target(
         "for x86-64 CPUs with VNNI only, uint8 activations and 8-bit weights",
-        unsigned_activations=True,
+        uint8_activations=True,
         reduce_range=False,
-        symmetric_activations=False,
     ),
     "arm": Int8Target(
         "for ARM CPUs, symmetric int8 activations and 8-bit weights",
-        unsigned_activations=False,
+        uint8_activations=False,
         reduce_range=False,
-        symmetric_activations=True,
     ),
     "gpu": Int8Target(
         "for CUDA and TensorRT, symmetric int8 activations and 8-bit weights",
-        unsigned_activations=False,
+        uint8_activations=False,
         reduce_range=False,
-        symmetric_activations=True,
     ),
 }
-CPU_INT8_TARGET = "x86"  # the default, but on a GPU provider
+CPU_INT8_TARGET = "x86"  # the default, except with a GPU provider
 GPU_INT8_TARGET = "gpu"
 
 
@@ -211,10 +206,10 @@ def convert_int8(
                 Reader(),
                 quant_format=QuantFormat.QDQ,
                 per_channel=True,
-                activation_type=QuantType.QUInt8 if settings.unsigned_activations else QuantType.QInt8,
+                activation_type=QuantType.QUInt8 if settings.uint8_activations else QuantType.QInt8,
                 weight_type=QuantType.QInt8,
                 reduce_range=settings.reduce_range,
-                extra_options={"ActivationSymmetric": settings.symmetric_activations},
+                extra_options={"ActivationSymmetric": not settings.uint8_activations},
             )
         except Exception as exc:  # onnxruntime's quantizer raises many types
             raise InputError(f"INT8 quantisation of {source} failed: {one_line(exc)}") from None

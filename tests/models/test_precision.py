@@ -77,9 +77,8 @@ def test_calibration_images_must_fit_the_model(tmp_path):
         check_precision("bf16")
 
 
-def quantised_tensors(path):
+def quantised_tensors(proto):
     """(the activations' zero points, the quantised weights) of a QDQ model."""
-    proto = onnx.load(str(path))
     constants = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
     zero_points = [constants[n.input[2]] for n in proto.graph.node if n.op_type == "QuantizeLinear"]
     weights = [constants.get(n.input[0]) for n in proto.graph.node if n.op_type == "DequantizeLinear"]
@@ -99,12 +98,12 @@ def test_each_int8_target_is_quantised_as_onnxruntime_advises(tmp_path, target, 
     images, _ = tiny_images(64)
     batches = calibration_batches(images, load_predictor(source).config)
     convert_int8(source, tmp_path / "int8.onnx", META, batches, target)
-    zero_points, weights = quantised_tensors(tmp_path / "int8.onnx")
+    proto = onnx.load(str(tmp_path / "int8.onnx"))
+    zero_points, weights = quantised_tensors(proto)
     assert zero_points and all(z.dtype == activations for z in zero_points)
     assert all((z == 0).all() for z in zero_points) == symmetric
     assert weights and all(w.dtype == np.int8 for w in weights)
     assert max(int(np.abs(w.astype(np.int64)).max()) for w in weights) == weight_limit
-    proto = onnx.load(str(tmp_path / "int8.onnx"))
     assert {p.key: p.value for p in proto.metadata_props}[INT8_TARGET_KEY] == target
 
 
