@@ -215,3 +215,88 @@ def remove_stale_temporaries(folder: str | os.PathLike, names: Iterable[str], be
         except OSError as exc:
             raise output_error(entry.path, exc) from None
     return removed
+
+
+@contextlib.contextmanager
+def all_or_nothing(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
+    """Outputs a run writes one by one (the files and save_pretrained folders of an output folder), kept or
+    dropped together: if the block fails (an error, an interrupt), each of `paths` it created is removed and
+    each it replaced is put back as it was, and each folder it created that is left empty; when it succeeds,
+    what was replaced is dropped. An existing file is kept aside as a hard link (a copy where the file system
+    has none) in a hidden folder beside it, which keeps its bytes since every writer here lands a new file by
+    renaming it onto the old one; an existing folder is renamed aside before the block, which replaces it whole."""
+    targets = []
+    for path in paths:
+        path = Path(path)
+        dest = path if path.is_dir() else destination(path).file  # a file written through its link
+        if dest is not None:
+            targets.append(dest)
+    created_folders = _missing_folders({target.parent for target in targets})
+    kept: list[tuple[Path, Path]] = []  # (output, the earlier version set aside)
+    asides: dict[Path, Path] = {}  # a folder of kept versions per output folder
+    new: list[Path] = []
+    try:
+        for target in targets:
+            if not target.exists():
+                new.append(target)
+                continue
+            if target.parent not in asides:
+                asides[target.parent] = Path(tempfile.mkdtemp(prefix=".macs-audit-replaced.", dir=target.parent))
+            aside = asides[target.parent] / target.name
+            if target.is_dir():  # a link to a folder too: the link is set aside, as save_pretrained replaces it
+                target.rename(aside)
+            else:
+                try:
+                    os.link(target, aside)
+                except OSError:
+                    shutil.copy2(target, aside)
+            kept.append((target, aside))
+    except OSError as exc:
+        _restore(kept, [], asides.values(), [])
+        raise output_error(exc.filename or targets[0], exc) from None
+    try:
+        yield
+    except BaseException:
+        _restore(kept, new, asides.values(), created_folders)
+        raise
+    for aside in asides.values():
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _missing_folders(folders: Iterable[Path]) -> list[Path]:
+    """The folders of `folders` and their parents that do not exist yet, deepest first."""
+    missing: set[Path] = set()
+    for folder in folders:
+        folder = Path(os.path.abspath(folder))
+        while not folder.exists() and folder != folder.parent:
+            missing.add(folder)
+            folder = folder.parent
+    return sorted(missing, key=lambda p: len(p.parts), reverse=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _restore(kept: list[tuple[Path, Path]], new: list[Path], asides: Iterable[Path], folders: list[Path]) -> None:
+    """Undo a failed block of all_or_nothing: as much as can be undone (an error here would hide the run's); an
+    earlier version that cannot be put back stays in its hidden folder."""
+    for target in new:
+        with contextlib.suppress(OSError):
+            _remove(target)
+    restored = True
+    for target, aside in kept:
+        try:
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            os.replace(aside, target)
+        except OSError:
+            restored = False
+    for aside in asides if restored else ():
+        shutil.rmtree(aside, ignore_errors=True)
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty: a checkpoint kept for --resume keeps its folder

@@ -8,7 +8,8 @@ OUT receives the calibrated model (MODEL_calibrated, in MODEL's format family) w
 calibration.json and the before/after audit (before_after). Every file is written atomically; nothing
 here prints. OUT is checked before anything is loaded: none of its files may be an input (the model, its
 sidecar, the data), and existing ones are replaced only with `force`. The "before" audit reads the
-original model before the calibrated one is written.
+original model before the calibrated one is written. A run that fails after it has written leaves none of
+its files, and an existing one it was to replace (--force) as it was.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from macs_audit.atomic import write_text
-from macs_audit.audit import AuditOptions, check_classes, evaluate_view
+from macs_audit.atomic import all_or_nothing, write_text
+from macs_audit.audit import AuditOptions, check_classes, evaluate_view, sized
 from macs_audit.before_after import AFTER, BEFORE, BEFORE_AFTER_FILES, audit_model, write_before_after
 from macs_audit.calibrators.base import LABELS, Calibrator, classes_below, fit_calibrator, shown_classes
 from macs_audit.calibrators.common import log_softmax, mean_nll
@@ -30,8 +31,8 @@ from macs_audit.calibrators.selection import DEFAULT_HOLDOUT, DEFAULT_SELECT, Se
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_model_data
 from macs_audit.errors import UsageError
+from macs_audit.inputs import run_inputs, writes_folder
 from macs_audit.models.calibrated import calibration_record, write_calibrated
-from macs_audit.models.config import sidecar_path
 from macs_audit.models.export import model_files
 from macs_audit.models.predictor import ONNX_SUFFIXES, load_predictor
 from macs_audit.outputs import check_folder
@@ -126,7 +127,9 @@ def contamination_warnings(
     temperature = calibrator.describe()["parameters"]["temperature"] if calibrator.method == "temperature" else None
     reason = contamination(
         fit_accuracy=fit_accuracy,
+        n_fit=len(labels),
         eval_accuracy=metrics.get("accuracy"),
+        n_eval=before.data.n,
         eval_confidence=metrics.get("mean_confidence"),
         temperature=temperature,
         fit_nll=mean_nll(log_softmax(logits), labels),
@@ -159,14 +162,17 @@ def choose_calibrator(
     if calibrator is not None:
         return calibrator, selection, []
     what = f"no calibration map beats the uncalibrated model on the held-out {selection.n_eval:,} images of --data"
+    what += f" ({selection.reason})"
+    more = "fit on more held-out data"
+    if selection.too_few:  # the real reason: no selection split this small shows a map better or worse
+        n = selection.n_fit + selection.n_eval
+        what = f"{selection.too_few} ({n:,} images in --data at --holdout {holdout:g}; {selection.reason})"
+        more = "give more --data (or a larger --holdout)"
     if not force:
-        raise UsageError(
-            f"{what} ({selection.reason}); nothing written: fit on more held-out data, or write the best map anyway "
-            "with --force-calibration"
-        )
+        raise UsageError(f"{what}; nothing written: {more}, or write the best map anyway with --force-calibration")
     forced = fit_calibrator(selection.best_map, logits, labels)
     written = f"{LABELS[forced.method]} written as asked (--force-calibration)"
-    return forced, selection, [f"{what} ({selection.reason}); {written}"]
+    return forced, selection, [f"{what}; {written}"]
 
 
 def run_calibrate(
@@ -194,13 +200,16 @@ def run_calibrate(
     when no map beats the uncalibrated model on the `holdout` part or the fit data looks trained on
     (calibrators.held_out.contamination: the decision `finetune` makes), unless `force_calibration`, which
     writes the map with a warning. `debug` lets the libraries' warnings through while models load."""
-    inputs = (model, sidecar_path(model), fit.path, eval_data.path)
-    check_folder(out, output_names(model), inputs=inputs, force=force)
+    arch = flags.get("arch")
+    inputs = run_inputs(models=[(model, arch)], data=[fit.path, eval_data.path])  # never replaced, --force or not
+    folders = [calibrated_name(model)] if writes_folder(model, arch) else []  # a Hugging Face model's folder
+    check_folder(out, output_names(model), inputs=inputs, force=force, folders=folders)
     # At the audits' precision: the map is fitted on the logits it is then audited on (a UsageError, before
     # anything is fitted, for a precision the device or the model format cannot run).
     predictor = load_predictor(
         model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug, precision=audit.precision
     )
+    audit = sized(audit, predictor.config)  # the fit's batches; the audits, of models of the same input, size theirs
     fit_source, fit_info = load_model_data(fit, predictor.config)
     eval_source, eval_info = load_model_data(eval_data, predictor.config)
     check_classes(predictor, fit_source)
@@ -237,46 +246,49 @@ def run_calibrate(
     fit_warnings += contamination_warnings(
         calibrator, before, float((logits.argmax(1) == labels).mean()), logits, labels, force_calibration
     )
-    out.mkdir(parents=True, exist_ok=True)
-    fit_data: dict[str, Any] = {"source": fit_source.name, "n": len(fit_source), **fit_info}
-    fit_data["n_fitted_on"] = len(labels)  # chosen on a part, then fitted on all of it
-    fit_data["n_selected_on"] = selection.n_fit
-    calibrated = write_calibrated(model, predictor, calibrator, out, fit_data, name=calibrated_name(model))
-    after = audit_model(
-        calibrated,
-        {},
-        device,
-        eval_source,
-        eval_info,
-        audit,
-        progress,
-        trust_pickled,
-        AFTER,
-        debug=debug,
-        outputs=outputs,
-    )
-    name = fitted_name(calibrator)
-    warnings = held_out_warnings(before, after, name, float((logits.argmax(1) == labels).mean()))
-    record = {
-        **calibration_record(calibrator, fit_data),
-        "fit_nll_before": mean_nll(log_softmax(logits), labels),
-        "fit_nll_after": mean_nll(calibrator.transform(logits), labels),
-        "model": str(model),
-        "calibrated_model": calibrated.name,
-        "selection": {**selection.to_dict(), "best_map": selection.best_map},  # best_map: what force writes
-        "warnings": fit_warnings + warnings,
-    }
-    write_text(out / CALIBRATION_FILE, json.dumps(record, indent=2) + "\n")
-    title = f"{name} of {model.name}: before / after on {eval_source.name}"
-    comparison = write_before_after(out, before, after, title, outputs=outputs)
-    return CalibrateRun(
-        calibrator,
-        calibrated,
-        before,
-        after,
-        comparison,
-        title,
-        warnings,
-        selection=selection,
-        fit_warnings=fit_warnings,
-    )
+    # What it writes lands together: a run that fails from here on (the after-audit) leaves none of it, and an
+    # output it replaces (--force) comes back as it was.
+    with all_or_nothing([out / file for file in [*output_names(model), *folders]]):
+        out.mkdir(parents=True, exist_ok=True)
+        fit_data: dict[str, Any] = {"source": fit_source.name, "n": len(fit_source), **fit_info}
+        fit_data["n_fitted_on"] = len(labels)  # chosen on a part, then fitted on all of it
+        fit_data["n_selected_on"] = selection.n_fit
+        calibrated = write_calibrated(model, predictor, calibrator, out, fit_data, name=calibrated_name(model))
+        after = audit_model(
+            calibrated,
+            {},
+            device,
+            eval_source,
+            eval_info,
+            audit,
+            progress,
+            trust_pickled,
+            AFTER,
+            debug=debug,
+            outputs=outputs,
+        )
+        name = fitted_name(calibrator)
+        warnings = held_out_warnings(before, after, name, float((logits.argmax(1) == labels).mean()))
+        record = {
+            **calibration_record(calibrator, fit_data),
+            "fit_nll_before": mean_nll(log_softmax(logits), labels),
+            "fit_nll_after": mean_nll(calibrator.transform(logits), labels),
+            "model": str(model),
+            "calibrated_model": calibrated.name,
+            "selection": {**selection.to_dict(), "best_map": selection.best_map},  # best_map: what force writes
+            "warnings": fit_warnings + warnings,
+        }
+        write_text(out / CALIBRATION_FILE, json.dumps(record, indent=2) + "\n")
+        title = f"{name} of {model.name}: before / after on {eval_source.name}"
+        comparison = write_before_after(out, before, after, title, outputs=outputs)
+        return CalibrateRun(
+            calibrator,
+            calibrated,
+            before,
+            after,
+            comparison,
+            title,
+            warnings,
+            selection=selection,
+            fit_warnings=fit_warnings,
+        )

@@ -11,6 +11,11 @@ combined as independent (conservative for reports of the same images), else a bi
 a fraction on the reports' images; a value with none of these (ratios, temperatures, numbers of the
 scaled model) is "same" unless it moved by more than RESOLUTION of itself. Conformal coverage is judged
 against its target: worse when B falls short of it beyond the noise of its held-out images and A did not.
+
+A metric a temperature alone moves (the registry's `scale_dependent`: margins, logit norms, the sensitivity
+L^, the fitted T, set sizes at a fixed coverage) is shown, "changed" where it moved, never better or worse:
+rescaling the logits is no regression. Given the gate's result on B (with A as its baseline), every metric
+the gate failed is counted worse, so the headline never says fewer regressions than the gate failed.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 from macs_audit.errors import MacsAuditError
-from macs_audit.gate import observe
+from macs_audit.gate import GateResult, observe
+from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, CORRUPTION_KEYS
 from macs_audit.metrics.metric_row import Metric, Place
 from macs_audit.metrics.registry import METRICS, in_place
+from macs_audit.numbers import format_value
 from macs_audit.report import CorruptionMeans, Report, ViewResult
 
 SECTIONS = (
@@ -49,7 +56,9 @@ PAIRED, UNPAIRED, BINOMIAL, TARGET = "paired bootstrap", "bootstrap, unpaired", 
 RULE = (
     "better / worse: the 95% interval of B - A excludes zero (paired where both audits scored the same "
     "images with both models, else the reports' own intervals combined, else binomial); same: within the "
-    "noise; conformal coverage: against its target. A regression is a worse row"
+    "noise; conformal coverage: against its target; changed: a value with no better direction, or one a "
+    "temperature alone moves (margins, logit norms, L^, T, set sizes), never counted. A regression is a worse "
+    "row, and every metric the gate failed where a gate ran"
 )
 
 
@@ -66,6 +75,8 @@ class Delta:
     basis: str = ""  # how it was obtained (PAIRED, UNPAIRED, BINOMIAL, TARGET), "" without one
     target: float | None = None  # conformal coverage: the target it is judged against
     target_noise: tuple[float, float] | None = None  # the binomial 95% half-widths of A's and B's coverage
+    scale_dependent: bool = False  # a temperature alone moves it: shown, never better or worse
+    gate_failed: str | None = None  # the gate check on B that failed for this metric: counted worse
 
     @property
     def delta(self) -> float | None:
@@ -92,7 +103,10 @@ class Delta:
 
     @property
     def status(self) -> str:
-        """'better', 'worse', 'same' (within the noise), 'changed' (no better direction) or 'missing'."""
+        """'better', 'worse', 'same' (within the noise), 'changed' (no better direction, or moved by a
+        temperature alone), or 'missing'; 'worse' wherever the gate failed the metric."""
+        if self.gate_failed is not None:
+            return "worse"
         if self.a is None or self.b is None:
             return "missing"
         if self.target is not None and self.target_noise is not None:
@@ -104,7 +118,7 @@ class Delta:
         moved = self.moved
         if moved == 0:
             return "same"
-        if self.higher_is_better is None:
+        if self.higher_is_better is None or self.scale_dependent:
             return "changed"
         return "better" if (moved > 0) == self.higher_is_better else "worse"
 
@@ -221,10 +235,12 @@ def compare(
     a_name: str = "A",
     b_name: str = "B",
     paired: dict[str, list[float]] | None = None,
+    gate: GateResult | None = None,
 ) -> Comparison:
     """B against A, a row per metric. `paired`: row key -> the paired 95% interval of B - A, for the rows the
     caller measured on the same images with both models (calibrate, finetune); the others are judged by the
-    reports' own intervals (see the module's docstring)."""
+    reports' own intervals (see the module's docstring). `gate`: the gate's result on B (A its baseline): each
+    failed check marks its metric's row worse, or adds a row in section "gate" where no row shows it."""
     rows: list[Delta] = []
     paired = paired or {}
 
@@ -240,6 +256,7 @@ def compare(
         if va is None and vb is None:
             return
         row = Delta(section, key, label, va, vb, metric.higher_is_better, metric.percent)
+        row.scale_dependent = metric.scale_dependent
         if va is not None and vb is not None:
             if key in paired:
                 row.interval, row.basis = list(paired[key]), PAIRED
@@ -296,7 +313,44 @@ def compare(
     for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT, Place.REAL_LABELS):
         add_metrics(place)
     rows += _parity_rows(a, b)
+    if gate is not None:
+        _mark_gate_failures(rows, gate)
     return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b))
+
+
+def _gate_row_key(check: str) -> str | None:
+    """The compare row key of a gate check's metric ('min_accuracy' -> 'accuracy', 'corruptions.fog.max_ece' ->
+    'fog.ece', 'parity.noise.max_nll_increase' -> 'noise.nll_change'), None where compare has no such row."""
+    parts = check.split(".")
+    if len(parts) == 1 and parts[0] in ABSOLUTE_KEYS:
+        return ABSOLUTE_KEYS[parts[0]]
+    if len(parts) == 2 and parts[0] == "baseline" and parts[1] in BASELINE_KEYS:
+        return BASELINE_KEYS[parts[1]][0]
+    if len(parts) == 3 and parts[0] == "corruptions" and CORRUPTION_KEYS.get(parts[2]) in PER_VIEW:
+        return f"{parts[1]}.{CORRUPTION_KEYS[parts[2]]}"
+    parity = {"min_agreement": "agreement", "max_ece_increase": "ece_change", "max_nll_increase": "nll_change"}
+    if len(parts) == 3 and parts[0] == "parity" and parts[2] in parity:
+        return f"{parts[1]}.{parity[parts[2]]}"
+    return None
+
+
+def _mark_gate_failures(rows: list[Delta], gate: GateResult) -> None:
+    """Each failed check of `gate` marks its metric's row worse (section 'gate' rows for the checks no row shows:
+    observed against the threshold), so the comparison counts every failure the gate found."""
+    by_key: dict[str, list[Delta]] = {}
+    for row in rows:
+        by_key.setdefault(row.key, []).append(row)
+    for check in gate.failures:
+        key = _gate_row_key(check.name)
+        matched = by_key.get(key, []) if key is not None else []
+        for row in matched:
+            row.gate_failed = check.name
+        if not matched:
+            bound = format_value(check.threshold, check.percent)
+            label = f"{check.metric}: gate {check.name} ({check.op} {bound}) failed"
+            row = Delta("gate", check.name, label, None, check.observed, check.op == ">=", check.percent)
+            row.gate_failed = check.name
+            rows.append(row)
 
 
 def _parity_rows(a: Report, b: Report) -> list[Delta]:

@@ -5,15 +5,17 @@ against the float model it was made from (`run_audit(..., reference=)`), on the 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
 
+from macs_audit.atomic import all_or_nothing
 from macs_audit.audit import AuditOptions, run_audit
-from macs_audit.audit.runner import check_classes
+from macs_audit.audit.classes import check_classes
 from macs_audit.data.loading import DataSpec, load_model_data
 from macs_audit.data.splits import stratified_subset
 from macs_audit.devices import resolve_device
 from macs_audit.errors import InputError, UsageError
-from macs_audit.models.config import sidecar_path
+from macs_audit.inputs import Input, run_inputs
 from macs_audit.models.onnx import GPU_PROVIDERS, check_provider
 from macs_audit.models.precision import (
     DEFAULT_CALIBRATION_IMAGES,
@@ -34,10 +36,12 @@ BUILD_STAGE = Stage("reduced-precision build", "")
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """INT8's calibration images: `images` class-stratified images of `data` drawn with `seed`."""
+    """INT8's calibration images: `images` class-stratified images of `data` drawn with `seed`; None: the
+    default, DEFAULT_CALIBRATION_IMAGES or every image when the data holds fewer (only a number asked for is
+    an error beyond the data)."""
 
     data: DataSpec
-    images: int = DEFAULT_CALIBRATION_IMAGES
+    images: int | None = None
     seed: int = 0
 
 
@@ -49,6 +53,8 @@ class Build:
     calibration_images: int | None  # INT8: how many calibration images were used
     int8_target: str | None  # INT8: the hardware it was quantised for (models.precision.INT8_TARGETS)
     report: Report | None  # the parity audit of `path` against `reference` (None without audit data)
+    # What the user should know about the float model (CIFAR-10's mean/std applied to a model that declares none)
+    warnings: tuple[str, ...] = ()
 
 
 def _device(provider: str | None) -> str:
@@ -69,7 +75,7 @@ def check_build(precision: str, calibration: Calibration | None, int8_target: st
     for option, given in (("--calibration-data", calibration), ("--int8-target", int8_target)):
         if precision != "int8" and given is not None:
             raise UsageError(f"{option} is for --precision int8, not {precision}")
-    if calibration is not None and calibration.images < 1:
+    if calibration is not None and calibration.images is not None and calibration.images < 1:
         raise UsageError(f"--calibration-images must be positive, got {calibration.images}")
     if int8_target is not None:
         check_int8_target(int8_target)
@@ -90,22 +96,73 @@ def build_precision(
     provider: str | None = None,
     reference_provider: str | None = None,
     int8_target: str | None = None,
+    inputs: Iterable[Input] = (),
 ) -> Build:
     """Build `reference` (a float ONNX model) at `precision` into `out` (default REFERENCE.<precision>.onnx) and,
     with `audit_data`, audit it against `reference`, each on its execution provider (models.onnx.PROVIDERS; the
     CPU by default, a GPU provider on the first GPU). INT8 is quantised for `int8_target` (default
-    `default_int8_target` of the candidate's provider). The output is checked first: never one of the inputs, an
-    existing file only with `force`."""
+    `default_int8_target` of the candidate's provider). The output is checked first: never a file the build reads
+    (the model, the hub cache's files of an hf-hub: --arch, the calibration and audit data) or one of the run's
+    other `inputs` (the checkpoint the float model was exported from, its files), an existing file only with
+    `force`."""
     check_build(precision, calibration, int8_target)
-    provider, reference_provider = check_provider(provider), check_provider(reference_provider)
+    check_providers(provider, reference_provider, audited=audit_data is not None)
+    provider, reference_provider = check_provider(provider), check_provider(reference_provider)  # by their keys
     if reference.suffix.lower() not in ONNX_SUFFIXES:
         raise UsageError(f"{reference} is not an ONNX model: --precision builds from the float ONNX model")
     path = out or default_output(reference, precision)
-    calibration_path = calibration.data.path if calibration is not None else None
-    inputs = (reference, sidecar_path(reference), calibration_path, audit_data.path if audit_data else None)
-    check_file(path, inputs=inputs, option="--out", force=force)
+    data = [spec.path for spec in (calibration.data if calibration else None, audit_data) if spec is not None]
+    read = run_inputs(models=[(reference, (flags or {}).get("arch"))], data=data)
+    dest = check_file(path, inputs=(*read, *inputs), option="--out", force=force)  # never an input, --force or not
+    # A failed build or audit leaves no new file, and an earlier one (--force) as it was.
+    with all_or_nothing([] if dest.file is None else [dest.file]):
+        return _build(
+            reference,
+            precision,
+            path,
+            flags,
+            calibration,
+            audit_data,
+            audit_options,
+            progress,
+            provider,
+            reference_provider,
+            int8_target,
+        )
+
+
+def check_providers(provider: str | None, reference_provider: str | None, audited: bool = True) -> None:
+    """Each execution provider known, and a GPU present for a GPU provider that will run (the candidate's only when
+    it is audited): before anything is written."""
+    candidate = check_provider(provider)
+    for option, name in (
+        ("--provider", candidate if audited else None),
+        ("--reference-provider", check_provider(reference_provider)),
+    ):
+        try:
+            _device(name)
+        except UsageError:
+            raise UsageError(
+                f"{option} {name} runs on a CUDA GPU and none is available; leave {option} out to run on the CPU"
+            ) from None
+
+
+def _build(
+    reference: Path,
+    precision: str,
+    path: Path,
+    flags: dict | None,
+    calibration: Calibration | None,
+    audit_data: DataSpec | None,
+    audit_options: AuditOptions | None,
+    progress: ProgressFn | None,
+    provider: str | None,
+    reference_provider: str | None,
+    int8_target: str | None,
+) -> Build:
     float_model = load_predictor(reference, flags, _device(reference_provider), provider=reference_provider)
-    meta = float_model.config.as_metadata()
+    # Only what was declared: a default (CIFAR-10's mean/std) written as metadata would read as the build's own.
+    meta = float_model.config.as_metadata(declared_only=True)
     if meta.get("output") == "auto":
         meta.pop("output")
     used = None
@@ -116,11 +173,12 @@ def build_precision(
         assert calibration is not None
         source, _ = load_model_data(calibration.data, float_model.config)  # the model's whole pipeline
         check_classes(float_model, source)
-        if calibration.images > len(source):
+        if calibration.images is not None and calibration.images > len(source):
             raise InputError(
                 f"--calibration-images {calibration.images} is more than the {len(source)} images of {source.name}"
             )
-        positions = stratified_subset(source.labels, calibration.images, calibration.seed)
+        wanted = DEFAULT_CALIBRATION_IMAGES if calibration.images is None else calibration.images
+        positions = stratified_subset(source.labels, min(wanted, len(source)), calibration.seed)
         batches = calibration_batches(source.images(positions), float_model.config)
         finish = step(progress, BUILD_STAGE)
         int8_target = int8_target or default_int8_target(provider)
@@ -141,4 +199,5 @@ def build_precision(
         calibration_images=used,
         int8_target=int8_target,
         report=report,
+        warnings=tuple(float_model.info.get("warnings", [])),
     )

@@ -16,10 +16,11 @@ package imports these names from `macs_audit.audit`.
 """
 
 from macs_audit.audit.calibration import Split, calibration_split, check_calibration_split, conformal_fit
-from macs_audit.audit.options import AuditOptions
+from macs_audit.audit.classes import check_classes
+from macs_audit.audit.options import AuditOptions, default_batch_size, sized
 from macs_audit.audit.robustness import check_corruption_data, check_corruption_files, corruption_parameters
 from macs_audit.audit.run import AuditResult, run_audit
-from macs_audit.audit.runner import check_classes, evaluate_view, view_result
+from macs_audit.audit.runner import evaluate_view, view_result
 
 __all__ = [
     "AuditOptions",
@@ -32,7 +33,9 @@ __all__ = [
     "check_corruption_files",
     "conformal_fit",
     "corruption_parameters",
+    "default_batch_size",
     "evaluate_view",
     "run_audit",
+    "sized",
     "view_result",
 ]

@@ -10,6 +10,7 @@ import numpy as np
 
 from macs_audit.calibrators.selection import compare_calibrators
 from macs_audit.calibrators.temperature import optimal_temperature
+from macs_audit.data.sources import MAX_CLASSES
 from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
 from macs_audit.metrics import accumulators, conformal
@@ -144,17 +145,21 @@ def calibrators_section(
 
 
 def parse_raps(text: str | None) -> tuple[int, float] | None:
-    """'K,LAMBDA' -> (k_reg, penalty) for --raps: k_reg an integer >= 0, the penalty >= 0 and finite."""
+    """'K,LAMBDA' -> (k_reg, penalty) for --raps: k_reg an integer 0..MAX_CLASSES (a rank), the penalty a number
+    0..conformal.MAX_RAPS_PENALTY."""
     if text is None:
         return None
     parts = text.replace(" ", "").split(",")
     try:
         k_reg, penalty = int(parts[0]), float(parts[1])
-        valid = len(parts) == 2 and k_reg >= 0 and 0 <= penalty < float("inf")
+        valid = len(parts) == 2 and 0 <= k_reg <= MAX_CLASSES and 0 <= penalty <= conformal.MAX_RAPS_PENALTY
     except (ValueError, IndexError):
         valid = False
     if not valid:
-        raise UsageError(f"--raps must be K_REG,PENALTY (an integer >= 0 and a number >= 0), got {text!r}")
+        raise UsageError(
+            f"--raps must be K_REG,PENALTY (an integer 0 to {MAX_CLASSES:,} and a number 0 to "
+            f"{conformal.MAX_RAPS_PENALTY:g}), got {text!r}"
+        )
     return k_reg, penalty
 
 

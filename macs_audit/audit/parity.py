@@ -5,12 +5,17 @@ view's result is made (`runner.view_result`), which asks it for the candidate's 
 (`intervals`): it computes them as a solo audit does and the two models' paired statistics on the same
 resamples (metrics.bootstrap.paired_bootstrap), summarises the view (metrics.parity) and drops its logits, so
 one view's logits are held at a time. `run_audit(..., reference=)` drives it and the Report's `parity` section
-is its `section()`. A shift set is compared in the shift section's default, restricted convention."""
+is its `section()`. A shift set is compared in the shift section's default, restricted convention.
+
+Before any of it, `check_pair` makes the two models' preprocessing agree (`pair_preprocessing`): a side that
+declares no setting takes the other's, two that declare different ones are refused, but for the reference's own
+normalisation given with --reference-config; the section records both pipelines with where each value came from."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +23,9 @@ from macs_audit.audit.calibration import Split
 from macs_audit.data.label_space import MappedSource
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import accumulators, bootstrap, conformal, parity, resampling
-from macs_audit.models.predictor import Predictor
+from macs_audit.models.config import REFERENCE_CONFIG, ModelConfig, format_values
+from macs_audit.models.predictor import Predictor, load_predictor
+from macs_audit.models.preprocessing import CROP_DEFAULT, WHOLE_DEFAULT
 from macs_audit.report import ModelInfo, Parity, ParityView
 from macs_audit.views.view import View
 
@@ -33,9 +40,21 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return False
 
 
-def check_pair(reference: Predictor, candidate: Predictor) -> None:
-    """Fail unless the two models can be scored on the same images: other files, the same class count and input
-    size. The same file twice is a usage error (a copy of it is allowed and gives differences of zero)."""
+def load_reference(path: Path, flags: dict[str, Any], settings: dict[str, Any], **kwargs: Any) -> Predictor:
+    """The --reference model, loaded with the model flags and over them `settings` (`--reference-config`,
+    models.config.read_reference_config), which its config then records as set by --reference-config: the
+    reference's own, never inherited from the candidate nor refused for differing from it (`check_pair`)."""
+    predictor = load_predictor(path, {**flags, **settings}, **kwargs)
+    predictor.config.sources.update(dict.fromkeys(settings, REFERENCE_CONFIG))
+    return predictor
+
+
+def check_pair(reference: Predictor, candidate: Predictor) -> list[str]:
+    """Fail unless the two models can be scored on the same images: other files, the same class count, and
+    preprocessing that agrees (`pair_preprocessing`). The same file twice is a usage error (a copy of it is
+    allowed and gives differences of zero). Returns the warnings of the pairing, for the caller to show. A side may
+    take the other's crop or size here: a caller that reads image folders by the candidate's config pairs the two
+    before it reads them (evaluate does; run_audit pairs them again, finding them agreed)."""
     ref_path, cand_path = reference.info.get("path"), candidate.info.get("path")
     if ref_path and cand_path and same_file(ref_path, cand_path):
         raise UsageError(f"--reference {ref_path} is the model being audited; give the model it was built from")
@@ -44,12 +63,142 @@ def check_pair(reference: Predictor, candidate: Predictor) -> None:
             raise InputError(
                 f"the reference has {reference.num_classes} classes but the candidate has {candidate.num_classes}"
             )
-    ref_size, cand_size = tuple(reference.config.input_size), tuple(candidate.config.input_size)
-    if ref_size != cand_size:
-        raise InputError(
-            f"the reference takes {ref_size[0]}x{ref_size[1]} images but the candidate takes "
-            f"{cand_size[0]}x{cand_size[1]}: parity compares the two on the same images"
+    return pair_preprocessing(reference, candidate)
+
+
+# The preprocessing of a parity pair (docs/report-schema.md, parity.*_preprocessing). GEOMETRY decides the images
+# both models are fed: they are read once, by the candidate's pipeline, so both must agree, whoever set them.
+# NORMALISATION is each model's own (its predictor applies it): the reference's may differ from the candidate's
+# where --reference-config gives it.
+GEOMETRY = ("input_size", "crop_pct", "crop_offset", "interpolation")
+NORMALISATION = ("mean", "std")
+PREPROCESSING = GEOMETRY + NORMALISATION
+# The source of CIFAR-10's built-in mean/std for a model known to fit them (ModelConfig.known_to_fit_cifar10): set
+# by nobody, yet not a guess, so a pairing treats them as declared (compared, never replaced by the other side's).
+KNOWN_FIT = "default, known to fit"
+SIDES = ("reference", "candidate")
+
+
+def declared_source(cfg: ModelConfig, key: str) -> str | None:
+    """Where `cfg`'s preprocessing `key` was declared (a flag, a sidecar, metadata, the model's own description,
+    --reference-config, the other side of a pair; KNOWN_FIT), or None for a default that nobody set."""
+    if key in cfg.sources:
+        return cfg.sources[key]
+    if key in NORMALISATION and cfg.known_to_fit_cifar10():
+        return KNOWN_FIT
+    return None
+
+
+def pair_preprocessing(reference: Predictor, candidate: Predictor) -> list[str]:
+    """Make the two models' preprocessing one that parity can compare, or fail in one line. Key by key of
+    PREPROCESSING: a side that declares nothing takes the other side's declared value (its config then says
+    "inherited from the candidate's metadata", ...); where both declare, the values must agree, but for a
+    normalisation the reference's --reference-config gives. Returns a warning line per side that took the
+    other's, and one for a reference left with CIFAR-10's built-in mean/std it is not known to fit: nothing
+    falls back to a default in silence."""
+    configs = {"reference": reference.config, "candidate": candidate.config}
+    warned = {side: configs[side].normalisation_warning() for side in SIDES}
+    taken: dict[str, list[str]] = {side: [] for side in SIDES}
+    for key in PREPROCESSING:
+        found = {side: declared_source(configs[side], key) for side in SIDES}
+        values = {side: getattr(configs[side], key) for side in SIDES}
+        for side, other in (SIDES, SIDES[::-1]):
+            if found[side] is None and key in configs[other].sources:  # set by someone: KNOWN_FIT is a default
+                setattr(configs[side], key, values[other])
+                configs[side].sources[key] = f"inherited from the {other}'s {found[other]}"
+                taken[side].append(key)
+        if None in found.values() or _same(values["reference"], values["candidate"]):
+            continue
+        if key == "crop_offset" and candidate.config.crop_pct is None:
+            continue  # no centre crop (both take the same crop_pct by now): nothing is offset
+        if key in NORMALISATION and found["reference"] == REFERENCE_CONFIG:
+            continue  # the reference's own, given explicitly: each model normalises as it was trained
+        raise _mismatch(key, values, found)
+    said = []
+    for side, other in (SIDES, SIDES[::-1]):
+        if taken[side]:
+            _drop_warning(reference if side == "reference" else candidate, warned[side])
+            cfg = configs[side]
+            settings = ", ".join(
+                f"{key} {_shown(getattr(cfg, key))} ({cfg.sources[key].removeprefix('inherited from the ')})"
+                for key in taken[side]
+            )
+            said.append(f"the {side} declares no {_listed(taken[side])}: it takes the {other}'s, {settings}")
+    warning = reference.config.normalisation_warning()
+    return said + ([f"the reference: {warning}"] if warning else [])
+
+
+def _listed(keys: list[str]) -> str:
+    """'mean', 'mean or std', 'input_size, mean or std'."""
+    return " or ".join([", ".join(keys[:-1]), keys[-1]] if len(keys) > 1 else keys)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two settings' values equal (per-channel numbers to 1e-6: the same values written by two tools)."""
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and abs(float(a) - float(b)) <= 1e-6
+    return bool(a == b)
+
+
+def _shown(value: Any) -> str:
+    """A setting's value as the options take it: 0.5,0.5,0.5; 224x224; 0.875; bicubic."""
+    if isinstance(value, (tuple, list)):
+        return "x".join(str(v) for v in value) if all(isinstance(v, int) for v in value) else format_values(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _mismatch(key: str, values: dict[str, Any], found: dict[str, str | None]) -> InputError:
+    """The one-line error of a pair whose declared `key` differs."""
+    ref, cand = values["reference"], values["candidate"]
+    if key == "input_size":
+        return InputError(
+            f"the reference takes {ref[0]}x{ref[1]} images but the candidate takes {cand[0]}x{cand[1]}: parity "
+            "compares the two on the same images"
         )
+    option = "--" + key.replace("_", "-")
+    both = (
+        f"the reference's {key} {_shown(ref)} ({found['reference']}) differs from the candidate's "
+        f"{_shown(cand)} ({found['candidate']})"
+    )
+    if key in GEOMETRY:
+        return InputError(f"{both}: parity feeds both models the same images; give the one they share with {option}")
+    return InputError(
+        f"{both}: give the reference's with {REFERENCE_CONFIG} FILE (a sidecar JSON), or both models' with {option}"
+    )
+
+
+def _drop_warning(predictor: Predictor, warning: str | None) -> None:
+    """Take the CIFAR-10 normalisation warning off a predictor's recorded warnings once a pairing gave it
+    declared values."""
+    if warning is None or predictor.config.normalisation_warning() is not None:
+        return
+    kept = [w for w in predictor.info.get("warnings", []) if w != warning]
+    if kept:
+        predictor.info["warnings"] = kept
+    else:
+        predictor.info.pop("warnings", None)
+
+
+def preprocessing_record(predictor: Predictor) -> dict[str, Any]:
+    """A model's preprocessing as the parity section records it: the values it ran with (the interpolation
+    resolved: bilinear whole, bicubic for a crop_pct pipeline; the output kind as taken), and `sources`, where
+    each came from (`declared_source`; "default" where nobody set it; the output "detected" from the outputs)."""
+    cfg = predictor.config
+    output = predictor.output
+    sources = {key: declared_source(cfg, key) or "default" for key in PREPROCESSING}
+    sources["output"] = cfg.sources.get("output") or ("detected" if output.detected else "default")
+    return {
+        "input_size": list(cfg.input_size),
+        "crop_pct": cfg.crop_pct,
+        "crop_offset": cfg.crop_offset,
+        "interpolation": cfg.interpolation or (CROP_DEFAULT if cfg.crop_pct is not None else WHOLE_DEFAULT),
+        "mean": list(cfg.mean),
+        "std": list(cfg.std),
+        "output": output.kind or cfg.output,
+        "sources": sources,
+    }
 
 
 class ParityRecorder:
@@ -72,8 +221,10 @@ class ParityRecorder:
         shift_sets: tuple[MappedSource, ...] = (),
         restricted_accumulator: Callable[[MappedSource, np.ndarray, np.ndarray], accumulators.CalibrationAccumulator]
         | None = None,
+        candidate: Predictor | None = None,
     ):
         self.reference, self.labels, self.num_classes = reference, np.asarray(labels), num_classes
+        self.candidate = candidate  # the audited model: the section records its preprocessing beside the reference's
         self.split, self.coverage, self.resamples, self.seed = split, coverage, resamples, seed
         if shift_sets and restricted_accumulator is None:
             raise ValueError("shift sets are compared restricted: give their restricted_accumulator")
@@ -191,4 +342,6 @@ class ParityRecorder:
             bootstrap_resamples=self.resamples,
             seed=self.seed,
             views=self.views,
+            reference_preprocessing=preprocessing_record(self.reference),
+            **({} if self.candidate is None else {"candidate_preprocessing": preprocessing_record(self.candidate)}),
         )

@@ -17,17 +17,19 @@ from macs_audit.audit.calibration import (
     small_sample_notes,
     temperature_section,
 )
-from macs_audit.audit.options import AuditOptions, workers
+from macs_audit.audit.classes import CONVENTION as CLASS_MATCHING
+from macs_audit.audit.classes import match_classes, matching_record, restricted
+from macs_audit.audit.options import AuditOptions, sized, workers
 from macs_audit.audit.parity import ParityRecorder, check_pair
 from macs_audit.audit.robustness import RobustnessResult, audit_robustness, check_corruption_data
-from macs_audit.audit.runner import check_classes, evaluate_view, view_result
+from macs_audit.audit.runner import evaluate_view, view_result
 from macs_audit.audit.shift import audit_shift, real_labels_section, restricted_accumulator
 from macs_audit.audit.trust import audit_trust
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
-from macs_audit.errors import UsageError
+from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import accumulators, bootstrap
-from macs_audit.metrics.per_class import per_class_stats
+from macs_audit.metrics.per_class import per_class_stats, prediction_spread
 from macs_audit.models.predictor import Predictor
 from macs_audit.progress import ProgressFn
 from macs_audit.report import Conventions, DataInfo, MarginHistogram, ModelInfo, Report, Runtime, TemperatureFit, Tool
@@ -55,10 +57,19 @@ def run_audit(
     """Audit `predictor` on `source`. Under torch.distributed (ctx), every rank returns the same Report. With
     `reference`, the report's parity section: the reference scored on the same batches of every view
     (audit/parity.py), in the same pass."""
-    options = options or AuditOptions()
+    options = sized(options or AuditOptions(), predictor.config)
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
-    num_classes = check_classes(predictor, source)
+    # The data's classes met the model's outputs by name, index, class map or position (audit/classes.py); the
+    # predictor scores them in the data's class order, restricted to them: every view, fit and set below.
+    space = match_classes(predictor, source, options.class_map, options.class_map_name)
+    full_predictor, predictor = predictor, restricted(predictor, space)
+    num_classes = len(space.classes)
+    if not space.is_identity and options.real_labels is not None:
+        raise InputError(
+            f"--real-labels scores ImageNet's 1,000 outputs in order, but {source.name}'s classes map to the model's "
+            f"outputs otherwise (by {space.mapped_by})"
+        )
     # A --corrupted-data folder of other data or no parameter set for the images fails before the clean pass;
     # the folder's files are the caller's to check before it loads the model (check_corruption_files).
     parameters = check_corruption_data(options, source)
@@ -67,7 +78,13 @@ def run_audit(
     if reference is not None:
         if ctx.active:
             raise UsageError("--reference does not run under torchrun: run the parity audit in one process")
-        check_pair(reference, predictor)
+        if not space.is_identity and options.shift_sets:
+            raise UsageError(
+                "--reference with --shift-data needs --data whose classes are the model's outputs in order; "
+                "run the parity audit without --shift-data"
+            )
+        check_pair(reference, full_predictor)  # the two models as they are; then each on the data's classes
+        reference = restricted(reference, match_classes(reference, source, options.class_map, options.class_map_name))
         recorder = ParityRecorder(
             reference,
             source.labels,
@@ -78,6 +95,7 @@ def run_audit(
             seed=options.seed,
             shift_sets=options.shift_sets,
             restricted_accumulator=restricted_accumulator,
+            candidate=predictor,
         )
     acc, logits = evaluate_view(
         predictor,
@@ -100,7 +118,15 @@ def run_audit(
         conformal_split=options.conformal_split,
         raps=options.raps,
     )
-    clean = dataclasses.replace(clean, per_class=per_class_stats(logits, source.labels, source.class_names, sets))
+    clean = dataclasses.replace(
+        clean,
+        per_class=per_class_stats(logits, source.labels, source.class_names, sets),
+        # Indexed by the logits' columns: the model's outputs in order (its own class names, else the data's,
+        # matched by position then), or the data's classes where the predictor is restricted to them.
+        predictions=prediction_spread(
+            logits, (space.is_identity and full_predictor.config.class_names) or source.class_names
+        ),
+    )
     robustness = RobustnessResult()
     if options.perturbations or options.sensitivity_samples or options.corruptions:
         robustness = audit_robustness(
@@ -128,7 +154,15 @@ def run_audit(
         ctx=ctx,
         temperature=helpful_temperature(temperature),
     )
-    shift, shift_conventions = audit_shift(predictor, options, sets=sets, progress=progress, ctx=ctx, observer=recorder)
+    # The shift sets map to the model's own outputs; the clean sets are scored on them where they were fitted there.
+    shift, shift_conventions = audit_shift(
+        full_predictor,
+        options,
+        sets=sets if space.is_identity else None,
+        progress=progress,
+        ctx=ctx,
+        observer=recorder,
+    )
     real, real_conventions = real_labels_section(
         logits, source.labels, options.real_labels, resamples=options.bootstrap, seed=options.seed
     )
@@ -149,6 +183,7 @@ def run_audit(
                 "n": len(source),
                 "num_classes": num_classes,
                 "class_names": list(source.class_names),
+                "class_matching": matching_record(space, full_predictor, source),
                 **(data_info or {}),
             }
         ),
@@ -172,6 +207,7 @@ def run_audit(
                 **trust.conventions,
                 **shift_conventions,
                 **real_conventions,
+                **({"class_matching": CLASS_MATCHING} if space.is_subset else {}),
             }
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from macs_audit import distributed
+from macs_audit.audit.classes import MappedAccumulator, scores_unrestricted, unrestricted_metrics
 from macs_audit.data.batching import device_images, owned_starts, prefetched
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
@@ -38,16 +39,6 @@ class BatchObserver(Protocol):
         ...
 
 
-def check_classes(predictor: Predictor, source: Source) -> int:
-    """The number of classes, when the model's (if it states one) and the data's agree."""
-    k_model, k_data = predictor.num_classes, source.num_classes
-    if k_model is not None and k_model != k_data:
-        # A subset of the model's classes (ImageNet-A, -R) is a shift set, scored with its label space.
-        hint = "; score a subset of its classes with --shift-data NAME=DIR" if k_data < k_model else ""
-        raise InputError(f"the model has {k_model} classes but the data set has {k_data} ({source.name}){hint}")
-    return k_data
-
-
 def evaluate_view(
     predictor: Predictor,
     source: Source,
@@ -68,8 +59,14 @@ def evaluate_view(
     (an unlabeled source): the accumulator returned is then None. `observer` sees every batch (`BatchObserver`).
 
     A torch model on CUDA gets the whole split as one device tensor when it fits (views then run
-    on the device with no host round trip), else page-locked host batches."""
-    acc = accumulators.CalibrationAccumulator(num_classes) if accumulate else None
+    on the device with no host round trip), else page-locked host batches. A predictor restricted to a subset of
+    its outputs (audit/classes.py) fills a MappedAccumulator: the view scored unrestricted too."""
+    mapped = scores_unrestricted(predictor) if accumulate else None
+    acc = (
+        (MappedAccumulator(mapped.space) if mapped is not None else accumulators.CalibrationAccumulator(num_classes))
+        if accumulate
+        else None
+    )
     kept, starts = [], []
     done = 0
     total = sum(min(batch_size, len(source) - st) for st in owned_starts(source, batch_size, ctx))
@@ -89,11 +86,14 @@ def evaluate_view(
         workers=workers,
         overlap=device.startswith("cuda"),
     ):
-        logits = predictor.predict(images)
-        if logits.shape[1] != num_classes:
-            raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
-        if acc is not None:
-            acc.update(logits, labels)
+        if mapped is not None and isinstance(acc, MappedAccumulator):
+            logits = acc.update_both(mapped.inner.predict(images), labels)
+        else:
+            logits = predictor.predict(images)
+            if logits.shape[1] != num_classes:
+                raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
+            if acc is not None:
+                acc.update(logits, labels)
         if observer is not None:
             observer.observe(view, start, images, labels, logits)
         starts.append(start)
@@ -151,6 +151,7 @@ def view_result(
             else None
         ),
         conformal=conformal,
+        unrestricted=unrestricted_metrics(acc),
     )
     finish()
     return result

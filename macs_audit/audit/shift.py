@@ -8,8 +8,10 @@ classes (data/label_space.py maps them):
 - unrestricted: the softmax over every output, the labels as output indices; a top-1 outside the set is wrong.
 
 The conformal sets fitted on the clean data's calibration split are scored on the unrestricted outputs (they
-were fitted on every output's softmax), on every image of the set. Each view holds the shift papers' RMS
-calibration error (metrics/rms_calibration.py) as every view does, from 200 images.
+were fitted on every output's softmax), on every image of the set, where the clean data's classes are the
+model's outputs in order (otherwise they were fitted over the data's classes, audit/classes.py, and are not).
+Each view holds the shift papers' RMS calibration error (metrics/rms_calibration.py) as every view does, from
+200 images.
 
 With `--real-labels`, the clean view's logits are also scored against the ImageNet ReaL labels
 (`real_labels_section`, metrics/real_labels.py).

@@ -4,10 +4,13 @@ A map fitted on images the model was trained on learns the model's confidence wh
 images), so it sharpens a model that is overconfident everywhere else: a temperature below 1 that makes the
 evaluation data's ECE worse. Two signs give it away, whatever the data is called:
 
-- the model is far more accurate on the fit data than on the evaluation data (ACCURACY_GAP; a held-out split
-  of the same distribution differs by its sampling noise, a point or two on a few thousand images);
+- the model is more accurate on the fit data than on the evaluation data by more than ACCURACY_GAP and beyond
+  the sampling noise of both accuracies (`accuracy_gap`: a one-sided two-proportion z-test at level
+  GAP_LEVEL on the two data sets' sizes). A held-out split of the same distribution differs by its noise
+  only: a point or two on a few thousand images, about 9 points on 30;
 - the fitted temperature is below 1 (it sharpens) while the model is overconfident on the evaluation data
-  (its mean confidence above its accuracy by more than OVERCONFIDENCE).
+  (its mean confidence above its accuracy by more than OVERCONFIDENCE and by more than the accuracy's
+  binomial 95% half-width on the evaluation images).
 
 `contamination` names the signs it finds (None when there are none); the callers refuse to write a map fitted
 on such data unless told to (`--force-temperature`, `--force-calibration`).
@@ -15,14 +18,38 @@ on such data unless told to (`--force-temperature`, `--force-calibration`).
 
 from __future__ import annotations
 
+import math
+
 ACCURACY_GAP = 0.05  # fit-data accuracy this far above the evaluation data's: trained on, or another distribution
+GAP_LEVEL = 0.01  # and the gap's one-sided test at this level: honest data is refused once in 100 runs at most
+Z_GAP = 2.3263478740408408  # the normal quantile of 1 - GAP_LEVEL
+Z95 = 1.959963984540054
 OVERCONFIDENCE = 0.02  # mean confidence above accuracy on the evaluation data by more than this: overconfident
+
+
+def accuracy_gap(fit_accuracy: float, n_fit: int, eval_accuracy: float, n_eval: int) -> float:
+    """The one-sided two-proportion z statistic of fit_accuracy - eval_accuracy (accuracies of n_fit and n_eval
+    images; the pooled variance under no difference); 0 where either count is 0 or both accuracies are 0 or 1."""
+    if n_fit <= 0 or n_eval <= 0:
+        return 0.0
+    pooled = (fit_accuracy * n_fit + eval_accuracy * n_eval) / (n_fit + n_eval)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n_fit + 1 / n_eval))
+    return (fit_accuracy - eval_accuracy) / se if se > 0 else 0.0
+
+
+def beyond_noise(fit_accuracy: float, n_fit: int, eval_accuracy: float, n_eval: int) -> bool:
+    """Whether the fit data's accuracy is above the evaluation data's by more than ACCURACY_GAP and beyond the
+    noise of both (accuracy_gap's z above Z_GAP): the accuracy sign of data the model was trained on."""
+    gap = fit_accuracy - eval_accuracy
+    return gap > ACCURACY_GAP and accuracy_gap(fit_accuracy, n_fit, eval_accuracy, n_eval) > Z_GAP
 
 
 def contamination(
     *,
     fit_accuracy: float,
+    n_fit: int,
     eval_accuracy: float | None,
+    n_eval: int | None,
     eval_confidence: float | None,
     temperature: float | None = None,
     fit_nll: float | None = None,
@@ -30,18 +57,20 @@ def contamination(
     fit_name: str = "fit data",
 ) -> str | None:
     """The signs that the fit data was trained on (see the module), as one clause; None when there are none.
-    `temperature`: the fitted T, where the map is a temperature."""
-    if eval_accuracy is None:
+    `n_fit`, `n_eval`: the images each accuracy is of; `temperature`: the fitted T, where the map is a temperature."""
+    if eval_accuracy is None or not n_eval:
         return None
     signs = []
-    if fit_accuracy > eval_accuracy + ACCURACY_GAP:
-        nll = f" (NLL {fit_nll:.3f} against {eval_nll:.3f})" if fit_nll is not None and eval_nll is not None else ""
+    if beyond_noise(fit_accuracy, n_fit, eval_accuracy, n_eval):
+        nll = f"; NLL {fit_nll:.3f} against {eval_nll:.3f}" if fit_nll is not None and eval_nll is not None else ""
+        z = accuracy_gap(fit_accuracy, n_fit, eval_accuracy, n_eval)
         signs.append(
             f"the model is {100 * fit_accuracy:.1f}% accurate on the {fit_name} but {100 * eval_accuracy:.1f}% on "
-            f"the evaluation data{nll}"
+            f"the evaluation data ({n_fit:,} and {n_eval:,} images: a gap beyond their noise, z = {z:.1f}{nll})"
         )
     confidence = eval_confidence if eval_confidence is not None else 0.0
-    if temperature is not None and temperature < 1 and confidence > eval_accuracy + OVERCONFIDENCE:
+    noise = Z95 * math.sqrt(eval_accuracy * (1 - eval_accuracy) / n_eval)
+    if temperature is not None and temperature < 1 and confidence > eval_accuracy + max(OVERCONFIDENCE, noise):
         signs.append(
             f"the temperature fitted on it (T = {temperature:.3f} < 1) sharpens a model that is overconfident on "
             f"the evaluation data (mean confidence {100 * confidence:.1f}% against accuracy "

@@ -12,6 +12,7 @@ import typer
 from macs_audit.cli.console import handle_errors, note, state, warn, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
+    BATCH_SIZE_OPTION,
     BOOTSTRAP_OPTION,
     CALIBRATION_SPLIT_OPTION,
     CORRUPTIONS_OPTION,
@@ -77,7 +78,7 @@ def calibrate(
     std: Optional[str] = STD_OPTION,
     output_kind: Optional[str] = MODEL_OUTPUT_OPTION,
     trust_pickled: bool = TRUST_PICKLED_OPTION,
-    batch_size: int = typer.Option(500, "--batch-size", min=1, help="Images per model call."),
+    batch_size: Optional[int] = BATCH_SIZE_OPTION,
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     precision: str = PRECISION_OPTION,
     bootstrap: int = BOOTSTRAP_OPTION,
@@ -98,6 +99,7 @@ def calibrate(
     ),
 ) -> None:
     """Fit a post-hoc calibrator on --data and write MODEL with it folded in, audited before and after."""
+    from macs_audit.before_after import Fix, which_fix
     from macs_audit.calibrate import fitted_name, run_calibrate
     from macs_audit.calibrators.selection import check_select, parse_methods
     from macs_audit.data.loading import DataSpec
@@ -140,7 +142,11 @@ def calibrate(
     if run.selection is not None:
         print_calibrators(run.selection.to_dict())
         note(run.selection.reason)
-    print_before_after(run.title, run.comparison)
+    # Which fix won on the evaluation data, by finetune's rule (before_after.which_fix): under the table, and last.
+    won = which_fix([Fix("uncalibrated model", run.before), Fix(fitted_name(run.calibrator), run.after)])
+    which = won.describe() if won is not None else None
+    print_before_after(run.title, run.comparison, which=which)
     for message in run.warnings:  # also in OUT/calibration.json
         warn(message)
-    note(f"{fitted_name(run.calibrator)}; calibrated model written to {run.model}")
+    written = f"{fitted_name(run.calibrator)}; calibrated model written to {run.model}"
+    note(written + (f"; which fix: {which}" if which else ""))

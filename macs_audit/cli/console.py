@@ -7,14 +7,34 @@ import functools
 from typing import Any, Callable, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from macs_audit.errors import MacsAuditError
 from macs_audit.text import printable
 
-stdout = Console()
-stderr = Console(stderr=True)
+
+class _Console(Console):
+    """rich's Console, wide where its stream is not a terminal (a log, a pipe, a file): rich would take 80
+    columns there (or the width of a terminal on another stream) and hard-wrap the lines a reader copies from
+    a log, such as a suggested command. COLUMNS, where set, still decides."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal and "COLUMNS" not in self._environ:
+            from macs_audit.reports.terminal import WIDTH  # the width of the text files reports are written as
+
+            return ConsoleDimensions(max(size.width, WIDTH), size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+stdout = _Console()
+stderr = _Console(stderr=True)
 state = {"debug": False, "interrupt_reported": False}
 F = TypeVar("F", bound=Callable[..., Any])
 

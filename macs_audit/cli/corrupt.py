@@ -70,12 +70,13 @@ def corrupt(
     ),
     severities: str = typer.Option("1-5", "--severities", help="Severities; the npy layout holds all of 1-5."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the random corruptions (with --batch-size)."),
-    batch_size: int = typer.Option(
-        500,
+    batch_size: Optional[int] = typer.Option(
+        None,
         "--batch-size",
         min=1,
-        help="Images per corruption batch (part of the seed: use evaluate's batch size to reproduce its "
-        "generated views).",
+        help="Images per corruption batch (part of the seed: use evaluate's batch size, its report's "
+        "runtime.batch_size, to reproduce its generated views). Default: evaluate's default for a model whose input "
+        "is the images' size (500 at 32x32, 64 at 224x224).",
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     frost_textures: Optional[Path] = typer.Option(
@@ -123,6 +124,10 @@ def corrupt(
         layout = pset.released_layout
         _check_outputs(layout, out, names, levels, data)
     note(f"corruption parameters: {pset.name} set on {height}x{width} images ({how}); {layout} layout")
+    if batch_size is None:  # evaluate's default for these images (audit.options.default_batch_size)
+        from macs_audit.audit import default_batch_size
+
+        batch_size = default_batch_size((height, width))
     grid = Grid(source, seed, batch_size, device, frost, pset.name)
     with Progress(show_progress(quiet)) as progress:
         if layout == "npy":
@@ -142,12 +147,13 @@ def _check_outputs(layout: str, out: Path, names: tuple[str, ...], levels: tuple
     inputs never; a tree is not written inside the data folder."""
     from macs_audit.data.npy_layout import output_names
     from macs_audit.errors import UsageError
+    from macs_audit.inputs import run_inputs
     from macs_audit.outputs import check_folder
 
     if layout == "npy" and levels != (1, 2, 3, 4, 5):
         raise UsageError("the released CIFAR-C layout holds all 5 severities: use --severities 1-5 (or --layout tree)")
     if layout == "npy":
-        check_folder(out, output_names(names), inputs=(data,))
+        check_folder(out, output_names(names), inputs=run_inputs(data=[data]))  # every file of the data
     else:
         check_folder(out, [])
         if data is not None and data.is_dir() and out.resolve().is_relative_to(data.resolve()):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Optional
+from typing import Any, List, Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors, note, state, stderr, stdout, warn_about_model
+from macs_audit.cli.console import handle_errors, note, state, stderr, stdout, warn, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
+    BATCH_SIZE_OPTION,
     CLASS_MAP_OPTION,
     CLASS_PROMPTS_OPTION,
     CONFORMAL_SPLIT_OPTION,
@@ -29,9 +30,11 @@ from macs_audit.cli.options import (
     RAPS_OPTION,
     REAL_LABELS_FILE_OPTION,
     REAL_LABELS_OPTION,
+    REFERENCE_CONFIG_OPTION,
     REFERENCE_OPTION,
     REFERENCE_PROVIDER_OPTION,
     SHIFT_DATA_OPTION,
+    SKIP_DAMAGED_SHARDS_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
     UNLABELED_OPTION,
@@ -40,9 +43,10 @@ from macs_audit.cli.options import (
     parse_corruption_set,
     parse_shift_data,
 )
-from macs_audit.cli.output import REPORT_FORMAT_HELP, rendered, report_output_format
+from macs_audit.cli.output import REPORT_FORMAT_OPTION, REPORT_OUTPUT_OPTION, emit, render_report, report_targets
 from macs_audit.cli.progress import Progress, show_progress
 from macs_audit.progress import Stage, step
+from macs_audit.reports.summary import BARS
 
 REPORT_STAGE = Stage("report", "")
 
@@ -73,6 +77,7 @@ def evaluate(
     data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar, imagefolder or shards."),
     split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory: test or train."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate a class-stratified subset of N images."),
+    skip_damaged_shards: bool = SKIP_DAMAGED_SHARDS_OPTION,
     arch: Optional[str] = ARCH_OPTION,
     num_classes: Optional[int] = NUM_CLASSES_OPTION,
     input_size: Optional[str] = INPUT_SIZE_OPTION,
@@ -84,7 +89,7 @@ def evaluate(
     trust_pickled: bool = TRUST_PICKLED_OPTION,
     class_prompts: Optional[Path] = CLASS_PROMPTS_OPTION,
     precision: str = PRECISION_OPTION,
-    batch_size: int = typer.Option(500, "--batch-size", min=1, help="Images per model call."),
+    batch_size: Optional[int] = BATCH_SIZE_OPTION,
     workers: Optional[int] = typer.Option(
         None,
         "--workers",
@@ -150,16 +155,15 @@ def evaluate(
     ood_data: Optional[Path] = OOD_DATA_OPTION,
     unlabeled: Optional[Path] = UNLABELED_OPTION,
     reference: Optional[Path] = REFERENCE_OPTION,
+    reference_config: Optional[Path] = REFERENCE_CONFIG_OPTION,
     provider: Optional[str] = PROVIDER_OPTION,
     reference_provider: Optional[str] = REFERENCE_PROVIDER_OPTION,
     shift_data: Optional[list[str]] = SHIFT_DATA_OPTION,
     class_map: Optional[Path] = CLASS_MAP_OPTION,
     real_labels: bool = REAL_LABELS_OPTION,
     real_labels_file: Optional[Path] = REAL_LABELS_FILE_OPTION,
-    output: Optional[Path] = typer.Option(
-        None, "--output", "-o", readable=False, help="Write the report here (JSON, or the format --format names)."
-    ),
-    output_format: Optional[str] = typer.Option(None, "--format", "-f", help=REPORT_FORMAT_HELP),
+    outputs: Optional[List[Path]] = REPORT_OUTPUT_OPTION,
+    formats: Optional[List[str]] = REPORT_FORMAT_OPTION,
     predictions: Optional[Path] = typer.Option(
         None, "--save-predictions", readable=False, help="Write logits and labels (.npz) here."
     ),
@@ -181,7 +185,20 @@ def evaluate(
         help="Gate on the pessimistic end of the 95% interval instead of the point estimate (default: the "
         "config's use_interval).",
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log)."),
+    problem_bars: Optional[str] = typer.Option(
+        None,
+        "--problem-bars",
+        help="The summary's bars, NAME=VALUE pairs over the built-in ones (fractions): "
+        + ", ".join(f"{name}={value:g}" for name, value in BARS.to_dict().items())
+        + ". Recorded in the report; a gate's thresholds are its own.",
+    ),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress (no bar on a terminal, no lines in a log); with --output, the verdict line alone: no "
+        "tables and no notes of what was written (warnings and errors still show).",
+    ),
 ) -> None:
     """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
     intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid; selective
@@ -191,16 +208,18 @@ def evaluate(
     from macs_audit.audit import check_corruption_files, run_audit
     from macs_audit.audit.calibration import check_conformal_split, parse_raps
     from macs_audit.calibrators.selection import parse_methods
-    from macs_audit.data.label_space import load_mapped_sets
+    from macs_audit.data.label_space import check_class_map_used, load_mapped_sets, read_class_map
     from macs_audit.data.loading import DataSpec, load_model_data
     from macs_audit.data.real_labels import load_real_labels
     from macs_audit.errors import UsageError
+    from macs_audit.inputs import run_inputs
     from macs_audit.metrics.conformal import check_coverage
-    from macs_audit.models.config import sidecar_path
+    from macs_audit.models.config import read_reference_config
     from macs_audit.models.predictor import load_predictor
     from macs_audit.outputs import check_distinct, check_file
     from macs_audit.report import load_report
     from macs_audit.reports import terminal
+    from macs_audit.reports.summary import parse_bars, record_bars
 
     # Everything that can be checked without the model is checked first: options, gate config, outputs.
     if corrupted_data and not corruptions:
@@ -228,8 +247,7 @@ def evaluate(
         raps=parse_raps(raps),
     )
     shift_sets = parse_shift_data(shift_data)
-    if class_map is not None and not shift_sets:
-        raise UsageError("--class-map maps the --shift-data sets' classes; give --shift-data NAME=DIR")
+    mapping = read_class_map(class_map) if class_map is not None else None  # a bad file fails before the model
     configured_gate = None
     gate_inputs: tuple[Path | None, ...] = ()
     if gate or config or baseline:
@@ -237,23 +255,38 @@ def evaluate(
 
         configured_gate = ConfiguredGate.load(config, baseline)  # a bad config fails now, not after the audit
         gate_inputs = configured_gate.inputs
-    inputs = (model, sidecar_path(model), data, corruption_baseline, ood_data, unlabeled, *gate_inputs)
     if reference is not None:
         from macs_audit.audit.parity import same_file
 
         if same_file(reference, model):
             raise UsageError(f"--reference {reference} is MODEL itself; give the model MODEL was built from")
-        inputs += (reference, sidecar_path(reference))
-    inputs += (class_map, *(folder for _, folder in shift_sets))
-    if real_labels_file is not None:
-        inputs += (real_labels_file,)
-    written_format = report_output_format(output, output_format)  # a bad --format fails before the model loads
-    check_distinct([("--output", output), ("--save-predictions", predictions)])
-    for option, path in (("--output", output), ("--save-predictions", predictions)):
-        if path is not None:
-            check_file(path, inputs=inputs, option=option)
-    json_to_stdout = output is not None and destination(output).fd == 1
-    if json_to_stdout and predictions is not None and destination(predictions).fd == 1:
+    if reference_config is not None and reference is None:
+        raise UsageError("--reference-config gives the --reference model's settings; give --reference MODEL too")
+    reference_settings = read_reference_config(reference_config) if reference_config is not None else {}
+    inputs = run_inputs(  # every file the run reads: no output may replace one, --force or not
+        models=[(model, arch), (reference, arch)],
+        data=[data, *(path for path in (ood_data, unlabeled) if path is not None), *(f for _, f in shift_sets)],
+        files=[
+            corruption_baseline,
+            corrupted_data,
+            frost_textures,
+            class_prompts,
+            class_map,
+            real_labels_file,
+            reference_config,
+        ],
+    ) + tuple(gate_inputs)
+    bars = parse_bars(problem_bars) if problem_bars is not None else None
+    targets = report_targets(formats, outputs, inputs)  # a bad --format fails before the model loads
+    check_distinct([*(("--output", path) for path in outputs or []), ("--save-predictions", predictions)])
+    if predictions is not None:
+        check_file(predictions, inputs=inputs, option="--save-predictions")
+    # A format on standard output keeps it for that document: the tables go to stderr. Its terminal
+    # format is the tables themselves.
+    report_to_stdout = any(path is None and name != "terminal" for name, path in targets)
+    brief = quiet and bool(outputs)  # --quiet with the report going to --output: the verdict line alone
+    targets = [(name, path) for name, path in targets if path is not None or name != "terminal"]
+    if report_to_stdout and predictions is not None and destination(predictions).fd == 1:
         raise UsageError("--output and --save-predictions cannot both go to standard output")
     check_corruption_files(options)  # the --corrupted-data folder and frost textures, before the model loads
 
@@ -270,19 +303,28 @@ def evaluate(
         provider=provider,
     )
     reference_predictor = None
-    if reference is not None:  # on the same --device; check_pair (run_audit) compares the two
+    if reference is not None:  # on the same --device
+        from macs_audit.audit.parity import check_pair, load_reference
+
         # The same class prompts (a zero-shot head needs them on either side); --precision is the candidate's
         # alone, the reference at full precision: an fp16 or bf16 run against fp32 is what parity measures.
-        reference_predictor = load_predictor(
+        reference_predictor = load_reference(
             reference,
             flags,
+            reference_settings,
             device=distributed.rank_device(ctx, device),
             allow_unsafe_pickle=trust_pickled,
             debug=state["debug"],
             class_prompts=class_prompts,
             provider=reference_provider,
         )
-    source, data_info = load_model_data(DataSpec(data, data_format, split, limit, seed), predictor.config)
+        # Now, before the data is read by the candidate's pipeline (which may take the reference's settings);
+        # run_audit checks the pair again and finds it agreed.
+        paired = check_pair(reference_predictor, predictor)
+        for line in paired if ctx.is_main else []:
+            warn(line)
+    spec = DataSpec(data, data_format, split, limit, seed, skip_damaged_shards=skip_damaged_shards)
+    source, data_info = load_model_data(spec, predictor.config)
 
     def unlabeled_data(path: Path | None):  # --ood-data and --unlabeled: labels not needed
         if path is None:
@@ -304,7 +346,11 @@ def evaluate(
             class_map=class_map,
         ),
         real_labels=load_real_labels(source, real_labels_file) if real_labels or real_labels_file else None,
+        class_map=mapping,
+        class_map_name=str(class_map),
     )
+    if mapping is not None:
+        check_class_map_used(mapping, str(class_map), source, options.shift_sets)
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
         result = run_audit(
             predictor,
@@ -319,27 +365,32 @@ def evaluate(
         if not ctx.is_main:  # every rank holds the same report; rank 0 alone writes and prints
             return
         finish = step(progress, REPORT_STAGE)  # the outputs written and the tables laid out
+        if bars is not None:
+            record_bars(result.report, bars)
         if predictions is not None:
             save_predictions(predictions, result.logits, result.labels, result.target_logits)
-        if output is not None:
-            from macs_audit.atomic import write_text
-
-            write_text(output, rendered(written_format, result.report))
-        tables = terminal.renderable(result.report, verdict=configured_gate is None)  # else the gate's verdict ends it
+        # With a report on standard output, the tables go to stderr so that stdout stays that one document.
+        console = stderr if report_to_stdout else stdout
+        emit(targets, lambda name: render_report(name, result.report, None), console, quiet=True)  # noted below
+        tables: Any
+        if brief:  # the verdict line alone: the gate's where one runs
+            tables = None if configured_gate is not None else terminal.verdict_line(result.report)
+        else:
+            tables = terminal.renderable(result.report, verdict=configured_gate is None)  # else the gate's ends it
         finish()
-    if predictions is not None:
+    if predictions is not None and not brief:
         note(f"predictions written to {destination(predictions).describe()}")
-    if output is not None:
-        note(f"{written_format} report written to {destination(output).describe()}")
+    for name, path in [] if brief else targets:
+        note(f"{name} report written to {destination(path or '-').describe()}")
     warn_about_model(result.report.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     summary = result.report.corruption_summary
-    if summary is not None and summary.corruption_set:
+    if summary is not None and summary.corruption_set and not brief:
         size = "x".join(map(str, summary.image_size or []))
         note(f"corruption parameters: {summary.corruption_set} set on {size} images ({summary.corruption_set_choice})")
-    # With the JSON on standard output, the tables go to stderr so that stdout stays one JSON document.
-    console = stderr if json_to_stdout else stdout
-    console.print(tables)
+    if tables is not None:
+        # Lines kept whole (a suggested command, the verdict) are not cut; the verdict alone is one line.
+        console.print(tables, crop=False, soft_wrap=brief)
     if configured_gate is not None:
         from macs_audit.cli.output import gate_report
 
-        raise typer.Exit(gate_report(result.report, configured_gate, use_interval, console=console))
+        raise typer.Exit(gate_report(result.report, configured_gate, use_interval, console=console, quiet=brief))

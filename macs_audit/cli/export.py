@@ -4,12 +4,13 @@ the build against the float model."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from macs_audit.cli.console import handle_errors, note, state, stdout
+from macs_audit.cli.console import handle_errors, note, state, stdout, warn
 from macs_audit.cli.options import (
     ARCH_OPTION,
     CLASS_PROMPTS_OPTION,
@@ -27,7 +28,7 @@ from macs_audit.cli.options import (
     audit_options,
     model_flags,
 )
-from macs_audit.models.precision import CPU_INT8_TARGET, GPU_INT8_TARGET, INT8_TARGETS
+from macs_audit.models.precision import CPU_INT8_TARGET, DEFAULT_CALIBRATION_IMAGES, GPU_INT8_TARGET, INT8_TARGETS
 from macs_audit.text import or_list
 
 
@@ -68,8 +69,11 @@ def export(
         readable=False,
         help="INT8: images to fit the activation ranges on (any --data format, or builtin: the built-in test set).",
     ),
-    calibration_images: int = typer.Option(
-        512, "--calibration-images", help="INT8: how many class-stratified calibration images to draw."
+    calibration_images: Optional[int] = typer.Option(
+        None,
+        "--calibration-images",
+        help=f"INT8: how many class-stratified calibration images to draw. Default: {DEFAULT_CALIBRATION_IMAGES}, "
+        "or every image of a smaller set.",
     ),
     int8_target: Optional[str] = typer.Option(
         None,
@@ -99,48 +103,73 @@ def export(
 ) -> None:
     """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads; with
     --precision fp16 or int8, build it at that precision and print the parity audit of the build."""
-    from macs_audit.atomic import destination
+    from macs_audit.atomic import all_or_nothing, destination
     from macs_audit.data.loading import DataSpec
-    from macs_audit.deployment import Calibration, check_build
+    from macs_audit.deployment import Calibration, check_build, check_providers
+    from macs_audit.errors import UsageError
+    from macs_audit.inputs import run_inputs
     from macs_audit.models.export import export_checkpoint
 
+    if out is not None and destination(out).fd is not None:  # the build's audit and evaluate read the file back
+        raise UsageError(f"--out {out}: export writes a model file, not a stream; give a file name")
     flags = model_flags(arch, num_classes, input_size, mean, std, output_kind, crop_pct, interpolation)
-    builtin = calibration_data is not None and str(calibration_data) == "builtin"
-    spec = DataSpec(None, "builtin") if builtin else _spec(calibration_data)
-    calibration = Calibration(spec, calibration_images, seed) if calibration_data else None
-    # The options' consistency (INT8's options with --precision int8 only) before the float export, which takes time.
-    if check_build(precision, calibration, int8_target) != "fp32":
-        if checkpoint.suffix.lower() != ".onnx":
-            checkpoint = export_checkpoint(
-                checkpoint, flags, None, opset=opset, trust_pickled=trust_pickled, debug=state["debug"], force=force
-            )
-            note(f"float ONNX model written to {destination(checkpoint).describe()}")
-        options = audit_options(500, 0.2, bootstrap, seed, perturbations, 0, corruptions, severities, calibrators=())
-        _build(
-            checkpoint,
-            precision,
-            out,
-            flags,
-            calibration,
-            _spec(data, limit, seed) if audit else None,
-            options,
-            quiet,
-            force,
-            (provider, reference_provider),
-            int8_target,
-        )
-        return
-    path = export_checkpoint(
-        checkpoint,
-        flags,
-        out,
+    export_float = functools.partial(
+        export_checkpoint,
+        flags=flags,
         opset=opset,
         trust_pickled=trust_pickled,
         debug=state["debug"],
         force=force,
         class_prompts=class_prompts,
+        on_warning=warn,
     )
+    builtin = calibration_data is not None and str(calibration_data) == "builtin"
+    spec = DataSpec(None, "builtin") if builtin else _spec(calibration_data)
+    calibration = Calibration(spec, calibration_images, seed) if calibration_data else None
+    # The options' consistency (INT8's options with --precision int8 only) before the float export, which takes time.
+    if check_build(precision, calibration, int8_target) != "fp32":
+        check_providers(provider, reference_provider, audit)  # a GPU provider without a GPU: before any write
+        # Every file the run reads, which neither the float export nor the build may replace, --force or not.
+        data_read = [*([spec.path] if calibration else []), *([data] if audit else [])]
+        inputs = run_inputs(models=[(checkpoint, arch)], data=data_read, files=[class_prompts])
+        float_export = checkpoint.with_suffix(".onnx") if checkpoint.suffix.lower() != ".onnx" else None
+        if float_export is not None:
+            _check_build_output(float_export, precision, out, force, inputs)
+        options = audit_options(None, 0.2, bootstrap, seed, perturbations, 0, corruptions, severities, calibrators=())
+        # A failed build leaves no new file, not the float export it was to be made from, and an earlier float
+        # export (--force) as it was.
+        with all_or_nothing([float_export] if float_export is not None else []):
+            if float_export is not None:
+                checkpoint = export_float(checkpoint, out=None, inputs=inputs)
+                note(f"float ONNX model written to {destination(checkpoint).describe()}")
+            _build(
+                checkpoint,
+                precision,
+                out,
+                flags,
+                calibration,
+                _spec(data, limit, seed) if audit else None,
+                options,
+                quiet,
+                force,
+                (provider, reference_provider),
+                int8_target,
+                warned=float_export is not None,
+                inputs=inputs,
+            )
+        return
+    path = export_float(checkpoint, out=out, inputs=run_inputs(models=[(checkpoint, arch)], files=[class_prompts]))
     note(f"ONNX model written to {destination(path).describe()}")
+
+
+def _check_build_output(float_export: Path, precision: str, out: Optional[Path], force: bool, inputs) -> None:
+    """The build's output checked before the checkpoint's float export is written: a run refused for it writes
+    nothing."""
+    from macs_audit.deployment import default_output
+    from macs_audit.outputs import check_file
+
+    target = out or default_output(float_export, precision)
+    check_file(target, inputs=(*inputs, float_export), option="--out", force=force)
 
 
 def _spec(path: Optional[Path], limit: Optional[int] = None, seed: int = 0):
@@ -150,7 +179,19 @@ def _spec(path: Optional[Path], limit: Optional[int] = None, seed: int = 0):
 
 
 def _build(
-    reference, precision, out, flags, calibration, audit_data, options, quiet, force, providers, int8_target
+    reference,
+    precision,
+    out,
+    flags,
+    calibration,
+    audit_data,
+    options,
+    quiet,
+    force,
+    providers,
+    int8_target,
+    warned,
+    inputs,
 ) -> None:
     """The reduced-precision build and its parity audit, printed (the parity section's tables)."""
     from macs_audit.atomic import destination
@@ -172,10 +213,17 @@ def _build(
             provider=providers[0],
             reference_provider=providers[1],
             int8_target=int8_target,
+            inputs=inputs,
         )
+    if not warned:  # a checkpoint's export has warned of the same model
+        for message in built.warnings:
+            warn(message)
     used = ""
     if built.int8_target:
-        used = f" ({built.calibration_images} calibration images; {INT8_TARGETS[built.int8_target].description})"
+        every = calibration.images is None and (built.calibration_images or 0) < DEFAULT_CALIBRATION_IMAGES
+        count = f"all {built.calibration_images} images of the calibration data" if every else None
+        count = count or f"{built.calibration_images} calibration images"
+        used = f" ({count}; {INT8_TARGETS[built.int8_target].description})"
     note(f"{precision.upper()} model written to {destination(built.path).describe()}{used}")
     if built.report is not None:
         parity = sections.section("parity")

@@ -11,6 +11,7 @@ import typer
 from macs_audit.cli.console import handle_errors, note, state, warn, warn_about_model
 from macs_audit.cli.options import (
     ARCH_OPTION,
+    BATCH_SIZE_HELP,
     BOOTSTRAP_OPTION,
     CALIBRATION_SPLIT_OPTION,
     CORRUPTIONS_OPTION,
@@ -173,8 +174,8 @@ def finetune(
     device: str = typer.Option(
         "auto", "--device", help="auto, cpu, cuda or cuda:N (bf16 autocast + channels_last on CUDA)."
     ),
-    audit_batch_size: int = typer.Option(
-        500, "--audit-batch-size", min=1, help="Images per model call in the before/after audit."
+    audit_batch_size: Optional[int] = typer.Option(
+        None, "--audit-batch-size", min=1, help="The before/after audit's batch size. " + BATCH_SIZE_HELP
     ),
     bootstrap: int = BOOTSTRAP_OPTION,
     calibration_split: float = CALIBRATION_SPLIT_OPTION,
@@ -187,7 +188,7 @@ def finetune(
 ) -> None:
     """Fine-tune a PyTorch MODEL with MaCS (or a baseline), export it, and audit it before and after."""
     from macs_audit import distributed
-    from macs_audit.before_after import fixes_table
+    from macs_audit.before_after import fixes_table, which_fix
     from macs_audit.data.loading import DataSpec
     from macs_audit.finetune.run import run_finetune
     from macs_audit.models.torch import check_torch_precision
@@ -272,6 +273,9 @@ def finetune(
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     for message in run.warnings:  # a temperature folded on data that looks trained on
         warn(message)
-    print_before_after(run.title, run.comparison, fixes_table(run.fixes) if run.fixes else None)
+    won = which_fix(run.fixes) if run.fixes else None  # the same words under the table and on the last line
+    which = won.describe() if won is not None else None
+    print_before_after(run.title, run.comparison, fixes_table(run.fixes) if run.fixes else None, which)
     scaled = f" (temperature T = {run.temperature:.4f} folded in)" if run.temperature is not None else ""
-    note(f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else "") + scaled)
+    written = f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else "") + scaled
+    note(written + (f"; which fix: {which}" if which else ""))

@@ -16,9 +16,9 @@ from macs_audit.cli.console import handle_errors, warn
 from macs_audit.cli.output import (
     BASELINE_HELP,
     CONFIG_HELP,
-    FORMAT_HELP,
+    FORMAT_OPTION,
     INTERVAL_HELP,
-    OUTPUT_HELP,
+    OUTPUT_OPTION,
     SUMMARY_HELP,
     gate_report,
     resolve_outputs,
@@ -35,8 +35,8 @@ def gate(
     use_interval: Optional[bool] = typer.Option(
         None, "--use-interval/--point-estimate", help=INTERVAL_HELP, show_default=False
     ),
-    formats: Optional[List[str]] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
-    outputs: Optional[List[Path]] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
+    formats: Optional[List[str]] = FORMAT_OPTION,
+    outputs: Optional[List[Path]] = OUTPUT_OPTION,
     step_summary: bool = typer.Option(True, "--step-summary/--no-step-summary", help=SUMMARY_HELP),
 ) -> None:
     """Check a saved report against calibration thresholds: exit 0 if every check passes, 1 if any fails."""

@@ -70,6 +70,14 @@ TRUST_PICKLED_OPTION = typer.Option(
     help="Allow loading a fully pickled torch module. This RUNS CODE from the file: only for files you trust.",
 )
 
+# Images per model call of the audits (evaluate, calibrate; finetune's --audit-batch-size): by the input size.
+BATCH_SIZE_HELP = (
+    "Images per model call. Default: by the model's input size, the largest of 500, 256, 128, 64, ... whose "
+    "float32 inputs times 32 (for the activations) fit 2 GiB: 500 up to 96x96 (CIFAR's 32x32), 64 at 224x224. "
+    "The report's runtime.batch_size records it."
+)
+BATCH_SIZE_OPTION = typer.Option(None, "--batch-size", min=1, help=BATCH_SIZE_HELP)
+
 # The before/after audit of finetune and calibrate, declared once for both.
 EVAL_DATA_OPTION = typer.Option(
     None,
@@ -119,6 +127,12 @@ RAPS_OPTION = typer.Option(
     help="RAPS's regularisation as K_REG,PENALTY (default: chosen by Angelopoulos et al.'s rule on 30% of the "
     "conformal fit part).",
 )
+SKIP_DAMAGED_SHARDS_OPTION = typer.Option(
+    False,
+    "--skip-damaged-shards",
+    help="Leave out a shard of --data that is cut short or not a whole tar, instead of failing; the report's "
+    "data.damaged_shards_skipped counts them.",
+)
 OOD_DATA_OPTION = typer.Option(
     None,
     "--ood-data",
@@ -141,7 +155,16 @@ REFERENCE_OPTION = typer.Option(
     readable=False,
     help="The model MODEL was made from (the float ONNX export of an FP16 or INT8 build, say): scored on the same "
     "images of every view in the same pass, for the report's parity section (agreement, flips, metric changes "
-    "with paired intervals). The model flags apply to both.",
+    "with paired intervals). The model flags apply to both; a setting one model declares and the other does not "
+    "is taken by both (said in a warning); different declared ones are refused (see --reference-config).",
+)
+REFERENCE_CONFIG_OPTION = typer.Option(
+    None,
+    "--reference-config",
+    readable=False,
+    help="The --reference model's own settings as a sidecar JSON (mean, std, input_size, crop_pct, ...; checked "
+    "as a sidecar is): they win over the model flags and the reference's sidecar or metadata. Needed where both "
+    "models declare a different mean or std; a model that declares none takes the other's.",
 )
 UNLABELED_OPTION = typer.Option(
     None,
@@ -163,8 +186,8 @@ CLASS_MAP_OPTION = typer.Option(
     None,
     "--class-map",
     readable=False,
-    help="Map the --shift-data sets' classes to model output indices: a JSON object {class: index} or CSV rows "
-    "class,index (default: by WordNet id or the model's class names).",
+    help="Map the classes of --data and of the --shift-data sets it names to model output indices: a JSON object "
+    "{class: index} or CSV rows class,index (default: by the model's class names, WordNet id or output number).",
 )
 REAL_LABELS_OPTION = typer.Option(
     False,
@@ -206,7 +229,7 @@ def model_flags(
 
 
 def audit_options(
-    batch_size: int,
+    batch_size: int | None,
     calibration_split: float,
     bootstrap: int,
     seed: int,
@@ -216,11 +239,13 @@ def audit_options(
     severities: str | None,
     **more: Any,
 ) -> AuditOptions:
-    """The AuditOptions of the flags shared by evaluate and the before/after audits; `more` sets the others."""
+    """The AuditOptions of the flags shared by evaluate and the before/after audits (`batch_size` None: by the
+    model's input size, audit.options.default_batch_size); `more` sets the others."""
     from macs_audit.audit import AuditOptions, check_calibration_split
+    from macs_audit.audit.options import AUTO_BATCH_SIZE
 
     return AuditOptions(
-        batch_size=batch_size,
+        batch_size=AUTO_BATCH_SIZE if batch_size is None else batch_size,
         calibration_split=check_calibration_split(calibration_split),  # the core's range, checked before the model
         bootstrap=bootstrap,
         seed=seed,

@@ -11,6 +11,7 @@ Every output is checked (macs_audit.outputs) before any report is read.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -53,57 +54,60 @@ INTERVAL_HELP = "Gate on the pessimistic end of the 95% bootstrap interval (defa
 
 
 REPORT_FORMAT_HELP = (
-    "Format of --output: json (the report, what gate, report and compare read), html, md or terminal. "
-    "Default: the extension's (.html, .md, .txt), else json."
+    "Format of the report: json (what gate, report and compare read), html, md or terminal. Repeatable: pairs "
+    "with --output in order; without --output, to stdout. Default: --output's extension (.html, .md, .txt), "
+    "else json."
 )
+REPORT_OUTPUT_HELP = (
+    "Write the report to this file (atomically); '-' is stdout (the tables then go to stderr). Repeatable: one "
+    "file per format, e.g. -o audit.json -o audit.html."
+)
+# One declaration each, shared by the commands that write reports (evaluate, gate, report); the help differs.
+FORMAT_OPTION = typer.Option(None, "--format", "-f", help=FORMAT_HELP)
+OUTPUT_OPTION = typer.Option(None, "--output", "-o", readable=False, help=OUTPUT_HELP)
+REPORT_FORMAT_OPTION = typer.Option(None, "--format", "-f", help=REPORT_FORMAT_HELP)
+REPORT_OUTPUT_OPTION = typer.Option(None, "--output", "-o", readable=False, help=REPORT_OUTPUT_HELP)
 
 
-def report_output_format(output: Path | None, format_name: str | None) -> str:
-    """The format `evaluate --output` is written in: --format, else the one its extension names
-    (reports.EXTENSIONS), else JSON. JUnit lists gate checks, which `gate` writes: a usage error here."""
-    if format_name is not None:
-        name = ALIASES.get(format_name.lower(), format_name.lower())
-        if name not in FORMATS:
-            raise UsageError(f"unknown --format {format_name!r}; choose from {', '.join(FORMATS)}")
-    else:
-        name = EXTENSIONS.get(output.suffix.lower(), "json") if output is not None else "json"
-    if name == "junit":
+def report_targets(
+    formats: list[str] | None, outputs: list[Path] | None, inputs: Iterable[Any] = ()
+) -> list[tuple[str, Path | None]]:
+    """Where `evaluate` writes its report (resolve_outputs): each --output in its format (JSON where neither
+    --format nor its extension names one), each --format without --output to stdout; [] when neither is
+    given (the tables alone). JUnit lists gate checks, which `gate` writes: a usage error here."""
+    if not formats and not outputs:
+        return []
+    targets = resolve_outputs(formats, outputs, "json", inputs, fallback="json")
+    if any(name == "junit" for name, _ in targets):
         raise UsageError(
             "JUnit output lists gate checks: write the JSON report (-o report.json), then "
             "`macs-audit gate report.json -o checks.xml`"
         )
-    return name
-
-
-def rendered(name: str, report: Report) -> str:
-    """`report` in format `name` as text: JSON (the report itself), or a rendering without gate results."""
-    from macs_audit import reports
-    from macs_audit.reports import terminal
-
-    if name == "json":
-        return report.to_json()
-    if name == "terminal":
-        return terminal.to_text(terminal.renderable(report))
-    return reports.render(name, report, None)
+    return targets
 
 
 def resolve_outputs(
     formats: list[str] | None,
     outputs: list[Path] | None,
     default: str = "terminal",
-    inputs: tuple[Path | None, ...] = (),
+    inputs: Iterable[Any] = (),
+    fallback: str | None = None,
 ) -> list[tuple[str, Path | None]]:
     """[(format, path or None for stdout)], validated before any work is done: formats known, and every
-    output file writable, not a directory and not one of `inputs`."""
-    targets = _pair_outputs(formats, outputs, default)
+    output file writable, not a directory and not one of `inputs` (macs_audit.inputs). `fallback`: the format
+    of a file whose extension names none (None: a usage error)."""
+    targets = _pair_outputs(formats, outputs, default, fallback)
     check_distinct(("--output", path) for _, path in targets)
+    inputs = tuple(inputs)
     for _, path in targets:
         if path is not None:
             check_file(path, inputs=inputs)
     return [(name, None if path is not None and destination(path).fd == 1 else path) for name, path in targets]
 
 
-def _pair_outputs(formats: list[str] | None, outputs: list[Path] | None, default: str) -> list[tuple[str, Path | None]]:
+def _pair_outputs(
+    formats: list[str] | None, outputs: list[Path] | None, default: str, fallback: str | None = None
+) -> list[tuple[str, Path | None]]:
     names = []
     for name in formats or []:
         name = ALIASES.get(name.lower(), name.lower())
@@ -115,9 +119,12 @@ def _pair_outputs(formats: list[str] | None, outputs: list[Path] | None, default
         return [(name, None) for name in (names or [default])]
     if not names:
         for path in outputs:
-            if path.suffix.lower() not in EXTENSIONS and not destination(path).is_stream:
+            if path.suffix.lower() not in EXTENSIONS and not destination(path).is_stream and fallback is None:
                 raise UsageError(f"cannot tell the format of --output {path} from its extension; add --format")
-        return [(EXTENSIONS.get(path.suffix.lower(), default), path) for path in outputs]
+        return [
+            (EXTENSIONS.get(path.suffix.lower(), default if destination(path).is_stream else fallback or default), path)
+            for path in outputs
+        ]
     if len(names) != len(outputs):
         raise UsageError(
             f"{len(names)} --format but {len(outputs)} --output; give one --output per --format "
@@ -126,9 +133,15 @@ def _pair_outputs(formats: list[str] | None, outputs: list[Path] | None, default
     return list(zip(names, outputs, strict=True))
 
 
-def emit(targets: list[tuple[str, Path | None]], render: Callable[[str], Any], console: Console | None = None) -> None:
+def emit(
+    targets: list[tuple[str, Path | None]],
+    render: Callable[[str], Any],
+    console: Console | None = None,
+    quiet: bool = False,
+) -> None:
     """Render each format once and send it to its file or to stdout (the terminal format to `console`,
-    default stdout: `evaluate -o -` keeps its stdout for the JSON report)."""
+    default stdout: `evaluate -o -` keeps its stdout for the JSON report), saying where each file went
+    unless `quiet`."""
     from macs_audit.atomic import write_text
     from macs_audit.reports import terminal
 
@@ -136,12 +149,13 @@ def emit(targets: list[tuple[str, Path | None]], render: Callable[[str], Any], c
         content = render(name)
         if path is None:
             if name == "terminal":
-                (console or stdout).print(content)
+                (console or stdout).print(content, crop=False)  # lines kept whole (commands) are not cut
             else:
                 typer.echo(content, nl=not str(content).endswith("\n"))
         else:
             write_text(path, terminal.to_text(content) if name == "terminal" else str(content))
-            note(f"{name} written to {destination(path).describe()}")
+            if not quiet:
+                note(f"{name} written to {destination(path).describe()}")
 
 
 def append_step_summary(markdown_text: str) -> bool:
@@ -184,15 +198,16 @@ def gate_report(
     formats: list[str] | None = None,
     outputs: list[Path] | None = None,
     step_summary: bool = True,
-    inputs: tuple[Path | None, ...] = (),
+    inputs: Iterable[Any] = (),
     console: Console | None = None,
+    quiet: bool = False,
 ) -> int:
     """Gate `report`, write the requested formats, print the verdict; return the exit code (0 or 1).
 
     `gate`: the thresholds and baseline, loaded before the report was read or made (ConfiguredGate.load;
     `evaluate --gate` loads them before the audit runs). Raises MacsAuditError (exit 2 or 3) for bad
-    inputs. The terminal format shows the gate table only. The verdict is printed before the step
-    summary is appended, whose failure is only a warning.
+    inputs. The terminal format shows the gate table only (`quiet`: not on the console, the verdict alone).
+    The verdict is printed before the step summary is appended, whose failure is only a warning.
     """
     from macs_audit.reports import markdown, tables
 
@@ -200,7 +215,9 @@ def gate_report(
     result = gate.run(report, use_interval)
     for message in result.notes:  # deprecated keys of the config and the baseline report
         warn(message)
-    emit(targets, lambda name: render_report(name, report, result, terminal_gate_only=True), console)
+    if quiet:
+        targets = [(name, path) for name, path in targets if path is not None or name != "terminal"]
+    emit(targets, lambda name: render_report(name, report, result, terminal_gate_only=True), console, quiet=quiet)
     stderr.print(
         tables.gate_verdict(result),
         style="bold green" if result.passed else "bold red",
@@ -221,9 +238,12 @@ def print_calibrators(selection: dict) -> None:
     stdout.print(terminal.calibrator_comparison_table(Calibrators.from_dict(selection)))
 
 
-def print_before_after(title: str, comparison, fixes: tuple[list[str], list[list[str]]] | None = None) -> None:
+def print_before_after(
+    title: str, comparison, fixes: tuple[list[str], list[list[str]]] | None = None, which: str | None = None
+) -> None:
     """The before/after audit of finetune and calibrate: its title, the fixes side by side (finetune's
-    `fixes_table`: header and rows, a column per fix), then the compare command's terminal table."""
+    `fixes_table`: header and rows, a column per fix), which fix won (`which`, before_after.which_fix's words),
+    then the compare command's terminal table."""
     from rich.table import Table
     from rich.text import Text
 
@@ -238,4 +258,6 @@ def print_before_after(title: str, comparison, fixes: tuple[list[str], list[list
         for row in rows:  # names wrap, values fit
             table.add_row(*(Text(printable(cell)) for cell in row))
         stdout.print(table)
+    if which is not None:
+        stdout.print(Text(printable(f"which fix: {which}"), style="bold"))
     stdout.print(terminal.comparison_table(comparison))

@@ -39,6 +39,7 @@ PANELS: dict[str, dict[str, str]] = {
                 "class_prompts",
                 "precision",
                 "reference",
+                "reference_config",
                 "provider",
                 "reference_provider",
             ),

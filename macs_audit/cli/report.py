@@ -14,9 +14,9 @@ from macs_audit.cli.console import handle_errors, warn
 from macs_audit.cli.output import (
     BASELINE_HELP,
     CONFIG_HELP,
-    FORMAT_HELP,
+    FORMAT_OPTION,
     INTERVAL_HELP,
-    OUTPUT_HELP,
+    OUTPUT_OPTION,
     emit,
     render_report,
     resolve_outputs,
@@ -28,8 +28,8 @@ def report(
     report_path: Path = typer.Argument(
         ..., metavar="REPORT.json", readable=False, help="A report written by `evaluate -o`."
     ),
-    formats: Optional[List[str]] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
-    outputs: Optional[List[Path]] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
+    formats: Optional[List[str]] = FORMAT_OPTION,
+    outputs: Optional[List[Path]] = OUTPUT_OPTION,
     with_gate: bool = typer.Option(False, "--gate", help="Include gate results (config searched as for `gate`)."),
     config: Optional[Path] = typer.Option(
         None, "--config", "-c", readable=False, help=CONFIG_HELP + " Implies --gate."

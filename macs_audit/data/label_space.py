@@ -1,20 +1,27 @@
 """Label spaces: a data set's classes mapped to the model's outputs.
 
 A data set may name fewer classes than the model outputs (ImageNet-A and ImageNet-R hold 200 of
-ImageNet's 1,000) or name them in another order. Its classes are mapped to output indices, in this order:
+ImageNet's 1,000; a team's folder of the 20 classes it cares about) or name them in another order. Its classes
+are mapped to output indices, for --data and every --shift-data set alike, by the first rule that applies:
 
-1. an explicit class map (`--class-map FILE`: JSON `{"class": index}` or CSV rows `class,index`);
-2. the model's class names (its sidecar or metadata), where every data class is one of them;
+1. an explicit class map (`--class-map FILE`: JSON `{"class": index}` or CSV rows `class,index`) that names
+   any of the set's classes (it must then name them all);
+2. the model's class names (its sidecar or metadata, a Hugging Face folder's id2label, a timm folder's
+   label_names), where the data's classes are among them: by name;
 3. WordNet ids (`n01440764`) of ImageNet-style folders, for a 1,000-output model: their place in timm's
    `imagenet_synsets.txt` (and, for ImageNet-A's or ImageNet-R's 200 classes, timm's own index list of that
    set, which names the set in the report);
 4. names that are numbers (ImageNetV2's folders `0`..`999`, a shard set's `.cls` labels without its
-   `classes.txt`, data/shards.py): the output of that
-   index (not the folder's place in sorted order: `10` sorts before `2`);
-5. the same number of classes as outputs, no names to go by: class i is output i (the audit's rule for --data).
+   `classes.txt`, data/shards.py): the output of that index (not the folder's place in sorted order: `10`
+   sorts before `2`);
+5. the same number of classes as outputs where one side names no classes (a model without class names, or
+   whose names are its output numbers `0`..`K-1`; an .npz without class names): class i is output i, by
+   position.
 
-A map that leaves a data class without an output is an error naming those classes. The files of timm's
-`data/_info/` are read from the installed package without importing timm.
+Where both sides name their classes and the names do not match (some or all of the data's classes are not
+among the model's names, and rules 3 and 4 do not apply), the map is an error that asks for --class-map: never
+by position. A map that leaves a data class without an output is an error naming those classes. The files of
+timm's `data/_info/` are read from the installed package without importing timm.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from macs_audit.data.sources import Source
+from macs_audit.data.sources import MAX_CLASSES, Source
 from macs_audit.errors import InputError, UsageError
 
 WORDNET_ID = re.compile(r"n\d{8}")
@@ -40,7 +47,10 @@ KNOWN_SUBSETS = {
     "imagenet-r": ("imagenet_r_synsets.txt", "imagenet_r_indices.txt"),
 }
 MAX_CLASS_MAP_BYTES = 16 * 1024 * 1024
+OUTPUT_INDEX = re.compile(r"[0-9]{1,7}")  # ASCII digits: str.isdigit() also takes "²", which int() refuses
 SHOWN = 5  # classes a message names before it counts the rest
+# The rules of the module docstring as data.class_matching names them (WordNet ids count as names).
+BY_NAME, BY_INDEX, BY_CLASS_MAP, BY_POSITION = "name", "index", "class-map", "position"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +61,7 @@ class LabelSpace:
     outputs: np.ndarray  # int64 (len(classes),)
     num_outputs: int
     mapped_by: str  # how the map was made, as the report states it
+    by: str  # BY_NAME, BY_INDEX, BY_CLASS_MAP or BY_POSITION: the rule, as the report's data.class_matching says
 
     @property
     def is_subset(self) -> bool:
@@ -116,7 +127,8 @@ def read_class_map(path: str | Path) -> dict[str, int]:
     """A class map file: JSON `{"class": index, ...}` or CSV rows `class,index` (a header row is skipped)."""
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"--class-map {path}: not found (a JSON or CSV file of class -> model output index)")
+        found = "not a regular file" if path.exists() else "not found"  # /dev/zero, a FIFO: never read
+        raise UsageError(f"--class-map {path}: {found} (a JSON or CSV file of class -> model output index)")
     if path.stat().st_size > MAX_CLASS_MAP_BYTES:
         raise UsageError(f"--class-map {path}: larger than {MAX_CLASS_MAP_BYTES // 2**20} MiB; not a class map")
     try:
@@ -128,6 +140,8 @@ def read_class_map(path: str | Path) -> dict[str, int]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UsageError(f"--class-map {path}: not valid JSON ({exc})") from None
+        except RecursionError:  # arrays in arrays, a hundred thousand deep
+            raise UsageError(f"--class-map {path}: JSON nested too deeply; not a class map") from None
         if not isinstance(data, dict):
             raise UsageError(f"--class-map {path}: expected a JSON object of class -> index")
         pairs = list(data.items())
@@ -142,20 +156,25 @@ def read_class_map(path: str | Path) -> dict[str, int]:
         raise UsageError(f"--class-map {path}: expected a .json or .csv file")
     mapping: dict[str, int] = {}
     for name, index in pairs:
-        if isinstance(index, str) and index.lstrip("-").isdigit():
+        if isinstance(index, str) and OUTPUT_INDEX.fullmatch(index):
             index = int(index)
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise UsageError(f"--class-map {path}: class {name!r} maps to {index!r}, not an output index")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_CLASSES:
+            raise UsageError(
+                f"--class-map {path}: class {name!r} maps to {str(index)[:30]!r}, not an output index "
+                f"(0 to {MAX_CLASSES - 1:,})"
+            )
         mapping[str(name)] = index
     if not mapping:
         raise UsageError(f"--class-map {path}: maps no class")
     return mapping
 
 
-def _from_map(classes: list[str], mapping: dict[str, int], num_outputs: int, mapped_by: str) -> LabelSpace:
+def _from_map(
+    classes: list[str], mapping: dict[str, int], num_outputs: int, mapped_by: str, by: str, hint: str = ""
+) -> LabelSpace:
     missing = [c for c in classes if c not in mapping]
     if missing:
-        raise InputError(f"{mapped_by}: {len(missing)} of the data's classes do not map: {_listing(missing)}")
+        raise InputError(f"{mapped_by}: {len(missing)} of the data's classes do not map: {_listing(missing)}{hint}")
     outputs = np.asarray([mapping[c] for c in classes], dtype=np.int64)
     outside = [c for c, o in zip(classes, outputs, strict=True) if not 0 <= o < num_outputs]
     if outside:
@@ -166,7 +185,7 @@ def _from_map(classes: list[str], mapping: dict[str, int], num_outputs: int, map
     shared = [classes[i] for i, n in zip(first, counts, strict=True) if n > 1]
     if shared:
         raise InputError(f"{mapped_by}: several data classes map to one output, as {_listing(shared)} do")
-    return LabelSpace(tuple(classes), outputs, num_outputs, mapped_by)
+    return LabelSpace(tuple(classes), outputs, num_outputs, mapped_by, by)
 
 
 def _by_wordnet_ids(classes: list[str], num_outputs: int) -> LabelSpace:
@@ -179,9 +198,41 @@ def _by_wordnet_ids(classes: list[str], num_outputs: int) -> LabelSpace:
     for name, (synset_file, index_file) in KNOWN_SUBSETS.items():
         if sorted(classes) == sorted(timm_lines(synset_file)):
             indices = dict(zip(timm_lines(synset_file), map(int, timm_lines(index_file)), strict=True))
-            return _from_map(classes, indices, num_outputs, f"{name}'s classes (timm's {index_file})")
+            return _from_map(classes, indices, num_outputs, f"{name}'s classes (timm's {index_file})", BY_NAME)
     return _from_map(
-        classes, {s: i for i, s in enumerate(synsets)}, num_outputs, "WordNet ids (timm's imagenet_synsets.txt)"
+        classes,
+        {s: i for i, s in enumerate(synsets)},
+        num_outputs,
+        "WordNet ids (timm's imagenet_synsets.txt)",
+        BY_NAME,
+    )
+
+
+def model_names(model_classes: list[str] | None, num_outputs: int) -> list[str] | None:
+    """The model's class names where they name its outputs: None for none, for a list of another length than the
+    outputs, and for names that are the output numbers themselves ("0".."K-1", what a model fine-tuned on
+    shards without classes.txt carries), which say nothing a position does not."""
+    if not model_classes or len(model_classes) != num_outputs:
+        return None
+    if all(name == str(i) for i, name in enumerate(model_classes)):
+        return None
+    return list(model_classes)
+
+
+def _by_model_names(classes: list[str], names: list[str], num_outputs: int) -> LabelSpace:
+    """The data's classes by the model's names (every one of them among the names, each name once)."""
+    mapped_by = "the model's class names"
+    if list(classes) == names:
+        return LabelSpace(tuple(classes), np.arange(num_outputs, dtype=np.int64), num_outputs, mapped_by, BY_NAME)
+    twice = sorted({c for c in classes if names.count(c) > 1})
+    if twice:
+        raise InputError(
+            f"{mapped_by} name {_listing(twice)} more than once, so the data's classes of that name match no one "
+            "output; pass --class-map FILE (data class -> output index)"
+        )
+    index = {name: i for i, name in enumerate(names)}
+    return _from_map(
+        classes, index, num_outputs, mapped_by, BY_NAME, "; pass --class-map FILE (data class -> output index)"
     )
 
 
@@ -192,25 +243,37 @@ def label_space(
     model_classes: list[str] | None = None,
     class_map: dict[str, int] | None = None,
     class_map_name: str = "--class-map",
+    named: bool = True,
 ) -> LabelSpace:
-    """The map of `classes` (the data's, in label order) to a model's `num_outputs` outputs (module docstring)."""
-    if class_map is not None:
-        return _from_map(classes, class_map, num_outputs, f"class map {class_map_name}")
-    if model_classes:
-        known = set(model_classes)
-        if any(c in known for c in classes):
-            index = {name: i for i, name in enumerate(model_classes)}
-            return _from_map(classes, index, num_outputs, "the model's class names")
-    if classes and all(WORDNET_ID.fullmatch(c) for c in classes):
-        return _by_wordnet_ids(classes, num_outputs)
-    if classes and all(c.isdigit() for c in classes):  # ImageNetV2's folders, a shard set's labels: the output
-        numbered = {c: int(c) for c in classes}
-        return _from_map(classes, numbered, num_outputs, "class names as output indices")
+    """The map of `classes` (the data's, in label order) to a model's `num_outputs` outputs (module docstring).
+    `named` False: the data's class names are placeholders (an .npz without names), so only a position maps."""
+    if class_map is not None and any(c in class_map for c in classes):
+        return _from_map(classes, class_map, num_outputs, f"class map {class_map_name}", BY_CLASS_MAP)
+    names = model_names(model_classes, num_outputs)
+    if named:
+        if names and any(c in names for c in classes):
+            return _by_model_names(classes, names, num_outputs)
+        if classes and all(WORDNET_ID.fullmatch(c) for c in classes):
+            return _by_wordnet_ids(classes, num_outputs)
+        if classes and all(OUTPUT_INDEX.fullmatch(c) for c in classes):  # ImageNetV2's folders, shards' labels
+            numbered = {c: int(c) for c in classes}
+            return _from_map(classes, numbered, num_outputs, "class names as output indices", BY_INDEX)
+        if names:  # both sides name their classes, and no name is shared: never by position
+            raise InputError(
+                f"the data's classes ({_listing(classes)}) are none of the model's class names ({_listing(names)}); "
+                "pass --class-map FILE (data class -> output index)"
+            )
     if len(classes) == num_outputs:
-        return LabelSpace(tuple(classes), np.arange(num_outputs, dtype=np.int64), num_outputs, "position")
-    raise InputError(
-        f"cannot map the data's {len(classes)} classes ({_listing(classes)}) to the model's {num_outputs} outputs: "
-        "name them by WordNet id or by the model's class names, or pass --class-map FILE"
+        return LabelSpace(tuple(classes), np.arange(num_outputs, dtype=np.int64), num_outputs, "position", BY_POSITION)
+    if not named:
+        raise InputError(
+            f"the data names none of its {len(classes)} classes and the model has {num_outputs} outputs, so they "
+            "match by no name or position; store the class names in the file (class_names) or pass --class-map FILE"
+        )
+    raise InputError(  # the model names no classes (a named model's names matched, or raised, above)
+        f"cannot map the data's {len(classes)} classes ({_listing(classes)}) to the model's {num_outputs} outputs, "
+        f"which it does not name: name the data's classes by output index (0 to {num_outputs - 1}) or WordNet id, "
+        "or pass --class-map FILE (data class -> output index)"
     )
 
 
@@ -248,3 +311,16 @@ def load_mapped_sets(
             raise InputError(f"--shift-data {name}: {exc}") from None
         found.append(MappedSource(name, source, space))
     return tuple(found)
+
+
+def check_class_map_used(
+    mapping: dict[str, int], name: str, source: Source, shift_sets: tuple[MappedSource, ...] = ()
+) -> None:
+    """UsageError where the class map names no class of the data (`source`, --data) nor of any shift set: a map
+    that maps nothing (a map applies to each set it names a class of, `label_space`)."""
+    sets = [source.class_names, *(mapped.source.class_names for mapped in shift_sets)]
+    if not any(c in mapping for classes in sets for c in classes):
+        raise UsageError(
+            f"--class-map {name} names none of the classes of --data ({_listing(list(source.class_names))})"
+            + (" or of the --shift-data sets" if shift_sets else "")
+        )

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import cast
 
 from macs_audit.data.shards import FORMAT as SHARDS
-from macs_audit.data.shards import is_shard_spec, load_shards
+from macs_audit.data.shards import ShardFetch, is_shard_spec, load_shards
 from macs_audit.data.sources import Source, load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.models.config import ModelConfig
@@ -22,6 +23,7 @@ class DataSpec:
     limit: int | None = None  # a class-stratified subset of this many images
     seed: int = 0  # of that subset
     labeled: bool = True  # False: labels are not needed (sources.UNLABELED where the data has none)
+    skip_damaged_shards: bool = False  # shards: leave a damaged shard out (counted in the report) instead of failing
 
 
 def load_data(
@@ -38,7 +40,9 @@ def load_data(
     image folder's or a shard set's centre crop rounds an odd margin (models/preprocessing.fit_image)."""
     shards = spec.path is not None and (spec.format == SHARDS or spec.format == "auto" and is_shard_spec(spec.path))
     if shards:  # WebDataset tar shards, decoded by the image folders' pipeline
-        source = load_shards(str(spec.path), image_size, spec.labeled, crop_pct, interpolation, crop_offset)
+        source = load_shards(
+            str(spec.path), image_size, spec.labeled, crop_pct, interpolation, crop_offset, spec.skip_damaged_shards
+        )
     else:
         source = load_source(
             spec.path, spec.format, spec.split, image_size, spec.labeled, crop_pct, interpolation, crop_offset
@@ -47,6 +51,8 @@ def load_data(
     # test split; an .npz, an image folder or shards have none (recording --split's default would say "test").
     split = spec.split if source.format == "cifar" else "test" if source.format == "builtin" else None
     info: dict = {"split": split, "limit": spec.limit}
+    if shards and spec.skip_damaged_shards:
+        info["damaged_shards_skipped"] = len(cast(ShardFetch, source.fetch).index.skipped)
     if source.format in ("imagefolder", SHARDS) and image_size is not None:
         info["pipeline"] = fit_description(image_size, crop_pct, interpolation, sources, crop_offset)
     elif image_size is not None and len(source) and source.image_size() != tuple(image_size):

@@ -32,14 +32,16 @@ def read_real_labels(path: str | Path | None = None) -> tuple[list[list[int]], s
     source = Path(path) if path is not None else timm_info_file(TIMM_FILE)
     shown = str(path) if path is not None else f"timm's {TIMM_FILE}"
     where = f"--real-labels-file {path}" if path is not None else shown
-    if not source.is_file():
-        raise UsageError(f"{where}: not found")
+    if not source.is_file():  # /dev/zero, a FIFO: never read
+        raise UsageError(f"{where}: {'not a regular file' if source.exists() else 'not found'}")
     if source.stat().st_size > MAX_BYTES:
         raise UsageError(f"{where}: larger than {MAX_BYTES // 2**20} MiB; not ReaL's label file")
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{where}: not a JSON file ({exc})") from None
+    except RecursionError:  # arrays in arrays, a hundred thousand deep
+        raise UsageError(f"{where}: JSON nested too deeply; not ReaL's label file") from None
     if not isinstance(data, list) or len(data) != VALIDATION_IMAGES:
         raise UsageError(f"{where}: expected a list of {VALIDATION_IMAGES:,} label lists")
     for i, labels in enumerate(data):

@@ -17,12 +17,19 @@ classes), gives the set the names a folder would have, so that `--shift-data` ma
 model's class names as it maps a folder (data/label_space.py); it must name every label the shards hold.
 Without it the names are "0".."K-1", K one more than the largest label (output indices, or --class-map).
 Only uncompressed tars are read (what ShardWriter writes).
+
+A damaged shard (cut short inside a header or a member's data, or not ending in the tar's end-of-archive
+block) is an InputError naming the shard and the byte or member; with `skip_damaged` it is left out whole and
+named in the index's `skipped` (the report's `data.damaged_shards_skipped` counts them). A pattern names at
+most MAX_SHARDS shards, counted before it is expanded; a `.cls` label is a decimal integer below
+`sources.MAX_CLASSES`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import re
 import tarfile
 from pathlib import Path
@@ -30,15 +37,19 @@ from typing import Any, cast
 
 import numpy as np
 
-from macs_audit.data.sources import UNLABELED, Source
+from macs_audit.data.sources import MAX_CLASSES, UNLABELED, Source
 from macs_audit.errors import InputError, UsageError
 from macs_audit.images import IMAGE_SUFFIXES, open_image
 from macs_audit.models.preprocessing import fit_image
 
 FORMAT = "shards"
-BRACES = re.compile(r"\{(\d+)\.\.(\d+)\}")
-MAX_SHARDS = 1_000_000
+BRACES = re.compile(r"\{([0-9]+)\.\.([0-9]+)\}")  # ASCII digits: the names are written with them
+MAX_SHARDS = 1_000_000  # names a pattern may expand to, all its ranges together
+MAX_BOUND_DIGITS = 18  # characters of a range's bound: a longer one names too many shards or a needless width
 MAX_LABEL_BYTES = 64  # a .cls member holds a decimal integer
+LABEL = re.compile(r"[0-9]+")  # not str.isdigit(), which accepts "²" that int() refuses
+BLOCK = tarfile.BLOCKSIZE  # a tar ends in a block of NULs where the next header would be
+USTAR, USTAR_AT = b"ustar", 257  # the magic of a POSIX tar header, at its offset in the header
 # webdataset's key rule: the member name up to the first dot of its base name, the rest its field.
 KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")
 IMAGE_FIELDS = tuple(s.lstrip(".") for s in IMAGE_SUFFIXES)
@@ -54,16 +65,24 @@ def is_shard_spec(path: str | Path) -> bool:
 
 def expand(spec: str) -> list[Path]:
     """`a-{000..002}.tar` -> a-000.tar, a-001.tar, a-002.tar (each brace range zero-padded to its first bound's
-    width; several ranges expand as nested loops, the first outermost)."""
-    match = BRACES.search(spec)
-    if match is None:
-        return [Path(spec)]
-    lo, hi = int(match.group(1)), int(match.group(2))
-    if hi < lo or hi - lo >= MAX_SHARDS:
-        raise UsageError(f"{spec}: the range {{{match.group(1)}..{match.group(2)}}} names no shard or too many")
-    width = len(match.group(1))
-    head, tail = spec[: match.start()], spec[match.end() :]
-    return [path for i in range(lo, hi + 1) for path in expand(f"{head}{i:0{width}d}{tail}")]
+    width; several ranges expand as nested loops, the first outermost). The names are counted before they are
+    made: more than MAX_SHARDS is a UsageError."""
+    ranges = list(BRACES.finditer(spec))
+    count = 1
+    for braces in ranges:
+        first, last = braces.group(1), braces.group(2)
+        if max(len(first), len(last)) > MAX_BOUND_DIGITS or int(last) < int(first):
+            raise UsageError(f"{spec}: the range {{{first}..{last}}} names no shard or too many")
+        count *= int(last) - int(first) + 1
+        if count > MAX_SHARDS:
+            raise UsageError(f"{spec}: names more than {MAX_SHARDS:,} shards; the limit is {MAX_SHARDS:,}")
+    cuts = [0, *(i for b in ranges for i in (b.start(), b.end())), len(spec)]
+    texts = [spec[a:b] for a, b in zip(cuts[::2], cuts[1::2], strict=True)]  # the text around the ranges
+    numbers = [[f"{i:0{len(b.group(1))}d}" for i in range(int(b.group(1)), int(b.group(2)) + 1)] for b in ranges]
+    return [
+        Path("".join(part for pair in itertools.zip_longest(texts, chosen, fillvalue="") for part in pair))
+        for chosen in itertools.product(*numbers)
+    ]
 
 
 class NamedBytes(io.BytesIO):
@@ -92,6 +111,11 @@ class ShardIndex:
     size: np.ndarray  # int64
     names: tuple[str, ...]
     labels: np.ndarray  # int64; UNLABELED where a sample has no .cls
+    skipped: tuple[str, ...] = ()  # damaged shards left out (skip_damaged), each "shard: what is wrong"
+
+
+class DamagedShardError(InputError):
+    """A shard cut short or otherwise not a whole tar: the one fault `skip_damaged` skips."""
 
 
 def _label(tar: tarfile.TarFile, member: tarfile.TarInfo, where: str) -> int:
@@ -99,48 +123,83 @@ def _label(tar: tarfile.TarFile, member: tarfile.TarInfo, where: str) -> int:
         raise InputError(f"{where}: a .cls member of {member.size} bytes; it holds one class index")
     handle = tar.extractfile(member)
     text = handle.read().decode("utf-8", "replace").strip() if handle is not None else ""
-    if not text.isdigit():
-        raise InputError(f"{where}: the .cls member holds {text[:20]!r}, not a class index")
+    if not LABEL.fullmatch(text) or int(text) >= MAX_CLASSES:
+        raise InputError(f"{where}: the .cls member holds {text[:30]!r}, not a class index (0 to {MAX_CLASSES - 1:,})")
     return int(text)
 
 
-def index_shards(paths: list[Path], labeled: bool = True) -> ShardIndex:
+def _samples(path: Path, labeled: bool) -> dict[str, dict]:
+    """One shard's samples by key, each its image member and label; DamagedShardError where the tar is cut short
+    or does not end in its end-of-archive block (tarfile stops at a bad header after the first without a word)."""
+    with open(path, "rb") as fh:
+        length = fh.seek(0, io.SEEK_END)
+        fh.seek(0)
+        try:
+            tar = tarfile.open(fileobj=fh, mode="r:")  # reads the first member's headers
+        except tarfile.ReadError as exc:
+            fh.seek(USTAR_AT)
+            if fh.read(len(USTAR)) == USTAR:  # a tar's first header, the rest of it or what follows missing
+                raise DamagedShardError(f"{path}: damaged shard: {exc} in its first member") from None
+            raise
+        samples: dict[str, dict] = {}
+        try:
+            for member in tar:  # headers in order; the data between them is seeked over
+                if member.offset_data + member.size > length:
+                    raise DamagedShardError(
+                        f"{path}: damaged shard: member {member.name!r} is cut short (its data would end at byte "
+                        f"{member.offset_data + member.size:,}; the file ends at {length:,})"
+                    )
+                match = KEY.match(member.name) if member.isfile() else None
+                if match is None:
+                    continue
+                key, field = match.group(1), match.group(2).lower()
+                sample = samples.setdefault(key, {})
+                if field in IMAGE_FIELDS and "image" not in sample:
+                    sample["image"] = member
+                elif field == "cls":
+                    sample["label"] = _label(tar, member, f"{path}: {member.name}")
+        except tarfile.ReadError as exc:  # a header cut short after another header, data cut short
+            raise DamagedShardError(f"{path}: damaged shard: {exc} after byte {tar.offset:,}") from None
+        fh.seek(tar.offset)
+        if fh.read(BLOCK) != bytes(BLOCK):  # where the headers stopped: a header cut short, or no end
+            raise DamagedShardError(
+                f"{path}: damaged shard: at byte {tar.offset:,} neither a whole tar header nor the tar's end"
+            )
+    for key, sample in samples.items():
+        if "image" not in sample:
+            raise InputError(f"{path}: sample {key!r} has no image ({', '.join(IMAGE_FIELDS)})")
+        if labeled and "label" not in sample:
+            raise InputError(f"{path}: sample {key!r} has no .cls label")
+    return samples
+
+
+def index_shards(paths: list[Path], labeled: bool = True, skip_damaged: bool = False) -> ShardIndex:
     """Read every shard's headers in order (module docstring); InputError for a sample without an image or,
-    where `labeled`, without a `.cls` label."""
-    shard, offset, size, names, labels = [], [], [], [], []
+    where `labeled`, without a `.cls` label; DamagedShardError for a damaged shard, unless `skip_damaged`."""
+    shard, offset, size, names, labels, skipped = [], [], [], [], [], []
     for number, path in enumerate(paths):
         if not path.is_file():
             raise InputError(f"shard not found: {path}")
         try:
-            with tarfile.open(path, "r:") as tar:
-                samples: dict[str, dict] = {}
-                for member in tar:  # headers in order; the data between them is seeked over
-                    match = KEY.match(member.name) if member.isfile() else None
-                    if match is None:
-                        continue
-                    key, field = match.group(1), match.group(2).lower()
-                    sample = samples.setdefault(key, {})
-                    if field in IMAGE_FIELDS and "image" not in sample:
-                        sample["image"] = member
-                    elif field == "cls":
-                        sample["label"] = _label(tar, member, f"{path}: {member.name}")
-                for key, sample in samples.items():
-                    if "image" not in sample:
-                        raise InputError(f"{path}: sample {key!r} has no image ({', '.join(IMAGE_FIELDS)})")
-                    if labeled and "label" not in sample:
-                        raise InputError(f"{path}: sample {key!r} has no .cls label")
-                    member = sample["image"]
-                    shard.append(number)
-                    offset.append(member.offset_data)
-                    size.append(member.size)
-                    names.append(member.name)
-                    labels.append(sample.get("label", UNLABELED))
+            samples = _samples(path, labeled)
+        except DamagedShardError as exc:
+            if not skip_damaged:
+                raise DamagedShardError(f"{exc}; pass --skip-damaged-shards to leave it out") from None
+            skipped.append(str(exc))
+            continue
         except tarfile.ReadError as exc:
             raise InputError(f"{path} is not an uncompressed tar shard: {exc}") from None
         except OSError as exc:
             raise InputError(f"cannot read shard {path}: {exc.strerror or exc}") from None
+        for sample in samples.values():
+            member = sample["image"]
+            shard.append(number)
+            offset.append(member.offset_data)
+            size.append(member.size)
+            names.append(member.name)
+            labels.append(sample.get("label", UNLABELED))
     if not names:
-        raise InputError(f"{paths[0]}: the shards hold no samples")
+        raise InputError(f"{paths[0]}: the shards hold no samples" + (f" ({len(skipped)} damaged)" if skipped else ""))
     return ShardIndex(
         tuple(map(str, paths)),
         np.asarray(shard, dtype=np.int32),
@@ -148,6 +207,7 @@ def index_shards(paths: list[Path], labeled: bool = True) -> ShardIndex:
         np.asarray(size, dtype=np.int64),
         tuple(names),
         np.asarray(labels, dtype=np.int64),
+        tuple(skipped),
     )
 
 
@@ -212,9 +272,11 @@ def class_names(paths: list[Path], labels: np.ndarray) -> list[str]:
         raise InputError(f"cannot read {path} as UTF-8 text: {exc}") from None
     if len(names) < k:
         raise InputError(f"{path} names {len(names)} classes but the shards' labels go up to {k - 1}; one name a line")
-    if len(set(names)) < len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise InputError(f"{path}: a class named twice: {', '.join(twice[:5])}")
+    seen: set[str] = set()
+    for name in names:  # linear: a file of one name a million times is refused at once
+        if name in seen:  # the image folders' rule (image_tree.class_folder_names), with the file named
+            raise InputError(f"{path}: class name {name!r} appears twice; classes need distinct names")
+        seen.add(name)
     return names
 
 
@@ -225,10 +287,12 @@ def load_shards(
     crop_pct: float | None = None,
     interpolation: str | None = None,
     crop_offset: str = "round",
+    skip_damaged: bool = False,
 ) -> Source:
-    """The shards `spec` names as a source (module docstring); images sized as load_imagefolder sizes them."""
+    """The shards `spec` names as a source (module docstring); images sized as load_imagefolder sizes them;
+    damaged shards left out where `skip_damaged` (the source's `fetch.index.skipped` names them)."""
     paths = expand(spec)
-    index = index_shards(paths, labeled)
+    index = index_shards(paths, labeled, skip_damaged)
     if image_size is None:  # the first image's size, as for a folder
         width, height = open_image(_as_path(ShardFetch(index, 1, 1).read(0))).size
         image_size = (height, width)

@@ -24,6 +24,7 @@ import numpy as np
 from macs_audit.data.npz import NpzArchive, open_npz
 from macs_audit.errors import InputError, UsageError
 from macs_audit.images import IMAGE_SUFFIXES, open_image
+from macs_audit.models.config import MAX_CLASSES  # a label at or above it is an id or a hash
 from macs_audit.models.preprocessing import fit_image
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -31,7 +32,6 @@ FORMATS = ("auto", "builtin", "npz", "cifar", "imagefolder")
 # Where npz files keep class names, in label order: ours, then CIFAR's own (`label_names` of CIFAR-10,
 # `fine_label_names` of CIFAR-100) and the names other exporters use.
 NPZ_CLASS_NAME_KEYS = ("class_names", "label_names", "fine_label_names", "fine_names", "classes")
-MAX_CLASSES = 1_000_000  # a label at or above this is a data error (an id, a hash), not a class index
 UNLABELED = -1  # the label of every image of a source read without labels
 
 
@@ -45,6 +45,9 @@ class Source:
     class_names: list[str]
     fetch: Callable[[np.ndarray], np.ndarray]
     indices: np.ndarray | None = None  # a subset of the underlying set, if any
+    # False where the class names are placeholders (an .npz without names): its classes then meet the model's
+    # outputs by position only (data/label_space.py), never by those names.
+    named: bool = True
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -140,6 +143,7 @@ def load_npz(path: Path, labeled: bool = True) -> Source:
         if names is None:
             k = int(y.max()) + 1 if len(y) else 0
             names = CIFAR10_CLASSES if k <= 10 and k > 0 and len(y) else [str(i) for i in range(k)]
+            return dataclasses.replace(array_source(str(path), "npz", data.read("x"), y, names), named=False)
         return array_source(str(path), "npz", data.read("x"), y, names)
 
 

@@ -240,6 +240,12 @@ def save_checkpoint(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
+def check_resume(checkpoint: Path | None, resume: bool) -> None:
+    """--resume (`resume`) needs the checkpoint it continues."""
+    if resume and (checkpoint is None or not checkpoint.is_file()):
+        raise UsageError(f"--resume: no checkpoint at {checkpoint}; run without --resume to start")
+
+
 def load_checkpoint(path: Path) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -315,8 +321,8 @@ def finetune(
     last_saved = ""  # what the checkpoint on disk holds, for the NaN message
     checkpoint = Path(checkpoint) if checkpoint is not None else None
     if resume:
-        if checkpoint is None or not checkpoint.is_file():
-            raise UsageError(f"--resume: no checkpoint at {checkpoint}; run without --resume to start")
+        check_resume(checkpoint, resume)
+        assert checkpoint is not None
         state = load_checkpoint(checkpoint)
         _check_resumable(state, options, data, checkpoint)
         model.load_state_dict(state["model"])

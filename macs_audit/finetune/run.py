@@ -7,7 +7,9 @@ validation split it held out is folded into the written model (the sidecar and t
 when it beats no temperature on a held-out part of that split (else T = 1, with a warning).
 The other fix is written beside it for comparison: NAME_temperature_only.* is the start model with a
 temperature fitted on the same validation split, audited on the same evaluation data, so the
-before/after table shows whether fine-tuning was worth its cost. Every file is written atomically.
+before/after table shows whether fine-tuning was worth its cost. Every file is written atomically, and
+they land together: a run that fails leaves none of them (but its checkpoint, which --resume continues), and an
+output it was to replace (--force) as it was.
 Under torchrun (`ctx`) every rank trains and audits its shard; rank 0 alone writes. Nothing here
 prints: progress goes to the callback. OUT is checked before anything is loaded: none of its files
 may be an input (the model, its sidecar, the data), and existing outputs are replaced only with
@@ -16,14 +18,15 @@ may be an input (the model, its sidecar, the data), and existing outputs are rep
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 from pathlib import Path
 
 from macs_audit import distributed
-from macs_audit.atomic import write_text
-from macs_audit.audit import AuditOptions, evaluate_view
+from macs_audit.atomic import all_or_nothing, write_text
+from macs_audit.audit import AuditOptions, evaluate_view, sized
 from macs_audit.before_after import (
     AFTER,
     BEFORE,
@@ -39,11 +42,11 @@ from macs_audit.calibrators.selection import choose_on_holdout
 from macs_audit.calibrators.temperature import TemperatureScaling, optimal_temperature, temperature_nll
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_model_data
-from macs_audit.data.sources import Source
+from macs_audit.data.sources import CIFAR10_CLASSES, Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import UsageError
 from macs_audit.finetune.options import FinetuneOptions
-from macs_audit.models.config import sidecar_path
+from macs_audit.inputs import run_inputs, writes_folder
 from macs_audit.models.export import (
     check_writable,
     export_if_possible,
@@ -149,7 +152,9 @@ def contamination_warnings(fit: dict, before: Report, fit_name: str, temperature
     metrics = before.clean.metrics
     reason = contamination(
         fit_accuracy=fit["accuracy"],
+        n_fit=fit["n"],
         eval_accuracy=metrics.get("accuracy"),
+        n_eval=before.data.n,
         eval_confidence=metrics.get("mean_confidence"),
         temperature=fit["fitted_temperature"],
         fit_nll=fit["nll_before"],
@@ -220,19 +225,31 @@ def run_finetune(
     replace an input, existing outputs without `force` or `resume`, or a class count that does not match
     the training data.
     """
-    from macs_audit.finetune.loop import finetune  # torch
+    from macs_audit.finetune.loop import check_resume, finetune  # torch
 
-    inputs = (model, sidecar_path(model), train.path, eval_data.path, *([val_data.path] if val_data else []))
+    arch = flags.get("arch")
+    data = [train.path, eval_data.path, *([val_data.path] if val_data else [])]
+    inputs = run_inputs(models=[(model, arch)], data=data)  # every file read: never replaced, --force or not
     check_folder(out, [CHECKPOINT_FILE], inputs=inputs)
     checkpoint = out / CHECKPOINT_FILE
     if checkpoint.exists() and not resume:
         raise UsageError(
             f"{out} already holds a fine-tuning checkpoint; pass --resume to continue it or choose another --out"
         )
-    check_folder(out, output_names(name), inputs=inputs, force=force or resume)
+    check_resume(checkpoint, resume)  # the user's own request first: before any model loads or is written
+    # A Hugging Face model is written as a folder (NAME, NAME_temperature_only), replaced as a whole.
+    folders = [name, name + BASELINE_SUFFIX] if writes_folder(model, arch) else []
+    check_folder(out, output_names(name), inputs=inputs, force=force or resume, folders=folders)
     predictor = load_torch_predictor(model, flags, device, trust_pickled, debug=debug)
     check_writable(predictor.info["format"])  # a torch.export program, a zero-shot head: before any training
     cfg = predictor.config
+    audit = sized(audit, cfg)  # the validation temperature's batches and the run's record of the audits'
+    if eval_data.path is None and cfg.num_classes not in (None, len(CIFAR10_CLASSES)):
+        raise UsageError(
+            f"the model has {cfg.num_classes} classes and the before/after audit reads the built-in CIFAR-10 test "
+            "set unless --eval-data names another: pass --eval-data with held-out images of the model's classes "
+            "(images it was not trained on, not --data)"
+        )
     options = dataclasses.replace(
         options,
         input_size=tuple(cfg.input_size),
@@ -274,113 +291,117 @@ def run_finetune(
     # From scratch the trained model never sees the split, so only the start model's own T would be unfair.
     folds_it = temperature and not options.from_scratch
     warnings = contamination_warnings(baseline_fit, before, fit_name, folds_it, force_temperature)
-    baseline_weights = weights_path(out, name + BASELINE_SUFFIX, fmt)
-    if ctx.is_main:  # before training, which changes the start model's weights in place
-        out.mkdir(parents=True, exist_ok=True)  # only now: a run that failed before this point leaves no folder
-        scaled, folded_into = with_temperature(predictor.model, baseline_fit["temperature"], fmt, meta, debug)
-        write_weights(scaled, baseline_weights, fmt)
-        calibration = {"method": "temperature", **baseline_fit, "folded_into": folded_into}
-        write_sidecar(
-            baseline_weights.with_suffix(".json"),
-            {**declared, "calibration": {**calibration, "from": model.name, "from_sha256": sha256}},
-        )
-        # Its ONNX export beside it, as the fine-tuned model's: either fix deploys the same way.
-        export_if_possible(scaled, baseline_weights.with_suffix(".onnx"), declared, fmt)
-    if options.from_scratch:  # the start model stays the comparison; training starts from its architecture's init
-        from macs_audit.finetune.scratch import random_initialisation
+    # What it writes lands together: a run that fails from here on leaves none of it (the checkpoint stays, for
+    # --resume), and an output it replaces comes back as it was.
+    written = [out / file for file in [*output_names(name), *folders]]
+    with all_or_nothing(written) if ctx.is_main else contextlib.nullcontext():
+        baseline_weights = weights_path(out, name + BASELINE_SUFFIX, fmt)
+        if ctx.is_main:  # before training, which changes the start model's weights in place
+            out.mkdir(parents=True, exist_ok=True)  # only now; all_or_nothing removes it again on a failure
+            scaled, folded_into = with_temperature(predictor.model, baseline_fit["temperature"], fmt, meta, debug)
+            write_weights(scaled, baseline_weights, fmt)
+            calibration = {"method": "temperature", **baseline_fit, "folded_into": folded_into}
+            write_sidecar(
+                baseline_weights.with_suffix(".json"),
+                {**declared, "calibration": {**calibration, "from": model.name, "from_sha256": sha256}},
+            )
+            # Its ONNX export beside it, as the fine-tuned model's: either fix deploys the same way.
+            export_if_possible(scaled, baseline_weights.with_suffix(".onnx"), declared, fmt)
+        if options.from_scratch:  # the start model stays the comparison; training starts from its architecture's init
+            from macs_audit.finetune.scratch import random_initialisation
 
-        random_initialisation(predictor.model, cfg.arch, train_source.num_classes, options.seed, cfg.model_args)
-    result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
-    # The loop trained predictor.model in place, so the predictor now reads the fine-tuned model.
-    final_fit = (
-        validation_temperature(predictor, val_source, audit.batch_size, progress, fit_name, options.split_seed)
-        if temperature
-        else None
-    )
-    trained = result.model.cpu().eval()
-    weights = weights_path(out, name, fmt)
-    t_final = final_fit["temperature"] if final_fit is not None else None
-    if not ctx.is_main:  # rank 0 writes the outputs; the others join the sharded audit of them
-        distributed.barrier(ctx)
+            random_initialisation(predictor.model, cfg.arch, train_source.num_classes, options.seed, cfg.model_args)
+        result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
+        # The loop trained predictor.model in place, so the predictor now reads the fine-tuned model.
+        final_fit = (
+            validation_temperature(predictor, val_source, audit.batch_size, progress, fit_name, options.split_seed)
+            if temperature
+            else None
+        )
+        trained = result.model.cpu().eval()
+        weights = weights_path(out, name, fmt)
+        t_final = final_fit["temperature"] if final_fit is not None else None
+        if not ctx.is_main:  # rank 0 writes the outputs; the others join the sharded audit of them
+            distributed.barrier(ctx)
+            after = audit_file(weights, {}, AFTER)
+            baseline = audit_file(baseline_weights, {}, TEMPERATURE_ONLY)
+            return FinetuneRun(
+                weights, None, None, before, after, None, title, t_final, baseline, baseline_fit["temperature"]
+            )
+        folded_into = None
+        if t_final is not None:
+            trained, folded_into = with_temperature(trained, t_final, fmt, meta, debug)
+        write_weights(trained, weights, fmt)
+        summary = {
+            "objective": options.objective,
+            "from": model.name,
+            "from_sha256": sha256,
+            "steps": result.steps,
+            "final_val": result.history[-1]["val"] if result.history else None,  # before the temperature
+            "temperature": t_final,  # folded into these weights; null: none (--no-temperature)
+        }
+        sidecar = {**declared, "finetune": summary}
+        if final_fit is not None:
+            sidecar["calibration"] = {"method": "temperature", **final_fit, "folded_into": folded_into}
+        write_sidecar(out / f"{name}.json", sidecar)
+        onnx_skipped = export_if_possible(trained, out / f"{name}.onnx", declared, fmt)
+        onnx_path = None if onnx_skipped else out / f"{name}.onnx"
+        write_text(
+            out / RUN_CONFIG_FILE,
+            json.dumps(
+                {
+                    "options": options.to_dict(),
+                    "model": {**meta, "from": str(model), "from_sha256": sha256, "format": fmt},
+                    "data": {"source": train_source.name, "n": len(train_source), **train_info},
+                    "split": result.split,
+                    "eval_data": {"source": eval_source.name, "n": len(eval_source), **eval_info},
+                    "audit": {
+                        "batch_size": audit.batch_size,
+                        "bootstrap": audit.bootstrap,
+                        "calibration_split": audit.calibration_split,
+                        "seed": audit.seed,
+                        "perturbations": list(audit.perturbations),
+                        "sensitivity_samples": audit.sensitivity_samples,
+                        "corruptions": list(audit.corruptions),
+                        "severities": list(audit.severities),
+                    },
+                    "steps": result.steps,
+                    "temperature": final_fit,
+                    "temperature_only": {**baseline_fit, "model": baseline_weights.name},
+                    "resumed_from_epoch": result.resumed_from_epoch,
+                    "resumed_from_step": result.resumed_from_step,
+                    "history": result.history,
+                    "seconds_this_run": round(time.time() - started, 1),
+                },
+                indent=2,
+            )
+            + "\n",
+        )
+        distributed.barrier(ctx)  # the weights are written before the other ranks read them
         after = audit_file(weights, {}, AFTER)
         baseline = audit_file(baseline_weights, {}, TEMPERATURE_ONLY)
-        return FinetuneRun(
-            weights, None, None, before, after, None, title, t_final, baseline, baseline_fit["temperature"]
-        )
-    folded_into = None
-    if t_final is not None:
-        trained, folded_into = with_temperature(trained, t_final, fmt, meta, debug)
-    write_weights(trained, weights, fmt)
-    summary = {
-        "objective": options.objective,
-        "from": model.name,
-        "from_sha256": sha256,
-        "steps": result.steps,
-        "final_val": result.history[-1]["val"] if result.history else None,  # before the temperature
-        "temperature": t_final,  # folded into these weights; null: none (--no-temperature)
-    }
-    sidecar = {**declared, "finetune": summary}
-    if final_fit is not None:
-        sidecar["calibration"] = {"method": "temperature", **final_fit, "folded_into": folded_into}
-    write_sidecar(out / f"{name}.json", sidecar)
-    onnx_skipped = export_if_possible(trained, out / f"{name}.onnx", declared, fmt)
-    onnx_path = None if onnx_skipped else out / f"{name}.onnx"
-    write_text(
-        out / RUN_CONFIG_FILE,
-        json.dumps(
-            {
-                "options": options.to_dict(),
-                "model": {**meta, "from": str(model), "from_sha256": sha256, "format": fmt},
-                "data": {"source": train_source.name, "n": len(train_source), **train_info},
-                "split": result.split,
-                "eval_data": {"source": eval_source.name, "n": len(eval_source), **eval_info},
-                "audit": {
-                    "batch_size": audit.batch_size,
-                    "bootstrap": audit.bootstrap,
-                    "calibration_split": audit.calibration_split,
-                    "seed": audit.seed,
-                    "perturbations": list(audit.perturbations),
-                    "sensitivity_samples": audit.sensitivity_samples,
-                    "corruptions": list(audit.corruptions),
-                    "severities": list(audit.severities),
-                },
-                "steps": result.steps,
-                "temperature": final_fit,
-                "temperature_only": {**baseline_fit, "model": baseline_weights.name},
-                "resumed_from_epoch": result.resumed_from_epoch,
-                "resumed_from_step": result.resumed_from_step,
-                "history": result.history,
-                "seconds_this_run": round(time.time() - started, 1),
-            },
-            indent=2,
-        )
-        + "\n",
-    )
-    distributed.barrier(ctx)  # the weights are written before the other ranks read them
-    after = audit_file(weights, {}, AFTER)
-    baseline = audit_file(baseline_weights, {}, TEMPERATURE_ONLY)
-    t0 = baseline_fit["temperature"]
-    contaminated = bool(warnings)
-    warnings += [  # a T that does not beat no temperature on a held-out part of its data is not folded
-        f"the temperature fitted on the {fit_name} ({label}, T = {fit['fitted_temperature']:.3f}) is not folded "
-        f"(T = 1): {fit['kept_uncalibrated']}; fit it on more held-out data (--val-data)"
-        for label, fit in (("start model", baseline_fit), ("trained model", final_fit))
-        if fit is not None and fit["kept_uncalibrated"]
-    ]
-    fixes = (
-        []
-        if contaminated
-        else [  # no "which fix" comparison built on a temperature fitted on memorised data
-            Fix("start model", before),
-            Fix(f"temperature scaling only, T = {t0:.3f}", baseline),
-            Fix(
-                f"{options.objective} {training}" + (f" + T = {t_final:.3f}" if t_final is not None else ", no T"),
-                after,
-            ),
+        t0 = baseline_fit["temperature"]
+        contaminated = bool(warnings)
+        warnings += [  # a T that does not beat no temperature on a held-out part of its data is not folded
+            f"the temperature fitted on the {fit_name} ({label}, T = {fit['fitted_temperature']:.3f}) is not folded "
+            f"(T = 1): {fit['kept_uncalibrated']}; fit it on more held-out data (--val-data)"
+            for label, fit in (("start model", baseline_fit), ("trained model", final_fit))
+            if fit is not None and fit["kept_uncalibrated"]
         ]
-    )
-    comparison = write_before_after(out, before, after, title, fixes, outputs)
-    write_text(out / TEMPERATURE_ONLY_FILE, baseline.to_json())
-    return FinetuneRun(
-        weights, onnx_path, onnx_skipped, before, after, comparison, title, t_final, baseline, t0, fixes, warnings
-    )
+        fixes = (
+            []
+            if contaminated
+            else [  # no "which fix" comparison built on a temperature fitted on memorised data
+                Fix("start model", before),
+                Fix(f"temperature scaling only, T = {t0:.3f}", baseline),
+                Fix(
+                    f"{options.objective} {training}" + (f" + T = {t_final:.3f}" if t_final is not None else ", no T"),
+                    after,
+                ),
+            ]
+        )
+        comparison = write_before_after(out, before, after, title, fixes, outputs)
+        write_text(out / TEMPERATURE_ONLY_FILE, baseline.to_json())
+        return FinetuneRun(
+            weights, onnx_path, onnx_skipped, before, after, comparison, title, t_final, baseline, t0, fixes, warnings
+        )

@@ -52,6 +52,9 @@ RANDOMISED = ("aps", "raps")
 DEFAULT_COVERAGE = 0.9
 DEFAULT_SEED = 0  # the randomised scores' seed where the caller gives none
 RAPS_PENALTIES = (0.001, 0.01, 0.1, 0.2, 0.5)  # the paper's grid for its size-optimising penalty
+# A given --raps penalty's ceiling: above 1 one rank past k_reg already costs more than all the probability, so
+# larger ones change nothing but could overflow (penalty x rank) to inf.
+MAX_RAPS_PENALTY = 100.0
 RAPS_TUNING_FRACTION = 0.3  # of the calibration part, for k_reg and the penalty (the paper's pct_paramtune)
 INTERVAL_LEVEL = 0.95
 CONVENTION = (

@@ -64,6 +64,9 @@ class Metric:
     # so a statistic of the logit vector is then one of log p ("" where the label holds either way).
     on_probabilities: str = ""
     interval: str = ""  # where its section holds its 95% interval, for a metric outside the views
+    # A temperature alone moves it (logit scale: margins, norms, L^, the fitted T; set sizes at a fixed
+    # coverage): `compare` shows its change but never counts it better or worse (docs/gate.md).
+    scale_dependent: bool = False
 
     @property
     def report_key(self) -> str:

@@ -64,3 +64,23 @@ def per_class_stats(
             }
         )
     return rows
+
+
+def prediction_spread(logits: np.ndarray, class_names: list[str] | None = None) -> dict:
+    """What the model predicts, whatever the labels: {classes_predicted, top_class, top_class_name,
+    top_class_share, confidence_min, confidence_max}. A model that predicts one class for every image, or
+    gives every image the same confidence, scores at chance however well its confidences match its accuracy
+    (reports/summary.py names both as problems)."""
+    probabilities, _ = softmax64(logits)
+    predicted = probabilities.argmax(axis=1)
+    confidence = probabilities.max(axis=1)
+    counts = np.bincount(predicted, minlength=probabilities.shape[1])
+    top = int(counts.argmax())
+    return {
+        "classes_predicted": int((counts > 0).sum()),
+        "top_class": top,
+        "top_class_name": class_names[top] if class_names and top < len(class_names) else None,
+        "top_class_share": float(counts[top] / len(predicted)),
+        "confidence_min": float(confidence.min()),
+        "confidence_max": float(confidence.max()),
+    }

@@ -39,6 +39,8 @@ def _conformal(
     shown: str | None = None,  # the method as tables name it (CONFORMAL_METHOD_LABELS; default: its key in capitals)
 ) -> Metric:
     shown = shown or method.upper()
+    # A set's size at a fixed coverage follows the probabilities' sharpness, which a temperature alone
+    # rescales; what the sets guarantee, coverage, is judged against its target.
     return Metric(
         name,
         f"{label} ({shown})",
@@ -49,6 +51,7 @@ def _conformal(
         key=f"{'corruption_mean' if 'corruptions' in name else 'methods'}.{method}.{key}",
         named=f"conformal {label} ({shown})",
         made_by=made_by,
+        scale_dependent=key == "mean_set_size",
     )
 
 
@@ -129,15 +132,22 @@ METRICS: dict[str, Metric] = {
         ),
         _clean("nll", "NLL", unit=Unit.NATS, higher_is_better=False, gate=True),
         _clean("brier", "Brier", unit=Unit.NUMBER, higher_is_better=False, gate=True),
-        _clean("mean_confidence", "mean confidence", unit=Unit.FRACTION, higher_is_better=None),
-        _clean("mean_margin", "mean logit margin", unit=Unit.NUMBER, higher_is_better=True),
-        _clean("frac_margin_below_target", "margin < target", unit=Unit.FRACTION, higher_is_better=False),
+        _clean("mean_confidence", "mean confidence", unit=Unit.FRACTION, higher_is_better=None, scale_dependent=True),
+        _clean("mean_margin", "mean logit margin", unit=Unit.NUMBER, higher_is_better=True, scale_dependent=True),
+        _clean(
+            "frac_margin_below_target",
+            "margin < target",
+            unit=Unit.FRACTION,
+            higher_is_better=False,
+            scale_dependent=True,
+        ),
         _clean(
             "mean_logit_norm",
             "mean ||z||_2",
             unit=Unit.NUMBER,
             higher_is_better=None,
             on_probabilities="mean ||log p||_2",
+            scale_dependent=True,
         ),
         _clean(
             "mean_max_logit",
@@ -145,6 +155,7 @@ METRICS: dict[str, Metric] = {
             unit=Unit.NUMBER,
             higher_is_better=None,
             on_probabilities="mean max log p",
+            scale_dependent=True,
         ),
         # report.temperature_scaling (its raw and scaled metrics are the clean ones above).
         _temperature(
@@ -153,6 +164,7 @@ METRICS: dict[str, Metric] = {
             unit=Unit.NUMBER,
             higher_is_better=None,
             made_by="--calibration-split F, F > 0",
+            scale_dependent=True,
         ),
         # report.robustness; robust_ece is the robust view's ECE.
         _robustness(
@@ -192,6 +204,7 @@ METRICS: dict[str, Metric] = {
             key="sensitivity.lipschitz",
             note="margin change per unit pixel L2",
             made_by=_SENSITIVITY,
+            scale_dependent=True,
         ),
         # report.corruption_summary.
         _corruption(

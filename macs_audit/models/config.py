@@ -10,11 +10,14 @@ where each key came from, and the CIFAR-10 default warns unless the model is kno
 import dataclasses
 import json
 import math
+import numbers
+import reprlib
 from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models.preprocessing import CROP_OFFSETS, INTERPOLATIONS
+from macs_audit.models.sources import read_small_file
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -28,6 +31,10 @@ RESERVED_MODEL_ARGS = ("num_classes", "pretrained", "pretrained_cfg", "pretraine
 # a batch of 500 of them 94 GiB. Image classifiers take 32 to about 1000 pixels a side; a size far beyond
 # (a typo, a hostile metadata entry) fails here, before anything is allocated.
 MAX_INPUT_SIDE = 4096
+# The most classes a model (or a data set: a label is below it) may have. The class count sizes the model's last
+# layer and every (images, classes) array, so a hostile count (10**12) would be an allocation of terabytes;
+# the largest classifiers have tens of thousands (ImageNet-21k: 21,841), and a larger label is an id or a hash.
+MAX_CLASSES = 1_000_000
 # Keys a sidecar / metadata may set, with what they mean (documented in the README).
 KEYS = {
     "arch": "timm architecture name for a state dict / safetensors checkpoint",
@@ -97,6 +104,12 @@ class ModelConfig:
         """Which of mean and std were set by nobody (flag, sidecar or metadata): CIFAR-10's built-in values."""
         return [key for key in ("mean", "std") if key not in self.sources]
 
+    def known_to_fit_cifar10(self) -> bool:
+        """Whether CIFAR-10's built-in mean/std are taken to fit the model: its own description says it is a
+        10-class CIFAR-10 classifier at 32x32 (`fits_cifar10`), and nothing set another class count or size."""
+        other_classes = self.num_classes is not None and self.num_classes != 10
+        return self.fits_cifar10 and not other_classes and tuple(self.input_size) == (32, 32)
+
     def normalisation_warning(self) -> str | None:
         """Why CIFAR-10's built-in mean/std are likely wrong for this model, or None.
 
@@ -106,7 +119,7 @@ class ModelConfig:
         defaulted = self.default_normalisation()
         other_classes = self.num_classes is not None and self.num_classes != 10
         other_size = tuple(self.input_size) != (32, 32)
-        if not defaulted or (self.fits_cifar10 and not (other_classes or other_size)):
+        if not defaulted or self.known_to_fit_cifar10():
             return None
         size = f"{self.input_size[0]}x{self.input_size[1]} input"
         if other_classes:
@@ -144,13 +157,32 @@ def read_sidecar(model_path: str | Path) -> dict[str, Any]:
     path = sidecar_path(model_path)
     if not path.is_file():
         return {}
+    return read_settings(path)
+
+
+def read_settings(path: Path, what: str = "sidecar") -> dict[str, Any]:
+    """The KEYS a sidecar-shaped JSON file sets (other keys, such as a written model's `training`, ignored);
+    `what` names the file in messages ("sidecar", "--reference-config")."""
     try:
-        data = _json(path.read_text())
+        data = _json(read_small_file(path, f"{what} {path}"))
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read sidecar {path}: {exc}") from None
+        raise InputError(f"cannot read {what} {path}: {exc}") from None
     if not isinstance(data, dict):
-        raise InputError(f"sidecar {path} must hold a JSON object")
+        raise InputError(f"{what} {path} must hold a JSON object")
     return {k: v for k, v in data.items() if k in KEYS}
+
+
+def read_reference_config(path: Path) -> dict[str, Any]:
+    """The settings `evaluate --reference-config FILE` gives the reference model: a sidecar JSON, checked as
+    one (a bad value names the key and --reference-config), the values normalised as the config holds them."""
+    settings = read_settings(path, REFERENCE_CONFIG)
+    if not settings:
+        raise UsageError(
+            f"{REFERENCE_CONFIG} {path} sets no model setting: give the reference's as a sidecar does "
+            '(e.g. {"mean": [...], "std": [...]})'
+        )
+    cfg = resolve({}, {}, settings, metadata_origin=REFERENCE_CONFIG)
+    return {key: getattr(cfg, key) for key in settings}
 
 
 def parse_metadata(props: dict[str, str]) -> dict[str, Any]:
@@ -170,10 +202,15 @@ def encode_metadata(meta: dict[str, Any]) -> dict[str, str]:
 
 
 def resolve(
-    flags: dict[str, Any], sidecar: dict[str, Any], metadata: dict[str, Any], metadata_origin: str = "metadata"
+    flags: dict[str, Any],
+    sidecar: dict[str, Any],
+    metadata: dict[str, Any],
+    metadata_origin: str = "metadata",
+    metadata_file: Path | None = None,
 ) -> ModelConfig:
     """Merge the three layers into a validated ModelConfig. `metadata` is the model's own description, and
-    `metadata_origin` where it was read ("metadata": ONNX properties; "preprocessor_config.json", ...)."""
+    `metadata_origin` where it was read ("metadata": ONNX properties; "preprocessor_config.json", ...);
+    `metadata_file`, the file it was read from, is what a message about one of its values names."""
     cfg = ModelConfig()
     for origin, layer in (("default", {}), (metadata_origin, metadata), ("sidecar", sidecar), ("flag", flags)):
         for key, value in layer.items():
@@ -181,67 +218,56 @@ def resolve(
                 continue
             setattr(cfg, key, value)
             cfg.sources[key] = origin
-    return _validate(cfg)
+    return _validate(cfg, {metadata_origin: str(metadata_file)} if metadata_file is not None else {})
 
 
-ORIGINS = {"flag": "--{key}", "sidecar": "the model's sidecar", "metadata": "the model's ONNX metadata"}
+REFERENCE_CONFIG = "--reference-config"  # evaluate's file of the reference model's settings (a sidecar JSON)
+ORIGINS = {
+    "flag": "--{key}",
+    "sidecar": "the model's sidecar",
+    "metadata": "the model's ONNX metadata",
+    REFERENCE_CONFIG: REFERENCE_CONFIG,
+}
 
 
-def _origin(cfg: ModelConfig, key: str) -> str:
-    """Where `key` of `cfg` was set, as a message names it: --input-size, the model's sidecar, ..."""
+def _origin(cfg: ModelConfig, key: str, files: dict[str, str]) -> str:
+    """Where `key` of `cfg` was set, as a message names it: --input-size, the model's sidecar, a folder's
+    config.json by its path (`files`: origin -> the file read), ..."""
     source = cfg.sources.get(key, "")
+    if source in files:
+        return files[source]
     if source and source not in ORIGINS:
         return f"the model's {source}"
     return ORIGINS.get(source, "the defaults").format(key=key.replace("_", "-"))
 
 
-def _validate(cfg: ModelConfig) -> ModelConfig:
+def _validate(cfg: ModelConfig, files: dict[str, str]) -> ModelConfig:
     """Check and normalise every key, one at a time: a bad value is a UsageError that names the key, the value
-    and where it was set (a flag, the sidecar or the ONNX metadata)."""
+    and where it was set (a flag, the sidecar, the ONNX metadata or the model folder's file)."""
+
+    def where(key: str) -> str:
+        return _origin(cfg, key, files)
 
     def fail(key: str, expected: str) -> UsageError:
-        return UsageError(f"{key} must be {expected}, got {getattr(cfg, key)!r} from {_origin(cfg, key)}")
+        return config_error(key, getattr(cfg, key), expected, where(key))
 
-    size = cfg.input_size
-    try:
-        if isinstance(size, (int, float)) and not isinstance(size, bool):
-            size = (size, size)
-        if isinstance(size, (str, bytes)) or len(size) != 2 or not all(_is_whole(v) for v in size):
-            raise TypeError
-        cfg.input_size = (int(size[0]), int(size[1]))
-    except (TypeError, ValueError):
-        raise fail("input_size", "[height, width] (or one number)") from None
-    if min(cfg.input_size) < 1:
-        raise UsageError(f"input_size must be positive, got {list(cfg.input_size)} from {_origin(cfg, 'input_size')}")
-    check_input_size(cfg.input_size, _origin(cfg, "input_size"))
+    cfg.input_size = image_size("input_size", cfg.input_size, where("input_size"))
     for key in ("mean", "std"):
-        try:
-            values = tuple(_finite(v) for v in getattr(cfg, key))
-        except (TypeError, ValueError):
-            raise fail(key, "a list of finite numbers, one per channel") from None
-        setattr(cfg, key, values)
-    if len(cfg.mean) != len(cfg.std) or not cfg.mean or any(s <= 0 for s in cfg.std):
+        setattr(cfg, key, channel_values(key, getattr(cfg, key), where(key)))
+    if len(cfg.mean) != len(cfg.std) or any(s <= 0 for s in cfg.std):
         raise UsageError("mean and std need one value per channel, and std must be positive")
     if cfg.num_classes is not None:
-        if not _is_whole(cfg.num_classes):
-            raise fail("num_classes", "a whole number")
-        cfg.num_classes = int(cfg.num_classes)
-        if cfg.num_classes < 2:
-            origin = _origin(cfg, "num_classes")
-            raise UsageError(f"num_classes must be at least 2, got {cfg.num_classes} from {origin}")
+        cfg.num_classes = class_count("num_classes", cfg.num_classes, where("num_classes"))
+    if cfg.class_names is not None:  # their count against the model's is the loader's to check, with its message
+        cfg.class_names = class_names("class_names", cfg.class_names, where("class_names"), None)
     if cfg.crop_pct is not None:
-        try:
-            cfg.crop_pct = _finite(cfg.crop_pct)
-        except (TypeError, ValueError):
-            raise fail("crop_pct", "a number in (0, 1]") from None
-        if not 0 < cfg.crop_pct <= 1:
-            raise UsageError(f"crop_pct must be in (0, 1], got {cfg.crop_pct}")
+        cfg.crop_pct = crop_fraction("crop_pct", cfg.crop_pct, where("crop_pct"))
     if cfg.interpolation is not None and cfg.interpolation not in INTERPOLATIONS:
         raise fail("interpolation", f"one of {', '.join(INTERPOLATIONS)}")
     if cfg.crop_offset not in CROP_OFFSETS:
         raise fail("crop_offset", f"one of {', '.join(CROP_OFFSETS)}")
     if cfg.output not in OUTPUT_KINDS:
-        raise UsageError(f"output must be one of {', '.join(OUTPUT_KINDS)}, got {cfg.output!r}")
+        raise UsageError(f"output must be one of {', '.join(OUTPUT_KINDS)}, got {shown(cfg.output)}")
     if cfg.model_args is not None:
         if not isinstance(cfg.model_args, dict) or not all(isinstance(k, str) for k in cfg.model_args):
             raise fail("model_args", "a JSON object of the architecture's keyword arguments")
@@ -251,7 +277,7 @@ def _validate(cfg: ModelConfig) -> ModelConfig:
     if cfg.arch is not None and not isinstance(cfg.arch, str):
         origin = cfg.sources.get("arch", "flag")
         raise UsageError(
-            f"arch must be a timm architecture name (a string), got {cfg.arch!r} from the model's {origin}"
+            f"arch must be a timm architecture name (a string), got {shown(cfg.arch)} from the model's {origin}"
         )
     return cfg
 
@@ -266,17 +292,131 @@ def check_input_size(size: tuple[int, int], origin: str) -> tuple[int, int]:
     return size
 
 
-def _is_whole(value: Any) -> bool:
-    """An integer, or a float or string that is one (JSON and flags may carry 32 as 32.0 or "32")."""
+# The checks of one configuration value, wherever it is read (a flag, a sidecar, ONNX metadata, a model folder's
+# config.json or preprocessor_config.json): each returns the value normalised, or raises the UsageError
+# `config_error` words, which names the key as the file spells it and where it was read.
+
+# A value as a message quotes it: a hostile one may be a list of millions, or nested a thousand deep.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong, _SHOWN.maxlevel = 40, 40, 40, 3
+
+
+def shown(value: Any) -> str:
+    """`value`'s repr, cut short: what a message quotes of a configuration value."""
+    return _SHOWN.repr(value)
+
+
+def config_error(key: str, value: Any, expected: str, origin: str) -> UsageError:
+    """The one message for a configuration value that does not fit: '{key} must be {expected}, got {value}
+    from {origin}'."""
+    return UsageError(f"{key} must be {expected}, got {shown(value)} from {origin}")
+
+
+def whole_number(key: str, value: Any, origin: str, low: int | None = None, high: int | None = None) -> int:
+    """`value` as an int (JSON may carry 32 as 32.0 or "32"), from `low` to `high`."""
+    number = _whole(value)
+    if number is None:
+        raise config_error(key, value, "a whole number", origin)
+    if low is not None and number < low:
+        raise UsageError(f"{key} must be at least {low}, got {shown(value)} from {origin}")
+    if high is not None and number > high:
+        raise UsageError(f"{key} must be at most {high:,}, got {shown(value)} from {origin}")
+    return number
+
+
+def class_count(key: str, value: Any, origin: str) -> int:
+    """A model's number of classes: a whole number from 2 to MAX_CLASSES, checked before anything of that size
+    (a classifier layer, an array of outputs) is allocated."""
+    number = whole_number(key, value, origin, low=2)
+    if number > MAX_CLASSES:
+        raise UsageError(
+            f"{key} must be at most {MAX_CLASSES:,} (the most classes a model may have), got {shown(value)} "
+            f"from {origin}"
+        )
+    return number
+
+
+def class_names(key: str, value: Any, origin: str, count: int | None) -> list[str]:
+    """Class names in label order: a list of strings, one per class when the class count (`count`) is known."""
+    one_each = f", one for each of the {count} classes" if count is not None else ""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise config_error(key, value, f"a list of class names{one_each}", origin)
+    if len(value) > MAX_CLASSES or (count is not None and len(value) != count):
+        raise UsageError(f"{key} must be a list of class names{one_each}, got {len(value):,} names from {origin}")
+    return list(value)
+
+
+def finite_number(key: str, value: Any, origin: str) -> float:
+    """`value` as a finite float (JSON accepts NaN and Infinity, which mean no setting)."""
+    try:
+        return _finite(value)
+    except (TypeError, ValueError, OverflowError):
+        raise config_error(key, value, "a finite number", origin) from None
+
+
+def crop_fraction(key: str, value: Any, origin: str) -> float:
+    """A centre crop's share of the resized image (timm's crop_pct): a number in (0, 1]."""
+    try:
+        number = _finite(value)
+    except (TypeError, ValueError, OverflowError):
+        raise config_error(key, value, "a number in (0, 1]", origin) from None
+    if not 0 < number <= 1:
+        raise config_error(key, value, "in (0, 1]", origin)
+    return number
+
+
+def channel_values(key: str, value: Any, origin: str) -> tuple[float, ...]:
+    """Per-channel values (mean, std): a non-empty list of finite numbers."""
+    try:
+        if not isinstance(value, (list, tuple)) or not value:
+            raise TypeError(value)
+        return tuple(_finite(v) for v in value)
+    except (TypeError, ValueError, OverflowError):
+        raise config_error(key, value, "a list of finite numbers, one per channel", origin) from None
+
+
+def image_size(key: str, value: Any, origin: str, channels: bool = False) -> tuple[int, int]:
+    """(height, width) of `value`: [height, width] or one number (timm's [channels, height, width] where
+    `channels`), each side a whole number from 1 to MAX_INPUT_SIDE."""
+    sides: list[Any] = []
+    if channels:
+        if isinstance(value, (list, tuple)) and len(value) == 3 and _whole(value[0]) is not None:
+            sides = list(value[1:])
+    elif isinstance(value, (list, tuple)) and len(value) == 2:
+        sides = list(value)
+    elif _whole(value) is not None:
+        sides = [value, value]
+    whole = [_whole(v) for v in sides]
+    if len(whole) != 2 or whole[0] is None or whole[1] is None:
+        expected = "[channels, height, width]" if channels else "[height, width] (or one number)"
+        raise config_error(key, value, f"{expected} in whole numbers" if channels else expected, origin)
+    size = (whole[0], whole[1])
+    if min(size) < 1:
+        raise UsageError(f"{key} must be positive, got {list(size)} from {origin}")
+    return check_input_size(size, origin)
+
+
+def switch(key: str, value: Any, origin: str) -> bool:
+    """A JSON true or false (null reads as false, as the library that wrote it reads it)."""
+    if value is not None and not isinstance(value, bool):
+        raise config_error(key, value, "true or false", origin)
+    return bool(value)
+
+
+def _whole(value: Any) -> int | None:
+    """`value` as an int, for an integer or a float or string that is one (JSON and flags may carry 32 as 32.0 or
+    "32"); None for anything else (a bool, a fraction, NaN, infinity, a list)."""
     if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if not isinstance(value, (numbers.Real, str)):
+        return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        return False
-    return math.isfinite(number) and number == int(number)
+    except (ValueError, OverflowError):
+        return None
+    return int(number) if math.isfinite(number) and number == int(number) else None
 
 
 def _finite(value: Any) -> float:

@@ -1,15 +1,16 @@
 """Write models: safetensors weights, sidecar JSON, single-file ONNX with our metadata, and checkpoint export."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from macs_audit.atomic import atomic_path, write_text
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models.backend import one_line
-from macs_audit.models.config import encode_metadata, sidecar_path
+from macs_audit.models.config import encode_metadata
 from macs_audit.models.predictor import ONNX_SUFFIXES, load_torch_predictor
-from macs_audit.outputs import check_file
+from macs_audit.outputs import Inputs, check_file
 
 # Node metadata keys the dynamo exporter fills with stack traces, source paths and module names
 # of the machine that built the model; an exported file must not carry them.
@@ -136,16 +137,21 @@ def export_checkpoint(
     debug: bool = False,
     force: bool = False,
     class_prompts: Path | None = None,
+    on_warning: Callable[[str], None] | None = None,
+    inputs: Inputs = (),
 ) -> Path:
     """Export a PyTorch checkpoint to one ONNX file (`out`, default: CHECKPOINT with .onnx) with its metadata.
-    `debug` lets the libraries' warnings through while the checkpoint loads. The output is checked first:
-    never the checkpoint or its sidecar; an existing file only with `force`. `class_prompts`: an OpenCLIP
-    model's classes and templates, whose text embeddings the exported graph then holds as its classifier."""
+    `debug` lets the libraries' warnings through while the checkpoint loads. The output is checked first: never
+    one of the run's `inputs` (inputs.run_inputs: the checkpoint, its sidecar or folder, the hub cache's files of
+    an hf-hub: --arch, `class_prompts`, a build's data); an existing file only with `force`.
+    `class_prompts`: an OpenCLIP model's classes and templates, whose text embeddings the exported graph then
+    holds as its classifier.
+    `on_warning` hears what `evaluate` warns of the model (CIFAR-10's mean/std on a model that declares none)."""
     if checkpoint.suffix.lower() in ONNX_SUFFIXES:
         raise UsageError(f"{checkpoint} is already an ONNX model")
     check_opset(opset)
     path = out or checkpoint.with_suffix(".onnx")
-    check_file(path, inputs=(checkpoint, sidecar_path(checkpoint)), option="--out", force=force)
+    check_file(path, inputs=inputs, option="--out", force=force)  # never an input, --force or not
     predictor = load_torch_predictor(checkpoint, flags, "cpu", trust_pickled, debug=debug, class_prompts=class_prompts)
     if predictor.info["format"] == "torchscript":
         raise InputError(
@@ -159,6 +165,9 @@ def export_checkpoint(
         meta.pop("output")
     sources = {k: v for k, v in predictor.config.declared_sources().items() if k in meta}
     export_onnx(predictor.model.cpu().eval(), path, meta, opset=opset, sources=sources)
+    if on_warning is not None:
+        for message in predictor.info.get("warnings", []):
+            on_warning(message)
     return path
 
 

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from macs_audit.errors import InputError
+from macs_audit.errors import InputError, UsageError
 from macs_audit.models import config as model_config
 from macs_audit.models.preprocessing import PIL_RESAMPLE
 from macs_audit.models.sources import HF_TRANSFORMERS, read_folder_config, read_json_object, require, weights_file
@@ -27,54 +27,91 @@ def processor_preprocessing(folder: Path) -> dict[str, Any]:
     """The ModelConfig keys `folder`'s preprocessor_config.json declares ({} without one): input_size from
     size (height/width: resized whole; shortest_edge with crop_pct, or with crop_size and do_center_crop: the
     shorter side and a centre crop), interpolation from resample, mean/std from image_mean/image_std
-    (0 and 1 when do_normalize is false). A rescale other than 1/255 is refused rather than guessed."""
+    (0 and 1 when do_normalize is false). Each value is checked as it is read (one of the wrong type is a
+    UsageError naming the key and the file); a rescale other than 1/255 is refused rather than guessed."""
     path = folder / PROCESSOR_FILE
     if not path.is_file():
         return {}
     spec = read_json_object(path)
+    origin = str(path)
+
+    def switch(key: str, default: bool) -> bool:
+        return model_config.switch(key, spec.get(key, default), origin)
+
+    def side(key: str, value: Any) -> int:
+        return model_config.whole_number(key, value, origin, low=1, high=model_config.MAX_INPUT_SIDE)
+
     out: dict[str, Any] = {}
-    if spec.get("do_rescale", True) and abs(float(spec.get("rescale_factor", UNIT_RESCALE)) - UNIT_RESCALE) > 1e-9:
-        raise InputError(f"{path}: rescale_factor {spec['rescale_factor']} (only 1/255 is supported)")
-    if not spec.get("do_rescale", True):
+    if not switch("do_rescale", True):
         raise InputError(f"{path}: do_rescale false (pixels in 0-255) is not supported")
+    rescale = model_config.finite_number("rescale_factor", spec.get("rescale_factor", UNIT_RESCALE), origin)
+    if abs(rescale - UNIT_RESCALE) > 1e-9:
+        raise InputError(f"{path}: rescale_factor {rescale} (only 1/255 is supported)")
     size, crop = spec.get("size"), spec.get("crop_size")
-    if isinstance(size, int):
-        size = {"shortest_edge": size}
-    if spec.get("do_resize", True) and isinstance(size, dict):
-        if "height" in size and "width" in size:
-            out["input_size"] = [size["height"], size["width"]]
-        elif "shortest_edge" in size:
-            short = int(size["shortest_edge"])
+    if switch("do_resize", True) and size is not None:
+        if isinstance(size, dict) and ("height" in size or "width" in size):
+            out["input_size"] = [side(f"size.{key}", size.get(key)) for key in ("height", "width")]
+        elif not isinstance(size, dict) or "shortest_edge" in size:  # one number is the shorter side too
+            short = side("size.shortest_edge", size["shortest_edge"]) if isinstance(size, dict) else side("size", size)
             if spec.get("crop_pct") is not None:  # ConvNeXt's processor: shorter side short / crop_pct, crop short
-                out["input_size"], out["crop_pct"] = [short, short], spec["crop_pct"]
-            elif spec.get("do_center_crop") and isinstance(crop, dict) and "height" in crop:
-                out["input_size"] = [crop["height"], crop["width"]]
-                out["crop_pct"] = min(crop["height"], crop["width"]) / short
+                crop_pct = model_config.crop_fraction("crop_pct", spec["crop_pct"], origin)
+                out["input_size"], out["crop_pct"] = [short, short], crop_pct
+            elif switch("do_center_crop", False) and crop is not None:
+                if isinstance(crop, dict):
+                    height, width = (side(f"crop_size.{key}", crop.get(key)) for key in ("height", "width"))
+                else:  # one number: a square
+                    height = width = side("crop_size", crop)
+                out["input_size"] = [height, width]
+                out["crop_pct"] = min(height, width) / short
             else:
                 raise InputError(f"{path}: a shortest_edge resize without a centre crop gives images of many sizes")
+        else:
+            expected = "{height, width}, {shortest_edge} or one number"
+            raise model_config.config_error("size", size, expected, origin)
     resample = spec.get("resample")
     if resample is not None:
+        if isinstance(resample, bool) or not isinstance(resample, int):
+            expected = "one of 0, 2 or 3 (PIL's nearest, bilinear, bicubic)"
+            raise model_config.config_error("resample", resample, expected, origin)
         if resample not in PIL_RESAMPLE:
             raise InputError(f"{path}: resample {resample} is not one macs-audit resizes with (0, 2 or 3)")
         out["interpolation"] = PIL_RESAMPLE[resample]
-    if spec.get("do_normalize", True):
+    if switch("do_normalize", True):
         for ours, theirs in (("mean", "image_mean"), ("std", "image_std")):
             if spec.get(theirs) is not None:
-                out[ours] = spec[theirs]
+                out[ours] = list(model_config.channel_values(theirs, spec[theirs], origin))
     else:
         out["mean"], out["std"] = [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]
     return out
 
 
-def class_names(id2label: Any, num_labels: int) -> list[str] | None:
-    """The config's id2label in label order, unless it is transformers' placeholder (LABEL_0, LABEL_1, ...)."""
-    if not isinstance(id2label, dict) or len(id2label) != num_labels:
+def label_names(id2label: Any, origin: str) -> list[str] | None:
+    """config.json's id2label (None without one) as its class names in label order: a JSON object of each class
+    index, "0" to "K-1", to its name. Anything else is a UsageError naming id2label and `origin`."""
+    if id2label is None:
         return None
-    try:
-        names = [str(id2label.get(i, id2label.get(str(i)))) for i in range(num_labels)]
-    except (TypeError, ValueError):
-        return None
-    if all(re.fullmatch(rf"LABEL_{i}", n) for i, n in enumerate(names)):
+    if not isinstance(id2label, dict):
+        expected = 'a JSON object of each class index ("0", "1", ...) to its name'
+        raise model_config.config_error("id2label", id2label, expected, origin)
+    count = len(id2label)
+    if not 2 <= count <= model_config.MAX_CLASSES:
+        raise UsageError(f"id2label must name 2 to {model_config.MAX_CLASSES:,} classes, got {count:,} from {origin}")
+    names: dict[int, str] = {}
+    for key, name in id2label.items():
+        if not re.fullmatch(r"[0-9]+", key) or int(key) >= count:
+            expected = f"the class indices 0 to {count - 1}"
+            raise model_config.config_error("id2label's keys", key, expected, origin)
+        if not isinstance(name, str):
+            raise model_config.config_error(f"id2label[{key!r}]", name, "a class name (a string)", origin)
+        names[int(key)] = name
+    if len(names) != count:  # "1" and "01": one index twice, another missing
+        raise UsageError(f"id2label must name each class index 0 to {count - 1} once, from {origin}")
+    return [names[i] for i in range(count)]
+
+
+def class_names(names: list[str] | None) -> list[str] | None:
+    """`names` (id2label's), unless they are transformers' placeholder (LABEL_0, LABEL_1, ...)."""
+    if not names or all(re.fullmatch(rf"LABEL_{i}", n) for i, n in enumerate(names)):
         return None
     return names
 
@@ -109,13 +146,22 @@ def load_hf_folder(
             "(no trust_remote_code): export the model to ONNX or torch.export (.pt2) instead"
         )
     meta = processor_preprocessing(folder)
-    num_labels = int(config.get("num_labels") or len(config.get("id2label") or {}) or 2)
+    origin = str(folder / "config.json")
+    # The class count is bounded here, before transformers builds a classifier (and an id2label) of that size.
+    num_labels = config.get("num_labels")
+    if num_labels is not None:
+        num_labels = model_config.class_count("num_labels", num_labels, origin)
+    labels = label_names(config.get("id2label"), origin)
+    if labels is not None and num_labels is not None and num_labels != len(labels):
+        expected = f"the number of classes id2label names ({len(labels)})"
+        raise model_config.config_error("num_labels", num_labels, expected, origin)
+    num_labels = num_labels or (len(labels) if labels else 2)  # neither: transformers' default of 2 labels
     meta["num_classes"] = num_labels
-    names = class_names(config.get("id2label"), num_labels)
+    names = class_names(labels)
     if names:
         meta["class_names"] = names
     meta["crop_offset"] = "floor"  # transformers' center_crop floors an odd margin's half (torchvision rounds it)
-    cfg = model_config.resolve(flags, sidecar, meta, metadata_origin=PROCESSOR_FILE)
+    cfg = model_config.resolve(flags, sidecar, meta, PROCESSOR_FILE, folder / PROCESSOR_FILE)
     for key in ("num_classes", "class_names"):  # read from config.json, not the processor's file
         if cfg.sources.get(key) == PROCESSOR_FILE:
             cfg.sources[key] = "config.json"

@@ -52,10 +52,10 @@ def providers_for(device: str, provider: str | None = None) -> list:
     return [*chain, "CPUExecutionProvider"]
 
 
-def missing_external_data(path: Path) -> list[str]:
+def external_data(path: Path) -> list[str]:
     """The files beside an ONNX model that hold its weights (ONNX "external data", as `torch.onnx.export`
-    writes for large models: MODEL.onnx.data) and are not there; [] when none is missing or the
-    model cannot be parsed."""
+    writes for large models: MODEL.onnx.data), as the model names them (relative to its folder); [] when it
+    names none or cannot be parsed."""
     try:
         import onnx
 
@@ -81,7 +81,12 @@ def missing_external_data(path: Path) -> list[str]:
             location = next((e.value for e in tensor.external_data if e.key == "location"), None)
             if location and location not in locations:
                 locations.append(location)
-    return [loc for loc in locations if not (path.parent / loc).is_file()]
+    return locations
+
+
+def missing_external_data(path: Path) -> list[str]:
+    """The model's external data files (`external_data`) that are not beside it."""
+    return [loc for loc in external_data(path) if not (path.parent / loc).is_file()]
 
 
 def _load_error(path: Path, exc: Exception) -> InputError:

@@ -29,14 +29,30 @@ def read_class_prompts(path: Path | None) -> tuple[list[str], list[str]]:
         raise UsageError(f"--arch {OPEN_CLIP_PREFIX}NAME needs --class-prompts FILE (the class names and templates)")
     data = read_json_object(path, named="--class-prompts", holds='{"classes": [...], "templates": [...]}')
     classes = data.get("classes")
+    if isinstance(classes, list) and len(classes) > model_config.MAX_CLASSES:  # each is run through the text tower
+        count, most = f"{len(classes):,}", f"{model_config.MAX_CLASSES:,}"
+        raise InputError(f"--class-prompts {path} names {count} classes, more than the {most} a model may have")
     if not isinstance(classes, list) or len(classes) < 2 or not all(isinstance(c, str) and c for c in classes):
         raise InputError(f'--class-prompts {path} needs "classes": a list of at least 2 class names')
     if len(set(classes)) != len(classes):
         raise InputError(f"--class-prompts {path}: class names repeat")
     templates = data.get("templates", list(DEFAULT_TEMPLATES))
-    if not isinstance(templates, list) or not templates or not all(isinstance(t, str) and "{}" in t for t in templates):
+    if not isinstance(templates, list) or not templates or not all(isinstance(t, str) for t in templates):
         raise InputError(f'--class-prompts {path}: "templates" must be a list of strings, each with {{}} for the class')
+    for template in templates:
+        if template.count("{") != 1 or template.count("}") != 1 or "{}" not in template:
+            raise InputError(
+                f"--class-prompts {path}: template {model_config.shown(template)} must hold {{}} once, where the "
+                "class name goes, and no other brace"
+            )
     return classes, templates
+
+
+def fill(template: str, name: str) -> str:
+    """`template` with the class name in place of its one {} (checked by read_class_prompts). Not str.format,
+    which reads a template's other fields ({0}, {.attr}) as indices and attributes of the name to look up."""
+    before, _, after = template.partition("{}")
+    return before + name + after
 
 
 def preprocess_metadata(preprocess_cfg: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +98,7 @@ def class_embeddings(model: Any, tokenizer: Any, classes: list[str], templates: 
     rows = []
     with torch.no_grad():
         for name in classes:
-            tokens = tokenizer([t.format(name) for t in templates])
+            tokens = tokenizer([fill(t, name) for t in templates])
             text = torch.nn.functional.normalize(model.encode_text(tokens), dim=-1)
             rows.append(torch.nn.functional.normalize(text.mean(dim=0), dim=-1))
     return torch.stack(rows)

@@ -69,7 +69,7 @@ def load_predictor(
         arch = model_config.read_sidecar(path).get("arch")
     source = resolve_source(path, arch if isinstance(arch, str) else None)
     if source.kind != "file":
-        return _load_source(source, flags, resolve_device(device), debug, precision, class_prompts)
+        return _load_source(source, flags, resolve_device(device), debug, precision, class_prompts, allow_unsafe_pickle)
     path = Path(path)
     if not path.is_file():
         raise InputError(f"model not found: {path}")
@@ -97,10 +97,16 @@ def load_predictor(
 
 
 def _load_source(
-    source: Any, flags: dict[str, Any], device: str, debug: bool, precision: str, class_prompts: Path | None
+    source: Any,
+    flags: dict[str, Any],
+    device: str,
+    debug: bool,
+    precision: str,
+    class_prompts: Path | None,
+    allow_unsafe_pickle: bool = False,
 ) -> Predictor:
     """A predictor of a source other than a plain model file (models/sources.py's kinds), its library
-    imported here only."""
+    imported here only; `allow_unsafe_pickle` lets a torch.export program run the code it holds."""
     from macs_audit.models import sources
 
     sidecar = model_config.read_sidecar(source.path)
@@ -117,7 +123,7 @@ def _load_source(
     if source.kind == sources.TORCH_EXPORT:
         from macs_audit.models.exported_program import load_exported_program
 
-        return load_exported_program(source.path, flags, sidecar, device, precision, debug)
+        return load_exported_program(source.path, flags, sidecar, device, precision, debug, allow_unsafe_pickle)
     if source.kind == sources.TORCHVISION:
         from macs_audit.models.torchvision_arch import load_torchvision
 

@@ -19,43 +19,53 @@ TIMM_INTERPOLATIONS = {"bilinear": "bilinear", "bicubic": "bicubic", "nearest": 
 
 def pretrained_preprocessing(pretrained_cfg: dict[str, Any], where: Path) -> dict[str, Any]:
     """The ModelConfig keys a timm pretrained_cfg declares (input_size (C, H, W), mean, std, crop_pct,
-    interpolation); a crop_mode other than center is refused rather than evaluated another way."""
+    interpolation), each checked as it is read (a value of the wrong type is a UsageError naming
+    pretrained_cfg.KEY and `where`); a crop_mode other than center is refused rather than evaluated another way."""
+    origin = str(where)
     out: dict[str, Any] = {}
-    size = pretrained_cfg.get("input_size")
-    if isinstance(size, list) and len(size) == 3:
-        out["input_size"] = size[1:]
-    for key in ("mean", "std", "crop_pct"):
+    if pretrained_cfg.get("input_size") is not None:
+        size = pretrained_cfg["input_size"]
+        out["input_size"] = list(model_config.image_size("pretrained_cfg.input_size", size, origin, channels=True))
+    for key in ("mean", "std"):
         if pretrained_cfg.get(key) is not None:
-            out[key] = pretrained_cfg[key]
+            out[key] = list(model_config.channel_values(f"pretrained_cfg.{key}", pretrained_cfg[key], origin))
+    if pretrained_cfg.get("crop_pct") is not None:
+        out["crop_pct"] = model_config.crop_fraction("pretrained_cfg.crop_pct", pretrained_cfg["crop_pct"], origin)
     interpolation = pretrained_cfg.get("interpolation")
     if interpolation is not None:
+        if not isinstance(interpolation, str):
+            expected = f"one of {', '.join(TIMM_INTERPOLATIONS)}"
+            raise model_config.config_error("pretrained_cfg.interpolation", interpolation, expected, origin)
         if interpolation not in TIMM_INTERPOLATIONS:
             raise InputError(f"{where}: interpolation {interpolation!r} is not one macs-audit resizes with")
         out["interpolation"] = TIMM_INTERPOLATIONS[interpolation]
     crop_mode = pretrained_cfg.get("crop_mode", "center")
+    if not isinstance(crop_mode, str):
+        raise model_config.config_error("pretrained_cfg.crop_mode", crop_mode, "a string ('center')", origin)
     if crop_mode != "center" and out.get("crop_pct") not in (None, 1.0):
         raise InputError(f"{where}: crop_mode {crop_mode!r} is not supported (only centre crops)")
     return out
 
 
 def folder_metadata(config: dict[str, Any], where: Path) -> dict[str, Any]:
-    """A timm folder's config.json as ModelConfig keys."""
+    """A timm folder's config.json as ModelConfig keys, each checked as it is read."""
     pretrained_cfg = config.get("pretrained_cfg") or {}
     if not isinstance(pretrained_cfg, dict):
         raise InputError(f"{where}: pretrained_cfg must be a JSON object")
     meta = pretrained_preprocessing(pretrained_cfg, where)
     meta["arch"] = config["architecture"]
-    num_classes = config.get("num_classes", pretrained_cfg.get("num_classes"))
-    if num_classes is not None:
-        meta["num_classes"] = num_classes
+    key = "num_classes" if config.get("num_classes") is not None else "pretrained_cfg.num_classes"
+    num_classes = config.get("num_classes") if key == "num_classes" else pretrained_cfg.get("num_classes")
+    if num_classes is not None:  # bounded here, before the architecture's classifier is built
+        meta["num_classes"] = model_config.class_count(key, num_classes, str(where))
     model_args = config.get("model_args")
     if model_args:  # as timm's own loader builds the folder's model; the class count is num_classes'
         if not isinstance(model_args, dict):
             raise InputError(f"{where}: model_args must be a JSON object")
         meta["model_args"] = {k: v for k, v in model_args.items() if k not in ("num_classes", "pretrained_cfg")}
     labels = config.get("label_names")
-    if isinstance(labels, list) and labels and all(isinstance(v, str) for v in labels):
-        meta["class_names"] = labels
+    if labels is not None:
+        meta["class_names"] = model_config.class_names("label_names", labels, str(where), meta.get("num_classes"))
     return meta
 
 
@@ -80,7 +90,7 @@ def load_timm_folder(
     if weights.name.endswith(".index.json"):
         raise InputError(f"{weights}: sharded timm weights are not supported; save them as one file")
     flags = {k: v for k, v in flags.items() if k != "arch"}  # --arch hf-hub:... named the folder, not a timm name
-    cfg = model_config.resolve(flags, sidecar, meta, metadata_origin=CONFIG_ORIGIN)
+    cfg = model_config.resolve(flags, sidecar, meta, CONFIG_ORIGIN, folder / CONFIG_ORIGIN)
     if cfg.num_classes is None:
         raise InputError(f"{folder / 'config.json'} does not say num_classes")
     declared = meta.get("num_classes")

@@ -385,8 +385,7 @@ class TorchPredictor:
         self.config = cfg
         self.model = model.to(self.torch_device).eval()
         self.output = OutputAdapter(cfg.output, cfg.num_classes)
-        self.mean = torch.tensor(cfg.mean, device=self.torch_device).view(1, -1, 1, 1)
-        self.std = torch.tensor(cfg.std, device=self.torch_device).view(1, -1, 1, 1)
+        self._normalised: tuple = ()  # the (mean, std) of the tensors `normalisation` made
         # fp32 unless --precision asks for CUDA autocast (bf16 or fp16); the logits are upcast either way.
         self.autocast = amp_dtype is not None
         self.amp_dtype = amp_dtype or torch.bfloat16
@@ -405,10 +404,21 @@ class TorchPredictor:
     def num_classes(self) -> int | None:
         return self.config.num_classes
 
+    def normalisation(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The config's mean and std as (1, C, 1, 1) tensors on the model's device, made again when the config's
+        change (a parity pair's side that declares none takes the other's after loading: audit/parity.py)."""
+        cfg = self.config
+        if self._normalised != (cfg.mean, cfg.std):
+            self.mean = torch.tensor(cfg.mean, device=self.torch_device).view(1, -1, 1, 1)
+            self.std = torch.tensor(cfg.std, device=self.torch_device).view(1, -1, 1, 1)
+            self._normalised = (cfg.mean, cfg.std)
+        return self.mean, self.std
+
     def forward(self, images: torch.Tensor, amp: bool | None = None) -> torch.Tensor:
         """Differentiable logits of float images in [0,1] (N, C, H, W) on the model's device. Under autocast
         where --precision asked for it, unless `amp=False` (an outer autocast(enabled=False) does not reach in)."""
-        x = resize_and_normalize(images, self.config.input_size, self.mean, self.std, self.config.interpolation)
+        mean, std = self.normalisation()
+        x = resize_and_normalize(images, self.config.input_size, mean, std, self.config.interpolation)
         with torch.autocast(
             self.torch_device.type, dtype=self.amp_dtype, enabled=self.autocast if amp is None else amp
         ):

@@ -36,9 +36,39 @@ CalibratorRow = Annotated[
     dict[str, Any],
     Keys(method=str, label=str, scores=dict[str, float | None], n_parameters=int, refused=str | None),
 ]
+ClassMatching = Annotated[
+    dict[str, Any],
+    Keys(by=str, mapped_by=str, num_outputs=int, outputs=list[int], restricted=bool, reason=str),
+]
 SmoothCurve = Annotated[
     dict[str, Any],
     Keys(sigma=float, confidence=list[float], accuracy=list[float | None], density=list[float]),
+]
+PredictionSpread = Annotated[
+    dict[str, Any],
+    Keys(
+        classes_predicted=int,
+        top_class=int,
+        top_class_name=str | None,
+        top_class_share=float,
+        confidence_min=float,
+        confidence_max=float,
+    ),
+]
+
+# A parity pair's model's preprocessing (the parity section's reference_preprocessing / candidate_preprocessing).
+Preprocessing = Annotated[
+    dict[str, Any],
+    Keys(
+        input_size=Size,
+        crop_pct=float | None,
+        crop_offset=str,
+        interpolation=str,
+        mean=list[float],
+        std=list[float],
+        output=str,
+        sources=dict[str, str],
+    ),
 ]
 
 
@@ -74,6 +104,12 @@ class ViewResult(Section):
     conformal: dict[str, SetStats] | None = None
     # The clean view only: each class's images' n, accuracy, mean confidence and ECE (metrics/per_class.py).
     per_class: list[dict[str, Any]] | None = None
+    # Data of a subset of the model's outputs (3.1): the view's metrics over every output, labels as output
+    # indices (`metrics` are the restricted convention's: the data's classes only; audit/classes.py).
+    unrestricted: dict[str, float] | None = None
+    # The clean view only (3.1): what the model predicts, whatever the labels (metrics/per_class.py's
+    # prediction_spread): how many classes it predicts, its most predicted class and share, its confidences' range.
+    predictions: PredictionSpread | None = None
 
 
 @dataclasses.dataclass
@@ -112,6 +148,8 @@ class DataInfo(Section):
     limit: int | None = None
     limit_seed: int | None = None
     pipeline: str | None = None  # image folders: how images were sized to the model's input (1.2)
+    class_matching: ClassMatching | None = None  # how the classes met the model's outputs (3.1, audit/classes.py)
+    damaged_shards_skipped: int | None = None  # shards read with --skip-damaged-shards: how many were left out (3.1)
 
 
 @dataclasses.dataclass
@@ -156,8 +194,11 @@ class Conventions(Section):
     ood: str | None = None
     label_free: str | None = None  # ATC and DoC
     shift: str | None = None  # the natural-shift sets' two conventions (restricted, unrestricted)
+    class_matching: str | None = None  # data of a subset of the outputs: the restricted convention (3.1)
     rms_calibration_error: str | None = None  # the shift papers' RMS calibration error
     real_labels: str | None = None  # how the ReaL labels score a prediction
+    # The bars the summary judged problems by where `evaluate --problem-bars` changed them (3.1; reports/summary.py).
+    problem_bars: dict[str, float] | None = None
 
 
 @dataclasses.dataclass
@@ -396,6 +437,9 @@ class Parity(Section):
     bootstrap_resamples: int
     seed: int
     views: list[ParityView]
+    # Each model's preprocessing and where each value came from (3.1; audit/parity.py's preprocessing_record).
+    reference_preprocessing: Preprocessing | None = None
+    candidate_preprocessing: Preprocessing | None = None
 
     def view(self, name: str) -> ParityView | None:
         return next((v for v in self.views if v.name == name), None)

@@ -41,6 +41,7 @@ def header_rows(report: Report) -> list[tuple[str, str]]:
         ("format", f"{shown(m.format)} via {shown(r.provider)} on {shown(r.device)}"),
         ("sha256", str(shown(m.sha256, "-"))),
         ("data", f"{shown(d.source)}, n={shown(d.n)}, {shown(d.num_classes)} classes"),
+        *([("classes", class_matching(d.class_matching, d.num_classes, report.clean))] if d.class_matching else []),
         (
             "created",
             f"{report.created or '-'} by macs-audit {shown(report.tool.version)} "
@@ -61,6 +62,25 @@ def header_rows(report: Report) -> list[tuple[str, str]]:
         rows.append(("checkpoint", f"key prefix {m.checkpoint_prefix_stripped!r} stripped from every key"))
     rows += [("warning", w) for w in m.warnings or []]
     return rows
+
+
+def class_matching(record: dict[str, Any], num_classes: int | None, clean: ViewResult | None = None) -> str:
+    """How the data's classes met the model's outputs (data.class_matching), in words; for a subset, the clean
+    view's unrestricted accuracy beside."""
+    by = record.get("by")
+    if by == "position":
+        text = f"by position ({record.get('reason', 'a side names no classes')})"
+    elif by == "name":
+        text = f"by name ({record.get('mapped_by')})"
+    else:
+        text = f"by {record.get('mapped_by')}"
+    outputs = record.get("num_outputs")
+    if record.get("restricted") and isinstance(outputs, int):
+        text += f"; {shown(num_classes)} of the model's {outputs} outputs, every metric restricted to them"
+        accuracy = (clean.unrestricted or {}).get("accuracy") if clean is not None else None
+        if accuracy is not None:
+            text += f" (accuracy over every output: {format_value(accuracy, True)})"
+    return text
 
 
 def _interval(ci: list[float] | None, percent: bool) -> str:
@@ -160,8 +180,8 @@ def calibrator_table(section: Calibrators) -> tuple[str, list[str], list[list[st
         label = str(row.get("method"))
         if row.get("method") == section.selected:
             label += " *"
-        if row.get("refused"):
-            rows.append([label, *("-" for _ in CALIBRATOR_SCORES), "not fitted: split too small"])
+        if row.get("refused"):  # the reason the report holds: too few images, or classes without any
+            rows.append([label, *("-" for _ in CALIBRATOR_SCORES), f"not fitted: {row.get('refused')}"])
             continue
         scores = row.get("scores") or {}
         values = [format_value(scores.get(name), METRICS[name].percent) for name in CALIBRATOR_SCORES]

@@ -261,7 +261,9 @@ def summary_block(report: Report) -> Group:
         line.append(_text(finding.value, style="bold red" if finding.bad else "bold"))
         lines.append(line)
     for fix in found.fixes:
-        lines += [_text(f"  fix: {fix.what}:"), _text(f"    {fix.command}", style="cyan")]
+        command = _text(f"    {fix.command}", style="cyan")
+        command.no_wrap, command.overflow = True, "ignore"  # whole on one line, to copy: never cut or folded
+        lines += [_text(f"  fix: {fix.what}:"), command]
     lines += [_text(f"  note: {note}", style="yellow") for note in found.notes]  # too few images for an estimate
     return Group(*lines)
 
@@ -271,7 +273,9 @@ def verdict_line(report: Report, gate: GateResult | None = None) -> Text:
     if gate is not None:
         return _text(tables.gate_verdict(gate), style="bold green" if gate.passed else "bold red")
     found = summary.summarize(report)
-    return _text(found.verdict, style="bold red" if found.problems else "bold green")
+    line = _text(found.verdict, style="bold red" if found.problems else "bold green")
+    line.no_wrap, line.overflow = True, "ignore"  # one line, as logs are searched for it
+    return line
 
 
 def renderable(report: Report, gate: GateResult | None = None, verdict: bool = True) -> Group:
@@ -292,7 +296,7 @@ def renderable(report: Report, gate: GateResult | None = None, verdict: bool = T
     )
     # The preprocessing applied (marked when it is the CIFAR-10 default nobody chose), and warnings.
     for key, value in tables.header_rows(report):
-        if key in ("input", "checkpoint", "warning"):
+        if key in ("input", "classes", "checkpoint", "warning"):
             parts.append(_text(f"{key}: {value}", style="bold yellow" if key == "warning" else "dim"))
     if gate is not None:
         parts.append(gate_table(gate))
@@ -369,5 +373,5 @@ def to_text(content: RenderableType, width: int = WIDTH) -> str:
     from rich.console import Console
 
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
-    console.print(content)
+    console.print(content, crop=False)  # a line kept whole (a command) is longer than the width, never cut
     return console.export_text()

@@ -36,7 +36,7 @@ def audited(tmp_path_factory):
     args = ["evaluate", str(model), "--data", str(tmp / "d.npz"), "-o", str(out), "--bootstrap", "50"]
     args += ["--ood-data", str(tmp / "ood.npz"), "--unlabeled", str(tmp / "flat"), "--coverage", "0.8"]
     args += ["--corruptions", "gaussian_noise", "--severities", "2", "--perturbations", "noise"]
-    args += ["--sensitivity-samples", "0", "--calibrators", "none", "--quiet", "--save-predictions", str(tmp / "p.npz")]
+    args += ["--sensitivity-samples", "0", "--calibrators", "none", "--save-predictions", str(tmp / "p.npz")]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     return out, load_report(out), result.output

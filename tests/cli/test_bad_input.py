@@ -796,7 +796,7 @@ ROWS: list[Row] = [
     ),
     Row(
         "export-int8-too-few-calibration-images",
-        ("export", "{model}", "--precision", "int8", "--calibration-data", "{data}"),
+        ("export", "{model}", "--precision", "int8", "--calibration-data", "{data}", "--calibration-images", "512"),
         3,
         "--calibration-images 512 is more than the 60 images",
     ),
@@ -1029,7 +1029,7 @@ ROWS: list[Row] = [
         "report-schema-1-x",  # read by 2.x for one major version; 3.0 reads 2.x and 3.x only
         ("report", "old.json"),
         3,
-        "old.json: report schema 1.2 is not supported (this version writes 3.0 and reads 2.x and 3.x)",
+        "old.json: report schema 1.2 is not supported (this version writes 3.1 and reads 2.x and 3.x)",
         _report_json("old.json", _put("schema_version", "1.2")),
     ),
     Row("report-missing-named-with-escapes", ("report", f"{ESC}gone.json"), 3, f"not found: {ESC_SHOWN}gone.json"),
@@ -1043,7 +1043,13 @@ ROWS: list[Row] = [
     # natural-shift sets and their label spaces (--shift-data, --class-map)
     Row("evaluate-shift-data-no-name", (*QUICK, "--shift-data", "{tmp}/a"), 2, "--shift-data must be NAME=DIR"),
     Row("evaluate-shift-data-twice", (*QUICK, "--shift-data", "a=x", "--shift-data", "a=y"), 2, "names 'a' twice"),
-    Row("evaluate-class-map-alone", (*QUICK, "--class-map", "m.json"), 2, "--class-map maps the --shift-data"),
+    Row(
+        "evaluate-class-map-of-no-class",
+        (*QUICK, "--class-map", "m.json"),
+        2,
+        "--class-map m.json names none of the classes of --data",
+        _file("m.json", '{"bus": 1}'),
+    ),
     Row("evaluate-shift-data-missing", (*QUICK, "--shift-data", "a={tmp}/gone"), 3, "data not found"),
     Row(
         "evaluate-shift-wordnet-ids-on-10-outputs",
@@ -1113,7 +1119,7 @@ ROWS: list[Row] = [
         "evaluate-a-subset-of-the-models-classes",
         ("evaluate", "{model}", "--data", "k5.npz", "-q"),
         3,
-        "the model has 10 classes but the data set has 5 (k5.npz); score a subset of its classes with --shift-data",
+        "k5.npz: cannot map the data's 5 classes (a, b, c, d, e) to the model's 10 outputs, which it does not name",
         _npz("k5.npz", x=np.zeros((20, 32, 32, 3), np.uint8), y=np.arange(20) % 5, class_names=np.array(list("abcde"))),
     ),
     Row(

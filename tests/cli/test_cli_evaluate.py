@@ -169,7 +169,7 @@ QUICK = ("--bootstrap", "0", "--perturbations", "none", "--sensitivity-samples",
 
 def test_dash_means_standard_output_with_the_table_on_stderr(tmp_path, onnx_model, npz_data, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "-o", "-")
+    result = run("evaluate", onnx_model, "--data", npz_data, *QUICK[:-1], "-o", "-")  # -q: the verdict alone
     assert result.exit_code == 0, result.output
     assert _strict_json(result.stdout)["data"]["n"] == 60  # stdout holds the JSON document alone
     assert "Calibration audit" in result.stderr and "json report written to standard output" in result.stderr
@@ -177,14 +177,14 @@ def test_dash_means_standard_output_with_the_table_on_stderr(tmp_path, onnx_mode
 
 
 def test_the_output_format_follows_the_extension_or_format_and_is_said(tmp_path, onnx_model, npz_data):
-    html = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "-o", tmp_path / "report.html")
+    html = run("evaluate", onnx_model, "--data", npz_data, *QUICK[:-1], "-o", tmp_path / "report.html")
     assert html.exit_code == 0, html.output
     assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert "html report written to " in html.stderr
-    md = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "-o", tmp_path / "audit.txt", "--format", "md")
+    md = run("evaluate", onnx_model, "--data", npz_data, *QUICK[:-1], "-o", tmp_path / "audit.txt", "--format", "md")
     assert md.exit_code == 0, md.output
     assert (tmp_path / "audit.txt").read_text().startswith("#") and "md report written to " in md.stderr
-    default = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "-o", tmp_path / "report.out")
+    default = run("evaluate", onnx_model, "--data", npz_data, *QUICK[:-1], "-o", tmp_path / "report.out")
     saved = _strict_json((tmp_path / "report.out").read_text())
     assert saved["data"]["n"] == 60  # no known extension: JSON
     assert sum(row["n"] for row in saved["clean"]["per_class"]) == 60  # each class's own images
@@ -193,7 +193,7 @@ def test_the_output_format_follows_the_extension_or_format_and_is_said(tmp_path,
 
 
 def test_a_tiny_set_says_which_estimates_it_is_too_small_for(tmp_path, onnx_model, npz_data):
-    result = run("evaluate", onnx_model, "--data", npz_data, *QUICK, "--limit", "25", "-o", tmp_path / "r.json")
+    result = run("evaluate", onnx_model, "--data", npz_data, *QUICK[:-1], "--limit", "25", "-o", tmp_path / "r.json")
     assert result.exit_code == 0, result.output  # a calibration split of 5 images
     notes = json.loads((tmp_path / "r.json").read_text())["conventions"]["small_sample"]
     assert [note.split(" ", 1)[0] for note in notes] == ["temperature", "debiased"]

@@ -23,7 +23,7 @@ def test_evaluate_with_a_reference(tmp_path, monkeypatch):
     scaled_logits(reference, tmp_path / "scaled.onnx")
     (tmp_path / "macs-audit.toml").write_text("[gate.parity]\nmax_ece_increase = 0.01\nmin_agreement = 0.99\n")
     common = ["--reference", "reference.onnx", "--data", "data.npz", "--sensitivity-samples", "0", "--bootstrap", "50"]
-    common += ["--calibrators", "none", "--perturbations", "noise", "-q"]
+    common += ["--calibrators", "none", "--perturbations", "noise"]  # not -q: the tables are read
     result = runner.invoke(app, ["evaluate", "copy.onnx", *common, "-o", "copy.json", "--gate"])
     assert result.exit_code == 0, result.output
     assert "Deployment parity" in result.output
@@ -81,7 +81,7 @@ def test_a_shift_set_through_the_cli_gets_its_parity_view_and_gate_keys(tmp_path
     (tmp_path / "macs-audit.toml").write_text('[gate.parity."imagenet-a"]\nmin_agreement = 1.0\n')
     args = ["evaluate", "candidate.onnx", "--reference", "reference.onnx", "--data", "val.npz"]
     args += ["--shift-data", "imagenet-a=a", "--bootstrap", "20", "--perturbations", "none"]
-    args += ["--sensitivity-samples", "0", "--calibrators", "none", "-q", "-o", "report.json", "--gate"]
+    args += ["--sensitivity-samples", "0", "--calibrators", "none", "-o", "report.json", "--gate"]  # tables read
     result = runner.invoke(app, args)
     assert result.exit_code == 1, result.output  # two random models disagree on the set's six photographs
     assert "parity.imagenet-a.min_agreement" in result.output and "imagenet-a" in result.output

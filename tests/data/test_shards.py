@@ -96,7 +96,7 @@ def test_a_classes_file_must_name_every_label_once(tmp_path):
     with pytest.raises(InputError, match="names 2 classes but the shards' labels go up to 2"):
         load_data(DataSpec(spec))
     (tmp_path / "classes.txt").write_text("a\nb\na\n")
-    with pytest.raises(InputError, match="a class named twice: a"):
+    with pytest.raises(InputError, match="class name 'a' appears twice; classes need distinct names"):
         load_data(DataSpec(spec))
 
 

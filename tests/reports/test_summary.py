@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fixtures.synthetic_report import synthetic_report
 
-from macs_audit.reports.summary import ECE_BAR, summarize
+from macs_audit.reports.summary import BARS, summarize
 
 
 def test_a_well_calibrated_robust_model_has_no_problem_and_no_fix():
@@ -17,7 +17,7 @@ def test_a_well_calibrated_robust_model_has_no_problem_and_no_fix():
 
 
 def test_a_miscalibrated_model_gets_temperature_scaling_with_its_command():
-    report = synthetic_report(ece=ECE_BAR + 0.02, corruptions=[])
+    report = synthetic_report(ece=BARS.ece + 0.02, corruptions=[])
     report.robust_view().metrics["ece"] = 0.05
     found = summarize(report)
     ece = next(f for f in found.findings if f.label.startswith("ECE"))

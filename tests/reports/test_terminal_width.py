@@ -31,7 +31,8 @@ def gate_result(report):
 def lines_at(renderable, width: int) -> list[str]:
     text = terminal.to_text(renderable, width=width)
     lines = text.splitlines()
-    assert max(len(line.rstrip()) for line in lines) <= width, text
+    # a suggested command is never wrapped (it is copied whole); the terminal folds it where it must
+    assert max(len(line.rstrip()) for line in lines if "macs-audit " not in line) <= width, text
     assert "…" not in text, text
     return lines
 
