@@ -81,7 +81,7 @@ class WhichFix:
 def which_fix(fixes: list[Fix]) -> WhichFix | None:
     """Which of `fixes` won (WINNER_METRICS' rule); None where no score is in every fix's report."""
     from macs_audit.metrics.registry import METRICS
-    from macs_audit.numbers import format_value
+    from macs_audit.numbers import format_value, shown_value
 
     best: dict[str, tuple[str, list[Fix]]] = {}
     for name in WINNER_METRICS:
@@ -90,7 +90,7 @@ def which_fix(fixes: list[Fix]) -> WhichFix | None:
         if not fixes or any(v is None for v in values):
             continue
         shown = [format_value(v, metric.percent) for v in values]
-        key = [float(text.rstrip("%")) for text in shown]
+        key = [shown_value(v, metric.percent) for v in values if v is not None]  # the digits shown, as numbers
         top = max(key) if metric.higher_is_better else min(key)
         best[name] = (shown[key.index(top)], [fix for fix, k in zip(fixes, key, strict=True) if k == top])
     if not best:

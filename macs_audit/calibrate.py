@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from macs_audit.atomic import all_or_nothing, write_text
-from macs_audit.audit import AuditOptions, check_classes, evaluate_view, sized
+from macs_audit.audit import AuditOptions, evaluate_view, sized
+from macs_audit.audit.classes import in_model_order, matching_note, matching_record
 from macs_audit.before_after import AFTER, BEFORE, BEFORE_AFTER_FILES, audit_model, write_before_after
 from macs_audit.calibrators.base import LABELS, Calibrator, classes_below, fit_calibrator, shown_classes
 from macs_audit.calibrators.common import log_softmax, mean_nll
@@ -69,6 +70,7 @@ class CalibrateRun:
     warnings: list[str] = dataclasses.field(default_factory=list)  # see held_out_warnings
     fit_warnings: list[str] = dataclasses.field(default_factory=list)  # about the fit data, shown first
     selection: Selection | None = None  # the table the calibrator was chosen by (against the uncalibrated model)
+    notes: list[str] = dataclasses.field(default_factory=list)  # how the fit data's classes met the outputs
 
 
 def fitted_name(calibrator: Calibrator) -> str:
@@ -212,7 +214,10 @@ def run_calibrate(
     audit = sized(audit, predictor.config)  # the fit's batches; the audits, of models of the same input, size theirs
     fit_source, fit_info = load_model_data(fit, predictor.config)
     eval_source, eval_info = load_model_data(eval_data, predictor.config)
-    check_classes(predictor, fit_source)
+    # Labels as output indices: classes in another order (by name) converted, a subset refused (audit/classes.py).
+    fit_source, space = in_model_order(predictor, fit_source)
+    notes = [] if space.is_identity else [matching_note(space, fit_source)]
+    class_matching = matching_record(space, predictor, fit_source)
     _, logits = evaluate_view(
         predictor,
         fit_source,
@@ -230,19 +235,23 @@ def run_calibrate(
     )
     fit_warnings += forced
     outputs: dict = {}  # both models' clean outputs: the comparison's paired intervals
-    before = audit_model(
-        model,
-        flags,
-        device,
-        eval_source,
-        eval_info,
-        audit,
-        progress,
-        trust_pickled,
-        BEFORE,
-        debug=debug,
-        outputs=outputs,
-    )
+
+    def audit_as(path: Path, model_flags: dict, label: str) -> Any:  # the before and after audits, alike but for these
+        return audit_model(
+            path,
+            model_flags,
+            device,
+            eval_source,
+            eval_info,
+            audit,
+            progress,
+            trust_pickled,
+            label,
+            debug=debug,
+            outputs=outputs,
+        )
+
+    before = audit_as(model, flags, BEFORE)
     fit_warnings += contamination_warnings(
         calibrator, before, float((logits.argmax(1) == labels).mean()), logits, labels, force_calibration
     )
@@ -251,22 +260,11 @@ def run_calibrate(
     with all_or_nothing([out / file for file in [*output_names(model), *folders]]):
         out.mkdir(parents=True, exist_ok=True)
         fit_data: dict[str, Any] = {"source": fit_source.name, "n": len(fit_source), **fit_info}
+        fit_data["class_matching"] = class_matching
         fit_data["n_fitted_on"] = len(labels)  # chosen on a part, then fitted on all of it
         fit_data["n_selected_on"] = selection.n_fit
         calibrated = write_calibrated(model, predictor, calibrator, out, fit_data, name=calibrated_name(model))
-        after = audit_model(
-            calibrated,
-            {},
-            device,
-            eval_source,
-            eval_info,
-            audit,
-            progress,
-            trust_pickled,
-            AFTER,
-            debug=debug,
-            outputs=outputs,
-        )
+        after = audit_as(calibrated, {}, AFTER)
         name = fitted_name(calibrator)
         warnings = held_out_warnings(before, after, name, float((logits.argmax(1) == labels).mean()))
         record = {
@@ -291,4 +289,5 @@ def run_calibrate(
             warnings,
             selection=selection,
             fit_warnings=fit_warnings,
+            notes=notes,
         )

@@ -14,8 +14,10 @@ against its target: worse when B falls short of it beyond the noise of its held-
 
 A metric a temperature alone moves (the registry's `scale_dependent`: margins, logit norms, the sensitivity
 L^, the fitted T, set sizes at a fixed coverage) is shown, "changed" where it moved, never better or worse:
-rescaling the logits is no regression. Given the gate's result on B (with A as its baseline), every metric
-the gate failed is counted worse, so the headline never says fewer regressions than the gate failed.
+rescaling the logits is no regression. A regression is what the gate fails: given the gate's result on B
+(with A as its baseline), the headline counts its failed checks, each marking its metric's row worse, and
+names the other worse rows as worse beyond the noise; without a gate it counts those and calls none a
+regression (`Comparison.headline`, which every format prints).
 """
 
 from __future__ import annotations
@@ -57,9 +59,11 @@ RULE = (
     "better / worse: the 95% interval of B - A excludes zero (paired where both audits scored the same "
     "images with both models, else the reports' own intervals combined, else binomial); same: within the "
     "noise; conformal coverage: against its target; changed: a value with no better direction, or one a "
-    "temperature alone moves (margins, logit norms, L^, T, set sizes), never counted. A regression is a worse "
-    "row, and every metric the gate failed where a gate ran"
+    "temperature alone moves (margins, logit norms, L^, T, set sizes), never counted. A regression is a check "
+    "the gate failed on B (A its baseline), with the gate configured as for `macs-audit gate`; without a gate, "
+    "worse rows are counted as such and none as a regression"
 )
+NO_GATE = "no gate ran"  # the headline's words where no gate judged B
 
 
 @dataclasses.dataclass
@@ -76,7 +80,7 @@ class Delta:
     target: float | None = None  # conformal coverage: the target it is judged against
     target_noise: tuple[float, float] | None = None  # the binomial 95% half-widths of A's and B's coverage
     scale_dependent: bool = False  # a temperature alone moves it: shown, never better or worse
-    gate_failed: str | None = None  # the gate check on B that failed for this metric: counted worse
+    gate_failed: str | None = None  # the gate checks on B that failed for this metric (", "-joined): worse
 
     @property
     def delta(self) -> float | None:
@@ -136,10 +140,38 @@ class Comparison:
     b_name: str
     rows: list[Delta]
     notes: list[str]  # why the two may not be comparable (different data, conventions)
+    gate: GateResult | None = None  # the gate's result on B, None where no gate ran
+
+    @property
+    def worse(self) -> list[Delta]:
+        """The rows worse beyond the noise, or failed by the gate."""
+        return [r for r in self.rows if r.status == "worse"]
 
     @property
     def regressions(self) -> list[Delta]:
-        return [r for r in self.rows if r.status == "worse"]
+        """The rows of the metrics the gate failed; none where no gate ran (a worse row alone is no regression)."""
+        return [r for r in self.rows if r.gate_failed is not None]
+
+    @property
+    def n_regressions(self) -> int | None:
+        """The checks the gate failed, as the gate counts them; None where no gate ran."""
+        return None if self.gate is None else len(self.gate.failures)
+
+    @property
+    def headline(self) -> str:
+        """`2 regressions: the gate failed max_ece, min_accuracy; 1 more metric worse beyond the noise`,
+        `0 regressions: the gate passed`, or without a gate `3 metrics worse beyond the noise (no gate ran)`."""
+        beyond = len(self.worse) - len(self.regressions)  # worse rows the gate did not fail
+        if self.gate is None:
+            return f"{_count(beyond, 'metric')} worse beyond the noise ({NO_GATE})"
+        failed = self.gate.failures
+        text = f"{_count(len(failed), 'regression')}: " + (
+            f"the gate failed {', '.join(c.name for c in failed)}" if failed else "the gate passed"
+        )
+        if beyond:
+            more = "more " if failed else ""
+            text += f"; {beyond} {more}metric{'s' * (beyond != 1)} worse beyond the noise"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         def who(report: Report, name: str) -> dict:
@@ -157,10 +189,23 @@ class Comparison:
             "schema_version": self.a.schema_version,
             "a": who(self.a, self.a_name),
             "b": who(self.b, self.b_name),
-            "n_regressions": len(self.regressions),
+            "headline": self.headline,
+            "n_regressions": self.n_regressions,
+            "n_worse": len(self.worse),
+            "gate": None
+            if self.gate is None
+            else {
+                "config": self.gate.config,
+                "passed": self.gate.passed,
+                "failed": [c.name for c in self.gate.failures],
+            },
             "notes": self.notes,
             "rows": [r.to_dict() for r in self.rows],
         }
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def _value(report: Report, name: str) -> float | None:
@@ -315,7 +360,7 @@ def compare(
     rows += _parity_rows(a, b)
     if gate is not None:
         _mark_gate_failures(rows, gate)
-    return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b))
+    return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b), gate=gate)
 
 
 def _gate_row_key(check: str) -> str | None:
@@ -343,8 +388,8 @@ def _mark_gate_failures(rows: list[Delta], gate: GateResult) -> None:
     for check in gate.failures:
         key = _gate_row_key(check.name)
         matched = by_key.get(key, []) if key is not None else []
-        for row in matched:
-            row.gate_failed = check.name
+        for row in matched:  # two checks on one metric (a bound and an allowance): both named
+            row.gate_failed = check.name if row.gate_failed is None else f"{row.gate_failed}, {check.name}"
         if not matched:
             bound = format_value(check.threshold, check.percent)
             label = f"{check.metric}: gate {check.name} ({check.op} {bound}) failed"

@@ -11,6 +11,7 @@ from pathlib import Path
 from macs_audit.atomic import all_or_nothing
 from macs_audit.audit import AuditOptions, run_audit
 from macs_audit.audit.classes import check_classes
+from macs_audit.audit.parity import REFERENCE_SAID, check_pair
 from macs_audit.data.loading import DataSpec, load_model_data
 from macs_audit.data.splits import stratified_subset
 from macs_audit.devices import resolve_device
@@ -55,6 +56,13 @@ class Build:
     report: Report | None  # the parity audit of `path` against `reference` (None without audit data)
     # What the user should know about the float model (CIFAR-10's mean/std applied to a model that declares none)
     warnings: tuple[str, ...] = ()
+
+    @property
+    def parity_warnings(self) -> list[str]:
+        """What pairing the build with the float model said (the parity section's warnings: a side that took the
+        other's settings), less the float model's own `warnings`, which it repeats as the reference's."""
+        said = self.report.parity.warnings if self.report is not None and self.report.parity is not None else None
+        return [line for line in said or [] if line.removeprefix(REFERENCE_SAID) not in self.warnings]
 
 
 def _device(provider: str | None) -> str:
@@ -188,6 +196,9 @@ def _build(
     report = None
     if audit_data is not None:
         candidate = load_predictor(path, flags, _device(provider), provider=provider)
+        # Paired before the data is read by the candidate's pipeline, which may take the float model's settings;
+        # run_audit pairs them again and records what the pairing said (report.parity.warnings).
+        check_pair(float_model, candidate)
         source, data_info = load_model_data(audit_data, candidate.config)
         report = run_audit(
             candidate, source, audit_options, progress=progress, data_info=data_info, reference=float_model

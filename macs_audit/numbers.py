@@ -15,11 +15,25 @@ An absent value is `-`. A message that echoes a number from the user's input kee
 from __future__ import annotations
 
 
+def value_digits(percent: bool) -> tuple[int, int]:
+    """(scale, decimals) a metric's value is written with: a fraction-style metric x100 with 2 decimals, any
+    other x1 with 4; format_value, format_values, format_change and shown_value all read them here."""
+    return (100, 2) if percent else (1, 4)
+
+
 def format_value(value: float | None, percent: bool) -> str:
     """A metric's value (or a bound on it): `92.31%` for a fraction-style metric, else `0.4312`; `-` if absent."""
     if value is None:
         return "-"
-    return f"{100 * value:.2f}%" if percent else f"{value:.4f}"
+    scale, decimals = value_digits(percent)
+    return f"{scale * value:.{decimals}f}" + ("%" if percent else "")
+
+
+def shown_value(value: float, percent: bool) -> float:
+    """The number format_value writes for `value` (92.31 for 0.923149 as a percent), as a number: values that
+    read the same compare equal, whatever the text around the digits."""
+    scale, decimals = value_digits(percent)
+    return round(scale * value, decimals)
 
 
 def format_values(values: tuple[float, float], percent: bool, most_decimals: int = 8) -> tuple[str, str]:
@@ -27,8 +41,7 @@ def format_values(values: tuple[float, float], percent: bool, most_decimals: int
     more where those show two different values as the same (`17.38% <= 17.38%` for 0.17384 and 0.17380
     reads `17.384% <= 17.380%`), up to `most_decimals`."""
     a, b = values
-    base = 2 if percent else 4
-    scale = 100 if percent else 1
+    scale, base = value_digits(percent)
     for decimals in range(base, most_decimals + 1):
         shown = (f"{scale * a:.{decimals}f}", f"{scale * b:.{decimals}f}")
         if shown[0] != shown[1] or a == b:
@@ -43,4 +56,5 @@ def format_change(change: float | None, percent: bool, signed: bool = True) -> s
     if change is None:
         return "-"
     sign = "+" if signed else ""
-    return f"{100 * change:{sign}.2f} pp" if percent else f"{change:{sign}.4f}"
+    scale, decimals = value_digits(percent)
+    return f"{scale * change:{sign}.{decimals}f}" + (" pp" if percent else "")

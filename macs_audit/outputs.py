@@ -11,13 +11,15 @@ links: an output that is an input file (its link target, a hard link of it), a f
 any path inside an input folder (a model folder, an image folder, the Hugging Face cache's folder of a
 repository) would replace an input. An output that already exists is also compared with every file of the
 input folders, so that a link in a folder (a hub snapshot's link into the cache's blobs, an image linked
-from elsewhere) is found wherever it points.
+from elsewhere) is found wherever it points: the first MAX_LINK_ENTRIES entries of each folder (all of a model
+folder's or a hub repository's, and of any data folder but a very large tree).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +29,12 @@ from macs_audit.atomic import Destination, destination, output_error
 from macs_audit.errors import UsageError
 
 PathLike = str | os.PathLike
+# How many entries of an input folder check_links lists. It runs on every rerun whose output exists (a CI
+# job with --force), and an ImageNet train tree holds 1.3 million files: listing them all would cost each
+# rerun seconds to minutes (more on a network file system). A model folder or a hub repository holds a few
+# dozen; an image tree linking to the very file the report is written to is rare, and the path checks (the
+# output inside the folder, the output one of the data's files) hold whatever the folder's size.
+MAX_LINK_ENTRIES = 100_000
 
 
 @runtime_checkable
@@ -223,19 +231,23 @@ def _refuse_linked(described: tuple[str, str] | None, member: Path, option: str)
 
 def _members(folder: Path, keys: set[tuple[int, int]]) -> Iterable[tuple[tuple[int, int], Path]]:
     """(key, path) of each file under `folder` (links followed, as the loaders follow them) that is a file of
-    `keys` (st_dev, st_ino). One pass over the folder's entries, made only for outputs that already exist."""
+    `keys` (st_dev, st_ino). One pass over the folder's entries, made only for outputs that already exist, and
+    over its first MAX_LINK_ENTRIES entries only (see there)."""
     seen: set[str] = set()
     stack = [(os.path.realpath(folder), Path(folder))]  # each folder and the path it is shown by
-    while stack:
+    listed = 0
+    while stack and listed < MAX_LINK_ENTRIES:
         current, shown = stack.pop()
         if current in seen:
             continue
         seen.add(current)
         try:
             device = os.stat(current).st_dev
-            entries = list(os.scandir(current))
+            with os.scandir(current) as listing:
+                entries = list(itertools.islice(listing, MAX_LINK_ENTRIES - listed))
         except OSError:
             continue
+        listed += len(entries)
         for entry in entries:
             try:
                 if entry.is_dir():  # a link to a folder too: its files are read

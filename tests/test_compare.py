@@ -20,7 +20,7 @@ def test_compare_deltas_and_regressions():
     assert rows["mean_confidence"].status == "changed"  # no better direction
     assert rows["snow.accuracy"].status == "missing" and rows["snow.accuracy"].a is None
     assert rows["temperature"].status == "same"
-    assert rows["ece"] in comparison.regressions and rows["accuracy"] not in comparison.regressions
+    assert rows["ece"] in comparison.worse and rows["accuracy"] not in comparison.worse
     sections = [r.section for r in comparison.rows]
     assert sections == sorted(sections, key=SECTIONS.index)
 
@@ -30,7 +30,7 @@ def test_compare_notes_incomparable_reports():
     b.conventions.ece_bins = 10
     notes = compare(a, b).notes
     assert any("data n" in n for n in notes) and any("ece_bins" in n for n in notes)
-    assert compare(a, a).notes == [] and compare(a, a).regressions == []
+    assert compare(a, a).notes == [] and compare(a, a).worse == []
 
 
 def test_a_change_within_the_noise_is_the_same():
@@ -41,7 +41,7 @@ def test_a_change_within_the_noise_is_the_same():
     assert accuracy.delta == pytest.approx(0.003) and accuracy.status == "same"
     assert accuracy.basis == UNPAIRED and accuracy.interval[0] < 0 < accuracy.interval[1]
     assert accuracy.interval == pytest.approx([0.003 - 0.005 * 2**0.5, 0.003 + 0.005 * 2**0.5])
-    assert accuracy not in compare(a, b).regressions
+    assert accuracy not in compare(a, b).worse
 
 
 def test_a_value_without_an_interval_is_the_same_when_it_barely_moves():
@@ -77,7 +77,7 @@ def test_a_paired_interval_decides_where_the_caller_has_one():
 def test_the_headline_counts_only_changes_beyond_the_noise():
     a = synthetic_report(accuracy=0.92, ece=0.03)
     b = synthetic_report(accuracy=0.921, ece=0.0305)  # within every interval
-    assert compare(a, b).regressions == []
+    assert compare(a, b).worse == []
     worse = synthetic_report(accuracy=0.85, ece=0.09)
-    keys = {r.key for r in compare(a, worse).regressions}
+    keys = {r.key for r in compare(a, worse).worse}
     assert {"accuracy", "ece", "nll"} <= keys

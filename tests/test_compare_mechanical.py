@@ -65,14 +65,14 @@ def test_a_temperature_scaled_twin_moves_the_scale_but_counts_no_regression_from
         assert rows[name].status == "changed", (name, rows[name].status)
     assert rows["mean_margin"].b == pytest.approx(rows["mean_margin"].a / 1.43, rel=1e-3)
     assert rows["accuracy"].status == "same"
-    regressions = {r.key for r in compare(reports["baseline"], reports["scaled"]).regressions}
-    assert not regressions & set(MECHANICAL)
+    worse = {r.key for r in compare(reports["baseline"], reports["scaled"]).worse}
+    assert not worse & set(MECHANICAL)
 
 
 def test_real_regressions_are_counted(reports):
-    sharp = {r.key for r in compare(reports["baseline"], reports["sharp"]).regressions}
+    sharp = {r.key for r in compare(reports["baseline"], reports["sharp"]).worse}
     assert {"ece", "nll"} <= sharp and not sharp & set(MECHANICAL)
-    swapped = {r.key for r in compare(reports["baseline"], reports["swapped"]).regressions}
+    swapped = {r.key for r in compare(reports["baseline"], reports["swapped"]).worse}
     assert "accuracy" in swapped
 
 
@@ -89,9 +89,9 @@ def test_the_headline_counts_every_metric_the_gate_failed(reports):
     counted = {r.key: r for r in comparison.regressions}
     assert {"ece", "conformal_set_size"} <= set(counted)
     assert counted["ece"].gate_failed == "max_ece" and counted["conformal_set_size"].status == "worse"
-    assert comparison.to_dict()["n_regressions"] == len(comparison.regressions) >= len(failed)
+    assert comparison.to_dict()["n_regressions"] == len(failed) and comparison.to_dict()["gate"]["passed"] is False
     # Without the gate, the same pair counts neither (ECE better, set size a temperature's change).
-    plain = {r.key for r in compare(baseline, scaled).regressions}
+    plain = {r.key for r in compare(baseline, scaled).worse}
     assert "ece" not in plain and "conformal_set_size" not in plain
 
 
@@ -103,11 +103,13 @@ def test_compare_gate_on_the_command_line(reports, tmp_path, monkeypatch):
     config.write_text("[gate]\nmax_ece = 0.0001\n\n[gate.baseline]\nmax_accuracy_drop = 0.5\n")
     monkeypatch.chdir(tmp_path)
     args = ["compare", str(folder / "baseline.json"), str(folder / "scaled.json"), "-f", "json"]
-    plain = CliRunner().invoke(app, args)
+    plain = CliRunner().invoke(app, [*args, "--no-gate"])
     assert plain.exit_code == 0, plain.output
     gated = CliRunner().invoke(app, [*args, "--gate"])
     assert gated.exit_code == 0, gated.output
+    found = CliRunner().invoke(app, args)  # the config in the working directory, found as `gate` finds it
     before, after = json.loads(plain.stdout), json.loads(gated.stdout)
-    assert after["n_regressions"] == before["n_regressions"] + 1
+    assert before["n_regressions"] is None and json.loads(found.stdout)["gate"] == after["gate"]
+    assert after["n_regressions"] == 1 and after["gate"]["failed"] == ["max_ece"]
     (ece,) = [r for r in after["rows"] if r["key"] == "ece"]
     assert ece["status"] == "worse" and ece["gate_failed"] == "max_ece"

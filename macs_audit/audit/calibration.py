@@ -10,11 +10,11 @@ import numpy as np
 
 from macs_audit.calibrators.selection import compare_calibrators
 from macs_audit.calibrators.temperature import optimal_temperature
-from macs_audit.data.sources import MAX_CLASSES
 from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
 from macs_audit.metrics import accumulators, conformal
 from macs_audit.metrics.registry import TEMPERATURE_METRICS
+from macs_audit.models.config import MAX_CLASSES
 from macs_audit.progress import ProgressFn, Stage, step
 from macs_audit.report import Calibrators, Reliability, TemperatureFit
 

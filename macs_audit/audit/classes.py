@@ -11,6 +11,7 @@ unrestricted, over every output with the labels as output indices (`MappedAccumu
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -32,8 +33,8 @@ CONVENTION = (
 def match_classes(
     predictor: Predictor, source: Source, class_map: dict[str, int] | None = None, class_map_name: str = "--class-map"
 ) -> LabelSpace:
-    """The map of `source`'s classes to `predictor`'s outputs (label_space's rules; `class_map` where it names a
-    class of the data); InputError, naming the data and saying what to pass, where they do not match."""
+    """The map of `source`'s classes to `predictor`'s outputs (label_space's rules; `class_map` where it names
+    every class of the data); InputError, naming the data and saying what to pass, where they do not match."""
     num_outputs = predictor.num_classes or source.num_classes
     if source.num_classes > num_outputs:
         raise InputError(
@@ -53,23 +54,37 @@ def match_classes(
         raise InputError(f"{source.name}: {exc}") from None
 
 
-def check_classes(predictor: Predictor, source: Source) -> int:
-    """The number of classes, where the data's classes are the model's outputs in order (`match_classes`): what
-    fitting a calibrator or fine-tuning reads, with the labels as output indices. InputError for a subset or
-    another order (the audit maps them; a fit does not)."""
+def in_model_order(predictor: Predictor, source: Source) -> tuple[Source, LabelSpace]:
+    """`source` as a fit reads it (calibrate, finetune): its labels as `predictor`'s output indices and its class
+    names in the model's output order (`match_classes`), with the map it was matched by. Classes in another
+    order are converted (`space.outputs[labels]`); InputError for data of a subset of the outputs, which a fit of
+    every output cannot read."""
     space = match_classes(predictor, source)
-    if space.is_identity:
-        return space.num_outputs
     if space.is_subset:
         raise InputError(
             f"the model has {space.num_outputs} classes but the data set has {len(space.classes)} ({source.name}): "
             "fitting needs data of every output; `evaluate --data` scores a subset of the model's classes"
         )
-    moved = next(c for c, o in enumerate(space.outputs.tolist()) if o != c)
-    raise InputError(
-        f"{source.name}: the data's classes are the model's outputs in another order (by {space.mapped_by}, "
-        f"{space.classes[moved]} is output {int(space.outputs[moved])}, not {moved}); fitting reads labels as "
-        "output indices: give the data's classes in the model's order (an .npz's class_names, classes.txt)"
+    if space.is_identity:
+        return source, space
+    names = [""] * space.num_outputs
+    for name, output in zip(space.classes, space.outputs.tolist(), strict=True):
+        names[output] = name
+    return dataclasses.replace(source, labels=space.model_labels(source.labels), class_names=names), space
+
+
+def check_classes(predictor: Predictor, source: Source) -> int:
+    """The number of the model's outputs, where the data holds every one of them (in any order it is matched in,
+    `in_model_order`); InputError for a subset. For a caller that reads no label as an output index (INT8
+    calibration's class-stratified sample); one that does takes `in_model_order`'s source."""
+    return in_model_order(predictor, source)[1].num_outputs
+
+
+def matching_note(space: LabelSpace, source: Source) -> str:
+    """One line saying how a fit's data met the model's outputs, where they were not the outputs in order."""
+    return (
+        f"{source.name}: the data's classes are the model's outputs in another order, matched by "
+        f"{space.mapped_by}; each label is read as its class's output"
     )
 
 

@@ -9,7 +9,9 @@ is its `section()`. A shift set is compared in the shift section's default, rest
 
 Before any of it, `check_pair` makes the two models' preprocessing agree (`pair_preprocessing`): a side that
 declares no setting takes the other's, two that declare different ones are refused, but for the reference's own
-normalisation given with --reference-config; the section records both pipelines with where each value came from."""
+normalisation given with --reference-config; the section records both pipelines with where each value came from,
+and the pairing's warnings. Each model's output kind is its own; on the first batch `check_outputs` refuses two
+kinds that differ where either was detected, not declared."""
 
 from __future__ import annotations
 
@@ -69,7 +71,9 @@ def check_pair(reference: Predictor, candidate: Predictor) -> list[str]:
 # The preprocessing of a parity pair (docs/report-schema.md, parity.*_preprocessing). GEOMETRY decides the images
 # both models are fed: they are read once, by the candidate's pipeline, so both must agree, whoever set them.
 # NORMALISATION is each model's own (its predictor applies it): the reference's may differ from the candidate's
-# where --reference-config gives it.
+# where --reference-config gives it. The output kind is each model's own too, and not inherited: each side's
+# outputs become log-probabilities by its own kind, so a logits model and a probabilities model compare as they
+# are; only a kind read from the outputs ('auto') can be wrong unseen, which `check_outputs` catches.
 GEOMETRY = ("input_size", "crop_pct", "crop_offset", "interpolation")
 NORMALISATION = ("mean", "std")
 PREPROCESSING = GEOMETRY + NORMALISATION
@@ -77,6 +81,8 @@ PREPROCESSING = GEOMETRY + NORMALISATION
 # by nobody, yet not a guess, so a pairing treats them as declared (compared, never replaced by the other side's).
 KNOWN_FIT = "default, known to fit"
 SIDES = ("reference", "candidate")
+REFERENCE_SAID = "the reference: "  # a pairing warning that is the reference's own (its normalisation warning)
+INHERITED = "inherited from the "  # the source of a setting a side took from the other: "... candidate's metadata"
 
 
 def declared_source(cfg: ModelConfig, key: str) -> str | None:
@@ -95,7 +101,8 @@ def pair_preprocessing(reference: Predictor, candidate: Predictor) -> list[str]:
     "inherited from the candidate's metadata", ...); where both declare, the values must agree, but for a
     normalisation the reference's --reference-config gives. Returns a warning line per side that took the
     other's, and one for a reference left with CIFAR-10's built-in mean/std it is not known to fit: nothing
-    falls back to a default in silence."""
+    falls back to a default in silence. The lines are read from the configs as paired, so pairing the two again
+    (evaluate pairs them before reading the data, run_audit again) returns the same lines."""
     configs = {"reference": reference.config, "candidate": candidate.config}
     warned = {side: configs[side].normalisation_warning() for side in SIDES}
     taken: dict[str, list[str]] = {side: [] for side in SIDES}
@@ -105,7 +112,7 @@ def pair_preprocessing(reference: Predictor, candidate: Predictor) -> list[str]:
         for side, other in (SIDES, SIDES[::-1]):
             if found[side] is None and key in configs[other].sources:  # set by someone: KNOWN_FIT is a default
                 setattr(configs[side], key, values[other])
-                configs[side].sources[key] = f"inherited from the {other}'s {found[other]}"
+                configs[side].sources[key] = f"{INHERITED}{other}'s {found[other]}"
                 taken[side].append(key)
         if None in found.values() or _same(values["reference"], values["candidate"]):
             continue
@@ -118,14 +125,15 @@ def pair_preprocessing(reference: Predictor, candidate: Predictor) -> list[str]:
     for side, other in (SIDES, SIDES[::-1]):
         if taken[side]:
             _drop_warning(reference if side == "reference" else candidate, warned[side])
-            cfg = configs[side]
+        cfg = configs[side]
+        inherited = [key for key in PREPROCESSING if cfg.sources.get(key, "").startswith(INHERITED)]
+        if inherited:
             settings = ", ".join(
-                f"{key} {_shown(getattr(cfg, key))} ({cfg.sources[key].removeprefix('inherited from the ')})"
-                for key in taken[side]
+                f"{key} {_shown(getattr(cfg, key))} ({cfg.sources[key].removeprefix(INHERITED)})" for key in inherited
             )
-            said.append(f"the {side} declares no {_listed(taken[side])}: it takes the {other}'s, {settings}")
+            said.append(f"the {side} declares no {_listed(inherited)}: it takes the {other}'s, {settings}")
     warning = reference.config.normalisation_warning()
-    return said + ([f"the reference: {warning}"] if warning else [])
+    return said + ([f"{REFERENCE_SAID}{warning}"] if warning else [])
 
 
 def _listed(keys: list[str]) -> str:
@@ -169,6 +177,23 @@ def _mismatch(key: str, values: dict[str, Any], found: dict[str, str | None]) ->
     )
 
 
+def check_outputs(reference: Predictor, candidate: Predictor) -> None:
+    """Fail where the two models' output kinds (each read once both have scored a batch) differ and either was
+    detected ('auto'): a build whose softmax rows no longer sum to 1 within the detection's tolerance (FP16, INT8)
+    reads as logits, and its softmax would be compared unseen. Two declared kinds (a flag, a sidecar, metadata,
+    --reference-config) are each model's own and compare as they are: both become log-probabilities."""
+    kinds = {side: p.output for side, p in zip(SIDES, (reference, candidate), strict=True)}
+    if None in (kinds["reference"].kind, kinds["candidate"].kind):
+        return
+    if kinds["reference"].kind == kinds["candidate"].kind or not any(o.detected for o in kinds.values()):
+        return
+    raise InputError(
+        f"the reference outputs {kinds['reference'].describe()} but the candidate {kinds['candidate'].describe()}: "
+        "a detected kind may be misread; declare each model's with --output (the reference's own with "
+        f"{REFERENCE_CONFIG} FILE)"
+    )
+
+
 def _drop_warning(predictor: Predictor, warning: str | None) -> None:
     """Take the CIFAR-10 normalisation warning off a predictor's recorded warnings once a pairing gave it
     declared values."""
@@ -188,7 +213,7 @@ def preprocessing_record(predictor: Predictor) -> dict[str, Any]:
     cfg = predictor.config
     output = predictor.output
     sources = {key: declared_source(cfg, key) or "default" for key in PREPROCESSING}
-    sources["output"] = cfg.sources.get("output") or ("detected" if output.detected else "default")
+    sources["output"] = "detected" if output.detected else cfg.sources.get("output", "default")
     return {
         "input_size": list(cfg.input_size),
         "crop_pct": cfg.crop_pct,
@@ -206,7 +231,9 @@ class ParityRecorder:
     the same images with the reference; a view is summarised when the candidate's intervals of it are made
     (`intervals`). `shift_sets`: the shift sets the audit scores, whose views are compared restricted to their
     classes, each model's accumulator of the restricted logits made by `restricted_accumulator` (the shift
-    section's: a copy of the candidate then gives the same sums)."""
+    section's: a copy of the candidate then gives the same sums). `candidate`: the audited model, whose output
+    kind the first batch checks against the reference's (`check_outputs`) and whose preprocessing the section
+    records; `warnings`: what pairing the two said (`check_pair`), which the section records."""
 
     def __init__(
         self,
@@ -222,9 +249,12 @@ class ParityRecorder:
         restricted_accumulator: Callable[[MappedSource, np.ndarray, np.ndarray], accumulators.CalibrationAccumulator]
         | None = None,
         candidate: Predictor | None = None,
+        warnings: list[str] | None = None,
     ):
         self.reference, self.labels, self.num_classes = reference, np.asarray(labels), num_classes
         self.candidate = candidate  # the audited model: the section records its preprocessing beside the reference's
+        self.warnings = list(warnings or [])
+        self._outputs_checked = candidate is None
         self.split, self.coverage, self.resamples, self.seed = split, coverage, resamples, seed
         if shift_sets and restricted_accumulator is None:
             raise ValueError("shift sets are compared restricted: give their restricted_accumulator")
@@ -243,6 +273,9 @@ class ParityRecorder:
         if not isinstance(images, np.ndarray) and self.reference.backend != "torch":
             images = images.cpu().numpy()  # a torch candidate's device-resident batch, for onnxruntime
         reference = self.reference.predict(images)
+        if not self._outputs_checked and self.candidate is not None:  # both kinds are known from the first batch
+            check_outputs(self.reference, self.candidate)
+            self._outputs_checked = True
         if reference.shape != logits.shape:
             raise InputError(f"the reference outputs {reference.shape[1]} classes but the candidate {logits.shape[1]}")
         self._batches.append((start, reference, np.asarray(logits), np.asarray(labels)))
@@ -344,4 +377,5 @@ class ParityRecorder:
             views=self.views,
             reference_preprocessing=preprocessing_record(self.reference),
             **({} if self.candidate is None else {"candidate_preprocessing": preprocessing_record(self.candidate)}),
+            **({"warnings": self.warnings} if self.warnings else {}),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Callable
 
 import numpy as np
 
@@ -53,10 +54,12 @@ def run_audit(
     data_info: dict | None = None,
     ctx: Context = SINGLE,
     reference: Predictor | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> AuditResult:
     """Audit `predictor` on `source`. Under torch.distributed (ctx), every rank returns the same Report. With
     `reference`, the report's parity section: the reference scored on the same batches of every view
-    (audit/parity.py), in the same pass."""
+    (audit/parity.py), in the same pass; what pairing the two models' preprocessing says (a side that takes the
+    other's mean, ...) goes to `on_warning` as the audit begins, and into the section's `warnings`."""
     options = sized(options or AuditOptions(), predictor.config)
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
@@ -83,7 +86,10 @@ def run_audit(
                 "--reference with --shift-data needs --data whose classes are the model's outputs in order; "
                 "run the parity audit without --shift-data"
             )
-        check_pair(reference, full_predictor)  # the two models as they are; then each on the data's classes
+        paired = check_pair(reference, full_predictor)  # the two models as they are; then each on the data's classes
+        if on_warning is not None:
+            for line in paired:
+                on_warning(line)
         reference = restricted(reference, match_classes(reference, source, options.class_map, options.class_map_name))
         recorder = ParityRecorder(
             reference,
@@ -96,6 +102,7 @@ def run_audit(
             shift_sets=options.shift_sets,
             restricted_accumulator=restricted_accumulator,
             candidate=predictor,
+            warnings=paired,
         )
     acc, logits = evaluate_view(
         predictor,

@@ -137,6 +137,8 @@ def calibrate(
             force_calibration=force_calibration,
         )
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
+    for message in run.notes:  # the fit data's classes in another order than the outputs: matched by name
+        note(message)
     for message in run.fit_warnings:  # fit data lacking classes: before the table that refuses maps for it
         warn(message)
     if run.selection is not None:

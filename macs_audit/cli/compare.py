@@ -11,15 +11,8 @@ from typing import List, Optional
 import typer
 
 from macs_audit.cli.console import handle_errors, warn
-from macs_audit.cli.output import (
-    CONFIG_HELP,
-    FORMAT_OPTION,
-    OUTPUT_OPTION,
-    SUMMARY_HELP,
-    append_step_summary,
-    emit,
-    resolve_outputs,
-)
+from macs_audit.cli.output import append_step_summary, emit, resolve_outputs
+from macs_audit.cli.report_options import CONFIG_HELP, FORMAT_OPTION, OUTPUT_OPTION, SUMMARY_HELP
 
 
 @handle_errors
@@ -33,24 +26,34 @@ def compare(
     formats: Optional[List[str]] = FORMAT_OPTION,
     outputs: Optional[List[Path]] = OUTPUT_OPTION,
     step_summary: bool = typer.Option(True, "--step-summary/--no-step-summary", help=SUMMARY_HELP),
-    with_gate: bool = typer.Option(
-        False,
-        "--gate",
-        help="Run the gate on B (A its baseline where the config sets allowances; config searched as for "
-        "`gate`): every metric it fails is counted a regression.",
+    with_gate: Optional[bool] = typer.Option(
+        None,
+        "--gate/--no-gate",
+        help="Run the gate on B (A its baseline where the config sets allowances): a regression is a check it "
+        "fails. By default it runs where a config is found as `gate` finds one; --gate requires one, --no-gate "
+        "runs none (worse rows are then counted as worse beyond the noise, none as a regression).",
+        show_default=False,
     ),
     config: Optional[Path] = typer.Option(
         None, "--config", "-c", readable=False, help=CONFIG_HELP + " Implies --gate."
     ),
 ) -> None:
     """Compare two saved reports side by side; changes in the bad direction are highlighted, changes a
-    temperature alone makes (margins, logit norms, L^, set sizes) are shown but not counted. Exits 0."""
+    temperature alone makes (margins, logit norms, L^, set sizes) are shown but not counted; the headline
+    counts the checks the gate fails as regressions. Exits 0."""
     from macs_audit.compare import compare as compare_reports
+    from macs_audit.errors import InputError, UsageError
     from macs_audit.gate import ConfiguredGate, run_gate
+    from macs_audit.gate.config import find_config
     from macs_audit.report import load_report
     from macs_audit.reports import markdown
 
-    configured = ConfiguredGate.load(config) if with_gate or config is not None else None
+    if with_gate is False and config is not None:
+        raise UsageError(f"--no-gate runs no gate but --config {config} names one: drop one of the two")
+    # As `gate` finds its config: --config, else macs-audit.toml or pyproject.toml's gate table from the
+    # current directory up; without --gate, finding none is no error (no gate runs, and none is counted).
+    found = config if config is not None or with_gate is False else find_config()
+    configured = ConfiguredGate.load(found) if found is not None or with_gate else None
     gate_inputs = (configured.config_path,) if configured is not None else ()
     targets = resolve_outputs(formats, outputs, inputs=(a_path, b_path, *gate_inputs))
     a, b = load_report(a_path), load_report(b_path)
@@ -59,8 +62,14 @@ def compare(
     gate = None
     if configured is not None:  # A is the baseline: the config's own baseline report is not read here
         baseline = a if configured.config.baseline else None
-        gate = run_gate(b, configured.config, baseline, baseline_name=str(a_path))
-        for message in gate.notes:
+        try:
+            gate = run_gate(b, configured.config, baseline, baseline_name=str(a_path))
+        except InputError as e:
+            if with_gate or config is not None:
+                raise
+            # A config found, not asked for, that checks what B lacks: compared without it, and said so.
+            warn(f"the gate of {configured.config_path} cannot judge {b_path}: {e}; compared without a gate")
+        for message in gate.notes if gate is not None else []:
             warn(message)
     comparison = compare_reports(a, b, a_path.name, b_path.name, gate=gate)
 

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from macs_audit.cli.console import handle_errors, note
-from macs_audit.cli.options import CORRUPTION_SET_OPTION
+from macs_audit.cli.options import CORRUPTION_SET_OPTION, QUIET_OPTION
 from macs_audit.cli.progress import Progress, show_progress
 from macs_audit.text import or_list
 from macs_audit.views.corruptions.table import PARAMETER_SETS
@@ -83,7 +83,7 @@ def corrupt(
         None, "--frost-textures", readable=False, help="Directory of frost images (default: procedural)."
     ),
     corruption_set: str = CORRUPTION_SET_OPTION,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log)."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Generate the corruptions (19 x 5 severities, the parameter set of --corruption-set) into OUT in the
     CIFAR-C layout or the ImageNet-C image tree (--layout), written atomically."""

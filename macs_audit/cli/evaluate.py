@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -27,6 +28,7 @@ from macs_audit.cli.options import (
     OOD_DATA_OPTION,
     PRECISION_OPTION,
     PROVIDER_OPTION,
+    QUIET_OPTION,
     RAPS_OPTION,
     REAL_LABELS_FILE_OPTION,
     REAL_LABELS_OPTION,
@@ -43,8 +45,9 @@ from macs_audit.cli.options import (
     parse_corruption_set,
     parse_shift_data,
 )
-from macs_audit.cli.output import REPORT_FORMAT_OPTION, REPORT_OUTPUT_OPTION, emit, render_report, report_targets
+from macs_audit.cli.output import emit, render_report, report_targets
 from macs_audit.cli.progress import Progress, show_progress
+from macs_audit.cli.report_options import REPORT_FORMAT_OPTION, REPORT_OUTPUT_OPTION
 from macs_audit.progress import Stage, step
 from macs_audit.reports.summary import BARS
 
@@ -192,13 +195,7 @@ def evaluate(
         + ", ".join(f"{name}={value:g}" for name, value in BARS.to_dict().items())
         + ". Recorded in the report; a gate's thresholds are its own.",
     ),
-    quiet: bool = typer.Option(
-        False,
-        "--quiet",
-        "-q",
-        help="No progress (no bar on a terminal, no lines in a log); with --output, the verdict line alone: no "
-        "tables and no notes of what was written (warnings and errors still show).",
-    ),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
     intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid; selective
@@ -207,6 +204,7 @@ def evaluate(
     from macs_audit.atomic import destination
     from macs_audit.audit import check_corruption_files, run_audit
     from macs_audit.audit.calibration import check_conformal_split, parse_raps
+    from macs_audit.audit.classes import match_classes
     from macs_audit.calibrators.selection import parse_methods
     from macs_audit.data.label_space import check_class_map_used, load_mapped_sets, read_class_map
     from macs_audit.data.loading import DataSpec, load_model_data
@@ -319,10 +317,8 @@ def evaluate(
             provider=reference_provider,
         )
         # Now, before the data is read by the candidate's pipeline (which may take the reference's settings);
-        # run_audit checks the pair again and finds it agreed.
-        paired = check_pair(reference_predictor, predictor)
-        for line in paired if ctx.is_main else []:
-            warn(line)
+        # run_audit pairs them again, finds them agreed, and warns of what the pairing said (on_warning).
+        check_pair(reference_predictor, predictor)
     spec = DataSpec(data, data_format, split, limit, seed, skip_damaged_shards=skip_damaged_shards)
     source, data_info = load_model_data(spec, predictor.config)
 
@@ -343,14 +339,16 @@ def evaluate(
             interpolation=predictor.config.interpolation,
             crop_offset=predictor.config.crop_offset,
             model_classes=predictor.config.class_names,
-            class_map=class_map,
+            class_map=mapping,
+            class_map_name=str(class_map),
         ),
         real_labels=load_real_labels(source, real_labels_file) if real_labels or real_labels_file else None,
         class_map=mapping,
         class_map_name=str(class_map),
     )
-    if mapping is not None:
-        check_class_map_used(mapping, str(class_map), source, options.shift_sets)
+    if mapping is not None:  # a map that names no class, then --data matched as run_audit does, then maps no set
+        matched = functools.partial(match_classes, predictor, source, mapping, str(class_map))
+        check_class_map_used(mapping, str(class_map), source, matched, options.shift_sets)
     with Progress(show_progress(quiet) and ctx.is_main) as progress:
         result = run_audit(
             predictor,
@@ -360,6 +358,7 @@ def evaluate(
             data_info=data_info,
             ctx=ctx,
             reference=reference_predictor,
+            on_warning=warn if ctx.is_main else None,
         )
         distributed.shutdown(ctx)
         if not ctx.is_main:  # every rank holds the same report; rank 0 alone writes and prints

@@ -22,6 +22,7 @@ from macs_audit.cli.options import (
     MODEL_OUTPUT_OPTION,
     NUM_CLASSES_OPTION,
     PROVIDER_OPTION,
+    QUIET_OPTION,
     REFERENCE_PROVIDER_OPTION,
     STD_OPTION,
     TRUST_PICKLED_OPTION,
@@ -99,7 +100,7 @@ def export(
     audit: bool = typer.Option(True, "--audit/--no-audit", help="Audit the build against the float model."),
     provider: Optional[str] = PROVIDER_OPTION,
     reference_provider: Optional[str] = REFERENCE_PROVIDER_OPTION,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads; with
     --precision fp16 or int8, build it at that precision and print the parity audit of the build."""
@@ -218,6 +219,8 @@ def _build(
     if not warned:  # a checkpoint's export has warned of the same model
         for message in built.warnings:
             warn(message)
+    for message in built.parity_warnings:  # a model of the pair that took the other's settings
+        warn(message)
     used = ""
     if built.int8_target:
         every = calibration.images is None and (built.calibration_images or 0) < DEFAULT_CALIBRATION_IMAGES

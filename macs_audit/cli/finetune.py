@@ -271,6 +271,8 @@ def finetune(
     if run.onnx_skipped:
         warn(f"{run.onnx_skipped}; use {run.weights.name}")
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
+    for message in run.notes:  # the training data's classes in another order than the outputs: matched by name
+        note(message)
     for message in run.warnings:  # a temperature folded on data that looks trained on
         warn(message)
     won = which_fix(run.fixes) if run.fixes else None  # the same words under the table and on the last line

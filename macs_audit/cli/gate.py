@@ -13,15 +13,14 @@ from typing import List, Optional
 import typer
 
 from macs_audit.cli.console import handle_errors, warn
-from macs_audit.cli.output import (
+from macs_audit.cli.output import gate_report, resolve_outputs
+from macs_audit.cli.report_options import (
     BASELINE_HELP,
     CONFIG_HELP,
     FORMAT_OPTION,
     INTERVAL_HELP,
     OUTPUT_OPTION,
     SUMMARY_HELP,
-    gate_report,
-    resolve_outputs,
 )
 
 

@@ -1,4 +1,6 @@
-"""Options and parsers shared by the commands: one definition, one help text each."""
+"""Options and parsers shared by the commands: one definition, one help text each. The options of the commands
+that read saved reports (gate, report, compare; evaluate's --format and --output) are cli/report_options.py's:
+this module's parsers reach the audit and the models, which those commands never import (pyproject's contract)."""
 
 from __future__ import annotations
 
@@ -198,7 +200,14 @@ REAL_LABELS_OPTION = typer.Option(
 REAL_LABELS_FILE_OPTION = typer.Option(
     None, "--real-labels-file", readable=False, help="The ReaL labels' JSON (real.json) instead of timm's copy."
 )
-QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress (no bar on a terminal, no lines in a log).")
+# One --quiet for every command; evaluate also drops its tables when the report goes to --output.
+QUIET_OPTION = typer.Option(
+    False,
+    "--quiet",
+    "-q",
+    help="No progress (no bar on a terminal, no lines in a log). evaluate with --output: the verdict line alone, "
+    "no tables and no notes of what was written (warnings and errors still show).",
+)
 # Commands that write models (calibrate, export, finetune) refuse to replace an existing output without it.
 FORCE_OPTION = typer.Option(
     False, "--force", help="Replace outputs that already exist (never the command's own inputs)."

@@ -1,9 +1,9 @@
 """Where a command's rendered formats go (files, written atomically, or stdout) and the gate's verdict:
-shared by `evaluate --gate`, `gate`, `report` and `compare`, with the help texts of the options they share.
+shared by `evaluate --gate`, `gate`, `report` and `compare`.
 
-Output: `--format` (repeatable) picks a format of reports.FORMATS; without `--output` every
-format goes to stdout; with `--output` (repeatable) the i-th output file gets the i-th format, or
-the format its extension names (reports.EXTENSIONS) when no --format is given. `-o -` (or
+Output (the options are declared in cli.options): `--format` (repeatable) picks a format of reports.FORMATS;
+without `--output` every format goes to stdout; with `--output` (repeatable) the i-th output file gets the i-th
+format, or the format its extension names (reports.EXTENSIONS) when no --format is given. `-o -` (or
 /dev/stdout) is standard output; a stream without an extension gets the command's default format.
 Every output is checked (macs_audit.outputs) before any report is read.
 """
@@ -22,51 +22,13 @@ from macs_audit.cli.console import note, stderr, stdout, warn
 from macs_audit.errors import UsageError
 from macs_audit.outputs import check_distinct, check_file
 from macs_audit.reports import ALIASES, EXTENSIONS, FORMATS
-from macs_audit.text import or_list, printable
+from macs_audit.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from macs_audit.gate import ConfiguredGate, GateResult
     from macs_audit.report import Report
-
-
-def _first_extensions() -> str:
-    """Each format's first extension in EXTENSIONS, as --output's help lists them: '.json .md .xml .html .txt'."""
-    first: dict[str, str] = {}
-    for extension, name in EXTENSIONS.items():
-        first.setdefault(name, extension)
-    return " ".join(first.values())
-
-
-FORMAT_HELP = f"Output format: {or_list(FORMATS)}. Repeatable."
-OUTPUT_HELP = (
-    "Write to this file (atomically) instead of stdout. Repeatable: pairs with --format in order, "
-    f"or the extension ({_first_extensions()}) names the format."
-)
-SUMMARY_HELP = "Append the Markdown to $GITHUB_STEP_SUMMARY when that is set."
-CONFIG_HELP = (
-    "Gate thresholds: a macs-audit.toml ([gate]) or pyproject.toml ([tool.macs-audit.gate]). "
-    "Default: searched from the current directory."
-)
-BASELINE_HELP = "Baseline report for the [gate.baseline] regression checks."
-INTERVAL_HELP = "Gate on the pessimistic end of the 95% bootstrap interval (default: the config's use_interval)."
-
-
-REPORT_FORMAT_HELP = (
-    "Format of the report: json (what gate, report and compare read), html, md or terminal. Repeatable: pairs "
-    "with --output in order; without --output, to stdout. Default: --output's extension (.html, .md, .txt), "
-    "else json."
-)
-REPORT_OUTPUT_HELP = (
-    "Write the report to this file (atomically); '-' is stdout (the tables then go to stderr). Repeatable: one "
-    "file per format, e.g. -o audit.json -o audit.html."
-)
-# One declaration each, shared by the commands that write reports (evaluate, gate, report); the help differs.
-FORMAT_OPTION = typer.Option(None, "--format", "-f", help=FORMAT_HELP)
-OUTPUT_OPTION = typer.Option(None, "--output", "-o", readable=False, help=OUTPUT_HELP)
-REPORT_FORMAT_OPTION = typer.Option(None, "--format", "-f", help=REPORT_FORMAT_HELP)
-REPORT_OUTPUT_OPTION = typer.Option(None, "--output", "-o", readable=False, help=REPORT_OUTPUT_HELP)
 
 
 def report_targets(

@@ -11,16 +11,8 @@ from typing import List, Optional
 import typer
 
 from macs_audit.cli.console import handle_errors, warn
-from macs_audit.cli.output import (
-    BASELINE_HELP,
-    CONFIG_HELP,
-    FORMAT_OPTION,
-    INTERVAL_HELP,
-    OUTPUT_OPTION,
-    emit,
-    render_report,
-    resolve_outputs,
-)
+from macs_audit.cli.output import emit, render_report, resolve_outputs
+from macs_audit.cli.report_options import BASELINE_HELP, CONFIG_HELP, FORMAT_OPTION, INTERVAL_HELP, OUTPUT_OPTION
 
 
 @handle_errors

@@ -5,7 +5,9 @@ ImageNet's 1,000; a team's folder of the 20 classes it cares about) or name them
 are mapped to output indices, for --data and every --shift-data set alike, by the first rule that applies:
 
 1. an explicit class map (`--class-map FILE`: JSON `{"class": index}` or CSV rows `class,index`) that names
-   any of the set's classes (it must then name them all);
+   every one of the set's classes (a map that names only some of them is left to the rules below: a map for
+   a shift set that shares a name such as "cat" with --data leaves --data to match by name; where no other
+   rule matches the set either, the error names the classes the map leaves out);
 2. the model's class names (its sidecar or metadata, a Hugging Face folder's id2label, a timm folder's
    label_names), where the data's classes are among them: by name;
 3. WordNet ids (`n01440764`) of ImageNet-style folders, for a 1,000-output model: their place in timm's
@@ -29,15 +31,17 @@ from __future__ import annotations
 import csv
 import dataclasses
 import importlib.util
-import json
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from macs_audit.data.sources import MAX_CLASSES, Source
+from macs_audit.data.sources import Source
 from macs_audit.errors import InputError, UsageError
+from macs_audit.files import json_value, read_small_text
+from macs_audit.models.config import MAX_CLASSES
 
 WORDNET_ID = re.compile(r"n\d{8}")
 IMAGENET_OUTPUTS = 1000
@@ -126,26 +130,14 @@ def imagenet_synsets() -> tuple[str, ...]:
 def read_class_map(path: str | Path) -> dict[str, int]:
     """A class map file: JSON `{"class": index, ...}` or CSV rows `class,index` (a header row is skipped)."""
     path = Path(path)
-    if not path.is_file():
-        found = "not a regular file" if path.exists() else "not found"  # /dev/zero, a FIFO: never read
-        raise UsageError(f"--class-map {path}: {found} (a JSON or CSV file of class -> model output index)")
-    if path.stat().st_size > MAX_CLASS_MAP_BYTES:
-        raise UsageError(f"--class-map {path}: larger than {MAX_CLASS_MAP_BYTES // 2**20} MiB; not a class map")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--class-map {path}: cannot be read as UTF-8 text ({exc})") from None
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--class-map {path}: not valid JSON ({exc})") from None
-        except RecursionError:  # arrays in arrays, a hundred thousand deep
-            raise UsageError(f"--class-map {path}: JSON nested too deeply; not a class map") from None
+    text = read_small_text(path, MAX_CLASS_MAP_BYTES, option="--class-map", holds="a class map")
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        data = json_value(text, path, option="--class-map")
         if not isinstance(data, dict):
             raise UsageError(f"--class-map {path}: expected a JSON object of class -> index")
         pairs = list(data.items())
-    elif path.suffix.lower() == ".csv":
+    elif suffix == ".csv":
         rows = [row for row in csv.reader(text.splitlines()) if row and any(cell.strip() for cell in row)]
         if rows and len(rows[0]) >= 2 and not rows[0][1].strip().lstrip("-").isdigit():
             rows = rows[1:]  # a header
@@ -247,8 +239,20 @@ def label_space(
 ) -> LabelSpace:
     """The map of `classes` (the data's, in label order) to a model's `num_outputs` outputs (module docstring).
     `named` False: the data's class names are placeholders (an .npz without names), so only a position maps."""
-    if class_map is not None and any(c in class_map for c in classes):
-        return _from_map(classes, class_map, num_outputs, f"class map {class_map_name}", BY_CLASS_MAP)
+    by_map = f"class map {class_map_name}"
+    if class_map is not None and classes and all(c in class_map for c in classes):
+        return _from_map(classes, class_map, num_outputs, by_map, BY_CLASS_MAP)
+    try:
+        return _by_other_rules(classes, num_outputs, model_classes, named)
+    except InputError:
+        if class_map is not None and any(c in class_map for c in classes):
+            # The map meant this set (it names some of its classes) and nothing else matches it: say what it lacks.
+            _from_map(classes, class_map, num_outputs, by_map, BY_CLASS_MAP)
+        raise
+
+
+def _by_other_rules(classes: list[str], num_outputs: int, model_classes: list[str] | None, named: bool) -> LabelSpace:
+    """Rules 2 to 5 of the module docstring (`label_space` without a class map)."""
     names = model_names(model_classes, num_outputs)
     if named:
         if names and any(c in names for c in classes):
@@ -286,14 +290,15 @@ def load_mapped_sets(
     interpolation: str | None = None,
     crop_offset: str = "round",
     model_classes: list[str] | None = None,
-    class_map: Path | None = None,
+    class_map: dict[str, int] | None = None,
+    class_map_name: str = "--class-map",
 ) -> tuple[MappedSource, ...]:
     """Each (name, folder or shard pattern) read as an ImageFolder or WebDataset shards with the model's
     preprocessing (`fit_image`, once: its size, crop_pct, interpolation and crop_offset, as for --data) and its
-    classes mapped to the model's `num_outputs` outputs (`label_space`); the map's errors name the set."""
+    classes mapped to the model's `num_outputs` outputs (`label_space`, with `class_map`, read from the file
+    `class_map_name` by read_class_map); the map's errors name the set."""
     from macs_audit.data.loading import DataSpec, load_data
 
-    mapping = read_class_map(class_map) if class_map is not None else None
     found = []
     for name, path in named:
         source, _ = load_data(DataSpec(Path(path)), image_size, crop_pct, interpolation, crop_offset=crop_offset)
@@ -304,8 +309,8 @@ def load_mapped_sets(
                 source.class_names,
                 num_outputs,
                 model_classes=model_classes,
-                class_map=mapping,
-                class_map_name=str(class_map),
+                class_map=class_map,
+                class_map_name=class_map_name,
             )
         except InputError as exc:
             raise InputError(f"--shift-data {name}: {exc}") from None
@@ -314,13 +319,29 @@ def load_mapped_sets(
 
 
 def check_class_map_used(
-    mapping: dict[str, int], name: str, source: Source, shift_sets: tuple[MappedSource, ...] = ()
+    mapping: dict[str, int],
+    name: str,
+    source: Source,
+    data_space: Callable[[], LabelSpace],
+    shift_sets: tuple[MappedSource, ...] = (),
 ) -> None:
-    """UsageError where the class map names no class of the data (`source`, --data) nor of any shift set: a map
-    that maps nothing (a map applies to each set it names a class of, `label_space`)."""
-    sets = [source.class_names, *(mapped.source.class_names for mapped in shift_sets)]
-    if not any(c in mapping for classes in sets for c in classes):
+    """UsageError where the class map names no class of the data (`source`, --data) nor of any shift set, and
+    then (`data_space()` matching --data, whose own errors come first) where it maps none of them: a map
+    applies to a set only where it names every one of its classes (`label_space`), so one that does so for no
+    set would go unused in silence."""
+    sets = [("--data", list(source.class_names))]
+    sets += [(f"--shift-data {mapped.name}", list(mapped.source.class_names)) for mapped in shift_sets]
+    partly = [(label, classes) for label, classes in sets if any(c in mapping for c in classes)]
+    if not partly:
         raise UsageError(
-            f"--class-map {name} names none of the classes of --data ({_listing(list(source.class_names))})"
+            f"--class-map {name} names none of the classes of --data ({_listing(sets[0][1])})"
             + (" or of the --shift-data sets" if shift_sets else "")
         )
+    if BY_CLASS_MAP in (*(mapped.space.by for mapped in shift_sets), data_space().by):
+        return
+    label, classes = partly[0]
+    missing = [c for c in classes if c not in mapping]
+    raise UsageError(
+        f"--class-map {name} names every class of no set, so it maps none (a map applies to a set where it names "
+        f"all of its classes): {label}'s {_listing(missing)} are not in it"
+    )

@@ -11,7 +11,6 @@ ids (a shard set's labels the 1,000 output indices): the model's outputs."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 
@@ -19,7 +18,8 @@ import numpy as np
 
 from macs_audit.data.label_space import IMAGENET_OUTPUTS, imagenet_synsets, timm_info_file
 from macs_audit.data.sources import Source
-from macs_audit.errors import InputError, UsageError
+from macs_audit.errors import InputError
+from macs_audit.files import file_error, read_small_json
 
 TIMM_FILE = "imagenet_real_labels.json"
 VALIDATION_IMAGES = 50_000
@@ -32,23 +32,16 @@ def read_real_labels(path: str | Path | None = None) -> tuple[list[list[int]], s
     source = Path(path) if path is not None else timm_info_file(TIMM_FILE)
     shown = str(path) if path is not None else f"timm's {TIMM_FILE}"
     where = f"--real-labels-file {path}" if path is not None else shown
-    if not source.is_file():  # /dev/zero, a FIFO: never read
-        raise UsageError(f"{where}: {'not a regular file' if source.exists() else 'not found'}")
-    if source.stat().st_size > MAX_BYTES:
-        raise UsageError(f"{where}: larger than {MAX_BYTES // 2**20} MiB; not ReaL's label file")
-    try:
-        data = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{where}: not a JSON file ({exc})") from None
-    except RecursionError:  # arrays in arrays, a hundred thousand deep
-        raise UsageError(f"{where}: JSON nested too deeply; not ReaL's label file") from None
+    option = "--real-labels-file" if path is not None else ""
+    error = file_error(option)  # the file an option named: a usage error; timm's own: an input error
+    data = read_small_json(source, MAX_BYTES, option=option, what=shown, holds="ReaL's label file")
     if not isinstance(data, list) or len(data) != VALIDATION_IMAGES:
-        raise UsageError(f"{where}: expected a list of {VALIDATION_IMAGES:,} label lists")
+        raise error(f"{where}: expected a list of {VALIDATION_IMAGES:,} label lists")
     for i, labels in enumerate(data):
         if not isinstance(labels, list) or not all(
             isinstance(x, int) and not isinstance(x, bool) and 0 <= x < IMAGENET_OUTPUTS for x in labels
         ):
-            raise UsageError(f"{where}: entry {i} is not a list of class indices 0-999")
+            raise error(f"{where}: entry {i} is not a list of class indices 0-999")
     return data, shown
 
 

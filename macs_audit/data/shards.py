@@ -22,7 +22,7 @@ A damaged shard (cut short inside a header or a member's data, or not ending in 
 block) is an InputError naming the shard and the byte or member; with `skip_damaged` it is left out whole and
 named in the index's `skipped` (the report's `data.damaged_shards_skipped` counts them). A pattern names at
 most MAX_SHARDS shards, counted before it is expanded; a `.cls` label is a decimal integer below
-`sources.MAX_CLASSES`.
+`models.config.MAX_CLASSES`.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from macs_audit.data.sources import MAX_CLASSES, UNLABELED, Source
+from macs_audit.data.sources import UNLABELED, Source
 from macs_audit.errors import InputError, UsageError
 from macs_audit.images import IMAGE_SUFFIXES, open_image
+from macs_audit.models.config import MAX_CLASSES
 from macs_audit.models.preprocessing import fit_image
 
 FORMAT = "shards"

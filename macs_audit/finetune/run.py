@@ -27,6 +27,7 @@ from pathlib import Path
 from macs_audit import distributed
 from macs_audit.atomic import all_or_nothing, write_text
 from macs_audit.audit import AuditOptions, evaluate_view, sized
+from macs_audit.audit.classes import in_model_order, matching_note, matching_record
 from macs_audit.before_after import (
     AFTER,
     BEFORE,
@@ -93,9 +94,8 @@ def validation_temperature(
     all of the data when it beats the uncalibrated model on a held-out part of it (calibrators.selection.
     choose_on_holdout, seeded by `seed`, as `calibrate` decides), else 1 (`kept_uncalibrated` says why, also
     when the data is too small to hold a part out); `fitted_temperature` is the fitted T either way."""
-    from macs_audit.audit import check_classes
-
-    k = check_classes(predictor, val_source)
+    val_source, space = in_model_order(predictor, val_source)  # labels as output indices (run_finetune's are)
+    k = space.num_outputs
     _, logits = evaluate_view(
         predictor, val_source, k, batch_size, progress=progress, description="fit temperature", keep_logits=True
     )
@@ -186,6 +186,7 @@ class FinetuneRun:
     fixes: list[Fix] = dataclasses.field(default_factory=list)  # before, temperature only, fine-tuned
     # A forced temperature on contaminated data; a fitted T not folded because it did not beat no temperature.
     warnings: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)  # how the training data's classes met the outputs
 
 
 def run_finetune(
@@ -222,8 +223,9 @@ def run_finetune(
     it folds the temperature anyway, says so in `warnings`, and shows no "which fix" comparison built on it.
 
     Raises UsageError for an ONNX model, a checkpoint in `out` without `resume`, an output that would
-    replace an input, existing outputs without `force` or `resume`, or a class count that does not match
-    the training data.
+    replace an input, or existing outputs without `force` or `resume`; InputError for training data (or
+    `val_data`) whose classes do not match the model's outputs or are a subset of them. Classes in another
+    order are matched by name and their labels read as output indices (audit/classes.py, `in_model_order`).
     """
     from macs_audit.finetune.loop import check_resume, finetune  # torch
 
@@ -258,11 +260,16 @@ def run_finetune(
         device=predictor.info["device"],
     ).validate()
     train_source, train_info = load_model_data(train, cfg)
-    if cfg.num_classes is not None and cfg.num_classes != train_source.num_classes:
-        raise UsageError(f"the model has {cfg.num_classes} classes but {train.path} has {train_source.num_classes}")
+    # Training reads labels as output indices: classes matched by name (another order converted), a subset refused.
+    train_source, space = in_model_order(predictor, train_source)
+    notes = [] if space.is_identity else [matching_note(space, train_source)]
+    class_matching = matching_record(space, predictor, train_source)
     options.checked_split(train_source.labels)  # too few images to train: fail now, not after the first audit
     eval_source, eval_info = load_model_data(eval_data, cfg)
     val_given = load_model_data(val_data, cfg)[0] if val_data is not None else None  # read like --data
+    if val_given is not None:
+        val_given, val_space = in_model_order(predictor, val_given)
+        notes += [] if val_space.is_identity else [matching_note(val_space, val_given)]
     training = "training from scratch" if options.from_scratch else "fine-tuning"
     title = f"{options.objective} {training} of {model.name}: before / after on {eval_source.name}"
     distributed.barrier(ctx)  # every rank has checked for an old checkpoint before rank 0 writes one
@@ -352,7 +359,12 @@ def run_finetune(
                 {
                     "options": options.to_dict(),
                     "model": {**meta, "from": str(model), "from_sha256": sha256, "format": fmt},
-                    "data": {"source": train_source.name, "n": len(train_source), **train_info},
+                    "data": {
+                        "source": train_source.name,
+                        "n": len(train_source),
+                        **train_info,
+                        "class_matching": class_matching,
+                    },
                     "split": result.split,
                     "eval_data": {"source": eval_source.name, "n": len(eval_source), **eval_info},
                     "audit": {
@@ -403,5 +415,17 @@ def run_finetune(
         comparison = write_before_after(out, before, after, title, fixes, outputs)
         write_text(out / TEMPERATURE_ONLY_FILE, baseline.to_json())
         return FinetuneRun(
-            weights, onnx_path, onnx_skipped, before, after, comparison, title, t_final, baseline, t0, fixes, warnings
+            weights,
+            onnx_path,
+            onnx_skipped,
+            before,
+            after,
+            comparison,
+            title,
+            t_final,
+            baseline,
+            t0,
+            fixes,
+            warnings,
+            notes,
         )

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
+from macs_audit.files import file_error, read_small_json
 from macs_audit.models.preprocessing import CROP_OFFSETS, INTERPOLATIONS
-from macs_audit.models.sources import read_small_file
+from macs_audit.models.sources import MAX_JSON_BYTES, MODEL_JSON
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -160,15 +161,13 @@ def read_sidecar(model_path: str | Path) -> dict[str, Any]:
     return read_settings(path)
 
 
-def read_settings(path: Path, what: str = "sidecar") -> dict[str, Any]:
-    """The KEYS a sidecar-shaped JSON file sets (other keys, such as a written model's `training`, ignored);
-    `what` names the file in messages ("sidecar", "--reference-config")."""
-    try:
-        data = _json(read_small_file(path, f"{what} {path}"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {what} {path}: {exc}") from None
+def read_settings(path: Path, option: str = "") -> dict[str, Any]:
+    """The KEYS a sidecar-shaped JSON file sets (other keys, such as a written model's `training`, ignored):
+    the sidecar next to the model, or the file `option` names ("--reference-config"; its faults are usage
+    errors, macs_audit.files)."""
+    data = read_small_json(path, MAX_JSON_BYTES, option=option, what="sidecar", holds=MODEL_JSON)
     if not isinstance(data, dict):
-        raise InputError(f"{what} {path} must hold a JSON object")
+        raise file_error(option)(f"{option or 'sidecar'} {path} must hold a JSON object")
     return {k: v for k, v in data.items() if k in KEYS}
 
 

@@ -24,24 +24,25 @@ DEFAULT_TEMPLATES = ("a photo of a {}.",)
 
 
 def read_class_prompts(path: Path | None) -> tuple[list[str], list[str]]:
-    """(classes, templates) of a --class-prompts file, or an InputError saying what it lacks."""
+    """(classes, templates) of a --class-prompts file, or a UsageError saying what it lacks
+    (a file an option names: its faults are usage errors, macs_audit.files)."""
     if path is None:
         raise UsageError(f"--arch {OPEN_CLIP_PREFIX}NAME needs --class-prompts FILE (the class names and templates)")
     data = read_json_object(path, named="--class-prompts", holds='{"classes": [...], "templates": [...]}')
     classes = data.get("classes")
     if isinstance(classes, list) and len(classes) > model_config.MAX_CLASSES:  # each is run through the text tower
         count, most = f"{len(classes):,}", f"{model_config.MAX_CLASSES:,}"
-        raise InputError(f"--class-prompts {path} names {count} classes, more than the {most} a model may have")
+        raise UsageError(f"--class-prompts {path} names {count} classes, more than the {most} a model may have")
     if not isinstance(classes, list) or len(classes) < 2 or not all(isinstance(c, str) and c for c in classes):
-        raise InputError(f'--class-prompts {path} needs "classes": a list of at least 2 class names')
+        raise UsageError(f'--class-prompts {path} needs "classes": a list of at least 2 class names')
     if len(set(classes)) != len(classes):
-        raise InputError(f"--class-prompts {path}: class names repeat")
+        raise UsageError(f"--class-prompts {path}: class names repeat")
     templates = data.get("templates", list(DEFAULT_TEMPLATES))
     if not isinstance(templates, list) or not templates or not all(isinstance(t, str) for t in templates):
-        raise InputError(f'--class-prompts {path}: "templates" must be a list of strings, each with {{}} for the class')
+        raise UsageError(f'--class-prompts {path}: "templates" must be a list of strings, each with {{}} for the class')
     for template in templates:
         if template.count("{") != 1 or template.count("}") != 1 or "{}" not in template:
-            raise InputError(
+            raise UsageError(
                 f"--class-prompts {path}: template {model_config.shown(template)} must hold {{}} once, where the "
                 "class name goes, and no other brace"
             )
@@ -147,5 +148,5 @@ def load_open_clip(
             cfg.sources[key] = "--class-prompts"
     if cfg.num_classes != len(classes):
         count = len(classes)
-        raise InputError(f"--num-classes {cfg.num_classes} does not match the {count} classes of {class_prompts}")
+        raise UsageError(f"--num-classes {cfg.num_classes} does not match the {count} classes of {class_prompts}")
     return TorchPredictor.of_module(zero_shot_module(model, weights), cfg, path, OPEN_CLIP, device, precision)

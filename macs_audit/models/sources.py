@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
-import os
-import stat
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from macs_audit.errors import InputError, UsageError
+from macs_audit.files import file_error, read_small_json
 
 TORCHVISION_PREFIX, OPEN_CLIP_PREFIX, HF_HUB_PREFIX = "torchvision:", "open_clip:", "hf-hub:"
 # The kinds of model source, as the report's model.format names them.
@@ -33,6 +31,7 @@ SHARDED_INDEX = "model.safetensors.index.json"
 # The largest JSON file a model comes with that is read (config.json, preprocessor_config.json, a sidecar,
 # --class-prompts): read whole into memory, it is bounded first. An id2label of a million classes is about 30 MB.
 MAX_JSON_BYTES = 64 * 2**20
+MODEL_JSON = "a model's JSON file"  # what a file over that limit is not, in the message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,36 +52,14 @@ def require(module: str, extra: str) -> ModuleType:
         ) from None
 
 
-def read_small_file(path: Path, shown: str) -> str:
-    """The UTF-8 text of a model's JSON file (a folder's config.json, a sidecar, --class-prompts), read up to
-    MAX_JSON_BYTES: a larger file, or one that is not a regular file (/dev/zero, a pipe: endless, or waiting for
-    a writer), is an InputError naming it as `shown`. An OSError or a UnicodeDecodeError (a ValueError) is the
-    caller's to word."""
-    # O_NONBLOCK: opening a pipe does not wait for its writer, so that fstat can tell what the file is.
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # (not on Windows)
-    with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise InputError(f"{shown} is not a regular file (a device, a pipe or a folder): give a JSON file")
-        data = file.read(MAX_JSON_BYTES + 1)
-    if len(data) > MAX_JSON_BYTES:
-        raise InputError(f"{shown} is larger than {MAX_JSON_BYTES // 2**20} MiB, the most a model's JSON file may hold")
-    return data.decode("utf-8")
-
-
 def read_json_object(path: Path, named: str = "", holds: str = "") -> dict[str, Any]:
-    """The JSON object a model's file holds, or an InputError naming the file (`named`, e.g. an option, before
-    its path) and saying what it should hold (`holds`, after "a JSON object")."""
-    shown = f"{named} {path}" if named else str(path)
-    try:
-        data = json.loads(read_small_file(Path(path), shown))
-    except RecursionError:
-        raise InputError(
-            f"cannot read {shown}: nested too deeply (JSON arrays or objects one inside another)"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {shown}: {exc}") from None
+    """The JSON object a model's file holds (read up to MAX_JSON_BYTES, macs_audit.files), or an error naming
+    the file (`named`, the option that named it, before its path: a usage error; else an input error) and
+    saying what it should hold (`holds`, after "a JSON object")."""
+    data = read_small_json(Path(path), MAX_JSON_BYTES, option=named, holds=MODEL_JSON)
     if not isinstance(data, dict):
-        raise InputError(f"{shown} must hold a JSON object{f' {holds}' if holds else ''}")
+        shown = f"{named} {path}" if named else str(path)
+        raise file_error(named)(f"{shown} must hold a JSON object{f' {holds}' if holds else ''}")
     return data
 
 

@@ -440,6 +440,9 @@ class Parity(Section):
     # Each model's preprocessing and where each value came from (3.1; audit/parity.py's preprocessing_record).
     reference_preprocessing: Preprocessing | None = None
     candidate_preprocessing: Preprocessing | None = None
+    # What pairing the two models' preprocessing said (3.1): a side that took the other's settings, a reference
+    # left with CIFAR-10's built-in mean/std (audit/parity.py's pair_preprocessing).
+    warnings: list[str] | None = None
 
     def view(self, name: str) -> ParityView | None:
         return next((v for v in self.views if v.name == name), None)

@@ -370,13 +370,11 @@ def render(report: Report, gate: GateResult | None = None) -> str:
 def render_comparison(comparison: Comparison) -> str:
     from macs_audit.compare import RULE
 
-    regressions = comparison.regressions
     body = [
         "<h1>macs-audit comparison</h1>",
         f'<p class="sub">A ({esc(comparison.a_name)}): {esc(tables.title(comparison.a))}<br>'
         f"B ({esc(comparison.b_name)}): {esc(tables.title(comparison.b))}</p>",
-        f'<div class="banner {"fail" if regressions else "pass"}">{len(regressions)} regression'
-        f"{'s' * (len(regressions) != 1)} (B worse than A)</div>",
+        f'<div class="banner {"fail" if comparison.worse else "pass"}">{esc(comparison.headline)}</div>',
     ]
     body += [f'<p class="note">Note: {esc(note)}</p>' for note in comparison.notes]
     rows = tables.comparison_rows(comparison)

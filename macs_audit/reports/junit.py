@@ -91,16 +91,18 @@ def render(report: Report, gate: GateResult | None = None) -> str:
 
 
 def render_comparison(comparison: Comparison) -> str:
-    """One test case per compared value; a change in the bad direction is a failure."""
+    """One test case per compared value; a regression (a metric the gate failed: Comparison.regressions) is a
+    failure, a row worse beyond the noise alone passes with `worse` in its text, as the headline counts them."""
     cases = []
     for row, (section, label, va, vb, delta, status) in zip(comparison.rows, comparison_rows(comparison), strict=True):
         text = f"{label}: {va} -> {vb} ({delta}, {status})"
-        message = f"{label} regressed: {va} -> {vb} ({delta})" if status == "worse" else None
-        cases.append((f"macs-audit.compare.{section}", row.key, message, text))
+        failed = f"{label} regressed: {va} -> {vb} ({delta}); the gate failed {row.gate_failed}"
+        cases.append((f"macs-audit.compare.{section}", row.key, failed if row.gate_failed else None, text))
     properties = {
         "a": shown(comparison.a.model.path),
         "b": shown(comparison.b.model.path),
         "a_name": comparison.a_name,
         "b_name": comparison.b_name,
+        "headline": comparison.headline,
     }
     return _document("macs-audit compare", cases, properties, comparison.b.created or "", "regression")

@@ -113,10 +113,9 @@ def render(report: Report, gate: GateResult | None = None) -> str:
 def render_comparison(comparison: Comparison) -> str:
     from macs_audit.compare import RULE
 
-    regressions = comparison.regressions
-    icon = "⚠️" if regressions else "✅"
+    icon = "⚠️" if comparison.regressions else "ℹ️" if comparison.worse else "✅"
     lines = [
-        f"## {icon} macs-audit compare: {len(regressions)} regression{'s' * (len(regressions) != 1)}",
+        f"## {icon} macs-audit compare: {esc(comparison.headline)}",
         "",
         f"**A** ({esc(comparison.a_name)}): {esc(tables.title(comparison.a))}  ",
         f"**B** ({esc(comparison.b_name)}): {esc(tables.title(comparison.b))}",

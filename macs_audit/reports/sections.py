@@ -17,7 +17,7 @@ from typing import Any
 from macs_audit.metrics.metric_row import Place
 from macs_audit.numbers import format_value
 from macs_audit.report import Calibrators, Conformal, OODDetection, RealLabels, Report, Shift, Unlabeled
-from macs_audit.reports import tables
+from macs_audit.reports import parity_tables, tables
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +178,8 @@ def _parity(report: Report) -> Content | None:
         "own q: the candidate's"
     )
     legend = "c->w, w->c: predictions that turned wrong, right; max |dz|: the largest logit difference"
-    found = [Table(tables.parity_header(), tables.parity_rows(report), note=legend)]
-    differences = tables.parity_difference_rows(report)
+    found = [Table(parity_tables.parity_header(), parity_tables.parity_rows(report), note=legend)]
+    differences = parity_tables.parity_difference_rows(report)
     if differences:
         found.append(Table(["view", "metric", "ref", "cand", "change", "95% CI"], differences, text_columns=2))
     return Content(tuple(found), detail, caption)

@@ -152,11 +152,15 @@ def wilson_interval(accuracy: float, n: int) -> tuple[float, float]:
 
 
 def chance(report: Report) -> tuple[float, str] | None:
-    """(the accuracy of a model that ignores the image, what it is): the larger of 1/K (K the model's classes) and
-    the most frequent class's share of the images (clean.per_class); None where the report has neither."""
+    """(the accuracy of a model that ignores the image, what it is): the larger of 1/K (K the classes it chooses
+    among: the model's, or the data's where the metrics are restricted to a subset of the outputs) and the most
+    frequent class's share of the images (clean.per_class); None where the report has neither."""
     candidates = []
-    if isinstance(report.model.num_classes, int) and report.model.num_classes > 0:
-        candidates.append((1 / report.model.num_classes, f"1/{report.model.num_classes}"))
+    k = report.model.num_classes
+    if (report.data.class_matching or {}).get("restricted"):  # argmax over the data's classes only
+        k = report.data.num_classes
+    if isinstance(k, int) and k > 0:
+        candidates.append((1 / k, f"1/{k}"))
     rows = [row for row in report.clean.per_class or [] if isinstance(row.get("n"), int)]
     total = sum(row["n"] for row in rows)
     if total:
@@ -206,8 +210,8 @@ def _prediction_problems(report: Report, bars: ProblemBars) -> list[str]:
 
 def parity_changes(report: Report) -> list[str]:
     """The parity section's changes for the worse beyond the noise: a clean, perturbation or shift view's metric
-    (reports/tables.py PARITY_METRICS) whose paired 95% interval lies wholly on the worse side of 0."""
-    from macs_audit.reports.tables import PARITY_METRICS
+    (reports/parity_tables.py PARITY_METRICS) whose paired 95% interval lies wholly on the worse side of 0."""
+    from macs_audit.reports.parity_tables import PARITY_METRICS
 
     found = []
     for view in report.parity.views if report.parity is not None else []:

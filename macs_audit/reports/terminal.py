@@ -336,8 +336,7 @@ def comparison_table(comparison: Comparison) -> Group:
     between sections (each metric's label names its view)."""
     from macs_audit.compare import RULE
 
-    n = len(comparison.regressions)
-    title = f"A = {comparison.a_name}, B = {comparison.b_name}: {n} regression{'s' * (n != 1)}"
+    title = f"A = {comparison.a_name}, B = {comparison.b_name}: {comparison.headline}"
     styles = {"worse": "bold red", "better": "green"}
     rows = tables.comparison_rows(comparison)
 
@@ -355,7 +354,9 @@ def comparison_table(comparison: Comparison) -> Group:
         return table
 
     notes = [_text(f"note: {note}", style="yellow") for note in comparison.notes]
-    heading = _text(title, style="bold red" if n else "bold green")
+    heading = _text(
+        title, style="bold red" if comparison.regressions else "bold yellow" if comparison.worse else "bold green"
+    )
     rule = _text(f"{RULE}.", style="dim")
     return Group(heading, Fitted(layout(True), compact(layout(False)), unwrapped=True), rule, *notes)
 

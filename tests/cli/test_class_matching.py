@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from macs_audit.cli import app
 from macs_audit.data.sources import CIFAR10_CLASSES, builtin_cifar10_test
+from macs_audit.models.predictor import load_predictor
 
 runner = CliRunner()
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_models" / "resnet9_c10_ce.onnx"
@@ -129,7 +130,12 @@ def test_the_permuted_model_without_names_goes_by_position_and_says_so(work, sam
     assert report["data"]["class_matching"]["by"] == "position"
     assert report["data"]["class_matching"]["reason"] == "the model names no classes"
     assert "by position (the model names no classes)" in output
-    assert report["clean"]["metrics"]["accuracy"] < sample_report["clean"]["metrics"]["accuracy"] - 0.3
+    # Data class c read as output c, which is the sample model's output PERMUTATION[c]: the permuted logits' argmax.
+    x, y = _images()
+    logits = load_predictor(SAMPLE).predict(x.transpose(0, 3, 1, 2).astype(np.float32) / 255.0)
+    by_position = float(np.mean(logits[:, list(PERMUTATION)].argmax(1) == y))
+    assert by_position < sample_report["clean"]["metrics"]["accuracy"] - 0.3
+    assert report["clean"]["metrics"]["accuracy"] == pytest.approx(by_position, abs=1e-12)
 
 
 NAMES = {c: f"cls_{c}" for c in range(10)}
@@ -154,6 +160,14 @@ REFUSED = [
         "2 of the data's classes do not map: kitten, puppy; pass --class-map FILE",
     ),
     Case("class-map-names-nothing", NAMES, {"bus": 1}, 2, "--class-map m.json names none of the classes of --data"),
+    Case(  # the data matches by name; a map of some of its classes maps no set, and is not left unused in silence
+        "class-map-maps-no-set",
+        dict(enumerate(CIFAR10_CLASSES)),
+        {"cat": 3, "dog": 5},
+        2,
+        "--class-map m.json names every class of no set, so it maps none (a map applies to a set where it names all "
+        "of its classes): --data's airplane, truck are not in it",
+    ),
     Case(
         "class-map-leaves-some-out",
         NAMES,
@@ -190,8 +204,6 @@ def test_a_class_map_maps_the_data(work, sample_report, tmp_path):
 
 
 def test_a_subset_of_the_classes_is_scored_restricted_and_unrestricted(tmp_path):
-    from macs_audit.models.predictor import load_predictor
-
     kept = (3, 5, 8)  # cat, dog, ship
     data = _folder(tmp_path / "data", classes=kept)
     report, output = _audit(SAMPLE, data, tmp_path, "--perturbations", "noise")
@@ -243,22 +255,119 @@ def test_hugging_face_and_timm_class_names_map_by_name(tmp_path, kind):
     np.testing.assert_allclose(logits1, logits0[:, [2, 0, 1]], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize(
-    ("model", "kept", "message"),
-    [
-        ("permuted.onnx", tuple(range(10)), "the data's classes are the model's outputs in another order"),
-        ("sample", (3, 5, 8), "data): fitting needs data of every output; `evaluate --data` scores a subset"),
-    ],
-    ids=["another-order", "subset"],
-)
-def test_a_fit_refuses_classes_it_would_read_as_other_outputs(work, tmp_path, monkeypatch, model, kept, message):
-    """calibrate fits on labels as output indices: data in another order or of a subset is refused in one line."""
+def test_a_shift_sets_class_map_that_names_a_clean_class_leaves_the_clean_data_by_name(work, tmp_path):
+    """README's `--shift-data mine=DIR --class-map FILE`: the map names the shift set's classes, "cat" among them,
+    a name the clean data holds too; it maps the shift set (all of whose classes it names) and leaves the clean
+    data, of which it names one class, to match by name."""
+    mine = {3: "cat", 5: "hound", 8: "boat"}  # the sample model's cat, dog and ship, two of them renamed
+    shift = _folder(tmp_path / "mine", mine, classes=tuple(mine))
+    (tmp_path / "m.csv").write_text("class,index\n" + "".join(f"{name},{c}\n" for c, name in mine.items()))
+    shift_args = ("--shift-data", f"mine={shift}", "--class-map", str(tmp_path / "m.csv"))
+    report, _ = _audit(SAMPLE, work / "folder", tmp_path, *shift_args)
+    matching = report["data"]["class_matching"]
+    assert matching["by"] == "name" and matching["outputs"] == list(range(10)) and not matching["restricted"]
+    (mapped,) = report["shift"]["sets"].values()
+    assert "class map" in mapped["mapped_by"] and mapped["num_classes"] == 3
+
+
+def test_calibrate_reads_classes_in_another_order_as_the_matched_outputs(work, tmp_path, monkeypatch):
+    """The permuted model's outputs are the sample model's in another order, named to match: calibrate matches the
+    folder's classes by name, reads each label as its class's output and fits the temperature the sample model
+    gets (the same logits paired with the same labels), saying how the classes were matched."""
     monkeypatch.chdir(tmp_path)
-    data = work / "folder" if len(kept) == 10 else _folder(tmp_path / "data", classes=kept)
-    path = SAMPLE if model == "sample" else work / model
-    args = ["calibrate", str(path), "--data", str(data), "--eval-data", str(data), "--out", "calibrated", "-q"]
+    temperatures = []
+    for i, model in enumerate((SAMPLE, work / "permuted.onnx")):
+        args = ["calibrate", str(model), "--data", str(work / "folder"), "--eval-data", str(work / "folder")]
+        result = runner.invoke(app, [*args, "--out", f"out{i}", *QUICK[:6], "--force-calibration", "-q"])
+        assert result.exit_code == 0, result.output
+        record = json.loads((tmp_path / f"out{i}" / "calibration.json").read_text())
+        temperatures.append(record["parameters"]["temperature"])
+        matching = record["fit_data"]["class_matching"]
+        assert matching["by"] == "name"
+        converted = "the data's classes are the model's outputs in another order, matched by the model's class names"
+        assert (converted in result.stderr) == (i == 1), result.stderr
+    assert matching["outputs"] == [PERMUTATION.index(c) for c in range(10)]
+    assert temperatures[1] == pytest.approx(temperatures[0], rel=1e-6)
+
+
+def test_a_fit_refuses_a_subset_of_the_classes(tmp_path, monkeypatch):
+    """calibrate fits every output: data of a subset of them is refused in one line."""
+    monkeypatch.chdir(tmp_path)
+    data = _folder(tmp_path / "data", classes=(3, 5, 8))
+    args = ["calibrate", str(SAMPLE), "--data", str(data), "--eval-data", str(data), "--out", "calibrated", "-q"]
     result = runner.invoke(app, args)
     assert result.exit_code == 3, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
+    message = "data): fitting needs data of every output; `evaluate --data` scores a subset"
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert not any(tmp_path.glob("calibrated*"))
+
+
+@pytest.fixture
+def finetune_work(tmp_path, monkeypatch, one_torch_thread) -> Path:
+    """A 16 px ResNet-9 whose sidecar names its outputs CIFAR-10's classes in PERMUTATION's order, and .npz
+    training and evaluation sets that name their classes in CIFAR-10's order."""
+    import timm
+    import torch
+    from conftest import tiny_images
+
+    from macs_audit.models import architectures  # noqa: F401  (registers macs_resnet9_c10)
+    from macs_audit.models.export import save_safetensors, write_sidecar
+
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    save_safetensors(timm.create_model("macs_resnet9_c10", num_classes=10), tmp_path / "net.safetensors")
+    names = [CIFAR10_CLASSES[p] for p in PERMUTATION]
+    write_sidecar(
+        tmp_path / "net.json",
+        {"arch": "macs_resnet9_c10", "num_classes": 10, "input_size": [16, 16], "class_names": names},
+    )
+    for name, seed, n in (("train", 0, 100), ("test", 1, 40)):
+        x, y = tiny_images(n, seed=seed, size=16)
+        np.savez(tmp_path / f"{name}.npz", x=x, y=y, class_names=np.asarray(CIFAR10_CLASSES))
+    x, y = tiny_images(60, size=16)
+    np.savez(tmp_path / "three.npz", x=x, y=y % 3, class_names=np.asarray(CIFAR10_CLASSES[:3]))
+    return tmp_path
+
+
+FINETUNE = ("finetune", "net.safetensors", "--out", "ft", "--eval-data", "test.npz", "--epochs", "0.2")
+FINETUNE_QUICK = (*FINETUNE, "--batch-size", "16", *QUICK[:6], "--force-temperature", "-q")
+
+
+def test_finetune_trains_on_the_labels_as_the_matched_outputs(finetune_work, monkeypatch):
+    """Training data whose classes are the model's outputs in another order: matched by name, each label read as
+    its class's output (what the loop trains on), said in a note and in finetune_config.json."""
+    from macs_audit.finetune import loop
+
+    trained_on = []
+
+    def recording(model, source, *args, **kwargs):
+        trained_on.append(source)
+        return finetune(model, source, *args, **kwargs)
+
+    finetune = loop.finetune
+    monkeypatch.setattr(loop, "finetune", recording)
+    # The ONNX exports (most of the run's time) are not what this test is about: the run writes the weights alone.
+    monkeypatch.setattr("macs_audit.finetune.run.export_if_possible", lambda *args: "ONNX export left out")
+    result = runner.invoke(app, [*FINETUNE_QUICK, "--data", "train.npz"])
+    assert result.exit_code == 0, result.output
+    outputs = [PERMUTATION.index(c) for c in range(10)]  # CIFAR-10's class c is output outputs[c]
+    (source,) = trained_on
+    labels = np.load(finetune_work / "train.npz")["y"]
+    split = json.loads((finetune_work / "ft" / "finetune_config.json").read_text())
+    np.testing.assert_array_equal(source.labels, np.asarray(outputs)[labels])
+    assert source.class_names == [CIFAR10_CLASSES[p] for p in PERMUTATION]
+    assert split["data"]["class_matching"]["by"] == "name" and split["data"]["class_matching"]["outputs"] == outputs
+    assert "train.npz: the data's classes are the model's outputs in another order, matched by" in result.stderr
+
+
+def test_finetune_refuses_training_data_of_a_subset_of_the_classes(finetune_work):
+    result = runner.invoke(app, [*FINETUNE_QUICK, "--data", "three.npz"])
+    assert result.exit_code == 3, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert (
+        "the model has 10 classes but the data set has 3 (" in lines[0]
+        and "fitting needs data of every output" in lines[0]
+    )
+    assert not (finetune_work / "ft" / "model.safetensors").exists()

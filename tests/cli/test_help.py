@@ -72,7 +72,7 @@ def test_help_texts_that_list_a_registry_list_every_entry():
     import re
 
     from macs_audit.cli.options import CORRUPTION_SET_OPTION
-    from macs_audit.cli.output import FORMAT_HELP, OUTPUT_HELP
+    from macs_audit.cli.report_options import FORMAT_HELP, OUTPUT_HELP
     from macs_audit.finetune.options import OBJECTIVES
     from macs_audit.reports import EXTENSIONS, FORMATS
     from macs_audit.views.corruptions.table import PARAMETER_SETS

@@ -91,7 +91,7 @@ ROWS = [
         "class-map-nested-arrays",
         (*SHIFT, "m.json"),
         2,
-        "--class-map m.json: JSON nested too deeply; not a class map",
+        "--class-map m.json: JSON nested too deeply",
         _all(BUS, _file("m.json", DEEP)),
     ),
     Row(

@@ -93,14 +93,14 @@ CASES = [
         read_class_map,
         _write("m.json", DEEP),
         UsageError,
-        "m.json: JSON nested too deeply; not a class map",
+        "--class-map {tmp}/m.json: JSON nested too deeply",
     ),
     (
         "real-labels-nested-arrays",
         read_real_labels,
         _write("real.json", DEEP),
         UsageError,
-        "--real-labels-file {tmp}/real.json: JSON nested too deeply; not ReaL's label file",
+        "--real-labels-file {tmp}/real.json: JSON nested too deeply",
     ),
     (
         "shard-cls-superscript",

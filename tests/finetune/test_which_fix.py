@@ -65,6 +65,22 @@ def test_ties_are_judged_as_the_table_shows_them_and_go_to_the_simpler_fix(secon
     assert which_fix(fixes).winner is fixes[winner]
 
 
+def test_the_rule_reads_the_numbers_shown_not_their_text_back(monkeypatch):
+    """The values are compared rounded to the printed decimals (numbers.shown_value), never parsed back from
+    the text: a value written otherwise (a decimal comma, a unit) is judged the same and shown as written."""
+    from macs_audit import numbers
+
+    def written_otherwise(value, percent):
+        scale, decimals = numbers.value_digits(percent)
+        return f"{scale * value:.{decimals}f}".replace(".", ",") + (" pct" if percent else " nats")
+
+    monkeypatch.setattr(numbers, "format_value", written_otherwise)
+    fixes = [fix("start model", 0.8937, 0.3397), fix("only T", 0.8937, 0.3166), fix("tuned", 0.8627, 0.3526)]
+    won = which_fix(fixes)
+    assert won.winner is fixes[1]
+    assert won.describe() == "only T wins (clean accuracy 89,37 pct, clean NLL (nats) 0,3166 nats): only T.onnx"
+
+
 def test_a_score_missing_from_a_fix_is_left_out_and_no_score_no_verdict():
     fixes = [fix("start model", 0.80, 0.5, robust=0.3), fix("tuned", 0.82, 0.45)]  # robust accuracy on one side
     won = which_fix(fixes)

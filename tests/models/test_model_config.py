@@ -179,7 +179,7 @@ def test_settings_json_may_carry_whole_numbers_as_floats_or_strings():
 def test_a_sidecar_nested_too_deeply_is_an_input_error(tmp_path):
     linear_onnx(tmp_path / "m.onnx")
     (tmp_path / "m.json").write_text("{" + '"a": {' * 50_000 + "}" * 50_001)
-    with pytest.raises(InputError, match=r"cannot read sidecar .*m\.json: nested too deeply"):
+    with pytest.raises(InputError, match=r"sidecar .*m\.json: JSON nested too deeply"):
         load_predictor(tmp_path / "m.onnx", device="cpu")
 
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from macs_audit.errors import InputError
+from macs_audit.errors import InputError, UsageError
 from macs_audit.models import sources
 from macs_audit.models.predictor import load_predictor
 
@@ -86,12 +86,12 @@ def test_the_onnx_path_imports_no_torch_nor_the_extras(tmp_path):
 def test_a_json_file_that_is_not_one_object_is_named_with_what_it_should_hold(tmp_path):
     path = tmp_path / "prompts.json"
     path.write_text("[1, 2]")
-    with pytest.raises(InputError, match=r'^--class-prompts .*prompts.json must hold a JSON object \{"classes"'):
+    with pytest.raises(UsageError, match=r'^--class-prompts .*prompts.json must hold a JSON object \{"classes"'):
         sources.read_json_object(path, named="--class-prompts", holds='{"classes": [...]}')
     with pytest.raises(InputError, match=r"prompts.json must hold a JSON object$"):
         sources.read_json_object(path)
     path.write_text("{")
-    with pytest.raises(InputError, match=r"^cannot read .*prompts.json: "):
+    with pytest.raises(InputError, match=r"prompts.json: not valid JSON"):
         sources.read_json_object(path)
     path.write_text('{"a": 1}')
     assert sources.read_json_object(path) == {"a": 1}

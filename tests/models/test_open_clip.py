@@ -10,7 +10,7 @@ import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 from source_builders import CLASSES, TINY_CLIP, audit_logits, photo_folder, tiny_clip  # noqa: E402
 
-from macs_audit.errors import InputError, UsageError  # noqa: E402
+from macs_audit.errors import UsageError  # noqa: E402
 from macs_audit.models.predictor import load_predictor  # noqa: E402
 
 ARCH = {"arch": f"open_clip:{TINY_CLIP}"}
@@ -45,11 +45,11 @@ def test_prompts_file_is_needed_and_must_name_the_classes(tmp_path):
         load_predictor(weights, ARCH, device="cpu")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"templates": ["a {}"]}))
-    with pytest.raises(InputError, match='needs "classes"'):
+    with pytest.raises(UsageError, match='needs "classes"'):
         load_predictor(weights, ARCH, device="cpu", class_prompts=bad)
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"classes": ["a", "b"]}))
-    with pytest.raises(InputError, match="does not match the 2 classes"):
+    with pytest.raises(UsageError, match="does not match the 2 classes"):
         load_predictor(weights, {**ARCH, "num_classes": 3}, device="cpu", class_prompts=good)
 
 

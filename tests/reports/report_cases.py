@@ -51,5 +51,5 @@ def regressed_comparison() -> Comparison:
     b = synthetic_report(accuracy=0.9, ece=0.05, corruptions=["fog"], class_names=[EVIL] * 10)
     b.model.path = EVIL
     result = compare(a, b, "a.json", EVIL)
-    assert result.regressions
+    assert result.worse
     return result

@@ -56,10 +56,11 @@ def test_html_of_a_bare_report_skips_absent_sections():
     assert 'id="margins"' not in page  # a section drawn only (no table) goes with its plot
 
 
-def test_html_comparison_marks_each_regression():
+def test_html_comparison_marks_each_worse_row():
     comparison = regressed_comparison()
     page = html.render_comparison(comparison)
-    assert "<script" not in page and page.count('<tr class="worse">') == len(comparison.regressions)
+    assert "<script" not in page and page.count('<tr class="worse">') == len(comparison.worse)
+    assert f"{len(comparison.worse)} metrics worse beyond the noise (no gate ran)</div>" in page
     assert len(images(page)) == 1
 
 

@@ -39,8 +39,12 @@ def test_junit_all_passing_and_escaping():
     assert "<script>" not in text
 
 
-def test_junit_comparison_fails_each_regression():
+def test_junit_comparison_without_a_gate_fails_nothing_and_says_worse():
+    """A regression is a check the gate failed (tests/test_compare_headline.py: a failure each); without a gate
+    the worse rows pass, with `worse` in their text."""
     comparison = regressed_comparison()
     root = ET.fromstring(junit.render_comparison(comparison).encode("utf-8"))
-    assert root.get("failures") == str(len(comparison.regressions))
+    assert root.get("failures") == "0" and comparison.worse
+    outputs = [e.text for e in root.iter("system-out")]
+    assert sum(", worse)" in (text or "") for text in outputs) == len(comparison.worse)
     assert root.get("tests") == str(len(comparison.rows))

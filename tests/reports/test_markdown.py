@@ -46,11 +46,12 @@ def test_markdown_escapes_report_strings():
         assert len(widths) == 1, rows
 
 
-def test_markdown_comparison_marks_each_regression():
+def test_markdown_comparison_marks_each_worse_row():
     comparison = regressed_comparison()
-    n = len(comparison.regressions)
+    n = len(comparison.worse)
     text = markdown.render_comparison(comparison)
-    assert f"{n} regressions" in text and text.count("🔴") == n and "<script>" not in text
+    assert f"{n} metrics worse beyond the noise (no gate ran)" in text.splitlines()[0]
+    assert text.count("🔴") == n and "<script>" not in text
 
 
 def test_the_audit_opens_with_its_summary_and_without_a_gate_its_own_verdict():

@@ -19,10 +19,11 @@ def test_terminal_gate_and_full_render():
     assert text.index("Clean calibration") < text.index("Robustness") < text.index("gate FAILED")
 
 
-def test_terminal_comparison_counts_its_regressions():
+def test_terminal_comparison_counts_its_worse_rows_and_no_gate_no_regression():
     comparison = regressed_comparison()
     text = terminal.to_text(terminal.comparison_table(comparison), width=160)
-    assert f"{len(comparison.regressions)} regressions" in text and EVIL in text  # shown as written, not as markup
+    assert f"{len(comparison.worse)} metrics worse beyond the noise (no gate ran)" in text
+    assert "regressions" not in text.splitlines()[0] and EVIL in text  # shown as written, not as markup
 
 
 def test_the_summary_comes_first_and_the_verdict_line_last():
