@@ -213,7 +213,7 @@ def evaluate(
     from macs_audit.inputs import run_inputs
     from macs_audit.metrics.conformal import check_coverage
     from macs_audit.models.config import read_reference_config
-    from macs_audit.models.predictor import load_predictor
+    from macs_audit.models.predictor import check_prompts_read, load_predictor
     from macs_audit.outputs import check_distinct, check_file
     from macs_audit.report import load_report
     from macs_audit.reports import terminal
@@ -319,6 +319,7 @@ def evaluate(
         # Now, before the data is read by the candidate's pipeline (which may take the reference's settings);
         # run_audit pairs them again, finds them agreed, and warns of what the pairing said (on_warning).
         check_pair(reference_predictor, predictor)
+    check_prompts_read(class_prompts, predictor, reference_predictor)
     spec = DataSpec(data, data_format, split, limit, seed, skip_damaged_shards=skip_damaged_shards)
     source, data_info = load_model_data(spec, predictor.config)
 

@@ -166,7 +166,8 @@ def _from_map(
 ) -> LabelSpace:
     missing = [c for c in classes if c not in mapping]
     if missing:
-        raise InputError(f"{mapped_by}: {len(missing)} of the data's classes do not map: {_listing(missing)}{hint}")
+        verb = "does" if len(missing) == 1 else "do"
+        raise InputError(f"{mapped_by}: {len(missing)} of the data's classes {verb} not map: {_listing(missing)}{hint}")
     outputs = np.asarray([mapping[c] for c in classes], dtype=np.int64)
     outside = [c for c, o in zip(classes, outputs, strict=True) if not 0 <= o < num_outputs]
     if outside:

@@ -9,7 +9,7 @@ from macs_audit.atomic import atomic_path, write_text
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models.backend import one_line
 from macs_audit.models.config import encode_metadata
-from macs_audit.models.predictor import ONNX_SUFFIXES, load_torch_predictor
+from macs_audit.models.predictor import ONNX_SUFFIXES, check_prompts_read, load_torch_predictor
 from macs_audit.outputs import Inputs, check_file
 
 # Node metadata keys the dynamo exporter fills with stack traces, source paths and module names
@@ -153,6 +153,7 @@ def export_checkpoint(
     path = out or checkpoint.with_suffix(".onnx")
     check_file(path, inputs=inputs, option="--out", force=force)  # never an input, --force or not
     predictor = load_torch_predictor(checkpoint, flags, "cpu", trust_pickled, debug=debug, class_prompts=class_prompts)
+    check_prompts_read(class_prompts, predictor)
     if predictor.info["format"] == "torchscript":
         raise InputError(
             f"{checkpoint} is TorchScript, which torch.export cannot trace to ONNX: evaluate and calibrate read it "

@@ -133,6 +133,19 @@ def _load_source(
     return load_open_clip(source.path, source.name, flags, sidecar, device, precision, debug, class_prompts)
 
 
+def check_prompts_read(class_prompts: Path | None, *predictors: Any) -> None:
+    """UsageError where --class-prompts was given but none of `predictors` (None: not loaded) is an OpenCLIP
+    zero-shot model, the one kind that reads it: an option never goes unused without a word."""
+    from macs_audit.models.sources import OPEN_CLIP
+
+    loaded = [p for p in predictors if p is not None]
+    if class_prompts is not None and not any(p.info.get("format") == OPEN_CLIP for p in loaded):
+        raise UsageError(
+            f"--class-prompts {class_prompts} is read only by an OpenCLIP zero-shot model (--arch open_clip:NAME); "
+            f"{loaded[0].info['path']} ({loaded[0].info['format']}) has its own classes: drop the option"
+        )
+
+
 def load_torch_predictor(
     model: Path, flags: dict, device: str, trust_pickled: bool, debug: bool = False, class_prompts: Path | None = None
 ) -> Any:

@@ -1052,6 +1052,13 @@ ROWS: list[Row] = [
     ),
     Row("evaluate-shift-data-missing", (*QUICK, "--shift-data", "a={tmp}/gone"), 3, "data not found"),
     Row(
+        "evaluate-class-prompts-on-a-model-that-reads-none",
+        (*QUICK, "--class-prompts", "p.json"),
+        2,
+        "--class-prompts p.json is read only by an OpenCLIP zero-shot model (--arch open_clip:NAME)",
+        _file("p.json", '{"classes": ["a", "b"], "templates": ["a {}"]}'),
+    ),
+    Row(
         "evaluate-shift-wordnet-ids-on-10-outputs",
         (*QUICK, "--shift-data", "a=a"),
         3,
@@ -1062,7 +1069,7 @@ ROWS: list[Row] = [
         "evaluate-shift-partial-class-map",
         (*QUICK, "--shift-data", "a=a", "--class-map", "m.json"),
         3,
-        "class map m.json: 1 of the data's classes do not map: car",
+        "class map m.json: 1 of the data's classes does not map: car",
         _all(_image_tree("a", ("bus", "car")), _file("m.json", '{"bus": 1}')),
     ),
     Row(

@@ -40,7 +40,7 @@ def test_a_full_imagenet_folder_is_the_identity():
 
 
 def test_unknown_wordnet_ids_are_named():
-    with pytest.raises(InputError, match=r"1 of the data's classes do not map: n99999999$"):
+    with pytest.raises(InputError, match=r"1 of the data's classes does not map: n99999999$"):
         ls.label_space([ls.imagenet_synsets()[3], "n99999999"], 1000)
 
 
