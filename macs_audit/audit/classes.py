@@ -37,9 +37,12 @@ def match_classes(
     every class of the data); InputError, naming the data and saying what to pass, where they do not match."""
     num_outputs = predictor.num_classes or source.num_classes
     if source.num_classes > num_outputs:
+        names = model_names(predictor.config.class_names, num_outputs) if source.named else None
+        unknown = [c for c in source.class_names if c not in names] if names else []
+        which = f" (not among its names: {', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''})"
         raise InputError(
             f"the model has {num_outputs} classes but the data set has {source.num_classes} ({source.name}): "
-            "the data holds classes the model does not output"
+            f"the data holds classes the model does not output{which if unknown else ''}; leave them out of --data"
         )
     try:
         return label_space(

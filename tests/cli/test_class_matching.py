@@ -371,3 +371,17 @@ def test_finetune_refuses_training_data_of_a_subset_of_the_classes(finetune_work
         and "fitting needs data of every output" in lines[0]
     )
     assert not (finetune_work / "ft" / "model.safetensors").exists()
+
+
+def test_more_classes_than_outputs_names_the_ones_the_model_lacks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = _folder(tmp_path / "data")
+    (data / "Cat").mkdir()  # a case-twin folder: 11 classes against 10 outputs
+    for image in (data / "cat").iterdir():
+        (data / "Cat" / image.name).write_bytes(image.read_bytes())
+    result = runner.invoke(app, ["evaluate", str(SAMPLE), "--data", str(data), *QUICK, "-q"])
+    assert result.exit_code == 3, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "the data set has 11" in lines[0] and "not among its names: Cat)" in lines[0], lines[0]
+    assert lines[0].endswith("leave them out of --data"), lines[0]
