@@ -51,6 +51,19 @@ def _identity(item):
     return item
 
 
+def _forked(loader: Any) -> Any:
+    """`loader`'s iterator, its worker processes forked with every existing object frozen out of their garbage
+    collection: a forked worker that collects garbage the parent left (an onnxruntime session in a reference
+    cycle) runs its destructor on thread-pool locks copied mid-use and hangs there for good."""
+    import gc
+
+    gc.freeze()  # the objects alive now: the parent's to collect, never a worker's
+    try:
+        return iter(loader)  # forks the workers
+    finally:
+        gc.unfreeze()
+
+
 def _batch_images(source: Source, starts: list[int], batch_size: int, resident, workers: int):
     """(start, uint8 images) of each batch: slices of the device-resident split, ImageFolder images
     decoded in `workers` processes, or plain reads."""
@@ -64,7 +77,7 @@ def _batch_images(source: Source, starts: list[int], batch_size: int, resident, 
         loader: DataLoader = DataLoader(
             reader, batch_size=None, collate_fn=_identity, num_workers=min(workers, len(starts)), prefetch_factor=2
         )
-        for start, images in loader:
+        for start, images in _forked(loader):
             if isinstance(images, Exception):
                 raise images
             yield start, images
