@@ -23,7 +23,7 @@ from macs_audit.audit import AuditOptions, calibration_split, conformal_fit, eva
 from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.metrics import label_free, ood, selective
-from macs_audit.metrics.accumulators import softmax64
+from macs_audit.metrics.accumulators import softmax_with_log
 from macs_audit.models.predictor import load_predictor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def main() -> None:
     logits, labels = result.logits, result.labels
 
     def selective_part():
-        p, _ = softmax64(logits)
+        p, _ = softmax_with_log(logits)
         confidence, correct = p.max(axis=1), p.argmax(axis=1) == labels
         selective.selective_metrics(confidence, correct)
         return selective.curve_points(selective.risk_curve(confidence, correct))

@@ -181,7 +181,7 @@ def write_before_after(
     clean metrics are judged on paired intervals."""
     from macs_audit.atomic import write_text
     from macs_audit.compare import compare
-    from macs_audit.reports import markdown
+    from macs_audit.formats import markdown
 
     comparison = compare(before, after, BEFORE, AFTER, paired=paired_intervals(before, after, outputs))
     before_file, after_file, comparison_file = BEFORE_AFTER_FILES

@@ -43,7 +43,7 @@ def main() -> None:
     from macs_audit.data.sources import load_source
     from macs_audit.data.splits import stratified_split, stratified_subset
     from macs_audit.metrics import conformal
-    from macs_audit.metrics.conventions import softmax64
+    from macs_audit.metrics.conventions import softmax_with_log
     from macs_audit.models.predictor import load_predictor
 
     class Given(ClassifierMixin, BaseEstimator):
@@ -67,7 +67,7 @@ def main() -> None:
     y = np.asarray(source.labels)
     fit, held = stratified_split(y, 0.5, seed=0)
     zc, yc, zt, yt = z[fit], y[fit], z[held], y[held]
-    pc, pt = softmax64(zc)[0], softmax64(zt)[0]
+    pc, pt = softmax_with_log(zc)[0], softmax_with_log(zt)[0]
     APS, calculate_conformal_value = torchcp()
     rows = {"ours": [], "TorchCP": [], "MAPIE": []}
     for seed in range(args.seeds):

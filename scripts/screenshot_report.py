@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int, default=3200)
     args = parser.parse_args(argv)
 
+    from macs_audit.formats import html
     from macs_audit.gate import load_config, parse_config, run_gate
     from macs_audit.report import load_report
-    from macs_audit.reports import html
 
     if find_chromium() is None:
         print("chromium not found (apt-get install -y chromium)", file=sys.stderr)

@@ -17,8 +17,8 @@ from macs_audit.calibrators.selection import MIN_SELECTION_IMAGES, compare_calib
 from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
 from macs_audit.finetune.run import contamination_warnings as finetune_warnings
+from macs_audit.formats.tables import calibrator_table
 from macs_audit.report import Calibrators
-from macs_audit.reports.tables import calibrator_table
 
 # (fit accuracy, fit images, evaluation accuracy, evaluation images, refused)
 CASES = [

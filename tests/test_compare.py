@@ -1,5 +1,5 @@
 """compare: the deltas of two reports, their direction, and the notes when the reports are not comparable.
-(How each format writes a comparison: tests/reports/.)"""
+(How each format writes a comparison: tests/formats/.)"""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from fixtures.synthetic_report import synthetic_report
 
+from macs_audit.formats import junit, tables
 from macs_audit.gate import parse_config, run_gate, starting_config
 from macs_audit.numbers import format_change, format_value, format_values
-from macs_audit.reports import junit, tables
 
 
 @pytest.mark.parametrize(

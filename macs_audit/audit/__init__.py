@@ -17,10 +17,10 @@ package imports these names from `macs_audit.audit`.
 
 from macs_audit.audit.calibration import Split, calibration_split, check_calibration_split, conformal_fit
 from macs_audit.audit.classes import check_classes
+from macs_audit.audit.inference import evaluate_view, view_result
 from macs_audit.audit.options import AuditOptions, default_batch_size, sized
+from macs_audit.audit.pipeline import AuditResult, run_audit
 from macs_audit.audit.robustness import check_corruption_data, check_corruption_files, corruption_parameters
-from macs_audit.audit.run import AuditResult, run_audit
-from macs_audit.audit.runner import evaluate_view, view_result
 
 __all__ = [
     "AuditOptions",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from macs_audit.audit.inference import BatchObserver, evaluate_view, view_result
 from macs_audit.audit.options import AuditOptions, workers
-from macs_audit.audit.runner import BatchObserver, evaluate_view, view_result
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.metrics import conformal

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from macs_audit.audit.inference import BatchObserver, evaluate_view, view_result
 from macs_audit.audit.options import AuditOptions, workers
-from macs_audit.audit.runner import BatchObserver, evaluate_view, view_result
 from macs_audit.data.label_space import MappedSource
 from macs_audit.data.real_labels import RealLabelSets
 from macs_audit.distributed import SINGLE, Context

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from macs_audit.audit.calibration import SPLIT
+from macs_audit.audit.inference import evaluate_view
 from macs_audit.audit.options import AuditOptions, workers
-from macs_audit.audit.runner import evaluate_view
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.metrics import conformal, label_free, ood, selective
 from macs_audit.models.predictor import Predictor

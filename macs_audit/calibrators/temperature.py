@@ -14,7 +14,7 @@ import numpy as np
 
 from macs_audit.calibrators.common import as_fit_data, as_logits, describe_fit, log_softmax
 from macs_audit.errors import InputError
-from macs_audit.metrics.conventions import softmax64
+from macs_audit.metrics.conventions import softmax_with_log
 
 LOG_T_BOUND = 5.0  # T in [e^-5, e^5] = [0.007, 148]
 MAX_STEPS = 100
@@ -23,7 +23,7 @@ BLOCK_VALUES = 1 << 18  # logits per block of rows (2 MiB of float64)
 
 
 def temperature_nll(logits: np.ndarray, labels: np.ndarray, temperature: float) -> float:
-    _, log_p = softmax64(np.asarray(logits, dtype=np.float64) / temperature)
+    _, log_p = softmax_with_log(np.asarray(logits, dtype=np.float64) / temperature)
     return float(-log_p[np.arange(len(labels)), labels].mean())
 
 

@@ -27,7 +27,7 @@ from macs_audit.cli import (
     panels,
     report,
 )
-from macs_audit.reports import FORMATS
+from macs_audit.formats import FORMATS
 from macs_audit.text import or_list
 
 app = typer.Typer(

@@ -43,10 +43,10 @@ def compare(
     counts the checks the gate fails as regressions. Exits 0."""
     from macs_audit.compare import compare as compare_reports
     from macs_audit.errors import InputError, UsageError
+    from macs_audit.formats import markdown
     from macs_audit.gate import ConfiguredGate, run_gate
     from macs_audit.gate.config import find_config
     from macs_audit.report import load_report
-    from macs_audit.reports import markdown
 
     if with_gate is False and config is not None:
         raise UsageError(f"--no-gate runs no gate but --config {config} names one: drop one of the two")
@@ -74,7 +74,7 @@ def compare(
     comparison = compare_reports(a, b, a_path.name, b_path.name, gate=gate)
 
     def render(name: str):
-        from macs_audit.reports import html, json_report, junit, terminal
+        from macs_audit.formats import html, json_report, junit, terminal
 
         return {
             "terminal": terminal.comparison_table,

@@ -23,7 +23,7 @@ class _Console(Console):
     def size(self) -> ConsoleDimensions:
         size = super().size
         if self._width is None and not self.is_terminal and "COLUMNS" not in self._environ:
-            from macs_audit.reports.terminal import WIDTH  # the width of the text files reports are written as
+            from macs_audit.formats.terminal import WIDTH  # the width of the text files reports are written as
 
             return ConsoleDimensions(max(size.width, WIDTH), size.height)
         return size

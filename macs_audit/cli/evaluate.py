@@ -48,15 +48,15 @@ from macs_audit.cli.options import (
 from macs_audit.cli.output import emit, render_report, report_targets
 from macs_audit.cli.progress import Progress, show_progress
 from macs_audit.cli.report_options import REPORT_FORMAT_OPTION, REPORT_OUTPUT_OPTION
+from macs_audit.formats.summary import BARS
 from macs_audit.progress import Stage, step
-from macs_audit.reports.summary import BARS
 
 REPORT_STAGE = Stage("report", "")
 
 
 def save_predictions(path: Path, logits, labels, target_logits: dict | None = None) -> None:
     """logits and labels of the evaluation data, and `ood_logits` / `unlabeled_logits` of --ood-data and
-    --unlabeled-data where they ran, so that their sections can be recomputed from the file."""
+    --unlabeled where they ran, so that their sections can be recomputed from the file."""
     import numpy as np
 
     from macs_audit.atomic import atomic_path
@@ -210,14 +210,14 @@ def evaluate(
     from macs_audit.data.loading import DataSpec, load_model_data
     from macs_audit.data.real_labels import load_real_labels
     from macs_audit.errors import UsageError
+    from macs_audit.formats import terminal
+    from macs_audit.formats.summary import parse_bars, record_bars
     from macs_audit.inputs import run_inputs
     from macs_audit.metrics.conformal import check_coverage
     from macs_audit.models.config import read_reference_config
     from macs_audit.models.predictor import check_prompts_read, load_predictor
     from macs_audit.outputs import check_distinct, check_file
     from macs_audit.report import load_report
-    from macs_audit.reports import terminal
-    from macs_audit.reports.summary import parse_bars, record_bars
 
     # Everything that can be checked without the model is checked first: options, gate config, outputs.
     if corrupted_data and not corruptions:

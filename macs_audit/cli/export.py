@@ -198,7 +198,7 @@ def _build(
     from macs_audit.atomic import destination
     from macs_audit.cli.progress import Progress, show_progress
     from macs_audit.deployment import build_precision
-    from macs_audit.reports import sections, terminal
+    from macs_audit.formats import layout, terminal
 
     with Progress(show_progress(quiet)) as progress:
         built = build_precision(
@@ -229,7 +229,7 @@ def _build(
         used = f" ({count}; {INT8_TARGETS[built.int8_target].description})"
     note(f"{precision.upper()} model written to {destination(built.path).describe()}{used}")
     if built.report is not None:
-        parity = sections.section("parity")
+        parity = layout.section("parity")
         content = parity.build(built.report)
         if content is not None:
             stdout.print(*(terminal.titled(t) for t in terminal.section_tables(parity, content)))

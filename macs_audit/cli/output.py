@@ -1,9 +1,9 @@
 """Where a command's rendered formats go (files, written atomically, or stdout) and the gate's verdict:
 shared by `evaluate --gate`, `gate`, `report` and `compare`.
 
-Output (the options are declared in cli.options): `--format` (repeatable) picks a format of reports.FORMATS;
+Output (the options are declared in cli.options): `--format` (repeatable) picks a format of formats.FORMATS;
 without `--output` every format goes to stdout; with `--output` (repeatable) the i-th output file gets the i-th
-format, or the format its extension names (reports.EXTENSIONS) when no --format is given. `-o -` (or
+format, or the format its extension names (formats.EXTENSIONS) when no --format is given. `-o -` (or
 /dev/stdout) is standard output; a stream without an extension gets the command's default format.
 Every output is checked (macs_audit.outputs) before any report is read.
 """
@@ -20,8 +20,8 @@ import typer
 from macs_audit.atomic import destination
 from macs_audit.cli.console import note, stderr, stdout, warn
 from macs_audit.errors import UsageError
+from macs_audit.formats import ALIASES, EXTENSIONS, FORMATS
 from macs_audit.outputs import check_distinct, check_file
-from macs_audit.reports import ALIASES, EXTENSIONS, FORMATS
 from macs_audit.text import printable
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def emit(
     default stdout: `evaluate -o -` keeps its stdout for the JSON report), saying where each file went
     unless `quiet`."""
     from macs_audit.atomic import write_text
-    from macs_audit.reports import terminal
+    from macs_audit.formats import terminal
 
     for name, path in targets:
         content = render(name)
@@ -143,14 +143,14 @@ def append_step_summary(markdown_text: str) -> bool:
 
 def render_report(name: str, report: Report, gate: GateResult | None, terminal_gate_only: bool = False) -> Any:
     """One format of a report (with gate results if given): rich renderables for the terminal, else text."""
-    from macs_audit import reports
-    from macs_audit.reports import terminal
+    from macs_audit import formats
+    from macs_audit.formats import terminal
 
     if name == "terminal":
         return (
             terminal.gate_table(gate) if terminal_gate_only and gate is not None else terminal.renderable(report, gate)
         )
-    return reports.render(name, report, gate)
+    return formats.render(name, report, gate)
 
 
 def gate_report(
@@ -171,7 +171,7 @@ def gate_report(
     inputs. The terminal format shows the gate table only (`quiet`: not on the console, the verdict alone).
     The verdict is printed before the step summary is appended, whose failure is only a warning.
     """
-    from macs_audit.reports import markdown, tables
+    from macs_audit.formats import markdown, tables
 
     targets = resolve_outputs(formats, outputs, inputs=inputs)
     result = gate.run(report, use_interval)
@@ -194,8 +194,8 @@ def gate_report(
 
 def print_calibrators(selection: dict) -> None:
     """`calibrate --method all`'s table: each method's held-out scores, the chosen one starred."""
+    from macs_audit.formats import terminal
     from macs_audit.report import Calibrators
-    from macs_audit.reports import terminal
 
     stdout.print(terminal.calibrator_comparison_table(Calibrators.from_dict(selection)))
 
@@ -209,7 +209,7 @@ def print_before_after(
     from rich.table import Table
     from rich.text import Text
 
-    from macs_audit.reports import terminal
+    from macs_audit.formats import terminal
 
     stdout.print(Text(printable(title), style="bold"))
     if fixes is not None:

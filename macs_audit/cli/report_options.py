@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from macs_audit.reports import EXTENSIONS, FORMATS
+from macs_audit.formats import EXTENSIONS, FORMATS
 from macs_audit.text import or_list
 
 

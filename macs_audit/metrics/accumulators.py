@@ -21,7 +21,7 @@ import numpy as np
 from macs_audit import distributed
 from macs_audit.errors import InputError
 from macs_audit.metrics import estimators, l2_ece, rms_calibration, smooth_ece
-from macs_audit.metrics.conventions import MARGIN_TARGET, N_BINS, softmax64
+from macs_audit.metrics.conventions import MARGIN_TARGET, N_BINS, softmax_with_log
 from macs_audit.metrics.margins import logit_margin
 
 CONVENTIONS = {
@@ -161,7 +161,7 @@ class CalibrationAccumulator:
             )
         if not np.isfinite(logits).all():
             raise InputError("the model produced NaN or infinite logits")
-        p, log_p = softmax64(logits)
+        p, log_p = softmax_with_log(logits)
         rows = np.arange(n)
         pred = p.argmax(axis=1)
         conf = p[rows, pred]

@@ -41,7 +41,7 @@ import math
 import numpy as np
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.metrics.conventions import softmax64
+from macs_audit.metrics.conventions import softmax_with_log
 from macs_audit.seeding import derive_seed
 
 METHODS = ("lac", "aps", "raps")  # the marginal methods reported by default, each at its own threshold
@@ -221,7 +221,7 @@ def fit_thresholds(
     `fit_class_thresholds`). `u`: the images' draws (default uniforms(n, seed)); `raps`: (k_reg, penalty)
     given, else chosen on a seeded 30% of these images and the threshold fitted on the rest."""
     check_coverage(coverage)
-    p, _ = softmax64(logits)
+    p, _ = softmax_with_log(logits)
     labels = np.asarray(labels, dtype=np.int64)
     u = uniforms(len(p), seed) if u is None else u
     out: dict[str, float] = {}
@@ -242,7 +242,7 @@ def fit_thresholds(
 def fit_class_thresholds(logits: np.ndarray, labels: np.ndarray, coverage: float) -> dict[str, list[float]]:
     """Each class-conditional method's thresholds, one per class (infinite for a class with too few
     calibration images for its rank, or none)."""
-    p, _ = softmax64(logits)
+    p, _ = softmax_with_log(logits)
     labels = np.asarray(labels, dtype=np.int64)
     out = {}
     for method, score in CLASS_CONDITIONAL.items():
@@ -269,7 +269,7 @@ def evaluate_sets(
     `u`: these images' draws (default: from each Threshold's seed)."""
     if len(labels) == 0:
         raise InputError("conformal prediction needs at least one held-out sample")
-    p, _ = softmax64(logits)
+    p, _ = softmax_with_log(logits)
     out = {m: set_statistics(prediction_sets(p, q, m, u), labels) for m, q in thresholds.items()}
     for method, per_class in (class_thresholds or {}).items():
         out[method] = set_statistics(class_conditional_sets(p, per_class, method), labels)

@@ -2,7 +2,7 @@
 estimators and reliability diagrams, the margin target, the view metrics with a bootstrap interval, and the
 softmax, in float64 from the logits.
 
-The softmax's two forms round differently and each keeps the bytes of what reads it: `softmax64`
+The softmax's two forms round differently and each keeps the bytes of what reads it: `softmax_with_log`
 (the metrics) exponentiates the log-probabilities, `softmax` (the one-vs-rest calibrators)
 divides the exponentials by their sum. Both start from the same shifted logits (`log_softmax`).
 """
@@ -46,7 +46,7 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return out
 
 
-def softmax64(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def softmax_with_log(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(probabilities, log-probabilities) in float64: the probabilities are exp(log_softmax)."""
     log_p = log_softmax(logits)
     return np.exp(log_p), log_p

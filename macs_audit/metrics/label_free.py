@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from macs_audit.errors import InputError
-from macs_audit.metrics.conventions import softmax64
+from macs_audit.metrics.conventions import softmax_with_log
 from macs_audit.metrics.resampling import draw_counts
 
 ESTIMATORS = ("atc_mc", "atc_ne", "doc")
@@ -41,7 +41,7 @@ CONVENTION = (
 
 def confidence_scores(logits: np.ndarray) -> dict[str, np.ndarray]:
     """(N,) scores per ATC variant: the max softmax probability and the negative entropy."""
-    p, log_p = softmax64(logits)
+    p, log_p = softmax_with_log(logits)
     return {"atc_mc": p.max(axis=1), "atc_ne": (p * log_p).sum(axis=1)}
 
 
@@ -68,7 +68,7 @@ def estimates(
     if temperature is not None:
         source_logits = np.asarray(source_logits, dtype=np.float64) / temperature
         target_logits = np.asarray(target_logits, dtype=np.float64) / temperature
-    source_p, _ = softmax64(source_logits)
+    source_p, _ = softmax_with_log(source_logits)
     correct = source_p.argmax(axis=1) == np.asarray(source_labels)
     source_accuracy = float(correct.mean())
     source, target = confidence_scores(source_logits), confidence_scores(target_logits)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from macs_audit.errors import InputError
-from macs_audit.metrics.conventions import softmax64
+from macs_audit.metrics.conventions import softmax_with_log
 from macs_audit.metrics.ranking import Ranking, curve_statistics
 from macs_audit.metrics.resampling import DRAWS_PER_CHUNK, draw_counts
 
@@ -50,7 +50,7 @@ def scores(logits: np.ndarray) -> dict[str, np.ndarray]:
     if z.ndim != 2 or z.shape[1] < 1:
         raise InputError(f"expected logits of shape (N, K), got {z.shape}")
     top = z.max(axis=1)
-    p, _ = softmax64(z)
+    p, _ = softmax_with_log(z)
     return {
         "msp": p.max(axis=1),
         "max_logit": top,

@@ -24,7 +24,7 @@ import numpy as np
 
 from macs_audit.metrics import bootstrap, conformal, smooth_ece
 from macs_audit.metrics.accumulators import CalibrationAccumulator, bin_indicator
-from macs_audit.metrics.conventions import softmax64
+from macs_audit.metrics.conventions import softmax_with_log
 from macs_audit.metrics.resampling import PairedStatistic, Statistic, resampled
 
 DIFFERENCE_METRICS = ("accuracy", "ece", "smooth_ece", "nll", "brier")
@@ -45,8 +45,8 @@ def agreement(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray) 
     """Per-sample arrays of the two models' logits (N, K) on the same N images: `agree` (same top-1 class),
     `correct_to_wrong` and `wrong_to_correct` (the candidate's flips against the label), `abs_difference`
     (mean absolute logit difference of the row), `max_abs_difference` and `kl` (KL(reference || candidate))."""
-    p_ref, log_ref = softmax64(reference)
-    p_cand, log_cand = softmax64(candidate)
+    p_ref, log_ref = softmax_with_log(reference)
+    p_cand, log_cand = softmax_with_log(candidate)
     labels = np.asarray(labels, dtype=np.int64)
     pred_ref, pred_cand = p_ref.argmax(axis=1), p_cand.argmax(axis=1)  # as the accumulators predict
     hit_ref, hit_cand = pred_ref == labels, pred_cand == labels
@@ -246,8 +246,8 @@ def conformal_sets(
     their own (the randomised scores' u by position among them, as the audit's sets score them). `thresholds`:
     {"reference": {method: q}, "candidate": {method: q}}."""
     labels = np.asarray(labels, dtype=np.int64)[within]
-    p_ref, _ = softmax64(reference[within])
-    p_cand, _ = softmax64(candidate[within])
+    p_ref, _ = softmax_with_log(reference[within])
+    p_cand, _ = softmax_with_log(candidate[within])
     out: dict[str, dict] = {}
     columns: dict[str, np.ndarray] = {}
     for method, q_ref in thresholds["reference"].items():

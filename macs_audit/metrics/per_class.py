@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from macs_audit.metrics.conventions import N_BINS, softmax64
+from macs_audit.metrics.conventions import N_BINS, softmax_with_log
 
 
 def binned_ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> float:
@@ -28,7 +28,7 @@ def set_coverage(sets: Any, logits: np.ndarray) -> dict[int, tuple[float, int]]:
     threshold = sets.thresholds.get("lac") if sets is not None else None
     if threshold is None:
         return {}
-    probabilities, _ = softmax64(logits[sets.scored])
+    probabilities, _ = softmax_with_log(logits[sets.scored])
     held = conformal.prediction_sets(probabilities, threshold, "lac")[np.arange(len(sets.labels)), sets.labels]
     out = {}
     for k in np.unique(sets.labels):
@@ -43,7 +43,7 @@ def per_class_stats(
     """One row per class with images: {class, name, n, accuracy, mean_confidence, ece}, in class order, with
     `coverage` and `n_coverage` (the LAC sets' coverage of the class's scored images) where `sets` is given."""
     coverage = set_coverage(sets, logits)
-    probabilities, _ = softmax64(logits)
+    probabilities, _ = softmax_with_log(logits)
     confidence = probabilities.max(axis=1)
     correct = (probabilities.argmax(axis=1) == labels).astype(np.float64)
     rows = []
@@ -70,8 +70,8 @@ def prediction_spread(logits: np.ndarray, class_names: list[str] | None = None) 
     """What the model predicts, whatever the labels: {classes_predicted, top_class, top_class_name,
     top_class_share, confidence_min, confidence_max}. A model that predicts one class for every image, or
     gives every image the same confidence, scores at chance however well its confidences match its accuracy
-    (reports/summary.py names both as problems)."""
-    probabilities, _ = softmax64(logits)
+    (formats/summary.py names both as problems)."""
+    probabilities, _ = softmax_with_log(logits)
     predicted = probabilities.argmax(axis=1)
     confidence = probabilities.max(axis=1)
     counts = np.bincount(predicted, minlength=probabilities.shape[1])

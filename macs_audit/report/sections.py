@@ -197,7 +197,7 @@ class Conventions(Section):
     class_matching: str | None = None  # data of a subset of the outputs: the restricted convention (3.1)
     rms_calibration_error: str | None = None  # the shift papers' RMS calibration error
     real_labels: str | None = None  # how the ReaL labels score a prediction
-    # The bars the summary judged problems by where `evaluate --problem-bars` changed them (3.1; reports/summary.py).
+    # The bars the summary judged problems by where `evaluate --problem-bars` changed them (3.1; formats/summary.py).
     problem_bars: dict[str, float] | None = None
 
 

@@ -1,4 +1,4 @@
-"""The inference loop's paths (audit/runner.py, on data/batching.py and the predictors), checked on the CPU: tensor
+"""The inference loop's paths (audit/inference.py, on data/batching.py and the predictors), checked on the CPU: tensor
 views, device-resident batches, ImageFolder workers, torch tensors in, ORT threads."""
 
 import numpy as np

@@ -9,8 +9,8 @@ from fixtures.shift_trees import image_tree, imagenet_model, subset_classes, val
 from typer.testing import CliRunner
 
 from macs_audit.cli import app
+from macs_audit.formats import render
 from macs_audit.report import load_report
-from macs_audit.reports import render
 
 runner = CliRunner()
 FAST = ["--bootstrap", "0", "--perturbations", "none", "--sensitivity-samples", "0", "--calibrators", "none", "-q"]

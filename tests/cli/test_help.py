@@ -74,7 +74,7 @@ def test_help_texts_that_list_a_registry_list_every_entry():
     from macs_audit.cli.options import CORRUPTION_SET_OPTION
     from macs_audit.cli.report_options import FORMAT_HELP, OUTPUT_HELP
     from macs_audit.finetune.options import OBJECTIVES
-    from macs_audit.reports import EXTENSIONS, FORMATS
+    from macs_audit.formats import EXTENSIONS, FORMATS
     from macs_audit.views.corruptions.table import PARAMETER_SETS
 
     def option_help(command: str, name: str) -> str:

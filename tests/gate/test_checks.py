@@ -9,12 +9,12 @@ import pytest
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.errors import InputError, UsageError
+from macs_audit.formats import tables
 from macs_audit.gate.checks import observe, run_gate
 from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, parse_config
 from macs_audit.metrics.metric_row import Place
 from macs_audit.metrics.registry import METRICS
 from macs_audit.report import Report
-from macs_audit.reports import tables
 
 EPS = 1e-6
 

@@ -24,7 +24,7 @@ def random_case(n, k, seed, scale=3.0):
 
 
 def probs64(logits):
-    return conventions.softmax64(logits)[0]
+    return conventions.softmax_with_log(logits)[0]
 
 
 @pytest.mark.parametrize("n,k,seed", [(500, 10, 0), (1000, 3, 1), (200, 100, 2), (7, 5, 3)])

@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from macs_audit.errors import UsageError
 from macs_audit.metrics import conformal
-from macs_audit.metrics.conventions import softmax64
+from macs_audit.metrics.conventions import softmax_with_log
 
 
 def reference(module: str):
@@ -45,7 +45,7 @@ def test_lac_sets_are_mapies_on_the_sample_model(sample_split):
     SplitConformalClassifier = reference("mapie.classification").SplitConformalClassifier
 
     z_cal, y_cal, z_test, y_test = sample_split
-    p_cal, p_test = softmax64(z_cal)[0], softmax64(z_test)[0]
+    p_cal, p_test = softmax_with_log(z_cal)[0], softmax_with_log(z_test)[0]
     mapie = SplitConformalClassifier(GivenProbabilities().fit(p_cal, y_cal), confidence_level=0.9, prefit=True)
     mapie.conformalize(p_cal, y_cal)
     expected = mapie.predict_set(p_test)[1][:, :, 0]
@@ -61,7 +61,7 @@ def test_deterministic_aps_scores_are_mapies_on_the_sample_model(sample_split):
     APSConformityScore = reference("mapie.conformity_scores").APSConformityScore
 
     z_cal, y_cal, _, _ = sample_split
-    p = softmax64(z_cal)[0]
+    p = softmax_with_log(z_cal)[0]
     # MAPIE's cumulated mass up to the true label, before it subtracts its random share of p_y.
     expected, _ = APSConformityScore().get_true_label_cumsum_proba(y_cal, p, np.arange(p.shape[1]))
     scores = conformal.true_class_scores(p, y_cal, "aps_deterministic")
@@ -115,7 +115,7 @@ def test_lac_threshold_and_sets_are_torchcps_on_the_sample_model(sample_split):
     thresholds = conformal.fit_thresholds(z_cal, y_cal, 0.9)
     assert float(thresholds["lac"]) == pytest.approx(q_theirs, abs=1e-12)
     theirs = (lac(torch.tensor(z_test)) <= q_theirs).numpy()
-    ours = conformal.prediction_sets(softmax64(z_test)[0], thresholds["lac"], "lac")
+    ours = conformal.prediction_sets(softmax_with_log(z_test)[0], thresholds["lac"], "lac")
     assert (ours == theirs).all()
     stats = conformal.evaluate_sets(z_test, y_test, thresholds)["lac"]
     assert stats["coverage"] == pytest.approx(theirs[np.arange(len(y_test)), y_test].mean(), abs=1e-12)
@@ -130,7 +130,7 @@ def test_randomised_aps_and_raps_thresholds_are_torchcps_for_the_same_draws(samp
     torch = pytest.importorskip("torch")
     _, APS, RAPS, calculate_conformal_value = torchcp_scores()
     z_cal, y_cal, z_test, y_test = sample_split
-    p_cal = softmax64(z_cal)[0]
+    p_cal = softmax_with_log(z_cal)[0]
     sizes_ours, sizes_theirs = [], []
     for seed in range(10):
         for method, score in (("aps", APS()), ("raps", RAPS(penalty=0.1, kreg=2))):
@@ -160,7 +160,7 @@ def test_randomised_aps_threshold_is_mapies_for_the_same_seed(sample_split):
     from sklearn.utils import check_random_state
 
     z_cal, y_cal, z_test, y_test = sample_split
-    p_cal, p_test = softmax64(z_cal)[0], softmax64(z_test)[0]
+    p_cal, p_test = softmax_with_log(z_cal)[0], softmax_with_log(z_test)[0]
     sizes_ours, sizes_theirs = [], []
     for seed in range(10):
         mapie = mapie_classification.SplitConformalClassifier(
@@ -189,7 +189,7 @@ def test_randomised_aps_threshold_is_mapies_for_the_same_seed(sample_split):
 
 def test_randomised_aps_sets_are_smaller_than_the_deterministic_ones_at_the_same_coverage(sample_split):
     z_cal, y_cal, z_test, y_test = sample_split
-    p_cal, p_test = softmax64(z_cal)[0], softmax64(z_test)[0]
+    p_cal, p_test = softmax_with_log(z_cal)[0], softmax_with_log(z_test)[0]
     thresholds = conformal.fit_thresholds(z_cal, y_cal, 0.9)
     randomised = conformal.evaluate_sets(z_test, y_test, thresholds)["aps"]
     q = conformal.conformal_threshold(conformal.true_class_scores(p_cal, y_cal, "aps_deterministic"), 0.9)
@@ -202,7 +202,7 @@ def test_raps_parameters_by_the_papers_rule():
     rng = np.random.default_rng(1)
     z = rng.normal(size=(600, 8)) * 3
     y = (z + rng.gumbel(size=z.shape) * 3).argmax(axis=1)
-    p = softmax64(z)[0]
+    p = softmax_with_log(z)[0]
     u = conformal.uniforms(len(y), 0)
     k_reg, penalty = conformal.raps_parameters(p, y, u, 0.9)
     ranks = np.argmax(np.argsort(-p, axis=1, kind="stable") == y[:, None], axis=1) + 1

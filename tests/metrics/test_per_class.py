@@ -33,7 +33,7 @@ def test_binned_ece_is_the_views_ece_on_the_same_images():
 
 def test_the_lac_sets_coverage_is_counted_per_class_on_the_scored_images():
     from macs_audit.metrics.conformal import SplitConformal, prediction_sets
-    from macs_audit.metrics.conventions import softmax64
+    from macs_audit.metrics.conventions import softmax_with_log
 
     rng = np.random.default_rng(1)
     labels = np.repeat(np.arange(3), 40)
@@ -41,7 +41,7 @@ def test_the_lac_sets_coverage_is_counted_per_class_on_the_scored_images():
     order = rng.permutation(120)
     sets = SplitConformal.fit(logits, labels, fit=order[:60], scored=order[60:], coverage=0.9)
     rows = per_class_stats(logits, labels, sets=sets)
-    held = prediction_sets(softmax64(logits[order[60:]])[0], sets.thresholds["lac"], "lac")
+    held = prediction_sets(softmax_with_log(logits[order[60:]])[0], sets.thresholds["lac"], "lac")
     covered = held[np.arange(60), labels[order[60:]]]
     for row in rows:
         mask = labels[order[60:]] == row["class"]

@@ -7,13 +7,13 @@ from references import torch_uncertainty_module
 from sklearn.metrics import roc_auc_score
 
 from macs_audit.metrics import selective
-from macs_audit.metrics.conventions import softmax64
+from macs_audit.metrics.conventions import softmax_with_log
 
 
 @pytest.fixture(scope="module")
 def sample_predictions(sample_logits):
     logits, labels = sample_logits
-    p, _ = softmax64(logits)
+    p, _ = softmax_with_log(logits)
     return p, labels, p.max(axis=1), p.argmax(axis=1) == labels
 
 

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from macs_audit.cli import app
 from macs_audit.errors import InputError
+from macs_audit.formats import html, markdown, terminal
 from macs_audit.models.config import resolve
 from macs_audit.models.predictor import load_predictor
 from macs_audit.report import load_report
-from macs_audit.reports import html, markdown, terminal
 
 runner = CliRunner()
 QUICK = ["--bootstrap", "0", "--perturbations", "none", "--sensitivity-samples", "0", "--device", "cpu"]

@@ -77,8 +77,8 @@ def test_lightning_checkpoint_evaluates_and_the_report_says_what_was_stripped(tm
     assert result.exit_code == 0, result.output
     model = json.loads(out.read_text())["model"]
     assert model["checkpoint_prefix_stripped"] == "model." and model["format"] == "state-dict"
+    from macs_audit.formats import markdown
     from macs_audit.report import load_report
-    from macs_audit.reports import markdown
 
     assert "key prefix 'model.' stripped" in markdown.render(load_report(out))
 

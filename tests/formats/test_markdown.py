@@ -6,7 +6,7 @@ import re
 
 from report_cases import bare_report, evil_report, failed_gate, full_report, regressed_comparison
 
-from macs_audit.reports import markdown
+from macs_audit.formats import markdown
 
 
 def test_markdown_leads_with_the_verdict_and_lists_every_check():

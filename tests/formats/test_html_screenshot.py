@@ -81,7 +81,7 @@ def test_in_a_browser_the_verdict_shows_the_contents_resolve_and_nothing_scrolls
         from report_cases import failed_gate, full_report
     finally:
         sys.path.remove(str(ROOT / "tests" / "reports"))
-    from macs_audit.reports import html
+    from macs_audit.formats import html
 
     page = html.render(full_report(), failed_gate())
     probed = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("</body>", PROBE + "</body>")

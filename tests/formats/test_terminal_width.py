@@ -6,7 +6,7 @@ from fixtures.synthetic_report import synthetic_report
 
 from macs_audit import gate
 from macs_audit.compare import compare
-from macs_audit.reports import terminal
+from macs_audit.formats import terminal
 from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, CORRUPTIONS
 
 

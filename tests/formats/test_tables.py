@@ -1,11 +1,11 @@
-"""The sections' rows of strings (reports/tables.py) that Markdown, HTML and the terminal share."""
+"""The sections' rows of strings (formats/tables.py) that Markdown, HTML and the terminal share."""
 
 from __future__ import annotations
 
 from fixtures.synthetic_report import synthetic_report
 from report_cases import bare_report, failed_gate, full_report
 
-from macs_audit.reports import tables
+from macs_audit.formats import tables
 
 
 def test_corruption_rows_star_the_extra_corruptions_and_dash_the_cells_not_run():
@@ -68,7 +68,7 @@ def test_conformal_rows_show_every_coverage_with_its_clopper_pearson_interval():
     """The clean sets' coverage and the worst class's (with the images it rests on), and the lowest corruption
     view's, each with its 95% Clopper-Pearson interval from the report, in the table that Markdown, HTML and the
     terminal share; a coverage the report holds without one stays bare."""
-    from macs_audit.reports import html, markdown, terminal
+    from macs_audit.formats import html, markdown, terminal
 
     report = synthetic_report()
     lac = report.conformal.methods["lac"]

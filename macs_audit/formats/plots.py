@@ -157,7 +157,7 @@ def corruption_heatmap(report: Report) -> bytes | None:
 def corruption_figure(report: Report):
     """The heat maps' figure: each cell annotated and each colour bar in percent, accuracy on 0-100%, ECE on
     0 to the grid's largest (low ECE is good: light)."""
-    from macs_audit.reports.tables import corruption_grid
+    from macs_audit.formats.tables import corruption_grid
 
     names, severities, cells = corruption_grid(report)
     if not names:

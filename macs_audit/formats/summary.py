@@ -210,8 +210,8 @@ def _prediction_problems(report: Report, bars: ProblemBars) -> list[str]:
 
 def parity_changes(report: Report) -> list[str]:
     """The parity section's changes for the worse beyond the noise: a clean, perturbation or shift view's metric
-    (reports/parity_tables.py PARITY_METRICS) whose paired 95% interval lies wholly on the worse side of 0."""
-    from macs_audit.reports.parity_tables import PARITY_METRICS
+    (formats/parity_tables.py PARITY_METRICS) whose paired 95% interval lies wholly on the worse side of 0."""
+    from macs_audit.formats.parity_tables import PARITY_METRICS
 
     found = []
     for view in report.parity.views if report.parity is not None else []:

@@ -7,7 +7,7 @@ import copy
 
 from report_cases import EVIL, failed_gate, full_report, regressed_comparison
 
-from macs_audit.reports import terminal
+from macs_audit.formats import terminal
 
 
 def test_terminal_gate_and_full_render():

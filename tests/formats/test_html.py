@@ -8,7 +8,7 @@ import re
 
 from report_cases import bare_report, evil_report, failed_gate, full_report, regressed_comparison
 
-from macs_audit.reports import html
+from macs_audit.formats import html
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

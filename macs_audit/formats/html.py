@@ -13,11 +13,11 @@ import html as _html
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from macs_audit.formats import layout, plots, tables
 from macs_audit.metrics.metric_row import Metric
 from macs_audit.metrics.registry import METRICS
 from macs_audit.numbers import format_value
 from macs_audit.report import Report
-from macs_audit.reports import plots, sections, tables
 from macs_audit.text import printable
 
 if TYPE_CHECKING:
@@ -191,7 +191,7 @@ EXPLAIN = {
 
 def _summary(report: Report, gate: GateResult | None) -> list[str]:
     """The verdict banner (the gate's where one ran, else the audit's own) and the summary's findings and fixes."""
-    from macs_audit.reports.summary import summarize
+    from macs_audit.formats.summary import summarize
 
     found = summarize(report)
     if gate is not None:
@@ -300,7 +300,7 @@ ABOVE = {"corruptions"}
 ROW = {"clean", "temperature", "selective", "conformal", "ood", "unlabeled"}
 
 
-def _section(report: Report, section: sections.Section, content: sections.Content) -> list[str]:
+def _section(report: Report, section: layout.Part, content: layout.Content) -> list[str]:
     """A heading, the caption, the tables (each with its note) and the section's plot; nothing with neither."""
     figure = FIGURES[section.key](report) if section.key in FIGURES else ""
     if not content.tables and not figure:
@@ -336,7 +336,7 @@ def render(report: Report, gate: GateResult | None = None) -> str:
     body.append(_cards(report))
     contents: list[tuple[str, str]] = [("gate", "Gate")] if gate is not None else []
     shown: list[str] = []
-    for section, content in sections.present(report):
+    for section, content in layout.present(report):
         part = _section(report, section, content)
         if part:
             contents.append((section.key, section.title))

@@ -6,7 +6,7 @@ import pytest
 from fixtures.synthetic_report import synthetic_report
 from report_cases import bare_report, full_report
 
-from macs_audit.reports import plots, tables
+from macs_audit.formats import plots, tables
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -6,8 +6,8 @@ import json
 
 from report_cases import failed_gate, full_report, regressed_comparison
 
+from macs_audit.formats import json_report
 from macs_audit.report import SCHEMA_VERSION, Report
-from macs_audit.reports import json_report
 
 
 def test_json_round_trips_and_carries_the_gate():

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from macs_audit.cli import app
 from macs_audit.errors import InputError, UsageError
-from macs_audit.reports.summary import BARS, ProblemBars, parse_bars, summarize, wilson_interval
+from macs_audit.formats.summary import BARS, ProblemBars, parse_bars, summarize, wilson_interval
 
 runner = CliRunner()
 QUICK = ["--perturbations", "none", "--sensitivity-samples", "0", "--calibrators", "none", "-q"]

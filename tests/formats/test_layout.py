@@ -7,8 +7,8 @@ import re
 
 from report_cases import failed_gate, full_report
 
-from macs_audit.reports import html, markdown, sections, terminal
-from macs_audit.reports.sections import SECTIONS, Content, Section, Table
+from macs_audit.formats import html, layout, markdown, terminal
+from macs_audit.formats.layout import SECTIONS, Content, Part, Table
 
 WIDE = 200  # no heading wraps
 
@@ -20,7 +20,7 @@ def _extra(report) -> Content:
 def test_a_section_added_to_the_list_appears_in_every_format_in_its_place(monkeypatch):
     report = full_report()
     after = [s.key for s in SECTIONS].index("temperature") + 1
-    monkeypatch.setattr(sections, "SECTIONS", (*SECTIONS[:after], Section("extra", "Extra", _extra), *SECTIONS[after:]))
+    monkeypatch.setattr(layout, "SECTIONS", (*SECTIONS[:after], Part("extra", "Extra", _extra), *SECTIONS[after:]))
 
     md = markdown.render(report)
     extra = md.index("### Extra: its particulars\n\na note\n")
@@ -39,7 +39,7 @@ def test_a_section_added_to_the_list_appears_in_every_format_in_its_place(monkey
 
 def test_every_format_shows_the_sections_in_the_list_order():
     report, gate_result = full_report(), failed_gate()
-    present = sections.present(report)
+    present = layout.present(report)
     assert [s.key for s, _ in present] == [s.key for s in SECTIONS if s.build(report) is not None]
 
     headings = re.findall(r"^### (.*)$", markdown.render(report, gate_result), flags=re.M)
@@ -55,7 +55,7 @@ def test_every_format_shows_the_sections_in_the_list_order():
 
 def test_a_section_with_no_table_is_drawn_in_html_only():
     report = full_report()
-    margins = sections.section("margins")
+    margins = layout.section("margins")
     assert margins.build(report) == Content()  # the report has a margin histogram, and no table of it
     assert 'id="margins">Logit margins</h2>' in html.render(report)
     assert "Logit margins" not in markdown.render(report)

@@ -13,10 +13,10 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from macs_audit.formats import layout, summary, tables
 from macs_audit.metrics.registry import METRICS
 from macs_audit.numbers import format_value
 from macs_audit.report import Calibrators, Report
-from macs_audit.reports import sections, summary, tables
 from macs_audit.text import printable
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def _text(value: object, style: str = "") -> Text:
     return value if isinstance(value, Text) else Text(printable(value), style=style)
 
 
-def _grid(title: str | None, table: sections.Table, whole: bool = False) -> Table:
+def _grid(title: str | None, table: layout.Table, whole: bool = False) -> Table:
     """A section's table: its text columns left, its numbers right; `whole`: the first column's names unwrapped."""
     out = Table(title=None if title is None else _text(title), title_justify="left")
     for i, name in enumerate(table.header):
@@ -49,7 +49,7 @@ def _grid(title: str | None, table: sections.Table, whole: bool = False) -> Tabl
 WHOLE = {"calibrators"}
 
 
-def section_tables(section: sections.Section, content: sections.Content) -> list[Table]:
+def section_tables(section: layout.Part, content: layout.Content) -> list[Table]:
     """A section's tables, the first titled with its heading and caption (none for a section with no table)."""
     heading = section.heading(content) + (f": {content.caption}" if content.caption else "")
     whole = section.key in WHOLE
@@ -58,7 +58,7 @@ def section_tables(section: sections.Section, content: sections.Content) -> list
 
 def calibrator_comparison_table(calibrators: Calibrators) -> Table:
     """The post-hoc calibrators side by side (the audit's section, or `calibrate --method all`'s choice)."""
-    (table,) = section_tables(sections.section("calibrators"), sections.calibrator_content(calibrators))
+    (table,) = section_tables(layout.section("calibrators"), layout.calibrator_content(calibrators))
     return table
 
 
@@ -104,10 +104,10 @@ class Fitted:
 
     def choose(self, console: Console, options: ConsoleOptions) -> RenderableType:
         unbounded = options.update_width(100_000)  # a measurement is clamped to the width it is given
-        for layout in self.layouts[:-1]:
-            needs = Measurement.get(console, unbounded, layout)
+        for choice in self.layouts[:-1]:
+            needs = Measurement.get(console, unbounded, choice)
             if (needs.maximum if self.unwrapped else needs.minimum) <= options.max_width:
-                return layout
+                return choice
         return self.layouts[-1]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -229,30 +229,30 @@ def corruption_table(report: Report, title: str) -> RenderableType | None:
     )
 
 
-def _section(report: Report, section: sections.Section, content: sections.Content) -> list[RenderableType]:
+def _section(report: Report, section: layout.Part, content: layout.Content) -> list[RenderableType]:
     return list(section_tables(section, content))
 
 
-def _robustness(report: Report, section: sections.Section, content: sections.Content) -> list[RenderableType]:
+def _robustness(report: Report, section: layout.Part, content: layout.Content) -> list[RenderableType]:
     table = robustness_table(report, section.title)
     return [] if table is None else [table]
 
 
-def _corruptions(report: Report, section: sections.Section, content: sections.Content) -> list[RenderableType]:
+def _corruptions(report: Report, section: layout.Part, content: layout.Content) -> list[RenderableType]:
     table = corruption_table(report, section.title)
     return [] if table is None else [table]
 
 
 # The terminal's own renderings, by section key: the views beside clean with the sensitivity under them, the
 # corruption grid as a heat table. Every other section shows its tables (section_tables).
-RENDERERS: dict[str, Callable[[Report, sections.Section, sections.Content], list[RenderableType]]] = {
+RENDERERS: dict[str, Callable[[Report, layout.Part, layout.Content], list[RenderableType]]] = {
     "robustness": _robustness,
     "corruptions": _corruptions,
 }
 
 
 def summary_block(report: Report) -> Group:
-    """The bottom line first (reports/summary.py): a line per finding, its bad values in red (colour only
+    """The bottom line first (formats/summary.py): a line per finding, its bad values in red (colour only
     where the console has it: never in a log or a file), then what would fix them, with the command."""
     found = summary.summarize(report)
     lines: list[RenderableType] = [_text("Summary", style="bold")]
@@ -279,12 +279,12 @@ def verdict_line(report: Report, gate: GateResult | None = None) -> Text:
 
 
 def renderable(report: Report, gate: GateResult | None = None, verdict: bool = True) -> Group:
-    """The report's heading and its summary block, the sections (reports/sections.py) in order, the model and
+    """The report's heading and its summary block, the sections (formats/layout.py) in order, the model and
     input, the gate table if given, and (`verdict`) the verdict line: the gate's where one ran. `evaluate
     --gate` leaves it off: the gate's verdict follows."""
     parts: list[RenderableType] = [_text(f"Calibration audit: {tables.title(report)}", style="italic")]
     parts.append(summary_block(report))
-    for section, content in sections.present(report):
+    for section, content in layout.present(report):
         render = RENDERERS.get(section.key, _section)
         parts += [titled(part) for part in render(report, section, content)]
     parts.append(

@@ -1,6 +1,6 @@
 """The parity section's rows (`evaluate --reference`): each view's agreement and flips, then each metric's
 paired difference between the candidate and the reference model, as plain rows of strings for the Markdown,
-HTML and terminal formats (reports/sections.py titles them). Values and changes are written by
+HTML and terminal formats (formats/layout.py titles them). Values and changes are written by
 macs_audit.numbers, labels come from the metric registry."""
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ if TYPE_CHECKING:
     from macs_audit.report import Report
 
 FORMATS: dict[str, str] = {
-    "terminal": "macs_audit.reports.terminal",
-    "json": "macs_audit.reports.json_report",
-    "md": "macs_audit.reports.markdown",
-    "junit": "macs_audit.reports.junit",
-    "html": "macs_audit.reports.html",
+    "terminal": "macs_audit.formats.terminal",
+    "json": "macs_audit.formats.json_report",
+    "md": "macs_audit.formats.markdown",
+    "junit": "macs_audit.formats.junit",
+    "html": "macs_audit.formats.html",
 }
 # Other names a user may type for a format, and the file extensions that name one (`--output` alone).
 ALIASES = {"markdown": "md", "xml": "junit", "txt": "terminal", "text": "terminal"}

@@ -1,6 +1,6 @@
 """Markdown format: short enough for a pull-request comment or a GitHub Actions step summary.
 
-The verdict comes first, then the gate table, then the report's sections (reports/sections.py) in
+The verdict comes first, then the gate table, then the report's sections (formats/layout.py) in
 order; conventions go in a collapsed <details> block. Every string taken from the report is escaped:
 GitHub renders inline HTML, and a `|` in a class name or path would break a table; unprintable
 characters (an ESC, a line break) are written as their escapes first (macs_audit.text).
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from macs_audit.formats import layout, tables
 from macs_audit.report import Report
-from macs_audit.reports import sections, tables
 from macs_audit.text import printable
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def _gate_lines(gate: GateResult) -> list[str]:
     return lines + [""]
 
 
-def _section_lines(section: sections.Section, content: sections.Content) -> list[str]:
+def _section_lines(section: layout.Part, content: layout.Content) -> list[str]:
     """A heading, the caption, each table with its note; nothing for a section with no table."""
     if not content.tables:
         return []
@@ -75,9 +75,9 @@ def _section_lines(section: sections.Section, content: sections.Content) -> list
 
 
 def _summary_lines(report: Report, gate: GateResult | None) -> list[str]:
-    """The audit's bottom line (reports/summary.py) as a list: findings, bad ones in bold, then the fixes and
+    """The audit's bottom line (formats/summary.py) as a list: findings, bad ones in bold, then the fixes and
     the notes; the audit's own verdict where no gate ran (the heading holds the gate's)."""
-    from macs_audit.reports.summary import summarize
+    from macs_audit.formats.summary import summarize
 
     found = summarize(report)
     lines = [] if gate is not None else [f"**{esc(found.verdict)}**", ""]
@@ -102,7 +102,7 @@ def render(report: Report, gate: GateResult | None = None) -> str:
     if gate is not None:
         lines += _gate_lines(gate)
 
-    for section, content in sections.present(report):
+    for section, content in layout.present(report):
         lines += _section_lines(section, content)
 
     lines += ["<details><summary>Conventions</summary>", ""]

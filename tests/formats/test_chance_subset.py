@@ -1,10 +1,10 @@
 """Chance on a subset of the model's outputs: where the metrics are restricted to the data's classes
 (data.class_matching.restricted), the model chooses among the data's K classes, so chance is 1/K of them, not
-1/K of the model's outputs (reports/summary.py, `chance`)."""
+1/K of the model's outputs (formats/summary.py, `chance`)."""
 
 from fixtures.synthetic_report import synthetic_report
 
-from macs_audit.reports.summary import chance, summarize
+from macs_audit.formats.summary import chance, summarize
 
 
 def subset_report(restricted: bool, per_class: bool):

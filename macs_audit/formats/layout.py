@@ -1,7 +1,7 @@
 """The Report's sections, in the one order every format shows them: Markdown, HTML and terminal walk SECTIONS.
 
-A Section is a key (the HTML anchor, and what a format hangs its extras on: a plot, a heat map), a title,
-and `build(report)`: the section's content in no format (tables of strings from reports/tables.py, the
+A Part is a key (the HTML anchor, and what a format hangs its extras on: a plot, a heat map), a title,
+and `build(report)`: the section's content in no format (tables of strings from formats/tables.py, the
 report's particulars for the heading, a caption), or None when the report lacks it. A new section is one
 entry in SECTIONS; each format renders its content in its place. What frames the sections is each
 format's own: the verdict and the gate's table, the model and runtime, the conventions.
@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from macs_audit.formats import parity_tables, tables
 from macs_audit.metrics.metric_row import Place
 from macs_audit.numbers import format_value
 from macs_audit.report import Calibrators, Conformal, OODDetection, RealLabels, Report, Shift, Unlabeled
-from macs_audit.reports import parity_tables, tables
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Content:
 
 
 @dataclasses.dataclass(frozen=True)
-class Section:
+class Part:
     key: str
     title: str
     build: Callable[[Report], Content | None]
@@ -205,29 +205,29 @@ def _per_class(report: Report) -> Content | None:
     return Content((Table(header, rows),), caption="the clean images of each class, the least accurate first")
 
 
-SECTIONS: tuple[Section, ...] = (
-    Section("clean", "Clean calibration", _clean),
-    Section("per_class", "Per class", _per_class),
-    Section("temperature", "Temperature scaling", _temperature),
-    Section("calibrators", "Post-hoc calibrators", _calibrators),
-    Section("margins", "Logit margins", _margins),
-    Section("robustness", "Robustness", _robustness),
-    Section("corruptions", "Corruptions (accuracy by severity)", _corruptions),
-    Section("shift", "Natural shift", _shift),
-    Section("real", "ImageNet ReaL labels", _real_labels),
-    Section("selective", "Selective prediction", _selective),
-    Section("conformal", "Conformal sets", _conformal),
-    Section("ood", "OOD detection", _ood),
-    Section("unlabeled", "Accuracy without labels", _unlabeled),
-    Section("parity", "Deployment parity", _parity),
+SECTIONS: tuple[Part, ...] = (
+    Part("clean", "Clean calibration", _clean),
+    Part("per_class", "Per class", _per_class),
+    Part("temperature", "Temperature scaling", _temperature),
+    Part("calibrators", "Post-hoc calibrators", _calibrators),
+    Part("margins", "Logit margins", _margins),
+    Part("robustness", "Robustness", _robustness),
+    Part("corruptions", "Corruptions (accuracy by severity)", _corruptions),
+    Part("shift", "Natural shift", _shift),
+    Part("real", "ImageNet ReaL labels", _real_labels),
+    Part("selective", "Selective prediction", _selective),
+    Part("conformal", "Conformal sets", _conformal),
+    Part("ood", "OOD detection", _ood),
+    Part("unlabeled", "Accuracy without labels", _unlabeled),
+    Part("parity", "Deployment parity", _parity),
 )
 
 
-def section(key: str) -> Section:
+def section(key: str) -> Part:
     return next(s for s in SECTIONS if s.key == key)
 
 
-def present(report: Report) -> list[tuple[Section, Content]]:
+def present(report: Report) -> list[tuple[Part, Content]]:
     """The sections `report` has, in order, each with its content."""
     built = ((s, s.build(report)) for s in SECTIONS)
     return [(s, content) for s, content in built if content is not None]

@@ -1,5 +1,5 @@
 """The Report's sections as plain rows of strings, shared by the Markdown, HTML and terminal formats
-(reports/sections.py puts them in order and titles them); the parity section's rows are reports/parity_tables.py's.
+(formats/layout.py puts them in order and titles them); the parity section's rows are formats/parity_tables.py's.
 
 Each function returns None (or []) when its section is absent, so every format skips it the same
 way. Values and changes are written by macs_audit.numbers (fractions as percent, other values with 4

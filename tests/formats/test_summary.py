@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fixtures.synthetic_report import synthetic_report
 
-from macs_audit.reports.summary import BARS, summarize
+from macs_audit.formats.summary import BARS, summarize
 
 
 def test_a_well_calibrated_robust_model_has_no_problem_and_no_fix():

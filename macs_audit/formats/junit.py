@@ -15,9 +15,9 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from macs_audit.errors import UsageError
+from macs_audit.formats.tables import comparison_rows, shown
 from macs_audit.numbers import format_values
 from macs_audit.report import Report
-from macs_audit.reports.tables import comparison_rows, shown
 from macs_audit.text import printable
 
 if TYPE_CHECKING:

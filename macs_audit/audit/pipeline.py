@@ -20,10 +20,10 @@ from macs_audit.audit.calibration import (
 )
 from macs_audit.audit.classes import CONVENTION as CLASS_MATCHING
 from macs_audit.audit.classes import match_classes, matching_record, restricted
+from macs_audit.audit.inference import evaluate_view, view_result
 from macs_audit.audit.options import AuditOptions, sized, workers
 from macs_audit.audit.parity import ParityRecorder, check_pair
 from macs_audit.audit.robustness import RobustnessResult, audit_robustness, check_corruption_data
-from macs_audit.audit.runner import evaluate_view, view_result
 from macs_audit.audit.shift import audit_shift, real_labels_section, restricted_accumulator
 from macs_audit.audit.trust import audit_trust
 from macs_audit.data.sources import Source
@@ -42,7 +42,7 @@ class AuditResult:
     report: Report
     logits: np.ndarray  # clean-view logits, float32 (N, K)
     labels: np.ndarray
-    target_logits: dict = dataclasses.field(default_factory=dict)  # the --ood-data and --unlabeled-data logits
+    target_logits: dict = dataclasses.field(default_factory=dict)  # the --ood-data and --unlabeled logits
 
 
 def run_audit(
