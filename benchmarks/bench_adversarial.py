@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_calibrators import synthetic  # noqa: E402
 
-from macs_audit.audit import AuditOptions, calibration_split, conformal_fit, view_result  # noqa: E402
+from macs_audit.auditing import AuditOptions, calibration_split, conformal_fit, view_result  # noqa: E402
 from macs_audit.metrics import estimators, selective  # noqa: E402
 from macs_audit.metrics.accumulators import CalibrationAccumulator  # noqa: E402
 from macs_audit.metrics.resampling import draw_counts  # noqa: E402

@@ -5,7 +5,7 @@
 Three measurements, interleaved so machine noise hits all of them alike (medians reported):
 - bare:      onnxruntime InferenceSession.run over the already-preprocessed float32 test set,
              batch 500 — the floor any tool pays;
-- audit:     macs_audit.audit.run_audit in-process on the built-in test set (uint8 -> preprocessing
+- audit:     macs_audit.auditing.run_audit in-process on the built-in test set (uint8 -> preprocessing
              -> model -> metrics, 1000 bootstrap resamples, temperature fit);
 - audit-noboot: the same without the 1000 bootstrap resamples (a fixed ~0.3 s for 10,000 images);
 - cli:       `macs-audit evaluate MODEL --quiet --perturbations none --sensitivity-samples 0`
@@ -38,7 +38,7 @@ def bare_loop(model: Path, x: np.ndarray, batch_size: int) -> float:
 
 
 def audit_in_process(model: Path, batch_size: int, bootstrap: int = 1000) -> float:
-    from macs_audit.audit import AuditOptions, run_audit
+    from macs_audit.auditing import AuditOptions, run_audit
     from macs_audit.data.sources import load_source
     from macs_audit.models.predictor import load_predictor
 

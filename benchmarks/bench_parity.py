@@ -46,7 +46,7 @@ SAMPLE = ROOT / "sample_models" / "resnet9_c10_ce.onnx"
 
 
 def options(batch_size: int, bootstrap: int):
-    from macs_audit.audit import AuditOptions
+    from macs_audit.auditing import AuditOptions
 
     return AuditOptions(
         batch_size=batch_size, bootstrap=bootstrap, perturbations=(), sensitivity_samples=0, calibrators=()
@@ -111,7 +111,7 @@ STOPWATCH = Stopwatch()
 
 
 def parity(candidate: Path, reference: Path, source, batch_size: int, bootstrap: int) -> Clock:
-    from macs_audit.audit import run_audit
+    from macs_audit.auditing import run_audit
     from macs_audit.models.predictor import load_predictor
 
     cand, ref = load_predictor(candidate, device="cpu"), load_predictor(reference, device="cpu")
@@ -123,7 +123,7 @@ def parity(candidate: Path, reference: Path, source, batch_size: int, bootstrap:
 
 def audits(paths: list[Path], source, batch_size: int, bootstrap: int) -> Clock:
     """run_audit of each model on its own, one after the other."""
-    from macs_audit.audit import run_audit
+    from macs_audit.auditing import run_audit
     from macs_audit.models.predictor import load_predictor
 
     models = [load_predictor(path, device="cpu") for path in paths]

@@ -19,7 +19,7 @@ import argparse
 import time
 from pathlib import Path
 
-from macs_audit.audit import AuditOptions, calibration_split, conformal_fit, evaluate_view, run_audit
+from macs_audit.auditing import AuditOptions, calibration_split, conformal_fit, evaluate_view, run_audit
 from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.metrics import label_free, ood, selective

@@ -180,7 +180,7 @@ def step_throughput(results: Path, work: Path) -> None:
     import numpy as np
     import torch
 
-    from macs_audit.audit import evaluate_view
+    from macs_audit.auditing import evaluate_view
     from macs_audit.data.sources import load_source
     from macs_audit.models.predictor import load_predictor
     from macs_audit.pixels import to_unit_float

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from macs_audit.audit import AuditOptions
+from macs_audit.auditing import AuditOptions
 from macs_audit.compare import Comparison
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
@@ -102,7 +102,7 @@ def which_fix(fixes: list[Fix]) -> WhichFix | None:
 def _value(report: Report, name: str) -> float | None:
     """Registry metric `name` of `report`, None where it was not audited (e.g. no corruption grid)."""
     from macs_audit.errors import MacsAuditError
-    from macs_audit.gate import observe
+    from macs_audit.gating import observe
 
     try:
         return observe(report, name)[0]
@@ -127,7 +127,7 @@ def audit_model(
     """Load the model at `path` as `evaluate` does (at `options.precision`) and audit it; progress descriptions
     start 'audit LABEL: '. `debug` lets the libraries' warnings through while the model loads. `outputs`: gets
     LABEL -> (clean logits, labels), for write_before_after's paired intervals."""
-    from macs_audit.audit import run_audit
+    from macs_audit.auditing import run_audit
     from macs_audit.models.predictor import load_predictor
 
     predictor = load_predictor(

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 from macs_audit.errors import MacsAuditError
-from macs_audit.gate import GateResult, observe
-from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, CORRUPTION_KEYS
+from macs_audit.gating import GateResult, observe
+from macs_audit.gating.config import ABSOLUTE_KEYS, BASELINE_KEYS, CORRUPTION_KEYS
 from macs_audit.metrics.metric_row import Metric, Place
 from macs_audit.metrics.registry import METRICS, in_place
 from macs_audit.numbers import format_value
@@ -286,81 +286,97 @@ def compare(
     caller measured on the same images with both models (calibrate, finetune); the others are judged by the
     reports' own intervals (see the module's docstring). `gate`: the gate's result on B (A its baseline): each
     failed check marks its metric's row worse, or adds a row in section "gate" where no row shows it."""
-    rows: list[Delta] = []
-    paired = paired or {}
+    built = _Rows(a, b, paired or {})
+    built.add_metrics(Place.CLEAN)
+    built.add_metrics(Place.SELECTIVE)
+    built.add_metrics(Place.TEMPERATURE)
+    built.add_after_scaling()
+    built.add_metrics(Place.ROBUSTNESS)
+    for view_name in dict.fromkeys(v.name for v in [*a.views_of("perturbation"), *b.views_of("perturbation")]):
+        built.add_per_view("perturbation", view_name, a.view(view_name), b.view(view_name), _view_value)
+    built.add_metrics(Place.CORRUPTION)
+    ca = a.corruption_summary.corruptions if a.corruption_summary is not None else {}
+    cb = b.corruption_summary.corruptions if b.corruption_summary is not None else {}
+    for name in dict.fromkeys([*ca, *cb]):
+        built.add_per_view(Place.CORRUPTION.value, name, ca.get(name), cb.get(name), _summary_value)
+    for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT, Place.REAL_LABELS):
+        built.add_metrics(place)
+    rows = built.rows + _parity_rows(a, b)
+    if gate is not None:
+        _mark_gate_failures(rows, gate)
+    return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b), gate=gate)
+
+
+@dataclasses.dataclass
+class _Rows:
+    """The rows of B against A as `compare` adds them, each judged by its interval (`paired`: the caller's)."""
+
+    a: Report
+    b: Report
+    paired: dict[str, list[float]]
+    rows: list[Delta] = dataclasses.field(default_factory=list)
 
     def add(
+        self,
         section: str,
         key: str,
         label: str,
-        va: float | None,
-        vb: float | None,
+        values: tuple[float | None, float | None],
         metric: Metric,
         intervals: tuple[list[float] | None, list[float] | None] = (None, None),
     ) -> None:
+        """A row of A's and B's `values` of `metric`, unless both are missing; `intervals`: their own 95% ones."""
+        va, vb = values
         if va is None and vb is None:
             return
         row = Delta(section, key, label, va, vb, metric.higher_is_better, metric.percent)
         row.scale_dependent = metric.scale_dependent
         if va is not None and vb is not None:
-            if key in paired:
-                row.interval, row.basis = list(paired[key]), PAIRED
-            elif (combined := difference_interval(va, intervals[0], vb, intervals[1])) is not None:
-                row.interval, row.basis = combined, UNPAIRED
-            elif metric.unit.bounded and (
-                binomial := binomial_interval(va, _images(a, metric), vb, _images(b, metric))
-            ):
-                row.interval, row.basis = binomial, BINOMIAL
-            if (target := _coverage_target(a, b, metric)) is not None:
-                row.target, row.target_noise = target
-                row.basis = TARGET
-        rows.append(row)
+            self._judge(row, metric, intervals)
+        self.rows.append(row)
 
-    def add_metrics(place: Place) -> None:
+    def _judge(self, row: Delta, metric: Metric, intervals: tuple[list[float] | None, list[float] | None]) -> None:
+        """The row's interval of B - A and its basis: the caller's paired one, else the two values' own combined,
+        else the binomial one of a bounded fraction; a conformal coverage row is judged against its target."""
+        va, vb = row.a, row.b
+        assert va is not None and vb is not None
+        if row.key in self.paired:
+            row.interval, row.basis = list(self.paired[row.key]), PAIRED
+        elif (combined := difference_interval(va, intervals[0], vb, intervals[1])) is not None:
+            row.interval, row.basis = combined, UNPAIRED
+        elif metric.unit.bounded and (
+            binomial := binomial_interval(va, _images(self.a, metric), vb, _images(self.b, metric))
+        ):
+            row.interval, row.basis = binomial, BINOMIAL
+        if (target := _coverage_target(self.a, self.b, metric)) is not None:
+            row.target, row.target_noise = target
+            row.basis = TARGET
+
+    def add_metrics(self, place: Place) -> None:
+        """The compared metrics of `place`, each as the two reports hold it."""
         for metric in in_place(place):
             if metric.compare:
-                title = metric.title_for(a.model.output, b.model.output)
-                (va, ia), (vb, ib) = _observed(a, metric.name), _observed(b, metric.name)
-                add(place.value, metric.name, title, va, vb, metric, (ia, ib))
+                title = metric.title_for(self.a.model.output, self.b.model.output)
+                (va, ia), (vb, ib) = _observed(self.a, metric.name), _observed(self.b, metric.name)
+                self.add(place.value, metric.name, title, (va, vb), metric, (ia, ib))
 
-    def add_per_view(section: str, name: str, va: Any, vb: Any, value: Callable[[Any, str], float | None]) -> None:
+    def add_after_scaling(self) -> None:
+        """The temperature-scaled metrics (AFTER_SCALING) of the two reports' temperature scaling."""
+        ta, tb = self.a.temperature_scaling, self.b.temperature_scaling
+        for name in AFTER_SCALING:
+            metric = METRICS[name]
+            values = (ta.scaled.get(name) if ta is not None else None, tb.scaled.get(name) if tb is not None else None)
+            self.add(Place.TEMPERATURE.value, f"scaled_{name}", f"{metric.label} after scaling", values, metric)
+
+    def add_per_view(
+        self, section: str, name: str, va: Any, vb: Any, value: Callable[[Any, str], float | None]
+    ) -> None:
         """The PER_VIEW metrics of one perturbation view or corruption (`value` reads one of A's or B's)."""
         for key in PER_VIEW:
             metric = METRICS[key]
             ia, ib = (v.intervals.get(key) if isinstance(v, ViewResult) else None for v in (va, vb))
-            add(section, f"{name}.{key}", f"{name} {metric.label}", value(va, key), value(vb, key), metric, (ia, ib))
-
-    add_metrics(Place.CLEAN)
-    add_metrics(Place.SELECTIVE)
-    add_metrics(Place.TEMPERATURE)
-    ta, tb = a.temperature_scaling, b.temperature_scaling
-    for name in AFTER_SCALING:
-        metric = METRICS[name]
-        add(
-            Place.TEMPERATURE.value,
-            f"scaled_{name}",
-            f"{metric.label} after scaling",
-            ta.scaled.get(name) if ta is not None else None,
-            tb.scaled.get(name) if tb is not None else None,
-            metric,
-        )
-    add_metrics(Place.ROBUSTNESS)
-
-    for view_name in dict.fromkeys(v.name for v in [*a.views_of("perturbation"), *b.views_of("perturbation")]):
-        add_per_view("perturbation", view_name, a.view(view_name), b.view(view_name), _view_value)
-
-    add_metrics(Place.CORRUPTION)
-    ca = a.corruption_summary.corruptions if a.corruption_summary is not None else {}
-    cb = b.corruption_summary.corruptions if b.corruption_summary is not None else {}
-    for name in dict.fromkeys([*ca, *cb]):
-        add_per_view(Place.CORRUPTION.value, name, ca.get(name), cb.get(name), _summary_value)
-
-    for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT, Place.REAL_LABELS):
-        add_metrics(place)
-    rows += _parity_rows(a, b)
-    if gate is not None:
-        _mark_gate_failures(rows, gate)
-    return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b), gate=gate)
+            values = (value(va, key), value(vb, key))
+            self.add(section, f"{name}.{key}", f"{name} {metric.label}", values, metric, (ia, ib))
 
 
 def _gate_row_key(check: str) -> str | None:

@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from macs_audit.atomic import all_or_nothing
-from macs_audit.audit import AuditOptions, run_audit
-from macs_audit.audit.classes import check_classes
-from macs_audit.audit.parity import REFERENCE_SAID, check_pair
+from macs_audit.auditing import AuditOptions, run_audit
+from macs_audit.auditing.classes import check_classes
+from macs_audit.auditing.parity import REFERENCE_SAID, check_pair
 from macs_audit.data.loading import DataSpec, load_model_data
 from macs_audit.data.splits import stratified_subset
 from macs_audit.devices import resolve_device

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from macs_audit.formats import html
-    from macs_audit.gate import load_config, parse_config, run_gate
+    from macs_audit.gating import load_config, parse_config, run_gate
     from macs_audit.report import load_report
 
     if find_chromium() is None:

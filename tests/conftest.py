@@ -52,16 +52,6 @@ def assert_within_grey_levels(ours, reference, levels: int = 1, what=None) -> No
     assert diff.size == 0 or diff.max() <= levels, (what, int(diff.max()), float((diff > levels).mean()))
 
 
-def free_port() -> int:
-    """A TCP port free right now, for torchrun's rendezvous (a fixed port can collide with a
-    concurrent test run or a lingering process)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def tiny_images(n: int, seed: int = 0, size: int = 32) -> tuple[np.ndarray, np.ndarray]:
     """Random uint8 images whose mean colour depends on the label, so a linear model can learn it."""
     rng = np.random.default_rng(seed)

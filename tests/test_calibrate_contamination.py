@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from fixtures.synthetic_report import synthetic_report
 
-from macs_audit.calibrate import choose_calibrator
-from macs_audit.calibrate import contamination_warnings as calibrate_warnings
+from macs_audit.calibrating import choose_calibrator
+from macs_audit.calibrating import contamination_warnings as calibrate_warnings
 from macs_audit.calibrators.base import fit_calibrator
-from macs_audit.calibrators.held_out import contamination
+from macs_audit.calibrators.held_out import Scores, contamination
 from macs_audit.calibrators.selection import MIN_SELECTION_IMAGES, compare_calibrators
 from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
@@ -32,7 +32,7 @@ CASES = [
 
 @pytest.mark.parametrize(("fit", "n_fit", "held", "n_eval", "refused"), CASES)
 def test_the_accuracy_gap_is_weighed_against_both_samples_noise(fit, n_fit, held, n_eval, refused):
-    reason = contamination(fit_accuracy=fit, n_fit=n_fit, eval_accuracy=held, n_eval=n_eval, eval_confidence=held)
+    reason = contamination(Scores(fit, n_fit), Scores(held, n_eval, confidence=held))
     assert (reason is not None) == refused, reason
     if refused:
         assert f"{100 * fit:.1f}% accurate on the fit data but {100 * held:.1f}%" in reason

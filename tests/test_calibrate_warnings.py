@@ -9,7 +9,7 @@ from conftest import fit_right_held_wrong, linear_onnx, tiny_images
 from fixtures.synthetic_report import synthetic_report
 from typer.testing import CliRunner
 
-from macs_audit.calibrate import held_out_warnings
+from macs_audit.calibrating import held_out_warnings
 from macs_audit.cli import app
 from macs_audit.models.predictor import load_predictor
 

@@ -12,8 +12,8 @@ from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.compare import compare
 from macs_audit.formats import html, json_report, junit, markdown, terminal
-from macs_audit.gate.checks import run_gate
-from macs_audit.gate.config import parse_config
+from macs_audit.gating.checks import run_gate
+from macs_audit.gating.config import parse_config
 
 # B is 7 points less accurate and 6 points less calibrated than A: worse beyond the noise either way.
 A, B = synthetic_report(accuracy=0.92, ece=0.03), synthetic_report(accuracy=0.85, ece=0.09)

@@ -10,11 +10,11 @@ import onnx
 import pytest
 from fixtures.broken_models import scaled_logits, swapped_classes
 
-from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.auditing import AuditOptions, run_audit
 from macs_audit.data.loading import DataSpec, load_data
 from macs_audit.deployment import Calibration, build_precision
-from macs_audit.gate.checks import run_gate
-from macs_audit.gate.config import parse_config
+from macs_audit.gating.checks import run_gate
+from macs_audit.gating.config import parse_config
 from macs_audit.metrics import parity
 from macs_audit.models.predictor import load_predictor
 from macs_audit.pixels import to_unit_float

@@ -2,13 +2,11 @@
 passes (their logits gathered in data-set order like the views')."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import free_port, linear_onnx, tiny_images
+from conftest import linear_onnx, tiny_images
+from torchrun import one_process, torchrun
 
 ARGS = [
     "--batch-size",
@@ -73,37 +71,12 @@ def test_sharded_evaluate_equals_single_process(tmp_path):
     x, y = tiny_images(100, seed=4)  # 7 batches of 16: ranks get 4 and 3 batches, the last one short
     np.savez(tmp_path / "d.npz", x=x, y=y)
     np.savez(tmp_path / "ood.npz", x=tiny_images(37, seed=5)[0][:, ::-1])  # labels not needed: x only
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
     trust = ["--ood-data", str(tmp_path / "ood.npz"), "--unlabeled", str(tmp_path / "ood.npz")]
-    common = [str(model), "--data", str(tmp_path / "d.npz"), *ARGS, *trust]
-    subprocess.run(
-        [sys.executable, "-m", "macs_audit", "evaluate", *common, "-o", str(single)],
-        check=True,
-        env=env,
-        capture_output=True,
-    )
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-port",
-            str(free_port()),
-            "-m",
-            "macs_audit",
-            "evaluate",
-            *common,
-            "-o",
-            str(sharded),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    common = ["-m", "macs_audit", "evaluate", str(model), "--data", str(tmp_path / "d.npz"), *ARGS, *trust]
+    alone = one_process([*common, "-o", str(single)], tmp_path)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    run = torchrun([*common, "-o", str(sharded)], tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
     assert b["runtime"]["world_size"] == 2

@@ -7,15 +7,13 @@ The device-resolution tests at the top run everywhere (they pretend the GPU is a
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import free_port, linear_onnx, tiny_images
+from conftest import linear_onnx, tiny_images
+from torchrun import one_process, torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_models" / "resnet9_c10_ce"
@@ -385,6 +383,7 @@ def test_onnx_cuda_provider_used_and_matches_cpu(tmp_path):
 # torchrun on two GPUs (NCCL): sharded evaluate equals one process
 # ---------------------------------------------------------------------------------------------
 @needs_cuda
+@pytest.mark.slow
 @pytest.mark.skipif(not CUDA or torch.cuda.device_count() < 2, reason="needs 2 CUDA devices")
 def test_sharded_evaluate_on_two_gpus(tmp_path):
     path = torch_model_file(tmp_path)
@@ -404,35 +403,10 @@ def test_sharded_evaluate_on_two_gpus(tmp_path):
         "0",
         "--quiet",
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
-    subprocess.run(
-        [sys.executable, "-m", "macs_audit", "evaluate", *args, "-o", str(single)],
-        check=True,
-        env={**env, "CUDA_VISIBLE_DEVICES": "0"},
-        capture_output=True,
-    )
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-port",
-            str(free_port()),
-            "-m",
-            "macs_audit",
-            "evaluate",
-            *args,
-            "-o",
-            str(sharded),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    alone = one_process(["-m", "macs_audit", "evaluate", *args, "-o", str(single)], tmp_path, CUDA_VISIBLE_DEVICES="0")
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    run = torchrun(["-m", "macs_audit", "evaluate", *args, "-o", str(sharded)], tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
     assert b["runtime"]["world_size"] == 2 and b["data"]["n"] == a["data"]["n"] == 1000

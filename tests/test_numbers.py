@@ -8,7 +8,7 @@ import pytest
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.formats import junit, tables
-from macs_audit.gate import parse_config, run_gate, starting_config
+from macs_audit.gating import parse_config, run_gate, starting_config
 from macs_audit.numbers import format_change, format_value, format_values
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.auditing import AuditOptions, run_audit
 from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.models.predictor import load_predictor

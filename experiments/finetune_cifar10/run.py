@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from macs_audit.atomic import write_text
-from macs_audit.audit import evaluate_view
+from macs_audit.auditing import evaluate_view
 from macs_audit.calibrators.temperature import optimal_temperature
 from macs_audit.data.sources import load_source, unlabeled_source
 from macs_audit.data.splits import stratified_subset

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from macs_audit.audit import evaluate_view
+from macs_audit.auditing import evaluate_view
 from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_split
 from macs_audit.metrics import label_free

@@ -6,6 +6,7 @@ Everything is float64 numpy. Nothing here prints; bad inputs raise `InputError` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -120,20 +121,71 @@ def renormalise(one_vs_rest: np.ndarray, min_probability: float) -> np.ndarray:
     return q
 
 
-class OneVsRest:
-    """What the one-vs-rest calibrators (histogram binning, isotonic regression) share: each class's estimate
-    from that class's softmax column (`one_vs_rest`, theirs), floored by `options["min_probability"]` and
-    renormalised."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Fitted:
+    """What every calibrator fitted beyond one temperature records beside its own numbers: its method, the fit
+    split's size and the options it was fitted with; `describe()` reads them. Keyword-only, so that each method's
+    own fields are named where it is built."""
 
+    method: str
+    fit_size: int
     options: dict[str, Any]
 
     @property
     def n_classes(self) -> int:
         raise NotImplementedError
 
+    @property
+    def n_parameters(self) -> int:
+        raise NotImplementedError
+
+    def parameters(self) -> dict[str, Any]:
+        """What `describe()` reports beside the counts: the options, and a method's fit results where it has some."""
+        return dict(self.options)
+
+    def describe(self) -> dict[str, Any]:
+        return describe_fit(self.method, self.n_classes, self.fit_size, self.n_parameters, self.parameters())
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FittedLogits(Fitted):
+    """What the maps of the logits fitted by L-BFGS (vector, matrix and Dirichlet) share: per-class intercepts,
+    the optimizer's outcome (objective, converged, iterations, evaluations), reported with the options, and the
+    log-softmax of their calibrated logits."""
+
+    bias: np.ndarray  # (K,)
+    optimizer: dict[str, Any]
+
+    def parameters(self) -> dict[str, Any]:
+        return {**self.options, **self.optimizer}
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.bias)
+
+    def calibrated_logits(self, logits: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def transform(self, logits: np.ndarray) -> np.ndarray:
+        """Calibrated log-probabilities (N, K), float64: softmax of them gives the calibrated probabilities."""
+        return log_softmax(self.calibrated_logits(logits))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OneVsRest(Fitted):
+    """What the one-vs-rest calibrators (histogram binning, isotonic regression) share: each class's estimate
+    from that class's softmax column (`one_vs_rest`, theirs), floored by `options["min_probability"]` and
+    renormalised."""
+
+    values: Any  # a row of fitted values per class (its bins' or its map's points'), each method's own type
+
     def one_vs_rest(self, logits: np.ndarray) -> np.ndarray:
         """The per-class estimates (N, K), before the floor and renormalisation."""
         raise NotImplementedError
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.values)
 
     def class_columns(self, logits: np.ndarray) -> np.ndarray:
         """softmax(logits) as (K, N), one contiguous row per class."""

@@ -2,7 +2,7 @@
 
 q = softmax(W log p + b), with p = softmax(z) computed as log_softmax(z) (float64, never log(0)).
 Kull et al. clip probabilities before the log; from logits no clipping is needed. The fit is
-`matrix.fit_affine` on log_softmax(z): the same objective, regularisation, defaults and optimiser.
+`MatrixScaling.fit` on log_softmax(z): the same objective, regularisation, defaults and optimiser.
 W = I, b = 0 is the identity (q = p), where the fit starts.
 
 ODIR leaves the diagonal free, so a class that is separable in the fit data can drive its diagonal weight
@@ -22,7 +22,7 @@ from macs_audit.calibrators.common import log_softmax
 from macs_audit.calibrators.matrix import MatrixScaling
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DirichletCalibration(MatrixScaling):
     """A fitted Dirichlet calibration: matrix scaling applied to log_softmax(z) instead of z."""
 

@@ -18,7 +18,12 @@ on such data unless told to (`--force-temperature`, `--force-calibration`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from macs_audit.report import Report
 
 ACCURACY_GAP = 0.05  # fit-data accuracy this far above the evaluation data's: trained on, or another distribution
 GAP_LEVEL = 0.01  # and the gap's one-sided test at this level: honest data is refused once in 100 runs at most
@@ -44,31 +49,43 @@ def beyond_noise(fit_accuracy: float, n_fit: int, eval_accuracy: float, n_eval: 
     return gap > ACCURACY_GAP and accuracy_gap(fit_accuracy, n_fit, eval_accuracy, n_eval) > Z_GAP
 
 
+@dataclasses.dataclass(frozen=True)
+class Scores:
+    """The model on one data set, as the signs read it: its accuracy on `n` images and, where known, its mean
+    confidence and NLL (None: not measured)."""
+
+    accuracy: float | None
+    n: int | None
+    confidence: float | None = None
+    nll: float | None = None
+
+    @classmethod
+    def clean_of(cls, report: Report) -> Scores:
+        """The scores of a report's clean view (the evaluation data's, where the callers audited the model)."""
+        metrics = report.clean.metrics
+        return cls(metrics.get("accuracy"), report.data.n, metrics.get("mean_confidence"), metrics.get("nll"))
+
+
 def contamination(
-    *,
-    fit_accuracy: float,
-    n_fit: int,
-    eval_accuracy: float | None,
-    n_eval: int | None,
-    eval_confidence: float | None,
-    temperature: float | None = None,
-    fit_nll: float | None = None,
-    eval_nll: float | None = None,
-    fit_name: str = "fit data",
+    fit: Scores, evaluation: Scores, temperature: float | None = None, fit_name: str = "fit data"
 ) -> str | None:
     """The signs that the fit data was trained on (see the module), as one clause; None when there are none.
-    `n_fit`, `n_eval`: the images each accuracy is of; `temperature`: the fitted T, where the map is a temperature."""
-    if eval_accuracy is None or not n_eval:
+    `fit`, `evaluation`: the model's scores on the fit and the evaluation data; `temperature`: the fitted T, where
+    the map is a temperature; `fit_name`: what the clause calls the fit data."""
+    fit_accuracy, n_fit = fit.accuracy, fit.n or 0
+    eval_accuracy, n_eval = evaluation.accuracy, evaluation.n
+    if fit_accuracy is None or eval_accuracy is None or not n_eval:
         return None
     signs = []
     if beyond_noise(fit_accuracy, n_fit, eval_accuracy, n_eval):
-        nll = f"; NLL {fit_nll:.3f} against {eval_nll:.3f}" if fit_nll is not None and eval_nll is not None else ""
+        both = fit.nll is not None and evaluation.nll is not None
+        nll = f"; NLL {fit.nll:.3f} against {evaluation.nll:.3f}" if both else ""
         z = accuracy_gap(fit_accuracy, n_fit, eval_accuracy, n_eval)
         signs.append(
             f"the model is {100 * fit_accuracy:.1f}% accurate on the {fit_name} but {100 * eval_accuracy:.1f}% on "
             f"the evaluation data ({n_fit:,} and {n_eval:,} images: a gap beyond their noise, z = {z:.1f}{nll})"
         )
-    confidence = eval_confidence if eval_confidence is not None else 0.0
+    confidence = evaluation.confidence if evaluation.confidence is not None else 0.0
     noise = Z95 * math.sqrt(eval_accuracy * (1 - eval_accuracy) / n_eval)
     if temperature is not None and temperature < 1 and confidence > eval_accuracy + max(OVERCONFIDENCE, noise):
         signs.append(

@@ -16,17 +16,10 @@ binned_statistic_dd) but predicts with (lo, hi], and it offers equal-mass bins f
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 
-from macs_audit.calibrators.common import (
-    OneVsRest,
-    as_fit_data,
-    describe_fit,
-    floor_for,
-    softmax,
-)
+from macs_audit.calibrators.common import OneVsRest, as_fit_data, floor_for, softmax
 from macs_audit.errors import UsageError
 from macs_audit.metrics.conventions import N_BINS
 
@@ -38,19 +31,14 @@ def _bin_of(p: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.searchsorted(edges[1:-1], p, side="left")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class HistogramBinning(OneVsRest):
-    """Fitted one-vs-rest histogram binning; `transform(z)` = log(renormalised floored bin values)."""
+    """Fitted one-vs-rest histogram binning; `transform(z)` = log(renormalised floored bin values). Its options:
+    n_bins, strategy, min_probability."""
 
     edges: np.ndarray  # (K, B + 1)
     values: np.ndarray  # (K, B), in [0, 1]
-    fit_size: int
-    options: dict[str, Any]  # n_bins, strategy, min_probability
     method: str = "histogram"
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.values)
 
     @property
     def n_parameters(self) -> int:
@@ -64,9 +52,6 @@ class HistogramBinning(OneVsRest):
         for k in range(self.n_classes):
             p[k] = self.values[k, _bin_of(p[k], self.edges[k])]
         return p.T
-
-    def describe(self) -> dict[str, Any]:
-        return describe_fit(self.method, self.n_classes, self.fit_size, self.n_parameters, dict(self.options))
 
 
 def fit_histogram(

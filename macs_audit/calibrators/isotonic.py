@@ -21,28 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from macs_audit.calibrators.common import (
-    OneVsRest,
-    as_fit_data,
-    describe_fit,
-    floor_for,
-    softmax,
-)
+from macs_audit.calibrators.common import OneVsRest, as_fit_data, floor_for, softmax
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class IsotonicCalibration(OneVsRest):
-    """Fitted one-vs-rest isotonic maps; `transform(z)` = log(renormalised floored f_k(softmax(z)_k))."""
+    """Fitted one-vs-rest isotonic maps; `transform(z)` = log(renormalised floored f_k(softmax(z)_k)). Its
+    options: min_probability."""
 
     thresholds: list[np.ndarray]  # per class: the x points of f_k, increasing
     values: list[np.ndarray]  # per class: f_k at those points, non-decreasing, in [0, 1]
-    fit_size: int
-    options: dict[str, Any]  # min_probability
     method: str = "isotonic"
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.thresholds)
 
     @property
     def n_parameters(self) -> int:
@@ -56,10 +45,9 @@ class IsotonicCalibration(OneVsRest):
             p[k] = np.interp(p[k], x, v)
         return p.T
 
-    def describe(self) -> dict[str, Any]:
+    def parameters(self) -> dict[str, Any]:
         points = [len(t) for t in self.thresholds]
-        parameters = {**self.options, "points_min": min(points), "points_max": max(points)}
-        return describe_fit(self.method, self.n_classes, self.fit_size, self.n_parameters, parameters)
+        return {**self.options, "points_min": min(points), "points_max": max(points)}
 
 
 # scikit-learn merges x values closer than this to the first of their group (np.finfo(float64).resolution).
@@ -111,4 +99,6 @@ def fit_isotonic(logits: np.ndarray, labels: np.ndarray, min_probability: float 
         x, v = _isotonic_fit(p[k], (y == k).astype(np.float64))
         thresholds.append(x)
         values.append(v)
-    return IsotonicCalibration(thresholds, values, len(y), {"min_probability": floor})
+    return IsotonicCalibration(
+        thresholds=thresholds, values=values, fit_size=len(y), options={"min_probability": floor}
+    )

@@ -5,8 +5,8 @@ Fitted by minimising, with L-BFGS (scipy, analytic gradients, float64) from the 
     mean NLL + lambda_od * mean over i != j of W_ij^2 + mu * mean over k of b_k^2
 
 Off-diagonal and intercept regularisation (ODIR) pulls the map toward a per-class rescaling without
-shrinking the diagonal, which carries the confidence. `fit_affine` is the shared core: Dirichlet
-calibration (`dirichlet.py`) is the same fit on log-probabilities instead of logits.
+shrinking the diagonal, which carries the confidence. Dirichlet calibration (`dirichlet.py`) is the same fit
+on log-probabilities instead of logits: `MatrixScaling.fit` fits the map on `features(logits)`.
 
 Each step costs two (N, K) x (K, K) products: cheap for tens or hundreds of classes, minutes for a
 thousand (1,001,000 parameters), where `check_fit_size` also wants a very large calibration split.
@@ -19,14 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from macs_audit.calibrators.common import (
-    as_fit_data,
-    as_logits,
-    describe_fit,
-    log_softmax,
-    minimize_lbfgs,
-    nll_and_residual,
-)
+from macs_audit.calibrators.common import FittedLogits, as_fit_data, as_logits, minimize_lbfgs, nll_and_residual
 from macs_audit.errors import UsageError
 
 # Default ODIR strengths. Kull et al. choose them by cross-validation per model and data set, from a grid
@@ -41,14 +34,6 @@ MAX_ITER = 500  # L-BFGS iterations at most
 TOL = 1e-10  # stop when an iteration lowers the objective by less than this (relative)
 
 
-@dataclasses.dataclass(frozen=True)
-class AffineFit:
-    weights: np.ndarray  # (K, K)
-    bias: np.ndarray  # (K,)
-    options: dict[str, Any]
-    optimizer: dict[str, Any]
-
-
 def odir_penalty(weights: np.ndarray, bias: np.ndarray, lambda_od: float, mu: float) -> float:
     """lambda_od * mean of the squared off-diagonal entries + mu * mean of the squared intercepts."""
     k = len(bias)
@@ -56,17 +41,11 @@ def odir_penalty(weights: np.ndarray, bias: np.ndarray, lambda_od: float, mu: fl
     return lambda_od * off_diagonal / (k * (k - 1)) + mu * float(np.sum(bias**2)) / k
 
 
-def fit_affine(
-    features: np.ndarray,
-    labels: np.ndarray,
-    lambda_od: float = LAMBDA_OD,
-    mu: float = MU,
-    max_iter: int = MAX_ITER,
-    tol: float = TOL,
-) -> AffineFit:
-    """Fit softmax(W x + b) to the labels with ODIR; `features` (N, K) float64 and `labels` already checked."""
-    if lambda_od < 0 or mu < 0:
-        raise UsageError(f"ODIR strengths must be >= 0, got lambda_od={lambda_od}, mu={mu}")
+def _fit_affine(
+    features: np.ndarray, labels: np.ndarray, lambda_od: float, mu: float, max_iter: int, tol: float
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """(W and b as one vector, the optimizer's outcome): softmax(W x + b) fitted to the labels with ODIR, from the
+    identity; `features` (N, K) float64 and `labels` already checked."""
     n, k = features.shape
     off = 1.0 - np.eye(k)
     scores = np.empty((n, k))
@@ -84,32 +63,19 @@ def fit_affine(
         return loss, np.concatenate([grad_w.ravel(), grad_b])
 
     x0 = np.concatenate([np.eye(k).ravel(), np.zeros(k)])
-    x, info = minimize_lbfgs(objective, x0, max_iter, tol)
-    return AffineFit(
-        weights=x[: k * k].reshape(k, k).copy(),
-        bias=x[k * k :].copy(),
-        options={"lambda_od": lambda_od, "mu": mu, "max_iter": max_iter, "tol": tol},
-        optimizer=info,
-    )
+    return minimize_lbfgs(objective, x0, max_iter, tol)
 
 
 Fitted = TypeVar("Fitted", bound="MatrixScaling")
 
 
-@dataclasses.dataclass(frozen=True)
-class MatrixScaling:
-    """A fitted matrix scaling: `transform(z)` = log_softmax(z @ weights.T + bias)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatrixScaling(FittedLogits):
+    """A fitted matrix scaling: `transform(z)` = log_softmax(z @ weights.T + bias). Its options: lambda_od, mu,
+    max_iter, tol; its optimizer's objective: the fit NLL plus the penalty."""
 
     weights: np.ndarray  # (K, K)
-    bias: np.ndarray  # (K,)
-    fit_size: int
-    options: dict[str, Any]  # lambda_od, mu, max_iter, tol
-    optimizer: dict[str, Any]  # objective (fit NLL + penalty), converged, iterations, evaluations
     method: str = "matrix"
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.bias)
 
     @property
     def n_parameters(self) -> int:
@@ -133,18 +99,18 @@ class MatrixScaling:
         max_iter: int = MAX_ITER,
         tol: float = TOL,
     ) -> Fitted:
-        """Fit the map with ODIR on held-out (logits, labels): `fit_affine` on `features(logits)`."""
+        """Fit softmax(W x + b), x = `features(logits)`, to held-out (logits, labels) with ODIR, from the identity."""
         z, y = as_fit_data(logits, labels)
-        fit = fit_affine(cls.features(z), y, lambda_od, mu, max_iter, tol)
-        return cls(fit.weights, fit.bias, len(y), fit.options, fit.optimizer)
-
-    def transform(self, logits: np.ndarray) -> np.ndarray:
-        """Calibrated log-probabilities (N, K), float64: softmax of them gives the calibrated probabilities."""
-        return log_softmax(self.calibrated_logits(logits))
-
-    def describe(self) -> dict[str, Any]:
-        return describe_fit(
-            self.method, self.n_classes, self.fit_size, self.n_parameters, {**self.options, **self.optimizer}
+        if lambda_od < 0 or mu < 0:
+            raise UsageError(f"ODIR strengths must be >= 0, got lambda_od={lambda_od}, mu={mu}")
+        k = z.shape[1]
+        x, optimizer = _fit_affine(cls.features(z), y, lambda_od, mu, max_iter, tol)
+        return cls(
+            weights=x[: k * k].reshape(k, k).copy(),
+            bias=x[k * k :].copy(),
+            fit_size=len(y),
+            options={"lambda_od": lambda_od, "mu": mu, "max_iter": max_iter, "tol": tol},
+            optimizer=optimizer,
         )
 
 

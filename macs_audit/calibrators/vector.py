@@ -13,38 +13,23 @@ tens a class are better.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 
-from macs_audit.calibrators.common import (
-    as_fit_data,
-    as_logits,
-    describe_fit,
-    log_softmax,
-    minimize_lbfgs,
-    nll_and_residual,
-)
+from macs_audit.calibrators.common import FittedLogits, as_fit_data, as_logits, minimize_lbfgs, nll_and_residual
 from macs_audit.calibrators.temperature import optimal_temperature
 
 MAX_ITER = 500  # L-BFGS iterations at most
 TOL = 1e-10  # stop when an iteration lowers the NLL by less than this (relative)
 
 
-@dataclasses.dataclass(frozen=True)
-class VectorScaling:
-    """A fitted vector scaling: `transform(z)` = log_softmax(z * scale + bias)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VectorScaling(FittedLogits):
+    """A fitted vector scaling: `transform(z)` = log_softmax(z * scale + bias), the bias centred (mean 0). Its
+    options: max_iter, tol; its optimizer's objective: the fit NLL."""
 
     scale: np.ndarray  # (K,)
-    bias: np.ndarray  # (K,), mean 0
-    fit_size: int
-    options: dict[str, Any]  # max_iter, tol
-    optimizer: dict[str, Any]  # objective (the fit NLL), converged, iterations, evaluations
     method: str = "vector"
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.scale)
 
     @property
     def n_parameters(self) -> int:
@@ -52,15 +37,6 @@ class VectorScaling:
 
     def calibrated_logits(self, logits: np.ndarray) -> np.ndarray:
         return as_logits(logits, self.n_classes) * self.scale + self.bias
-
-    def transform(self, logits: np.ndarray) -> np.ndarray:
-        """Calibrated log-probabilities (N, K), float64: softmax of them gives the calibrated probabilities."""
-        return log_softmax(self.calibrated_logits(logits))
-
-    def describe(self) -> dict[str, Any]:
-        return describe_fit(
-            self.method, self.n_classes, self.fit_size, self.n_parameters, {**self.options, **self.optimizer}
-        )
 
 
 BLOCK_ROWS = 256  # rows per block: a block's scores stay in cache through the five passes of the softmax

@@ -5,49 +5,29 @@ model. It imports neither torch nor onnxruntime (tested) and exits 0. Formats an
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import List, Optional
-
-import typer
+from typing import Any
 
 from macs_audit.cli.console import handle_errors, warn
 from macs_audit.cli.output import append_step_summary, emit, resolve_outputs
-from macs_audit.cli.report_options import CONFIG_HELP, FORMAT_OPTION, OUTPUT_OPTION, SUMMARY_HELP
+from macs_audit.cli.parameters import given_values, takes_options
 
 
 @handle_errors
-def compare(
-    a_path: Path = typer.Argument(
-        ..., metavar="A.json", readable=False, help="The reference report (e.g. the main branch)."
-    ),
-    b_path: Path = typer.Argument(
-        ..., metavar="B.json", readable=False, help="The candidate report; deltas are B - A."
-    ),
-    formats: Optional[List[str]] = FORMAT_OPTION,
-    outputs: Optional[List[Path]] = OUTPUT_OPTION,
-    step_summary: bool = typer.Option(True, "--step-summary/--no-step-summary", help=SUMMARY_HELP),
-    with_gate: Optional[bool] = typer.Option(
-        None,
-        "--gate/--no-gate",
-        help="Run the gate on B (A its baseline where the config sets allowances): a regression is a check it "
-        "fails. By default it runs where a config is found as `gate` finds one; --gate requires one, --no-gate "
-        "runs none (worse rows are then counted as worse beyond the noise, none as a regression).",
-        show_default=False,
-    ),
-    config: Optional[Path] = typer.Option(
-        None, "--config", "-c", readable=False, help=CONFIG_HELP + " Implies --gate."
-    ),
-) -> None:
+@takes_options("compare")
+def compare(**values: Any) -> None:
     """Compare two saved reports side by side; changes in the bad direction are highlighted, changes a
     temperature alone makes (margins, logit norms, L^, set sizes) are shown but not counted; the headline
     counts the checks the gate fails as regressions. Exits 0."""
     from macs_audit.compare import compare as compare_reports
     from macs_audit.errors import InputError, UsageError
     from macs_audit.formats import markdown
-    from macs_audit.gate import ConfiguredGate, run_gate
-    from macs_audit.gate.config import find_config
+    from macs_audit.gating import ConfiguredGate, run_gate
+    from macs_audit.gating.config import find_config
     from macs_audit.report import load_report
+    from macs_audit.settings.resolve import resolve
 
+    r = resolve("compare", *given_values("compare", values))
+    a_path, b_path, with_gate, config = r["report_a"], r["report_b"], r["gate"], r["config"]
     if with_gate is False and config is not None:
         raise UsageError(f"--no-gate runs no gate but --config {config} names one: drop one of the two")
     # As `gate` finds its config: --config, else macs-audit.toml or pyproject.toml's gate table from the
@@ -55,7 +35,7 @@ def compare(
     found = config if config is not None or with_gate is False else find_config()
     configured = ConfiguredGate.load(found) if found is not None or with_gate else None
     gate_inputs = (configured.config_path,) if configured is not None else ()
-    targets = resolve_outputs(formats, outputs, inputs=(a_path, b_path, *gate_inputs))
+    targets = resolve_outputs(r["format"], r["output"], inputs=(a_path, b_path, *gate_inputs))
     a, b = load_report(a_path), load_report(b_path)
     for message in [*a.deprecations, *b.deprecations]:  # renamed keys of older reports
         warn(message)
@@ -85,5 +65,5 @@ def compare(
         }[name](comparison)
 
     emit(targets, render)
-    if step_summary and os.environ.get("GITHUB_STEP_SUMMARY"):
+    if r["step_summary"] and os.environ.get("GITHUB_STEP_SUMMARY"):
         append_step_summary(markdown.render_comparison(comparison))

@@ -41,7 +41,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def print_version(value: bool) -> None:
     if value:
-        from macs_audit import __version__
+        from macs_audit.version import __version__
 
         typer.echo(f"macs-audit {__version__}")
         raise typer.Exit()

@@ -4,109 +4,42 @@ CIFAR-C `.npy` files or the ImageNet-C / Tiny-ImageNet-C image tree."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
-
-import typer
+from typing import Any
 
 from macs_audit.cli.console import handle_errors, note
-from macs_audit.cli.options import CORRUPTION_SET_OPTION, QUIET_OPTION
+from macs_audit.cli.parameters import given_values, takes_options
 from macs_audit.cli.progress import Progress, show_progress
-from macs_audit.text import or_list
-from macs_audit.views.corruptions.table import PARAMETER_SETS
-
-
-def _sets_by(describe) -> str:
-    """'A for x, B for y and z': the parameter sets grouped by what `describe` says of each, in table order."""
-    groups: dict[str, list[str]] = {}
-    for pset in PARAMETER_SETS.values():
-        groups.setdefault(describe(pset), []).append(pset.name)
-    return ", ".join(f"{what} for {or_list(names, 'and')}" for what, names in groups.items())
-
-
-def _released_layouts() -> str:
-    return _sets_by(lambda pset: pset.released_layout)
-
-
-def _tree_formats() -> str:
-    def described(pset) -> str:
-        fmt, _, save_args = pset.tree_format
-        quality = save_args.get("quality")
-        return f"{fmt} quality {quality}" if quality else fmt
-
-    return _sets_by(described)
 
 
 @handle_errors
-def corrupt(
-    out: Path = typer.Option(..., "--out", readable=False, help="Output directory (created if missing)."),
-    layout: str = typer.Option(
-        "auto",
-        "--layout",
-        help=f"auto: the layout the chosen set was released in ({_released_layouts()}). npy: the CIFAR-C layout "
-        "(<corruption>.npy + labels.npy, severities 1-5). tree: the ImageNet-C layout "
-        f"<corruption>/<severity>/<class>/<n>.<ext>, as each set was released: {_tree_formats()}; a rerun keeps "
-        "the finished files.",
-    ),
-    data: Optional[Path] = typer.Option(
-        None, "--data", readable=False, help="Clean data (default: the built-in CIFAR-10 test set)."
-    ),
-    data_format: str = typer.Option("auto", "--data-format", help="auto, builtin, npz, cifar or imagefolder."),
-    split: str = typer.Option("test", "--split", help="Split of a CIFAR python-batches directory: test or train."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Corrupt a class-stratified subset of N images."),
-    input_size: Optional[str] = typer.Option(
-        None,
-        "--input-size",
-        help="Image folders: read the images at H,W (or one number), as evaluate does for a model of that input "
-        "size. Default: the first image's size.",
-    ),
-    crop_pct: Optional[float] = typer.Option(
-        None,
-        "--crop-pct",
-        help="Image folders, with --input-size: resize the shorter side to size / F, then centre-crop, as evaluate "
-        "does for a model with that crop_pct (ImageNet-C's pipeline: --input-size 224 --crop-pct 0.875).",
-    ),
-    corruptions: str = typer.Option(
-        "all", "--corruptions", help="all (the 19; cifar-c is an alias), benchmark (the 15), or names."
-    ),
-    severities: str = typer.Option("1-5", "--severities", help="Severities; the npy layout holds all of 1-5."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the random corruptions (with --batch-size)."),
-    batch_size: Optional[int] = typer.Option(
-        None,
-        "--batch-size",
-        min=1,
-        help="Images per corruption batch (part of the seed: use evaluate's batch size, its report's "
-        "runtime.batch_size, to reproduce its generated views). Default: evaluate's default for a model whose input "
-        "is the images' size (500 at 32x32, 64 at 224x224).",
-    ),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    frost_textures: Optional[Path] = typer.Option(
-        None, "--frost-textures", readable=False, help="Directory of frost images (default: procedural)."
-    ),
-    corruption_set: str = CORRUPTION_SET_OPTION,
-    quiet: bool = QUIET_OPTION,
-) -> None:
+@takes_options("corrupt")
+def corrupt(**values: Any) -> None:
     """Generate the corruptions (19 x 5 severities, the parameter set of --corruption-set) into OUT in the
-    CIFAR-C layout or the ImageNet-C image tree (--layout), written atomically."""
-    from macs_audit.cli.options import parse_corruption_set, parse_corruptions, parse_severities, parse_size
+    CIFAR-C layout or the ImageNet-C image tree (--layout), written atomically. Options not given come from the
+    spec ([tool.macs-audit.corrupt] in pyproject.toml)."""
     from macs_audit.data.grid import Grid, write_corruption_grid, write_corruption_tree
     from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.devices import resolve_device
     from macs_audit.errors import UsageError
     from macs_audit.outputs import check_folder
+    from macs_audit.settings.parse import parse_corruption_set, parse_corruptions, parse_severities, parse_size
+    from macs_audit.settings.resolve import resolve
     from macs_audit.views.corruptions.table import choose_parameter_set
     from macs_audit.views.corruptions.weather import frost_texture_info
 
+    r = resolve("corrupt", *given_values("corrupt", values))
+    out, layout, data, crop_pct, seed = r["out"], r["layout"], r["data"], r["crop_pct"], r["seed"]
     if layout not in ("auto", "npy", "tree"):
         raise UsageError(f"--layout must be auto, npy or tree, got {layout!r}")
-    levels = parse_severities(severities)
-    size = parse_size(input_size)
+    levels = parse_severities(r["severities"])
+    size = parse_size(r["input_size"])
     if crop_pct is not None and (size is None or not 0 < crop_pct <= 1):
         raise UsageError(f"--crop-pct needs --input-size and a value in (0, 1], got {crop_pct}")
-    requested_set = parse_corruption_set(corruption_set)
-    names = parse_corruptions(corruptions)
+    requested_set = parse_corruption_set(r["corruption_set"])
+    names = parse_corruptions(r["corruptions"])
     if not names:
         raise UsageError("--corruptions selects nothing")
-    frost = str(frost_textures) if frost_textures else None
+    frost = str(r["frost_textures"]) if r["frost_textures"] else None
     if frost is not None:
         frost_texture_info(frost)  # a missing or empty folder fails now, not at the frost corruption
 
@@ -114,9 +47,9 @@ def corrupt(
         _check_outputs(layout, out, names, levels, data)
     else:  # the layout follows the images' size; whether OUT can be written does not wait for it
         check_folder(out, [])
-    device = resolve_device(device)
+    device = resolve_device(r["device"])
     source, _ = load_data(
-        DataSpec(data, data_format, split, limit, seed), (size[0], size[1]) if size else None, crop_pct
+        DataSpec(data, r["data_format"], r["split"], r["limit"], seed), (size[0], size[1]) if size else None, crop_pct
     )
     height, width = source.image_size()
     pset, how = choose_parameter_set(requested_set, height, width)
@@ -124,12 +57,13 @@ def corrupt(
         layout = pset.released_layout
         _check_outputs(layout, out, names, levels, data)
     note(f"corruption parameters: {pset.name} set on {height}x{width} images ({how}); {layout} layout")
+    batch_size = r["batch_size"]
     if batch_size is None:  # evaluate's default for these images (audit.options.default_batch_size)
-        from macs_audit.audit import default_batch_size
+        from macs_audit.auditing import default_batch_size
 
         batch_size = default_batch_size((height, width))
     grid = Grid(source, seed, batch_size, device, frost, pset.name)
-    with Progress(show_progress(quiet)) as progress:
+    with Progress(show_progress(r["quiet"])) as progress:
         if layout == "npy":
             files = write_corruption_grid(out, grid, names, progress)
             wrote = f"wrote {len(files)} files"

@@ -1,7 +1,7 @@
 """Where a command's rendered formats go (files, written atomically, or stdout) and the gate's verdict:
 shared by `evaluate --gate`, `gate`, `report` and `compare`.
 
-Output (the options are declared in cli.options): `--format` (repeatable) picks a format of formats.FORMATS;
+Output (the options are declared in settings/table.py): `--format` (repeatable) picks a format of formats.FORMATS;
 without `--output` every format goes to stdout; with `--output` (repeatable) the i-th output file gets the i-th
 format, or the format its extension names (formats.EXTENSIONS) when no --format is given. `-o -` (or
 /dev/stdout) is standard output; a stream without an extension gets the command's default format.
@@ -27,7 +27,7 @@ from macs_audit.text import printable
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from macs_audit.gate import ConfiguredGate, GateResult
+    from macs_audit.gating import ConfiguredGate, GateResult
     from macs_audit.report import Report
 
 

@@ -5,45 +5,29 @@ never reading the model. It imports neither torch nor onnxruntime (tested) and e
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import List, Optional
-
-import typer
+from typing import Any
 
 from macs_audit.cli.console import handle_errors, warn
 from macs_audit.cli.output import emit, render_report, resolve_outputs
-from macs_audit.cli.report_options import BASELINE_HELP, CONFIG_HELP, FORMAT_OPTION, INTERVAL_HELP, OUTPUT_OPTION
+from macs_audit.cli.parameters import given_values, takes_options
 
 
 @handle_errors
-def report(
-    report_path: Path = typer.Argument(
-        ..., metavar="REPORT.json", readable=False, help="A report written by `evaluate -o`."
-    ),
-    formats: Optional[List[str]] = FORMAT_OPTION,
-    outputs: Optional[List[Path]] = OUTPUT_OPTION,
-    with_gate: bool = typer.Option(False, "--gate", help="Include gate results (config searched as for `gate`)."),
-    config: Optional[Path] = typer.Option(
-        None, "--config", "-c", readable=False, help=CONFIG_HELP + " Implies --gate."
-    ),
-    baseline: Optional[Path] = typer.Option(
-        None, "--baseline", readable=False, help=BASELINE_HELP + " Implies --gate."
-    ),
-    use_interval: Optional[bool] = typer.Option(
-        None, "--use-interval/--point-estimate", help=INTERVAL_HELP, show_default=False
-    ),
-) -> None:
+@takes_options("report")
+def report(**values: Any) -> None:
     """Re-render a saved report in any --format without the model. Exits 0 even if the gate fails."""
-    from macs_audit.gate import ConfiguredGate
+    from macs_audit.gating import ConfiguredGate
     from macs_audit.report import load_report
+    from macs_audit.settings.resolve import resolve
 
+    r = resolve("report", *given_values("report", values))
     configured = None
-    if with_gate or config is not None or baseline is not None or use_interval is not None:
-        configured = ConfiguredGate.load(config, baseline)
+    if r["gate"] or r["config"] is not None or r["baseline"] is not None or r["use_interval"] is not None:
+        configured = ConfiguredGate.load(r["config"], r["baseline"])
     gate_inputs = configured.inputs if configured is not None else ()
-    targets = resolve_outputs(formats, outputs, inputs=(report_path, *gate_inputs))
-    saved = load_report(report_path)
-    result = configured.run(saved, use_interval) if configured is not None else None
+    targets = resolve_outputs(r["format"], r["output"], inputs=(r["report"], *gate_inputs))
+    saved = load_report(r["report"])
+    result = configured.run(saved, r["use_interval"]) if configured is not None else None
     for message in [*saved.deprecations, *(result.notes if result is not None else [])]:  # renamed keys read
         warn(message)
     if result is None and any(name == "junit" for name, _ in targets):

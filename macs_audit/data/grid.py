@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from macs_audit.data.batching import prefetched
-from macs_audit.data.image_tree import source_stems, write_image_tree
+from macs_audit.data.image_tree import write_image_tree
 from macs_audit.data.npy_layout import write_cifar_c
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE
@@ -83,16 +83,4 @@ def write_corruption_tree(
     def corrupt_fn(name: str, severity: int, start: int, stop: int) -> Any:
         return grid.corrupt(source.images(np.arange(start, stop)), start, name, severity)
 
-    return write_image_tree(
-        out,
-        corrupt_fn,
-        source.labels,
-        source.class_names,
-        source.image_size(),
-        names,
-        severities,
-        grid.corruption_set,
-        grid.batch_size,
-        progress,
-        stems=source_stems(source),  # an image folder's names kept; index names for arrays
-    )
+    return write_image_tree(out, corrupt_fn, source, names, severities, grid.corruption_set, grid.batch_size, progress)

@@ -187,22 +187,20 @@ def source_stems(source: Source) -> list[str] | None:
 def write_image_tree(
     out_dir: str | os.PathLike,
     corrupt_fn: CorruptFn,
-    labels: np.ndarray,
-    class_names: list[str],
-    image_size: tuple[int, int],
+    source: Source,
     corruptions: Iterable[str],
     severities: Iterable[int],
     corruption_set: str,
     batch_size: int,
     progress: ProgressFn | None = None,
-    stems: list[str] | None = None,
 ) -> tuple[int, int]:
-    """Write `out_dir/<corruption>/<severity>/<class>/<stem>.<ext>` for every position n of the data, the stem
-    `stems[n]` (the source's file name, `source_stems`) or n; return (files written, finished files kept).
+    """Write `out_dir/<corruption>/<severity>/<class>/<stem>.<ext>` for every position n of `source` (its labels
+    and class names), the stem its file's name where it keeps one (`source_stems`), else n; return (files written,
+    finished files kept).
 
     ``corrupt_fn(name, severity, start, stop)`` returns the corrupted uint8 images (b, H, W, 3) of positions
     [start, stop), numpy or torch; it is called only for the batches (cut every `batch_size` positions) that
-    have a file missing, damaged or of another size than `image_size` (H, W). The file format is the one of
+    have a file missing, damaged or of another size than the source's images (H, W). The file format is the one of
     `corruption_set`'s release (its ParameterSet's tree_format); each file is written atomically, and temporary
     files a killed run left are removed first. ``progress(description, done, total)`` is called after every
     batch, counting that corruption and severity's images."""
@@ -211,16 +209,8 @@ def write_image_tree(
     if not names or not sevs:
         raise UsageError("no corruptions or severities to write")
     fmt, ext, save_args = parameter_set(corruption_set).tree_format
-    folders = class_folder_names(class_names)
-    labels = np.asarray(labels)
-    n = len(labels)
-    if n == 0 or labels.min() < 0 or labels.max() >= len(folders):
-        raise InputError("every image needs a label of one of the data's classes to be written in a class folder")
-    if stems is not None and len(stems) != n:
-        raise InputError(f"{len(stems)} file names for {n} images")
-    width = len(str(n - 1))
-    names_of = stems if stems is not None else [f"{i:0{width}d}" for i in range(n)]
-    files = [f"{folders[label]}/{stem}{ext}" for stem, label in zip(names_of, labels.tolist(), strict=True)]
+    files = _tree_files(source, ext)
+    n, image_size = len(files), source.image_size()
     by_folder: dict[str, list[str]] = {}  # a class folder (or a folder in it) -> its files' names
     for file in files:
         by_folder.setdefault(str(Path(file).parent), []).append(Path(file).name)
@@ -245,6 +235,18 @@ def write_image_tree(
                     if progress is not None:  # each severity is a stage of its own n images
                         progress(f"{name} severity {severity}", stop, n)
     return written, kept
+
+
+def _tree_files(source: Source, ext: str) -> list[str]:
+    """Each image's file under a corruption and severity's folder: `<class>/<stem><ext>`, in data order."""
+    folders = class_folder_names(source.class_names)
+    labels = np.asarray(source.labels)
+    n = len(labels)
+    if n == 0 or labels.min() < 0 or labels.max() >= len(folders):
+        raise InputError("every image needs a label of one of the data's classes to be written in a class folder")
+    width = len(str(n - 1))
+    stems = source_stems(source) or [f"{i:0{width}d}" for i in range(n)]  # an image folder's names, else indices
+    return [f"{folders[label]}/{stem}{ext}" for stem, label in zip(stems, labels.tolist(), strict=True)]
 
 
 def _intact(path: Path, size: tuple[int, int]) -> bool:

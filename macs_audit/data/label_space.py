@@ -41,7 +41,7 @@ import numpy as np
 from macs_audit.data.sources import Source
 from macs_audit.errors import InputError, UsageError
 from macs_audit.files import json_value, read_small_text
-from macs_audit.models.config import MAX_CLASSES
+from macs_audit.models.config import MAX_CLASSES, ModelConfig
 
 WORDNET_ID = re.compile(r"n\d{8}")
 IMAGENET_OUTPUTS = 1000
@@ -285,31 +285,26 @@ def _by_other_rules(classes: list[str], num_outputs: int, model_classes: list[st
 def load_mapped_sets(
     named: list[tuple[str, Path]],
     num_outputs: int,
-    *,
-    image_size: tuple[int, int] | None,
-    crop_pct: float | None = None,
-    interpolation: str | None = None,
-    crop_offset: str = "round",
-    model_classes: list[str] | None = None,
+    config: ModelConfig,
     class_map: dict[str, int] | None = None,
     class_map_name: str = "--class-map",
 ) -> tuple[MappedSource, ...]:
     """Each (name, folder or shard pattern) read as an ImageFolder or WebDataset shards with the model's
-    preprocessing (`fit_image`, once: its size, crop_pct, interpolation and crop_offset, as for --data) and its
-    classes mapped to the model's `num_outputs` outputs (`label_space`, with `class_map`, read from the file
-    `class_map_name` by read_class_map); the map's errors name the set."""
-    from macs_audit.data.loading import DataSpec, load_data
+    preprocessing (`config`'s, once: its input size, crop_pct, interpolation and crop_offset, as for --data) and
+    its classes mapped to the model's `num_outputs` outputs (`label_space`, by the class names `config` has, with
+    `class_map`, read from the file `class_map_name` by read_class_map); the map's errors name the set."""
+    from macs_audit.data.loading import DataSpec, load_model_data
 
     found = []
     for name, path in named:
-        source, _ = load_data(DataSpec(Path(path)), image_size, crop_pct, interpolation, crop_offset=crop_offset)
+        source, _ = load_model_data(DataSpec(Path(path)), config)
         if source.format not in ("imagefolder", "shards"):
             raise UsageError(f"--shift-data {name}: {path} is no image folder or shard set ({source.format})")
         try:
             space = label_space(
                 source.class_names,
                 num_outputs,
-                model_classes=model_classes,
+                model_classes=config.class_names,
                 class_map=class_map,
                 class_map_name=class_map_name,
             )

@@ -176,35 +176,39 @@ def write_cifar_c(
     for name in names:
         target = out / f"{name}.npy"
         with atomic_path(target) as tmp:
-            array = None
-            for severity in SEVERITIES:
-                row = 0
-                for batch in images_fn(name, severity):
-                    batch = _as_uint8_batch(batch, name, severity)
-                    if array is None:
-                        array = np.lib.format.open_memmap(
-                            tmp, mode="w+", dtype=np.uint8, shape=(NUM_SEVERITIES * n,) + batch.shape[1:]
-                        )
-                    elif batch.shape[1:] != array.shape[1:]:
-                        raise InputError(
-                            f"{name} severity {severity}: batch of "
-                            f"{batch.shape[1]}x{batch.shape[2]} images, earlier "
-                            f"batches {array.shape[1]}x{array.shape[2]}"
-                        )
-                    if row + batch.shape[0] > n:
-                        raise InputError(f"{name} severity {severity}: more than the {n} images the labels describe")
-                    start = (severity - 1) * n + row
-                    array[start : start + batch.shape[0]] = batch
-                    row += batch.shape[0]
-                    if progress is not None:  # each severity is a stage of its own n images
-                        progress(f"{name} severity {severity}", row, n)
-                if row != n:
-                    raise InputError(f"{name} severity {severity}: got {row} images, expected {n} (one per label)")
-            if array is not None:
-                array.flush()
-                del array  # unmap before the rename
+            _write_corruption(tmp, name, images_fn, n, progress)
         written.append(target)
     return written
+
+
+def _write_corruption(tmp: Path, name: str, images_fn: ImagesFn, n: int, progress: ProgressFn | None) -> None:
+    """Stream corruption `name`'s n images at every severity into a memory-mapped .npy file `tmp`."""
+    array = None
+    for severity in SEVERITIES:
+        row = 0
+        for batch in images_fn(name, severity):
+            batch = _as_uint8_batch(batch, name, severity)
+            if array is None:
+                array = np.lib.format.open_memmap(
+                    tmp, mode="w+", dtype=np.uint8, shape=(NUM_SEVERITIES * n,) + batch.shape[1:]
+                )
+            elif batch.shape[1:] != array.shape[1:]:
+                raise InputError(
+                    f"{name} severity {severity}: batch of {batch.shape[1]}x{batch.shape[2]} images, earlier "
+                    f"batches {array.shape[1]}x{array.shape[2]}"
+                )
+            if row + batch.shape[0] > n:
+                raise InputError(f"{name} severity {severity}: more than the {n} images the labels describe")
+            start = (severity - 1) * n + row
+            array[start : start + batch.shape[0]] = batch
+            row += batch.shape[0]
+            if progress is not None:  # each severity is a stage of its own n images
+                progress(f"{name} severity {severity}", row, n)
+        if row != n:
+            raise InputError(f"{name} severity {severity}: got {row} images, expected {n} (one per label)")
+    if array is not None:
+        array.flush()
+        del array  # unmap before the rename
 
 
 # ---------------------------------------------------------------------------------------------

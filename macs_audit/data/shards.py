@@ -142,23 +142,8 @@ def _samples(path: Path, labeled: bool) -> dict[str, dict]:
             if fh.read(len(USTAR)) == USTAR:  # a tar's first header, the rest of it or what follows missing
                 raise DamagedShardError(f"{path}: damaged shard: {exc} in its first member") from None
             raise
-        samples: dict[str, dict] = {}
         try:
-            for member in tar:  # headers in order; the data between them is seeked over
-                if member.offset_data + member.size > length:
-                    raise DamagedShardError(
-                        f"{path}: damaged shard: member {member.name!r} is cut short (its data would end at byte "
-                        f"{member.offset_data + member.size:,}; the file ends at {length:,})"
-                    )
-                match = KEY.match(member.name) if member.isfile() else None
-                if match is None:
-                    continue
-                key, field = match.group(1), match.group(2).lower()
-                sample = samples.setdefault(key, {})
-                if field in IMAGE_FIELDS and "image" not in sample:
-                    sample["image"] = member
-                elif field == "cls":
-                    sample["label"] = _label(tar, member, f"{path}: {member.name}")
+            samples = _members(tar, path, length)
         except tarfile.ReadError as exc:  # a header cut short after another header, data cut short
             raise DamagedShardError(f"{path}: damaged shard: {exc} after byte {tar.offset:,}") from None
         fh.seek(tar.offset)
@@ -171,6 +156,28 @@ def _samples(path: Path, labeled: bool) -> dict[str, dict]:
             raise InputError(f"{path}: sample {key!r} has no image ({', '.join(IMAGE_FIELDS)})")
         if labeled and "label" not in sample:
             raise InputError(f"{path}: sample {key!r} has no .cls label")
+    return samples
+
+
+def _members(tar: tarfile.TarFile, path: Path, length: int) -> dict[str, dict]:
+    """The samples of `tar` (the shard `path`, `length` bytes) by key, from its headers in order: the data between
+    them is seeked over, and a member whose data would pass the end of the file is a DamagedShardError."""
+    samples: dict[str, dict] = {}
+    for member in tar:
+        if member.offset_data + member.size > length:
+            raise DamagedShardError(
+                f"{path}: damaged shard: member {member.name!r} is cut short (its data would end at byte "
+                f"{member.offset_data + member.size:,}; the file ends at {length:,})"
+            )
+        match = KEY.match(member.name) if member.isfile() else None
+        if match is None:
+            continue
+        key, field = match.group(1), match.group(2).lower()
+        sample = samples.setdefault(key, {})
+        if field in IMAGE_FIELDS and "image" not in sample:
+            sample["image"] = member
+        elif field == "cls":
+            sample["label"] = _label(tar, member, f"{path}: {member.name}")
     return samples
 
 

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from macs_audit import distributed
 from macs_audit.atomic import atomic_path
-from macs_audit.audit import evaluate_view
+from macs_audit.auditing import evaluate_view
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
@@ -293,154 +293,175 @@ def finetune(
     options.validate()
     if ctx.active and options.batch_size % ctx.world_size:
         raise UsageError(f"--batch-size {options.batch_size} must be divisible by the {ctx.world_size} processes")
-    device = torch.device(options.device)
-    data = load_train_data(train_source, options)
-    n_train = len(data.y_train)
-    steps_per_epoch = n_train // options.batch_size
-    total_steps = max(1, round(options.epochs * steps_per_epoch))
-    n_epochs = math.ceil(total_steps / steps_per_epoch)
-    warmup = round(options.warmup * total_steps)
-
-    torch.manual_seed(derive_seed(options.seed, "global"))  # dropout / drop-path, if the model has any
-    data_gen = torch.Generator().manual_seed(derive_seed(options.seed, "data"))
-    view_gen = torch.Generator(device=device).manual_seed(derive_seed(options.seed, "view"))
-    model = model.to(device)
-    if device.type == "cuda":
-        model = model.to(memory_format=torch.channels_last)
-    optimizer = make_optimizer(model, options)
-    trained = model  # what a step runs: the model itself, or its DDP wrapper under torchrun
-    if ctx.active:
-        from torch.nn.parallel import DistributedDataParallel
-
-        trained = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    prep = Preprocess(options, device)
-    amp = options.amp and device.type == "cuda"
-
-    step, start_epoch, history, resumed_from, resumed_step = 0, 0, [], None, None
-    position, order, sums = 0, None, {}  # inside an epoch: steps done, its data order, loss-term sums
-    last_saved = ""  # what the checkpoint on disk holds, for the NaN message
-    checkpoint = Path(checkpoint) if checkpoint is not None else None
+    run = _Run(model, train_source, options, Path(checkpoint) if checkpoint is not None else None, ctx)
     if resume:
-        check_resume(checkpoint, resume)
-        assert checkpoint is not None
-        state = load_checkpoint(checkpoint)
-        _check_resumable(state, options, data, checkpoint)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        step, start_epoch, history = state["step"], state["epoch"], list(state["history"])
-        data_gen.set_state(state["data_gen"])
-        view_gen.set_state(state["view_gen"])
-        torch.set_rng_state(state["torch_rng"])
-        if device.type == "cuda" and state.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"], device)
-        if state.get("position"):  # saved inside an epoch: continue it where it stopped
-            position, order, sums = state["position"], state["order"], dict(state["sums"])
-        resumed_from, resumed_step = start_epoch, step
-        last_saved = _saved_at(step, start_epoch, position)
-
-    def save(epoch_done: int, position: int) -> None:
-        """Checkpoint after `epoch_done` whole epochs and `position` steps of the next one."""
-        nonlocal last_saved
-        if checkpoint is not None and ctx.is_main:
-            save_checkpoint(
-                checkpoint,
-                {
-                    "format": CHECKPOINT_FORMAT,
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "step": step,
-                    "epoch": epoch_done,
-                    "position": position,
-                    "order": order if position else None,
-                    "sums": dict(sums) if position else None,
-                    "options": options.to_dict(),
-                    "data": data.fingerprint,
-                    "data_gen": data_gen.get_state(),
-                    "view_gen": view_gen.get_state(),
-                    "torch_rng": torch.get_rng_state(),
-                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                    "history": history,
-                },
-            )
-        last_saved = _saved_at(step, epoch_done, position)
-        distributed.barrier(ctx)  # the checkpoint is complete before any rank moves on
-
-    for epoch in range(start_epoch, n_epochs):
-        model.train()
-        started = time.perf_counter()
-        if order is None:  # a new epoch (a resumed one keeps the order it was saved with)
-            order = torch.randperm(n_train, generator=data_gen)
-            sums = {}
-        steps_now = min(steps_per_epoch, total_steps - (step - position))
-        epoch_stage = Stage(f"epoch {epoch + 1}/{n_epochs}", unit="steps")
-        validation_stage = Stage(f"{epoch_stage.name} validation", unit="")
-        for i in range(position, steps_now):
-            idx = order[i * options.batch_size : (i + 1) * options.batch_size][ctx.rank :: ctx.world_size]
-            images = unit_float_nchw(data.x_train[idx].to(device, non_blocking=True))
-            labels = data.y_train[idx].to(device, non_blocking=True)
-            if options.augment:
-                images = augment(images, data_gen)
-            lr = lr_at(step, total_steps, warmup, options.lr)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.zero_grad(set_to_none=True)
-            loss, terms = training_step(trained, images, labels, options, prep, data_gen, view_gen, amp)
-            value = distributed.mean_over_ranks(loss, ctx)  # every rank sees a NaN on any rank
-            if not math.isfinite(value):  # checked before the step: the weights stay finite
-                kept = (
-                    f"the last good checkpoint {checkpoint} ({last_saved}) is kept"
-                    if checkpoint and last_saved
-                    else "no checkpoint was written yet"
-                )
-                raise InputError(
-                    f"the {options.objective} loss became {value} at step {step + 1} (epoch {epoch + 1}); "
-                    f"{kept}; lower --lr or check the data"
-                )
-            optimizer.step()
-            step += 1
-            shown = {"loss": value, **{k: float(v) for k, v in terms.items()}}
-            for k, v in shown.items():
-                sums[k] = sums.get(k, 0.0) + v
-            if options.checkpoint_every and step % options.checkpoint_every == 0 and i + 1 < steps_now:
-                save(epoch, i + 1)  # inside the epoch; its end is saved below, after validation
-            if progress:
-                progress(epoch_stage, i + 1, steps_now, {**shown, "lr": lr})
-        if progress:
-            progress(validation_stage, 0, 1, None)
-        entry: dict[str, Any] = {
-            "epoch": epoch + 1,
-            "step": step,
-            "lr": lr_at(step - 1, total_steps, warmup, options.lr),
-            "train": {k: v / max(1, steps_now) for k, v in sums.items()},
-            "val": validate(model, data, options),
-            "seconds": round(time.perf_counter() - started, 2),
-        }
-        history.append(entry)
-        order, position = None, 0
-        save(epoch + 1, 0)
-        if progress:
-            progress(
-                validation_stage,
-                1,
-                1,
-                {"val_acc": entry["val"]["accuracy"], "val_ece": entry["val"]["ece"], "val_nll": entry["val"]["nll"]},
-            )
-    model.eval()
+        run.resume()
+    resumed_from, resumed_step = (run.start_epoch, run.step) if resume else (None, None)
+    for epoch in range(run.start_epoch, run.n_epochs):
+        run.train_epoch(epoch, progress)
+    run.model.eval()
     split = {
-        "n_train": n_train,
-        "n_val": len(data.val),
+        "n_train": run.n_train,
+        "n_val": len(run.data.val),
         "val_fraction": options.val_fraction,
         "seed": options.split_seed,
         "stratified": True,
     }
-    return FinetuneResult(
-        model=model,
-        history=history,
-        steps=step,
-        resumed_from_epoch=resumed_from,
-        split=split,
-        resumed_from_step=resumed_step,
-    )
+    return FinetuneResult(run.model, run.history, run.step, resumed_from, split, resumed_from_step=resumed_step)
+
+
+class _Run:
+    """One fine-tuning run as it trains: the model (and what a step runs, the model or its DDP wrapper under
+    torchrun), its optimizer, the seeded generators, the schedule, where the run stands (step, epochs done, and
+    inside an epoch: steps done, its data order, the loss terms' sums) and the checkpoint it writes."""
+
+    def __init__(
+        self, model: torch.nn.Module, train_source: Any, options: FinetuneOptions, checkpoint: Path | None, ctx: Context
+    ):
+        self.options, self.checkpoint, self.ctx = options, checkpoint, ctx
+        self.device = device = torch.device(options.device)
+        self.data = data = load_train_data(train_source, options)
+        self.n_train = len(data.y_train)
+        self.steps_per_epoch = self.n_train // options.batch_size
+        self.total_steps = max(1, round(options.epochs * self.steps_per_epoch))
+        self.n_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
+        self.warmup = round(options.warmup * self.total_steps)
+
+        torch.manual_seed(derive_seed(options.seed, "global"))  # dropout / drop-path, if the model has any
+        self.data_gen = torch.Generator().manual_seed(derive_seed(options.seed, "data"))
+        self.view_gen = torch.Generator(device=device).manual_seed(derive_seed(options.seed, "view"))
+        model = model.to(device)
+        if device.type == "cuda":
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model
+        self.optimizer = make_optimizer(model, options)
+        self.trained = model  # what a step runs: the model itself, or its DDP wrapper under torchrun
+        if ctx.active:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.trained = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.prep = Preprocess(options, device)
+        self.amp = options.amp and device.type == "cuda"
+
+        self.step, self.start_epoch = 0, 0
+        self.history: list[dict] = []
+        self.position = 0  # inside an epoch: the steps done, its data order and the loss terms' sums
+        self.order: torch.Tensor | None = None
+        self.sums: dict[str, float] = {}
+        self.last_saved = ""  # what the checkpoint on disk holds, for the NaN message
+
+    def resume(self) -> None:
+        """Continue from the checkpoint: weights, optimizer, where the run stood and every generator's state."""
+        check_resume(self.checkpoint, True)
+        assert self.checkpoint is not None
+        state = load_checkpoint(self.checkpoint)
+        _check_resumable(state, self.options, self.data, self.checkpoint)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.start_epoch, self.history = state["step"], state["epoch"], list(state["history"])
+        self.data_gen.set_state(state["data_gen"])
+        self.view_gen.set_state(state["view_gen"])
+        torch.set_rng_state(state["torch_rng"])
+        if self.device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+        if state.get("position"):  # saved inside an epoch: continue it where it stopped
+            self.position, self.order, self.sums = state["position"], state["order"], dict(state["sums"])
+        self.last_saved = _saved_at(self.step, self.start_epoch, self.position)
+
+    def save(self, epoch_done: int, position: int) -> None:
+        """Checkpoint after `epoch_done` whole epochs and `position` steps of the next one."""
+        if self.checkpoint is not None and self.ctx.is_main:
+            save_checkpoint(
+                self.checkpoint,
+                {
+                    "format": CHECKPOINT_FORMAT,
+                    "model": self.model.state_dict(),
+                    "optimizer": self.optimizer.state_dict(),
+                    "step": self.step,
+                    "epoch": epoch_done,
+                    "position": position,
+                    "order": self.order if position else None,
+                    "sums": dict(self.sums) if position else None,
+                    "options": self.options.to_dict(),
+                    "data": self.data.fingerprint,
+                    "data_gen": self.data_gen.get_state(),
+                    "view_gen": self.view_gen.get_state(),
+                    "torch_rng": torch.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
+                    "history": self.history,
+                },
+            )
+        self.last_saved = _saved_at(self.step, epoch_done, position)
+        distributed.barrier(self.ctx)  # the checkpoint is complete before any rank moves on
+
+    def train_epoch(self, epoch: int, progress: ProgressFn | None) -> None:
+        """Epoch `epoch` (from where a resumed one stopped), then its validation, history entry and checkpoint."""
+        self.model.train()
+        started = time.perf_counter()
+        if self.order is None:  # a new epoch (a resumed one keeps the order it was saved with)
+            self.order = torch.randperm(self.n_train, generator=self.data_gen)
+            self.sums = {}
+        steps_now = min(self.steps_per_epoch, self.total_steps - (self.step - self.position))
+        epoch_stage = Stage(f"epoch {epoch + 1}/{self.n_epochs}", unit="steps")
+        validation_stage = Stage(f"{epoch_stage.name} validation", unit="")
+        for i in range(self.position, steps_now):
+            shown = self.optimizer_step(epoch, i)
+            if self.options.checkpoint_every and self.step % self.options.checkpoint_every == 0 and i + 1 < steps_now:
+                self.save(epoch, i + 1)  # inside the epoch; its end is saved below, after validation
+            if progress:
+                progress(epoch_stage, i + 1, steps_now, shown)
+        if progress:
+            progress(validation_stage, 0, 1, None)
+        entry: dict[str, Any] = {
+            "epoch": epoch + 1,
+            "step": self.step,
+            "lr": lr_at(self.step - 1, self.total_steps, self.warmup, self.options.lr),
+            "train": {k: v / max(1, steps_now) for k, v in self.sums.items()},
+            "val": validate(self.model, self.data, self.options),
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        self.history.append(entry)
+        self.order, self.position = None, 0
+        self.save(epoch + 1, 0)
+        if progress:
+            val = entry["val"]
+            progress(validation_stage, 1, 1, {"val_acc": val["accuracy"], "val_ece": val["ece"], "val_nll": val["nll"]})
+
+    def optimizer_step(self, epoch: int, i: int) -> dict[str, float]:
+        """Step `i` of epoch `epoch` on its slice of the epoch's order; returns what the progress line shows (the
+        loss, its terms, the learning rate). A loss that is not finite on any rank is an InputError, before the
+        weights change."""
+        options, data, device, ctx = self.options, self.data, self.device, self.ctx
+        assert self.order is not None
+        idx = self.order[i * options.batch_size : (i + 1) * options.batch_size][ctx.rank :: ctx.world_size]
+        images = unit_float_nchw(data.x_train[idx].to(device, non_blocking=True))
+        labels = data.y_train[idx].to(device, non_blocking=True)
+        if options.augment:
+            images = augment(images, self.data_gen)
+        lr = lr_at(self.step, self.total_steps, self.warmup, options.lr)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, terms = training_step(
+            self.trained, images, labels, options, self.prep, self.data_gen, self.view_gen, self.amp
+        )
+        value = distributed.mean_over_ranks(loss, ctx)  # every rank sees a NaN on any rank
+        if not math.isfinite(value):  # checked before the step: the weights stay finite
+            kept = (
+                f"the last good checkpoint {self.checkpoint} ({self.last_saved}) is kept"
+                if self.checkpoint and self.last_saved
+                else "no checkpoint was written yet"
+            )
+            raise InputError(
+                f"the {options.objective} loss became {value} at step {self.step + 1} (epoch {epoch + 1}); "
+                f"{kept}; lower --lr or check the data"
+            )
+        self.optimizer.step()
+        self.step += 1
+        shown = {"loss": value, **{k: float(v) for k, v in terms.items()}}
+        for k, v in shown.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+        return {**shown, "lr": lr}
 
 
 def _saved_at(step: int, epoch_done: int, position: int) -> str:

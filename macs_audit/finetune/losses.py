@@ -84,17 +84,10 @@ class MacsTerms:
 
 
 def macs_loss(
-    clean_logits: torch.Tensor,
-    pert_logits: torch.Tensor,
-    labels: torch.Tensor,
-    delta: float = _DEFAULTS.delta,
-    lambda_m: float = _DEFAULTS.lambda_m,
-    lambda_c: float = _DEFAULTS.lambda_c,
-    kl_direction: str = _DEFAULTS.kl_direction,
-    stop_grad: str = _DEFAULTS.stop_grad,
-    ce_on_perturbed: bool = _DEFAULTS.ce_on_perturbed,
+    clean_logits: torch.Tensor, pert_logits: torch.Tensor, labels: torch.Tensor, options: FinetuneOptions = _DEFAULTS
 ) -> MacsTerms:
-    """The MaCS objective on clean logits z = f(x) and perturbed z~ = f(T(x)).
+    """The MaCS objective on clean logits z = f(x) and perturbed z~ = f(T(x)), with the options' delta, lambda_m,
+    lambda_c, kl_direction, stop_grad and ce_on_perturbed.
 
     L_CE = CE(z, y) on the clean view only, or with `ce_on_perturbed` (CE(z, y) + CE(z~, y)) / 2;
     L_m = mean max(0, Delta - gamma)^2 with gamma the clean margin; L_c = mean KL(p || p~)
@@ -102,6 +95,7 @@ def macs_loss(
     `stop_grad` names the view whose distribution is detached inside the KL term only ("clean":
     the clean prediction is the fixed target, UDA/VAT style); L_m always trains the clean view.
     """
+    kl_direction, stop_grad = options.kl_direction, options.stop_grad
     if kl_direction not in KL_DIRECTIONS:
         raise ValueError(f"kl_direction must be one of {KL_DIRECTIONS}, got {kl_direction!r}")
     if stop_grad not in STOP_GRADS:
@@ -109,16 +103,16 @@ def macs_loss(
     with _no_autocast(clean_logits):
         z, z_pert = _fp32(clean_logits), _fp32(pert_logits)
         ce = F.cross_entropy(z, labels)
-        if ce_on_perturbed:
+        if options.ce_on_perturbed:
             ce = (ce + F.cross_entropy(z_pert, labels)) / 2
-        margin = F.relu(delta - logit_margin(z, labels)).pow(2).mean()
+        margin = F.relu(options.delta - logit_margin(z, labels)).pow(2).mean()
         log_p = F.log_softmax(z.detach() if stop_grad == "clean" else z, dim=1)
         log_q = F.log_softmax(z_pert.detach() if stop_grad == "pert" else z_pert, dim=1)
         if kl_direction == "pert||clean":
             log_p, log_q = log_q, log_p
         # KL(p || q) = sum_k p_k (log p_k - log q_k), averaged over the batch.
         consistency = (log_p.exp() * (log_p - log_q)).sum(dim=1).mean()
-        total = ce + lambda_m * margin + lambda_c * consistency
+        total = ce + options.lambda_m * margin + options.lambda_c * consistency
     return MacsTerms(total=total, ce=ce.detach(), margin=margin.detach(), consistency=consistency.detach())
 
 
@@ -148,26 +142,17 @@ def macs_backward(
     is freed before the perturbed pass and memory stays that of one batch."""
     perturbed = perturbations.training_view(images, view_gen, options.blur_range, options.noise_range)
     pert_updates_bn = options.bn_stats == "both"
-    args = (
-        labels,
-        options.delta,
-        options.lambda_m,
-        options.lambda_c,
-        options.kl_direction,
-        options.stop_grad,
-        options.ce_on_perturbed,
-    )
     if options.stop_grad == "clean":
         clean = forward(images)
         # KL of a view with itself is 0, and a detached view's CE has no gradient.
-        macs_loss(clean, clean.detach(), *args).total.backward()
-        terms = macs_loss(clean.detach(), forward(perturbed, pert_updates_bn), *args)  # grads to T(x) only
+        macs_loss(clean, clean.detach(), labels, options).total.backward()
+        terms = macs_loss(clean.detach(), forward(perturbed, pert_updates_bn), labels, options)  # grads to T(x) only
     elif options.stop_grad == "pert" and not options.ce_on_perturbed:
         with torch.no_grad():  # the perturbed view is only a target: no graph needed
             pert = forward(perturbed, pert_updates_bn)
-        terms = macs_loss(forward(images), pert, *args)
+        terms = macs_loss(forward(images), pert, labels, options)
     else:
-        terms = macs_loss(forward(images), forward(perturbed, pert_updates_bn), *args)
+        terms = macs_loss(forward(images), forward(perturbed, pert_updates_bn), labels, options)
     terms.total.backward()
     return terms
 

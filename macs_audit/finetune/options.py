@@ -10,6 +10,7 @@ import math
 
 from macs_audit.metrics.conventions import MARGIN_TARGET
 from macs_audit.models.config import CIFAR10_MEAN, CIFAR10_STD
+from macs_audit.settings.presets import PRESETS as ALL_PRESETS
 from macs_audit.views.perturbation_params import TRAIN_BLUR_RANGE, TRAIN_NOISE_RANGE
 
 OBJECTIVES = ("macs", "ce", "focal", "label-smoothing", "mixup")
@@ -17,12 +18,9 @@ OPTIMIZERS = ("sgd", "adamw")
 KL_DIRECTIONS = ("clean||pert", "pert||clean")
 STOP_GRADS = ("clean", "pert", "none")
 BN_STATS = ("clean", "both")
-# MaCS presets: points on the trade-off map measured on a validation split
-# (docs/finetune-experiment.md), with the rule that picked each. "calibrated" is the defaults below.
-PRESETS: dict[str, dict] = {
-    "calibrated": dict(lambda_c=1.0, bn_stats="clean", epochs=1.0),
-    "robust": dict(lambda_c=3.0, bn_stats="both", epochs=3.0),
-}
+# MaCS presets (settings/presets.py, applied under the flags and the spec by settings/resolve.py): "calibrated" is
+# the defaults below.
+PRESETS: dict[str, dict] = ALL_PRESETS["finetune"]
 # Training from a random initialisation (--from-scratch): the schedule sample_models/train_sample.py
 # trained the sample model with (16 epochs of 256, peak SGD lr 0.2 after 2 warm-up epochs, cosine to 0,
 # weight decay 5e-4), as fractions the loop reads. Flags given on the command line win over it.
@@ -112,15 +110,6 @@ class FinetuneOptions:
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)
-
-    def with_preset(self, name: str, keep: frozenset[str] = frozenset()) -> "FinetuneOptions":
-        """These options with MaCS preset `name`'s values, except for the fields in `keep` (set explicitly)."""
-        from macs_audit.errors import UsageError
-
-        if name not in PRESETS:
-            raise UsageError(f"--preset must be one of {', '.join(PRESETS)}, got {name!r}")
-        values = {k: v for k, v in PRESETS[name].items() if k not in keep}
-        return dataclasses.replace(self, preset=name, **values)
 
     def with_from_scratch(self, keep: frozenset[str] = frozenset()) -> "FinetuneOptions":
         """These options for training from a random initialisation: FROM_SCRATCH's schedule, except the fields

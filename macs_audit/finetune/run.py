@@ -26,8 +26,8 @@ from pathlib import Path
 
 from macs_audit import distributed
 from macs_audit.atomic import all_or_nothing, write_text
-from macs_audit.audit import AuditOptions, evaluate_view, sized
-from macs_audit.audit.classes import in_model_order, matching_note, matching_record
+from macs_audit.auditing import AuditOptions, evaluate_view, sized
+from macs_audit.auditing.classes import in_model_order, matching_note, matching_record
 from macs_audit.before_after import (
     AFTER,
     BEFORE,
@@ -147,20 +147,10 @@ def with_temperature(model, temperature: float, fmt: str, meta: dict, debug: boo
 def contamination_warnings(fit: dict, before: Report, fit_name: str, temperature: bool, force: bool) -> list[str]:
     """[] when the start model's scores on the temperature's data show nothing; else UsageError (one line,
     naming --val-data), or with `force` (or no temperature folded) the warning that the run goes on with it."""
-    from macs_audit.calibrators.held_out import contamination
+    from macs_audit.calibrators.held_out import Scores, contamination
 
-    metrics = before.clean.metrics
-    reason = contamination(
-        fit_accuracy=fit["accuracy"],
-        n_fit=fit["n"],
-        eval_accuracy=metrics.get("accuracy"),
-        n_eval=before.data.n,
-        eval_confidence=metrics.get("mean_confidence"),
-        temperature=fit["fitted_temperature"],
-        fit_nll=fit["nll_before"],
-        eval_nll=metrics.get("nll"),
-        fit_name=fit_name,
-    )
+    fitted = Scores(fit["accuracy"], fit["n"], nll=fit["nll_before"])
+    reason = contamination(fitted, Scores.clean_of(before), fit["fitted_temperature"], fit_name)
     if reason is None:
         return []
     if temperature and not force:
@@ -225,7 +215,7 @@ def run_finetune(
     Raises UsageError for an ONNX model, a checkpoint in `out` without `resume`, an output that would
     replace an input, or existing outputs without `force` or `resume`; InputError for training data (or
     `val_data`) whose classes do not match the model's outputs or are a subset of them. Classes in another
-    order are matched by name and their labels read as output indices (audit/classes.py, `in_model_order`).
+    order are matched by name and their labels read as output indices (auditing/classes.py, `in_model_order`).
     """
     from macs_audit.finetune.loop import check_resume, finetune  # torch
 

@@ -18,7 +18,7 @@ from macs_audit.errors import UsageError
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
-    from macs_audit.gate import GateResult
+    from macs_audit.gating import GateResult
     from macs_audit.report import Report
 
 FORMATS: dict[str, str] = {

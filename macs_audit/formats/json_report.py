@@ -13,7 +13,7 @@ from macs_audit.report import Report
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
-    from macs_audit.gate import GateResult
+    from macs_audit.gating import GateResult
 
 
 def render(report: Report, gate: GateResult | None = None) -> str:

@@ -22,7 +22,7 @@ from macs_audit.text import printable
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
-    from macs_audit.gate import GateResult
+    from macs_audit.gating import GateResult
 
 
 def _document(

@@ -17,7 +17,7 @@ from macs_audit.text import printable
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
-    from macs_audit.gate import GateResult
+    from macs_audit.gating import GateResult
 
 # HTML-significant characters become entities; Markdown-significant ones get a backslash.
 _ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", **{c: "\\" + c for c in "\\`*_[]|#!~"}}

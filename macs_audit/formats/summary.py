@@ -244,63 +244,99 @@ def parity_verdict(report: Report) -> str | None:
     return f"parity: no change for the worse beyond the noise against {reference}{agreement}"
 
 
+# A finding, and the problem it raises in the verdict's words where it is one.
+Found = tuple[Finding, str | None]
+
+
 def summarize(report: Report) -> Summary:
     """The bottom line of `report` (see the module's docstring)."""
-    accuracy_m, ece_m = METRICS["accuracy"], METRICS["ece"]
     bars = bars_of(report)
-    metrics, intervals = report.clean.metrics, report.clean.intervals
-    findings: list[Finding] = []
-    problems: list[str] = []
-    fixes: list[Fix] = []
-    accuracy, ece = metrics.get("accuracy"), metrics.get("ece")
-    n = metrics.get("n") or report.data.n
-    if isinstance(accuracy, (int, float)):
-        images = f" on {n:,} images" if isinstance(n, int) else ""
-        value = format_value(accuracy, True) + _interval(intervals.get("accuracy"), True) + images
-        at_chance = _chance_problem(report, float(accuracy), n)
-        findings.append(
-            Finding(accuracy_m.label, value + (f", not above {at_chance}" if at_chance else ""), bool(at_chance))
-        )
-        if at_chance is not None:
-            problems.append(f"accuracy {format_value(accuracy, True)} not above {at_chance}")
-    predictions = _prediction_problems(report, bars)
-    findings += [Finding(problem.split(":")[0], problem.split(": ", 1)[1], True) for problem in predictions]
-    problems += predictions
-    if isinstance(ece, (int, float)):
-        bad = ece > bars.ece
-        findings.append(
-            Finding(ece_m.table_label, format_value(ece, True) + _interval(intervals.get("ece"), True), bad)
-        )
-        if bad:
-            problems.append(f"ECE {format_value(ece, True)} > {format_value(bars.ece, True)}")
+    accuracy = report.clean.metrics.get("accuracy")
     clean = float(accuracy) if isinstance(accuracy, (int, float)) else None
-    worst = _worst(report, clean) if clean is not None else None
-    if worst is not None and clean is not None:
-        name, worst_accuracy, worst_ece = worst
-        drop = clean - worst_accuracy
-        bad = isinstance(worst_ece, (int, float)) and worst_ece > bars.view_ece
-        ece_text = f", ECE {format_value(worst_ece, True)}" if isinstance(worst_ece, (int, float)) else ""
-        value = (
-            f"{name}: accuracy {format_value(worst_accuracy, True)} ({format_change(-drop, True)} from clean){ece_text}"
-        )
-        findings.append(Finding("worst case", value, bad))
-        if bad:
-            short = name.split(" (")[0].split(" ", 1)[1]  # "noise+blur", "glass_blur"
-            problems.append(f"{short} ECE {format_value(worst_ece, True)} > {format_value(bars.view_ece, True)}")
+    found = [
+        *_accuracy_found(report),
+        *[
+            (Finding(problem.split(":")[0], problem.split(": ", 1)[1], True), problem)
+            for problem in _prediction_problems(report, bars)
+        ],
+        *_ece_found(report, bars),
+        *(_worst_found(report, clean, bars) if clean is not None else []),
+        *(_robust_found(report, clean, bars) if clean is not None else []),
+    ]
+    parity = parity_verdict(report)
+    if parity is not None:
+        worse = parity.startswith("parity: worse")
+        found.append((Finding("parity", parity.removeprefix("parity: "), worse), parity if worse else None))
+    findings = tuple(finding for finding, _ in found)
+    problems = tuple(problem for _, problem in found if problem is not None)
+    notes = tuple(report.conventions.small_sample or ())
+    return Summary(findings, _fixes(report, bars, findings, notes), problems, notes, bars, parity)
+
+
+def _accuracy_found(report: Report) -> list[Found]:
+    """The clean accuracy with its interval and image count; a problem where it is not above chance."""
+    accuracy, n = report.clean.metrics.get("accuracy"), report.clean.metrics.get("n") or report.data.n
+    if not isinstance(accuracy, (int, float)):
+        return []
+    images = f" on {n:,} images" if isinstance(n, int) else ""
+    value = format_value(accuracy, True) + _interval(report.clean.intervals.get("accuracy"), True) + images
+    at_chance = _chance_problem(report, float(accuracy), n)
+    finding = Finding(
+        METRICS["accuracy"].label, value + (f", not above {at_chance}" if at_chance else ""), bool(at_chance)
+    )
+    problem = f"accuracy {format_value(accuracy, True)} not above {at_chance}" if at_chance is not None else None
+    return [(finding, problem)]
+
+
+def _ece_found(report: Report, bars: ProblemBars) -> list[Found]:
+    """The clean ECE with its interval; a problem above its bar."""
+    ece = report.clean.metrics.get("ece")
+    if not isinstance(ece, (int, float)):
+        return []
+    bad = ece > bars.ece
+    value = format_value(ece, True) + _interval(report.clean.intervals.get("ece"), True)
+    problem = f"ECE {format_value(ece, True)} > {format_value(bars.ece, True)}" if bad else None
+    return [(Finding(METRICS["ece"].table_label, value, bad), problem)]
+
+
+def _worst_found(report: Report, clean: float, bars: ProblemBars) -> list[Found]:
+    """The worst view or corruption's accuracy, its drop from `clean` and its ECE; a problem where that ECE is
+    above its bar."""
+    worst = _worst(report, clean)
+    if worst is None:
+        return []
+    name, worst_accuracy, worst_ece = worst
+    drop = clean - worst_accuracy
+    bad = isinstance(worst_ece, (int, float)) and worst_ece > bars.view_ece
+    ece_text = f", ECE {format_value(worst_ece, True)}" if isinstance(worst_ece, (int, float)) else ""
+    value = f"{name}: accuracy {format_value(worst_accuracy, True)} ({format_change(-drop, True)} from clean){ece_text}"
+    problem = None
+    if bad:
+        short = name.split(" (")[0].split(" ", 1)[1]  # "noise+blur", "glass_blur"
+        problem = f"{short} ECE {format_value(worst_ece, True)} > {format_value(bars.view_ece, True)}"
+    return [(Finding("worst case", value, bad), problem)]
+
+
+def _robust_found(report: Report, clean: float, bars: ProblemBars) -> list[Found]:
+    """The robust accuracy with its interval; a problem where it is more than its bar below `clean`."""
     robust = report.robustness.robust_accuracy if report.robustness is not None else None
-    if isinstance(robust, (int, float)) and clean is not None:
-        robust_view = report.robust_view()
-        ci = robust_view.intervals.get("accuracy") if robust_view is not None else None
-        bad = clean - robust > bars.robust_drop
-        label = f"{METRICS['robust_accuracy'].label} ({report.robust_view_name()})"
-        findings.append(Finding(label, format_value(robust, True) + _interval(ci, True), bad))
-        if bad:
-            problems.append(f"robust accuracy {format_value(robust, True)} ({format_change(robust - clean, True)})")
-    model = shlex.quote(str(report.model.path or "MODEL"))
-    ts = report.temperature_scaling
+    if not isinstance(robust, (int, float)):
+        return []
+    robust_view = report.robust_view()
+    ci = robust_view.intervals.get("accuracy") if robust_view is not None else None
+    bad = clean - robust > bars.robust_drop
+    label = f"{METRICS['robust_accuracy'].label} ({report.robust_view_name()})"
+    problem = f"robust accuracy {format_value(robust, True)} ({format_change(robust - clean, True)})" if bad else None
+    return [(Finding(label, format_value(robust, True) + _interval(ci, True), bad), problem)]
+
+
+def _fixes(report: Report, bars: ProblemBars, findings: tuple[Finding, ...], notes: tuple[str, ...]) -> tuple[Fix, ...]:
+    """What would fix the problems: temperature scaling where it lowers a clean ECE above its bar on held-out data
+    (unless its temperature is unreliable, `notes`), fine-tuning where a robustness finding is bad."""
+    fixes = []
+    ece, ts = report.clean.metrics.get("ece"), report.temperature_scaling
     scaled = ts.scaled.get("ece") if ts is not None else None
     raw = ts.raw.get("ece") if ts is not None else None
-    notes = tuple(report.conventions.small_sample or ())
     unreliable_temperature = any(note.startswith("temperature") for note in notes)
     miscalibrated = isinstance(ece, (int, float)) and ece > bars.ece and not unreliable_temperature
     if (
@@ -310,6 +346,7 @@ def summarize(report: Report) -> Summary:
         and raw - scaled > SCALING_GAIN
     ):
         assert ts is not None
+        model = shlex.quote(str(report.model.path or "MODEL"))
         held_out = f" on {ts.n_eval:,} held-out images" if isinstance(ts.n_eval, int) else " on held-out data"
         fixes.append(
             Fix(
@@ -326,9 +363,4 @@ def summarize(report: Report) -> Summary:
                 "macs-audit finetune MODEL.safetensors --arch ARCH --data TRAIN.npz --out finetuned",
             )
         )
-    parity = parity_verdict(report)
-    if parity is not None:
-        worse = parity.startswith("parity: worse")
-        findings.append(Finding("parity", parity.removeprefix("parity: "), worse))
-        problems += [parity] if worse else []
-    return Summary(tuple(findings), tuple(fixes), tuple(problems), notes, bars, parity)
+    return tuple(fixes)

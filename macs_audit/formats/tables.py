@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from macs_audit.gate import Check, GateResult
+from macs_audit.gating import Check, GateResult
 from macs_audit.metrics.conventions import INTERVAL_METRICS
 from macs_audit.metrics.metric_row import Metric, Place
 from macs_audit.metrics.registry import CONFORMAL_METHOD_LABELS, METRICS, TEMPERATURE_METRICS, VIEW_METRICS, in_place
@@ -350,7 +350,7 @@ def comparison_rows(comparison: Comparison) -> list[list[str]]:
 
 def located_rows(report: Report, place: Place) -> list[list[str]]:
     """[label, value, 95% CI] for every metric of `place` the report holds (gate.locate finds them)."""
-    from macs_audit.gate import locate
+    from macs_audit.gating import locate
 
     rows = []
     for metric in in_place(place):

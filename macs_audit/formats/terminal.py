@@ -21,7 +21,7 @@ from macs_audit.text import printable
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
-    from macs_audit.gate import GateResult
+    from macs_audit.gating import GateResult
 
 WIDTH = 120  # of the plain text written to files
 

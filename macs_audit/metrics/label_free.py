@@ -13,7 +13,7 @@ Both take the source (labelled) data as given and fixed; the intervals are perce
 the unlabeled target samples only (each resample redraws the target set with replacement).
 
 Given a temperature T (the audit's, fitted on its calibration split, where it lowered the NLL on the split's
-scored part: audit/calibration.py, `helpful_temperature`), both are fitted on the temperature-scaled
+scored part: auditing/calibration.py, `helpful_temperature`), both are fitted on the temperature-scaled
 scores, softmax(logits / T) for source and target alike, as Garg et al. fit ATC: on an overconfident model the
 raw confidences cluster near 1, where a threshold or an offset tells little apart. The estimate records which.
 """

@@ -206,7 +206,7 @@ def metric_differences(
 ) -> tuple[dict[str, dict], dict[str, list[float] | None]]:
     """`differences` of two models' accumulators on the same N images on the `n_resamples` resamples
     metrics.bootstrap draws for N and `seed` (two audits' outputs paired afterwards; the parity audit pairs on
-    the candidate's own bootstrap's counts instead, audit/parity.py); and the percentile interval of the mean of
+    the candidate's own bootstrap's counts instead, auditing/parity.py); and the percentile interval of the mean of
     each per-sample column of `columns` on the same resamples."""
     resampled_values: dict[str, np.ndarray] = {}
     if n_resamples > 0 and reference.count >= bootstrap.MIN_BOOTSTRAP_SAMPLES:

@@ -401,7 +401,7 @@ METRICS: dict[str, Metric] = {
                 ("fpr95", "FPR at 95% TPR", False),
             )
         ),
-        # report.shift (audit/shift.py): means over the sets; per set under [gate.shift.<name>].
+        # report.shift (auditing/shift.py): means over the sets; per set under [gate.shift.<name>].
         _shift(
             "shift_accuracy",
             "mean accuracy, restricted",

@@ -12,6 +12,7 @@ import json
 import math
 import numbers
 import reprlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -247,9 +248,18 @@ def _validate(cfg: ModelConfig, files: dict[str, str]) -> ModelConfig:
     def where(key: str) -> str:
         return _origin(cfg, key, files)
 
-    def fail(key: str, expected: str) -> UsageError:
-        return config_error(key, getattr(cfg, key), expected, where(key))
+    _check_values(cfg, where)
+    _check_choices(cfg, where)
+    _check_architecture(cfg, where)
+    return cfg
 
+
+def _fail(cfg: ModelConfig, key: str, expected: str, where: Callable[[str], str]) -> UsageError:
+    return config_error(key, getattr(cfg, key), expected, where(key))
+
+
+def _check_values(cfg: ModelConfig, where: Callable[[str], str]) -> None:
+    """The input size, mean and std, class count and names, and crop fraction, normalised in place."""
     cfg.input_size = image_size("input_size", cfg.input_size, where("input_size"))
     for key in ("mean", "std"):
         setattr(cfg, key, channel_values(key, getattr(cfg, key), where(key)))
@@ -261,24 +271,31 @@ def _validate(cfg: ModelConfig, files: dict[str, str]) -> ModelConfig:
         cfg.class_names = class_names("class_names", cfg.class_names, where("class_names"), None)
     if cfg.crop_pct is not None:
         cfg.crop_pct = crop_fraction("crop_pct", cfg.crop_pct, where("crop_pct"))
+
+
+def _check_choices(cfg: ModelConfig, where: Callable[[str], str]) -> None:
+    """The interpolation, crop offset and output kind, each one of its known names."""
     if cfg.interpolation is not None and cfg.interpolation not in INTERPOLATIONS:
-        raise fail("interpolation", f"one of {', '.join(INTERPOLATIONS)}")
+        raise _fail(cfg, "interpolation", f"one of {', '.join(INTERPOLATIONS)}", where)
     if cfg.crop_offset not in CROP_OFFSETS:
-        raise fail("crop_offset", f"one of {', '.join(CROP_OFFSETS)}")
+        raise _fail(cfg, "crop_offset", f"one of {', '.join(CROP_OFFSETS)}", where)
     if cfg.output not in OUTPUT_KINDS:
         raise UsageError(f"output must be one of {', '.join(OUTPUT_KINDS)}, got {shown(cfg.output)}")
+
+
+def _check_architecture(cfg: ModelConfig, where: Callable[[str], str]) -> None:
+    """model_args, a JSON object of keyword arguments without the reserved ones, and arch, a name."""
     if cfg.model_args is not None:
         if not isinstance(cfg.model_args, dict) or not all(isinstance(k, str) for k in cfg.model_args):
-            raise fail("model_args", "a JSON object of the architecture's keyword arguments")
+            raise _fail(cfg, "model_args", "a JSON object of the architecture's keyword arguments", where)
         reserved = sorted(set(cfg.model_args) & set(RESERVED_MODEL_ARGS))
         if reserved:
-            raise fail("model_args", f"free of {', '.join(reserved)} (set num_classes as its own key)")
+            raise _fail(cfg, "model_args", f"free of {', '.join(reserved)} (set num_classes as its own key)", where)
     if cfg.arch is not None and not isinstance(cfg.arch, str):
         origin = cfg.sources.get("arch", "flag")
         raise UsageError(
             f"arch must be a timm architecture name (a string), got {shown(cfg.arch)} from the model's {origin}"
         )
-    return cfg
 
 
 def check_input_size(size: tuple[int, int], origin: str) -> tuple[int, int]:

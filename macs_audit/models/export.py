@@ -1,5 +1,6 @@
 """Write models: safetensors weights, sidecar JSON, single-file ONNX with our metadata, and checkpoint export."""
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -128,31 +129,42 @@ def export_onnx(
         onnx.checker.check_model(str(tmp))  # before it lands: `path` may be a stream
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckpointReading:
+    """How a PyTorch checkpoint is read (`load_torch_predictor`): the command line's ModelConfig keys, whether
+    its pickles are trusted (--trust-pickled), whether the libraries' warnings show (--debug), and an OpenCLIP
+    model's classes and templates (--class-prompts), whose text embeddings an exported graph holds as its
+    classifier."""
+
+    flags: dict
+    trust_pickled: bool = False
+    debug: bool = False
+    class_prompts: Path | None = None
+
+
 def export_checkpoint(
     checkpoint: Path,
-    flags: dict,
+    reading: CheckpointReading,
     out: Path | None = None,
     opset: int = DEFAULT_OPSET,
-    trust_pickled: bool = False,
-    debug: bool = False,
     force: bool = False,
-    class_prompts: Path | None = None,
     on_warning: Callable[[str], None] | None = None,
     inputs: Inputs = (),
 ) -> Path:
-    """Export a PyTorch checkpoint to one ONNX file (`out`, default: CHECKPOINT with .onnx) with its metadata.
-    `debug` lets the libraries' warnings through while the checkpoint loads. The output is checked first: never
-    one of the run's `inputs` (inputs.run_inputs: the checkpoint, its sidecar or folder, the hub cache's files of
-    an hf-hub: --arch, `class_prompts`, a build's data); an existing file only with `force`.
-    `class_prompts`: an OpenCLIP model's classes and templates, whose text embeddings the exported graph then
-    holds as its classifier.
+    """Export a PyTorch checkpoint, read as `reading` says, to one ONNX file (`out`, default: CHECKPOINT with
+    .onnx) with its metadata. The output is checked first: never one of the run's `inputs` (inputs.run_inputs:
+    the checkpoint, its sidecar or folder, the hub cache's files of an hf-hub: --arch, --class-prompts, a build's
+    data); an existing file only with `force`.
     `on_warning` hears what `evaluate` warns of the model (CIFAR-10's mean/std on a model that declares none)."""
     if checkpoint.suffix.lower() in ONNX_SUFFIXES:
         raise UsageError(f"{checkpoint} is already an ONNX model")
     check_opset(opset)
     path = out or checkpoint.with_suffix(".onnx")
     check_file(path, inputs=inputs, option="--out", force=force)  # never an input, --force or not
-    predictor = load_torch_predictor(checkpoint, flags, "cpu", trust_pickled, debug=debug, class_prompts=class_prompts)
+    class_prompts = reading.class_prompts
+    predictor = load_torch_predictor(
+        checkpoint, reading.flags, "cpu", reading.trust_pickled, debug=reading.debug, class_prompts=class_prompts
+    )
     check_prompts_read(class_prompts, predictor)
     if predictor.info["format"] == "torchscript":
         raise InputError(

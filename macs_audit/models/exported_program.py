@@ -25,7 +25,7 @@ from typing import Any
 
 from macs_audit.errors import InputError
 from macs_audit.models import config as model_config
-from macs_audit.models.sources import TORCH_EXPORT
+from macs_audit.models.sources import TORCH_EXPORT, LoadSettings
 
 ORIGIN = "exported program"
 
@@ -177,26 +177,23 @@ def _plain_shape_expression(expr: object) -> bool:
         tokens = [t for t in tokenize.generate_tokens(io.StringIO(expr).readline) if t.string.strip()]
     except (tokenize.TokenError, SyntaxError):
         return False
-    for index, token in enumerate(tokens):
+    return all(_plain_token(tokens, index) for index in range(len(tokens)))
+
+
+def _plain_token(tokens: list[tokenize.TokenInfo], index: int) -> bool:
+    """Whether the token at `index` is one a plain shape expression may hold (`_plain_shape_expression`)."""
+    token = tokens[index]
+    if token.type == tokenize.NAME:
         following = tokens[index + 1].string if index + 1 < len(tokens) else ""
-        if token.type == tokenize.NAME:
-            keyword = following == "=" and re.fullmatch(r"[a-z]+", token.string) is not None
-            if not (token.string in SHAPE_FUNCTIONS or re.fullmatch(r"[a-z]+\d+", token.string) or keyword):
-                return False
-        elif token.type == tokenize.NUMBER:
-            if not re.fullmatch(r"\d+(\.\d+)?(e[+-]?\d+)?", token.string) or len(token.string) > 40:
-                return False
-        elif token.type == tokenize.STRING:  # Symbol('s0'), Float('0.5')
-            if not re.fullmatch(r"'([A-Za-z_]\w*|\d+(\.\d+)?(e[+-]?\d+)?)'", token.string):
-                return False
-        elif token.type == tokenize.OP:
-            if token.string not in SHAPE_OPERATORS:
-                return False
-            if token.string == "**" and not _small_power(tokens, index):
-                return False
-        elif token.type != tokenize.ENDMARKER:
-            return False
-    return True
+        keyword = following == "=" and re.fullmatch(r"[a-z]+", token.string) is not None
+        return bool(token.string in SHAPE_FUNCTIONS or re.fullmatch(r"[a-z]+\d+", token.string) or keyword)
+    if token.type == tokenize.NUMBER:
+        return re.fullmatch(r"\d+(\.\d+)?(e[+-]?\d+)?", token.string) is not None and len(token.string) <= 40
+    if token.type == tokenize.STRING:  # Symbol('s0'), Float('0.5')
+        return re.fullmatch(r"'([A-Za-z_]\w*|\d+(\.\d+)?(e[+-]?\d+)?)'", token.string) is not None
+    if token.type == tokenize.OP:
+        return token.string in SHAPE_OPERATORS and (token.string != "**" or _small_power(tokens, index))
+    return token.type == tokenize.ENDMARKER
 
 
 def _small_power(tokens: list[tokenize.TokenInfo], index: int) -> bool:
@@ -303,15 +300,7 @@ def program_module(module: Any, batch: int | None) -> Any:
     return Program(module)
 
 
-def load_exported_program(
-    path: Path,
-    flags: dict[str, Any],
-    sidecar: dict[str, Any],
-    device: str,
-    precision: str,
-    debug: bool,
-    allow_unsafe_pickle: bool = False,
-) -> Any:
+def load_exported_program(path: Path, settings: LoadSettings, allow_unsafe_pickle: bool = False) -> Any:
     """The program at `path` as a TorchPredictor; a program with anything that runs code when loaded or run
     (code_in_program) is refused unless `allow_unsafe_pickle`."""
     import torch
@@ -321,6 +310,7 @@ def load_exported_program(
 
     if not zipfile.is_zipfile(path):
         raise InputError(f"cannot load torch.export program {path}: not a .pt2 archive (damaged or another file)")
+    debug = settings.debug
     with library_warnings(debug):  # the weights-only reader's notes on the pickles it reads
         found = None if allow_unsafe_pickle else code_in_program(path)
     if found is not None:
@@ -352,11 +342,11 @@ def load_exported_program(
         meta["input_size"] = in_shape[2:]
     if len(out_shape) == 2 and out_shape[1] is not None:
         meta["num_classes"] = out_shape[1]
-    cfg = model_config.resolve(flags, sidecar, meta, metadata_origin=ORIGIN)
+    cfg = model_config.resolve(settings.flags, settings.sidecar, meta, metadata_origin=ORIGIN)
     if "input_size" in meta and list(cfg.input_size) != meta["input_size"]:
         raise InputError(f"{path}: the program's input is {in_shape[2]}x{in_shape[3]}, not {cfg.input_size}")
     if "num_classes" in meta and cfg.num_classes != meta["num_classes"]:
         outputs = meta["num_classes"]
         raise InputError(f"{path}: the program has {outputs} outputs but --num-classes is {cfg.num_classes}")
     module = program_module(program.module(), in_shape[0])
-    return TorchPredictor.of_module(module, cfg, path, TORCH_EXPORT, device, precision)
+    return TorchPredictor.of_module(module, cfg, path, TORCH_EXPORT, settings.device, settings.precision)

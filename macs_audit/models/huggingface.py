@@ -17,7 +17,14 @@ from typing import Any
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models import config as model_config
 from macs_audit.models.preprocessing import PIL_RESAMPLE
-from macs_audit.models.sources import HF_TRANSFORMERS, read_folder_config, read_json_object, require, weights_file
+from macs_audit.models.sources import (
+    HF_TRANSFORMERS,
+    LoadSettings,
+    read_folder_config,
+    read_json_object,
+    require,
+    weights_file,
+)
 
 PROCESSOR_FILE = "preprocessor_config.json"
 UNIT_RESCALE = 1 / 255
@@ -32,57 +39,82 @@ def processor_preprocessing(folder: Path) -> dict[str, Any]:
     path = folder / PROCESSOR_FILE
     if not path.is_file():
         return {}
-    spec = read_json_object(path)
-    origin = str(path)
+    processor = _ProcessorFile(path, read_json_object(path))
+    processor.check_rescale()
+    return {**processor.sizing(), **processor.interpolation(), **processor.normalisation()}
 
-    def switch(key: str, default: bool) -> bool:
-        return model_config.switch(key, spec.get(key, default), origin)
 
-    def side(key: str, value: Any) -> int:
-        return model_config.whole_number(key, value, origin, low=1, high=model_config.MAX_INPUT_SIDE)
+class _ProcessorFile:
+    """A preprocessor_config.json read key by key, each value checked where it is read (its errors name the file)."""
 
-    out: dict[str, Any] = {}
-    if not switch("do_rescale", True):
-        raise InputError(f"{path}: do_rescale false (pixels in 0-255) is not supported")
-    rescale = model_config.finite_number("rescale_factor", spec.get("rescale_factor", UNIT_RESCALE), origin)
-    if abs(rescale - UNIT_RESCALE) > 1e-9:
-        raise InputError(f"{path}: rescale_factor {rescale} (only 1/255 is supported)")
-    size, crop = spec.get("size"), spec.get("crop_size")
-    if switch("do_resize", True) and size is not None:
+    def __init__(self, path: Path, spec: dict[str, Any]):
+        self.path, self.spec, self.origin = path, spec, str(path)
+
+    def switch(self, key: str, default: bool) -> bool:
+        return model_config.switch(key, self.spec.get(key, default), self.origin)
+
+    def side(self, key: str, value: Any) -> int:
+        return model_config.whole_number(key, value, self.origin, low=1, high=model_config.MAX_INPUT_SIDE)
+
+    def check_rescale(self) -> None:
+        """Pixels rescaled to [0, 1] by 1/255, the one rescale macs-audit's images have."""
+        if not self.switch("do_rescale", True):
+            raise InputError(f"{self.path}: do_rescale false (pixels in 0-255) is not supported")
+        rescale = model_config.finite_number(
+            "rescale_factor", self.spec.get("rescale_factor", UNIT_RESCALE), self.origin
+        )
+        if abs(rescale - UNIT_RESCALE) > 1e-9:
+            raise InputError(f"{self.path}: rescale_factor {rescale} (only 1/255 is supported)")
+
+    def sizing(self) -> dict[str, Any]:
+        """input_size, and crop_pct where the resize is of the shorter side and a centre crop follows."""
+        size = self.spec.get("size")
+        if not self.switch("do_resize", True) or size is None:
+            return {}
         if isinstance(size, dict) and ("height" in size or "width" in size):
-            out["input_size"] = [side(f"size.{key}", size.get(key)) for key in ("height", "width")]
-        elif not isinstance(size, dict) or "shortest_edge" in size:  # one number is the shorter side too
-            short = side("size.shortest_edge", size["shortest_edge"]) if isinstance(size, dict) else side("size", size)
-            if spec.get("crop_pct") is not None:  # ConvNeXt's processor: shorter side short / crop_pct, crop short
-                crop_pct = model_config.crop_fraction("crop_pct", spec["crop_pct"], origin)
-                out["input_size"], out["crop_pct"] = [short, short], crop_pct
-            elif switch("do_center_crop", False) and crop is not None:
-                if isinstance(crop, dict):
-                    height, width = (side(f"crop_size.{key}", crop.get(key)) for key in ("height", "width"))
-                else:  # one number: a square
-                    height = width = side("crop_size", crop)
-                out["input_size"] = [height, width]
-                out["crop_pct"] = min(height, width) / short
-            else:
-                raise InputError(f"{path}: a shortest_edge resize without a centre crop gives images of many sizes")
-        else:
+            return {"input_size": [self.side(f"size.{key}", size.get(key)) for key in ("height", "width")]}
+        if isinstance(size, dict) and "shortest_edge" not in size:
             expected = "{height, width}, {shortest_edge} or one number"
-            raise model_config.config_error("size", size, expected, origin)
-    resample = spec.get("resample")
-    if resample is not None:
+            raise model_config.config_error("size", size, expected, self.origin)
+        # one number is the shorter side too
+        short = (
+            self.side("size.shortest_edge", size["shortest_edge"])
+            if isinstance(size, dict)
+            else self.side("size", size)
+        )
+        if self.spec.get("crop_pct") is not None:  # ConvNeXt's processor: shorter side short / crop_pct, crop short
+            crop_pct = model_config.crop_fraction("crop_pct", self.spec["crop_pct"], self.origin)
+            return {"input_size": [short, short], "crop_pct": crop_pct}
+        crop = self.spec.get("crop_size")
+        if not self.switch("do_center_crop", False) or crop is None:
+            raise InputError(f"{self.path}: a shortest_edge resize without a centre crop gives images of many sizes")
+        if isinstance(crop, dict):
+            height, width = (self.side(f"crop_size.{key}", crop.get(key)) for key in ("height", "width"))
+        else:  # one number: a square
+            height = width = self.side("crop_size", crop)
+        return {"input_size": [height, width], "crop_pct": min(height, width) / short}
+
+    def interpolation(self) -> dict[str, Any]:
+        """interpolation, from PIL's resample code."""
+        resample = self.spec.get("resample")
+        if resample is None:
+            return {}
         if isinstance(resample, bool) or not isinstance(resample, int):
             expected = "one of 0, 2 or 3 (PIL's nearest, bilinear, bicubic)"
-            raise model_config.config_error("resample", resample, expected, origin)
+            raise model_config.config_error("resample", resample, expected, self.origin)
         if resample not in PIL_RESAMPLE:
-            raise InputError(f"{path}: resample {resample} is not one macs-audit resizes with (0, 2 or 3)")
-        out["interpolation"] = PIL_RESAMPLE[resample]
-    if switch("do_normalize", True):
-        for ours, theirs in (("mean", "image_mean"), ("std", "image_std")):
-            if spec.get(theirs) is not None:
-                out[ours] = list(model_config.channel_values(theirs, spec[theirs], origin))
-    else:
-        out["mean"], out["std"] = [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]
-    return out
+            raise InputError(f"{self.path}: resample {resample} is not one macs-audit resizes with (0, 2 or 3)")
+        return {"interpolation": PIL_RESAMPLE[resample]}
+
+    def normalisation(self) -> dict[str, Any]:
+        """mean and std, from image_mean and image_std; 0 and 1 without normalisation."""
+        if not self.switch("do_normalize", True):
+            return {"mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0]}
+        return {
+            ours: list(model_config.channel_values(theirs, self.spec[theirs], self.origin))
+            for ours, theirs in (("mean", "image_mean"), ("std", "image_std"))
+            if self.spec.get(theirs) is not None
+        }
 
 
 def label_names(id2label: Any, origin: str) -> list[str] | None:
@@ -131,9 +163,7 @@ def logits_module(model: Any) -> Any:
     return Logits(model)
 
 
-def load_hf_folder(
-    folder: Path, flags: dict[str, Any], sidecar: dict[str, Any], device: str, precision: str, debug: bool
-) -> Any:
+def load_hf_folder(folder: Path, settings: LoadSettings) -> Any:
     """A TorchPredictor of the transformers image classifier saved in `folder`."""
     from macs_audit.models.backend import library_warnings, one_line
     from macs_audit.models.torch import TorchPredictor
@@ -161,17 +191,17 @@ def load_hf_folder(
     if names:
         meta["class_names"] = names
     meta["crop_offset"] = "floor"  # transformers' center_crop floors an odd margin's half (torchvision rounds it)
-    cfg = model_config.resolve(flags, sidecar, meta, PROCESSOR_FILE, folder / PROCESSOR_FILE)
+    cfg = model_config.resolve(settings.flags, settings.sidecar, meta, PROCESSOR_FILE, folder / PROCESSOR_FILE)
     for key in ("num_classes", "class_names"):  # read from config.json, not the processor's file
         if cfg.sources.get(key) == PROCESSOR_FILE:
             cfg.sources[key] = "config.json"
     if cfg.num_classes != num_labels:
         raise InputError(f"--num-classes {cfg.num_classes} does not match the {num_labels} labels of {folder}")
     transformers = require("transformers", "hf")  # after the folder's own checks, which need no transformers
-    if not debug:  # transformers' own progress bars and notes while loading
+    if not settings.debug:  # transformers' own progress bars and notes while loading
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
-    with library_warnings(debug):
+    with library_warnings(settings.debug):
         try:
             model = transformers.AutoModelForImageClassification.from_pretrained(
                 str(folder), local_files_only=True, trust_remote_code=False
@@ -180,7 +210,9 @@ def load_hf_folder(
             raise InputError(f"cannot load the Hugging Face model in {folder}: {one_line(exc)}") from None
     wrapped = logits_module(model)
     wrapped.source_folder = str(folder)  # the image processor's JSON a written copy takes along
-    return TorchPredictor.of_module(wrapped, cfg, folder, HF_TRANSFORMERS, device, precision, hashed=weights)
+    return TorchPredictor.of_module(
+        wrapped, cfg, folder, HF_TRANSFORMERS, settings.device, settings.precision, hashed=weights
+    )
 
 
 def save_pretrained(model: Any, folder: Path) -> None:

@@ -119,24 +119,45 @@ class OnnxPredictor:
             options.intra_op_num_threads = int(threads)
         providers = providers_for(device, provider)
         try:
-            self.session = ort.InferenceSession(str(path), sess_options=options, providers=providers)
+            session = ort.InferenceSession(str(path), sess_options=options, providers=providers)
         except Exception as exc:  # onnxruntime raises its own exception types for bad files
             raise _load_error(path, exc) from None
         asked = providers[0][0] if isinstance(providers[0], tuple) else providers[0]
-        provider = self.session.get_providers()[0]
-        if provider != asked:
+        if session.get_providers()[0] != asked:
             raise InputError(
-                f"onnxruntime could not use {asked} for {path} (got {provider}); "
+                f"onnxruntime could not use {asked} for {path} (got {session.get_providers()[0]}); "
                 "check the CUDA 13 / cuDNN 9 (and TensorRT) libraries or use --device cpu"
             )
-        metadata = model_config.parse_metadata(self.session.get_modelmeta().custom_metadata_map)
-        inputs = self.session.get_inputs()
+        self._setup(session, path, flags, sidecar, device)
+
+    @classmethod
+    def of_session(cls, session: Any, flags: dict[str, Any], device: str, fmt: str) -> OnnxPredictor:
+        """A predictor of a session the caller made (the Python API's in-memory models), on its own providers
+        (`device`: where they run): no file, so no path or sha256 in the report; `fmt` the report's format."""
+        predictor = cls.__new__(cls)
+        predictor._setup(session, None, flags, {}, device, fmt)
+        return predictor
+
+    def _setup(
+        self,
+        session: Any,
+        path: Path | None,
+        flags: dict[str, Any],
+        sidecar: dict[str, Any],
+        device: str,
+        fmt: str = "onnx",
+    ) -> None:
+        self.session = session
+        where = "the ONNX session" if path is None else str(path)  # what a message names
+        provider = session.get_providers()[0]
+        metadata = model_config.parse_metadata(session.get_modelmeta().custom_metadata_map)
+        inputs = session.get_inputs()
         if len(inputs) != 1:
-            raise InputError(f"{path}: expected a model with one image input, found {len(inputs)} inputs")
+            raise InputError(f"{where}: expected a model with one image input, found {len(inputs)} inputs")
         self.input_name = inputs[0].name
         shape = inputs[0].shape
         if len(shape) != 4:
-            raise InputError(f"{path}: expected an (N, C, H, W) image input, found shape {shape}")
+            raise InputError(f"{where}: expected an (N, C, H, W) image input, found shape {shape}")
         # A static batch dimension (torch.onnx.export's default is the example's batch, often 1): the images
         # are run in chunks of that size, the last one padded, and the report says so.
         self.static_batch = shape[0] if isinstance(shape[0], int) and shape[0] > 0 else None
@@ -144,7 +165,7 @@ class OnnxPredictor:
         static_hw = tuple(shape[2:]) if all(isinstance(d, int) for d in shape[2:]) else None
         if static_hw and "input_size" not in metadata:
             metadata["input_size"] = list(static_hw)
-        out_shape = self.session.get_outputs()[0].shape
+        out_shape = session.get_outputs()[0].shape
         if len(out_shape) == 2 and isinstance(out_shape[1], int) and "num_classes" not in metadata:
             metadata["num_classes"] = out_shape[1]
         self.config = model_config.resolve(flags, sidecar, metadata)
@@ -153,22 +174,22 @@ class OnnxPredictor:
         self.config.fits_cifar10 = static_hw == (32, 32) and out_shape[-1] == 10
         if static_hw and static_hw != self.config.input_size:
             raise InputError(
-                f"{path}: the model's input is {static_hw[0]}x{static_hw[1]} but the input size "
+                f"{where}: the model's input is {static_hw[0]}x{static_hw[1]} but the input size "
                 f"is set to {self.config.input_size[0]}x{self.config.input_size[1]}"
             )
         if isinstance(out_shape[-1], int) and self.config.num_classes not in (None, out_shape[-1]):
             raise InputError(
-                f"{path}: the model has {out_shape[-1]} outputs but --num-classes is {self.config.num_classes}"
+                f"{where}: the model has {out_shape[-1]} outputs but --num-classes is {self.config.num_classes}"
             )
         self.output = OutputAdapter(self.config.output, self.config.num_classes)
         self.device = "cpu" if provider == "CPUExecutionProvider" else device  # where it runs, and so its views
         self.info: dict[str, Any] = {
-            "path": str(path),
-            "format": "onnx",
+            "path": None if path is None else str(path),
+            "format": fmt,
             "backend": self.backend,
             "device": self.device,
             "provider": provider,
-            "sha256": file_sha256(path),
+            "sha256": None if path is None else file_sha256(path),
         }
         self._record_warnings()
 

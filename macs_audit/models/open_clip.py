@@ -17,7 +17,7 @@ from typing import Any
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models import config as model_config
-from macs_audit.models.sources import OPEN_CLIP, OPEN_CLIP_PREFIX, read_json_object, require
+from macs_audit.models.sources import OPEN_CLIP, OPEN_CLIP_PREFIX, LoadSettings, read_json_object, require
 
 ORIGIN = "open_clip config"
 DEFAULT_TEMPLATES = ("a photo of a {}.",)
@@ -105,16 +105,7 @@ def class_embeddings(model: Any, tokenizer: Any, classes: list[str], templates: 
     return torch.stack(rows)
 
 
-def load_open_clip(
-    path: Path,
-    name: str,
-    flags: dict[str, Any],
-    sidecar: dict[str, Any],
-    device: str,
-    precision: str,
-    debug: bool,
-    class_prompts: Path | None,
-) -> Any:
+def load_open_clip(path: Path, name: str, settings: LoadSettings, class_prompts: Path | None) -> Any:
     from macs_audit.models.backend import library_warnings, one_line
     from macs_audit.models.torch import TorchPredictor, load_strictly, read_state_dict
 
@@ -122,7 +113,7 @@ def load_open_clip(
     open_clip = require("open_clip", "clip")
     if name not in open_clip.list_models():
         raise UsageError(f"--arch {OPEN_CLIP_PREFIX}{name}: not an OpenCLIP model (see open_clip.list_models())")
-    with library_warnings(debug):
+    with library_warnings(settings.debug):
         import logging
 
         logging.getLogger().disabled, was = True, logging.getLogger().disabled  # "No pretrained weights loaded"
@@ -140,13 +131,15 @@ def load_open_clip(
         weights = class_embeddings(model, tokenizer, classes, templates)
     meta = preprocess_metadata(dict(model.visual.preprocess_cfg))
     meta["num_classes"], meta["class_names"] = len(classes), classes
-    cfg = model_config.resolve({k: v for k, v in flags.items() if k != "arch"}, sidecar, meta, metadata_origin=ORIGIN)
+    flags = {k: v for k, v in settings.flags.items() if k != "arch"}
+    cfg = model_config.resolve(flags, settings.sidecar, meta, metadata_origin=ORIGIN)
     cfg.arch = f"{OPEN_CLIP_PREFIX}{name}"
-    cfg.sources["arch"] = "flag" if "arch" in flags else "sidecar"  # --arch, or a written model's sidecar
+    cfg.sources["arch"] = "flag" if "arch" in settings.flags else "sidecar"  # --arch, or a written model's sidecar
     for key in ("num_classes", "class_names"):
         if cfg.sources.get(key) == ORIGIN:
             cfg.sources[key] = "--class-prompts"
     if cfg.num_classes != len(classes):
         count = len(classes)
         raise UsageError(f"--num-classes {cfg.num_classes} does not match the {count} classes of {class_prompts}")
-    return TorchPredictor.of_module(zero_shot_module(model, weights), cfg, path, OPEN_CLIP, device, precision)
+    module = zero_shot_module(model, weights)
+    return TorchPredictor.of_module(module, cfg, path, OPEN_CLIP, settings.device, settings.precision)

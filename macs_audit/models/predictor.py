@@ -109,28 +109,28 @@ def _load_source(
     imported here only; `allow_unsafe_pickle` lets a torch.export program run the code it holds."""
     from macs_audit.models import sources
 
-    sidecar = model_config.read_sidecar(source.path)
+    settings = sources.LoadSettings(flags, model_config.read_sidecar(source.path), device, precision, debug)
     if source.kind == sources.HF_TRANSFORMERS:
         from macs_audit.models.huggingface import load_hf_folder
 
-        return load_hf_folder(source.path, flags, sidecar, device, precision, debug)
+        return load_hf_folder(source.path, settings)
     if source.kind == sources.TIMM_FOLDER:
         from macs_audit.models.timm_folder import load_timm_folder
 
         if source.config_folder is not None:  # --arch hf-hub:ORG/NAME with a weights file
-            return load_timm_folder(source.config_folder, flags, sidecar, device, precision, debug, source.path)
-        return load_timm_folder(source.path, flags, sidecar, device, precision, debug)
+            return load_timm_folder(source.config_folder, settings, source.path)
+        return load_timm_folder(source.path, settings)
     if source.kind == sources.TORCH_EXPORT:
         from macs_audit.models.exported_program import load_exported_program
 
-        return load_exported_program(source.path, flags, sidecar, device, precision, debug, allow_unsafe_pickle)
+        return load_exported_program(source.path, settings, allow_unsafe_pickle)
     if source.kind == sources.TORCHVISION:
         from macs_audit.models.torchvision_arch import load_torchvision
 
-        return load_torchvision(source.path, source.name, flags, sidecar, device, precision, debug)
+        return load_torchvision(source.path, source.name, settings)
     from macs_audit.models.open_clip import load_open_clip
 
-    return load_open_clip(source.path, source.name, flags, sidecar, device, precision, debug, class_prompts)
+    return load_open_clip(source.path, source.name, settings, class_prompts)
 
 
 def check_prompts_read(class_prompts: Path | None, *predictors: Any) -> None:

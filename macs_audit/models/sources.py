@@ -42,6 +42,18 @@ class ModelSource:
     config_folder: Path | None = None  # --arch hf-hub: the cached folder whose config.json gives the architecture
 
 
+@dataclasses.dataclass(frozen=True)
+class LoadSettings:
+    """What every source's loader takes beside the source: the command line's ModelConfig keys (`flags`) and the
+    sidecar's, the device, the CUDA autocast precision, and whether the libraries' own warnings show (--debug)."""
+
+    flags: dict[str, Any]
+    sidecar: dict[str, Any]
+    device: str
+    precision: str
+    debug: bool
+
+
 def require(module: str, extra: str) -> ModuleType:
     """Import `module`, or an InputError naming the optional extra that installs it."""
     try:

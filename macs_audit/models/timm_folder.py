@@ -11,7 +11,7 @@ from typing import Any
 
 from macs_audit.errors import InputError
 from macs_audit.models import config as model_config
-from macs_audit.models.sources import TIMM_FOLDER, read_folder_config, weights_file
+from macs_audit.models.sources import TIMM_FOLDER, LoadSettings, read_folder_config, weights_file
 
 CONFIG_ORIGIN = "config.json"  # where the report says the folder's values came from
 TIMM_INTERPOLATIONS = {"bilinear": "bilinear", "bicubic": "bicubic", "nearest": "nearest"}
@@ -69,15 +69,7 @@ def folder_metadata(config: dict[str, Any], where: Path) -> dict[str, Any]:
     return meta
 
 
-def load_timm_folder(
-    folder: Path,
-    flags: dict[str, Any],
-    sidecar: dict[str, Any],
-    device: str,
-    precision: str,
-    debug: bool,
-    weights: Path | None = None,
-) -> Any:
+def load_timm_folder(folder: Path, settings: LoadSettings, weights: Path | None = None) -> Any:
     """A TorchPredictor of the timm folder `folder` (its weights, or `weights`: a state dict file given with
     --arch hf-hub:ORG/NAME, whose config then comes from the cached folder)."""
     from macs_audit.models.backend import library_warnings
@@ -89,8 +81,8 @@ def load_timm_folder(
     weights = weights or weights_file(folder)
     if weights.name.endswith(".index.json"):
         raise InputError(f"{weights}: sharded timm weights are not supported; save them as one file")
-    flags = {k: v for k, v in flags.items() if k != "arch"}  # --arch hf-hub:... named the folder, not a timm name
-    cfg = model_config.resolve(flags, sidecar, meta, CONFIG_ORIGIN, folder / CONFIG_ORIGIN)
+    flags = {k: v for k, v in settings.flags.items() if k != "arch"}  # --arch hf-hub:... named the folder
+    cfg = model_config.resolve(flags, settings.sidecar, meta, CONFIG_ORIGIN, folder / CONFIG_ORIGIN)
     if cfg.num_classes is None:
         raise InputError(f"{folder / 'config.json'} does not say num_classes")
     declared = meta.get("num_classes")
@@ -98,10 +90,12 @@ def load_timm_folder(
         raise InputError(
             f"--num-classes {cfg.num_classes} does not match the {declared} classes of {folder / 'config.json'}"
         )
-    with library_warnings(debug):
+    with library_warnings(settings.debug):
         state = read_state_dict(weights)
         model, stripped = build_timm_model(str(cfg.arch), cfg.num_classes, state, **(cfg.model_args or {}))
-    predictor = TorchPredictor.of_module(model, cfg, shown, TIMM_FOLDER, device, precision, hashed=weights)
+    predictor = TorchPredictor.of_module(
+        model, cfg, shown, TIMM_FOLDER, settings.device, settings.precision, hashed=weights
+    )
     if stripped:
         predictor.info["checkpoint_prefix_stripped"] = stripped
     return predictor

@@ -355,15 +355,16 @@ class TorchPredictor:
         cls,
         model: torch.nn.Module,
         cfg: model_config.ModelConfig,
-        path: Path,
+        path: Path | None,
         fmt: str,
         device: str,
         precision: str = "fp32",
         hashed: Path | None = None,
     ) -> TorchPredictor:
         """A predictor of a module another source built (Hugging Face, timm folders, torchvision, torch.export,
-        OpenCLIP): the same preprocessing, precision, output checks and report facts. `hashed`: the file whose
-        sha256 the report records (the weights of a folder), default `path`."""
+        OpenCLIP, the Python API's in-memory modules): the same preprocessing, precision, output checks and report
+        facts. `hashed`: the file whose sha256 the report records (the weights of a folder), default `path`; a
+        module of no file (`path` None) has neither in the report."""
         predictor = cls.__new__(cls)
         predictor._setup(model, cfg, path, fmt, device, precision, hashed)
         return predictor
@@ -372,7 +373,7 @@ class TorchPredictor:
         self,
         model: torch.nn.Module,
         cfg: model_config.ModelConfig,
-        path: Path,
+        path: Path | None,
         fmt: str,
         device: str,
         precision: str,
@@ -389,13 +390,14 @@ class TorchPredictor:
         # fp32 unless --precision asks for CUDA autocast (bf16 or fp16); the logits are upcast either way.
         self.autocast = amp_dtype is not None
         self.amp_dtype = amp_dtype or torch.bfloat16
+        file = hashed or path
         self.info: dict[str, Any] = {
-            "path": str(path),
+            "path": None if path is None else str(path),
             "format": fmt,
             "backend": self.backend,
             "device": self.device,
             "provider": f"torch {torch.__version__} ({'CUDA' if self.torch_device.type == 'cuda' else 'CPU'})",
-            "sha256": file_sha256(hashed or path),
+            "sha256": None if file is None else file_sha256(file),
             "precision": precision,
         }
         record_warnings(self.info, cfg)
@@ -404,9 +406,13 @@ class TorchPredictor:
     def num_classes(self) -> int | None:
         return self.config.num_classes
 
+    def _name(self) -> str:
+        """How a message names the model: its file, or its class for a module of no file."""
+        return self.info["path"] or f"{type(self.model).__name__} (in memory)"
+
     def normalisation(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The config's mean and std as (1, C, 1, 1) tensors on the model's device, made again when the config's
-        change (a parity pair's side that declares none takes the other's after loading: audit/parity.py)."""
+        change (a parity pair's side that declares none takes the other's after loading: auditing/parity.py)."""
         cfg = self.config
         if self._normalised != (cfg.mean, cfg.std):
             self.mean = torch.tensor(cfg.mean, device=self.torch_device).view(1, -1, 1, 1)
@@ -425,8 +431,8 @@ class TorchPredictor:
             out = self.model(x)
         if not torch.is_tensor(out):
             raise InputError(
-                f"the model {self.info['path']} returned {_describe_output(out)}, not a tensor: its forward must "
-                "return one tensor of logits (or probabilities) of shape (batch, classes); save a module that "
+                f"the model {self._name()} returned {_describe_output(out)}, not a tensor: its forward must return "
+                "one tensor of logits (or probabilities) of shape (batch, classes); save a module that "
                 "returns that tensor alone"
             )
         return out.float()  # upcast before any metric
@@ -443,7 +449,7 @@ class TorchPredictor:
             raise
         except Exception as exc:  # the model's own code raised (RuntimeError, TorchScript's jit.Error, ...)
             raise InputError(
-                f"the model {self.info['path']} failed on a batch of shape {tuple(x.shape)}: {_model_error(exc)}"
+                f"the model {self._name()} failed on a batch of shape {tuple(x.shape)}: {_model_error(exc)}"
             ) from None
         logits = self.output(out.cpu().numpy())
         if self.config.num_classes is None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from macs_audit.errors import UsageError
 from macs_audit.models import config as model_config
-from macs_audit.models.sources import TORCHVISION, TORCHVISION_PREFIX
+from macs_audit.models.sources import TORCHVISION, TORCHVISION_PREFIX, LoadSettings
 
 
 def classification_builders() -> list[str]:
@@ -45,16 +45,14 @@ def classifier_outputs(name: str, state: dict) -> int | None:
     return int(state[candidates[0]].shape[0]) if len(candidates) == 1 else None
 
 
-def load_torchvision(
-    path: Path, name: str, flags: dict[str, Any], sidecar: dict[str, Any], device: str, precision: str, debug: bool
-) -> Any:
+def load_torchvision(path: Path, name: str, settings: LoadSettings) -> Any:
     from macs_audit.models.backend import library_warnings
     from macs_audit.models.torch import TorchPredictor, load_strictly, read_state_dict
 
-    cfg = model_config.resolve({k: v for k, v in flags.items() if k != "arch"}, sidecar, {})
+    cfg = model_config.resolve({k: v for k, v in settings.flags.items() if k != "arch"}, settings.sidecar, {})
     cfg.arch = f"{TORCHVISION_PREFIX}{name}"
-    cfg.sources["arch"] = "flag" if "arch" in flags else "sidecar"  # --arch, or a written model's sidecar
-    with library_warnings(debug):
+    cfg.sources["arch"] = "flag" if "arch" in settings.flags else "sidecar"  # --arch, or a written model's sidecar
+    with library_warnings(settings.debug):
         state = read_state_dict(path)  # weights only: a pickled module is refused, whatever the flag
         if cfg.num_classes is None:
             cfg.num_classes = classifier_outputs(name, state)
@@ -62,7 +60,7 @@ def load_torchvision(
             raise UsageError(f"cannot tell the class count of {path}: pass --num-classes")
         model = build(name, cfg.num_classes)
         stripped = load_strictly(model, state, f"{TORCHVISION_PREFIX}{name} with {cfg.num_classes} classes")
-    predictor = TorchPredictor.of_module(model, cfg, path, TORCHVISION, device, precision)
+    predictor = TorchPredictor.of_module(model, cfg, path, TORCHVISION, settings.device, settings.precision)
     if stripped:
         predictor.info["checkpoint_prefix_stripped"] = stripped
     return predictor

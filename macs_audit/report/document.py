@@ -26,6 +26,7 @@ from macs_audit.report.sections import (
     RealLabels,
     Robustness,
     Runtime,
+    Settings,
     Shift,
     TemperatureFit,
     Tool,
@@ -57,6 +58,7 @@ class Report:
     shift: Shift | None = added_in("3.0")
     real_labels: RealLabels | None = added_in("3.0")
     parity: Parity | None = added_in("3.0")
+    settings: Settings | None = added_in("3.2")
     tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""
     schema_version: str = SCHEMA_VERSION

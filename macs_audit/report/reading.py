@@ -16,7 +16,7 @@ import json
 import numbers
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
 from macs_audit.errors import InputError
@@ -126,30 +126,9 @@ def read_value(value: Any, hint: Any, where: str) -> Any:
         return value
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Annotated:
-        value = read_value(value, args[0], where)
-        for meta in args[1:]:
-            if isinstance(meta, Length) and len(value) != meta.n:
-                raise InputError(f"{where}: expected {_describe(hint)}, got an array of {len(value)}")
-            if isinstance(meta, Keys):
-                for key, key_hint in meta.types.items():
-                    if key in value:
-                        read_value(value[key], key_hint, f"{where}.{key}")
-        return value
+        return _read_annotated(value, hint, where)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        for option in options[:-1]:
-            try:
-                return read_value(value, option, where)
-            except InputError:
-                continue
-        try:
-            return read_value(value, options[-1], where)
-        except InputError:
-            if len(options) == 1:
-                raise
-            raise expected(where, hint, value) from None
+        return _read_union(value, hint, where)
     if isinstance(hint, type) and issubclass(hint, Section):
         return hint.from_dict(value, where)
     if origin is list:
@@ -160,15 +139,52 @@ def read_value(value: Any, hint: Any, where: str) -> Any:
         if not isinstance(value, Mapping):
             raise expected(where, hint, value)
         return {key: read_value(item, args[1], f"{where}.{key}") for key, item in value.items()}
-    fits = {
-        str: lambda v: isinstance(v, str),
-        int: lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
-        float: lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool),
-        bool: lambda v: isinstance(v, bool),
-    }[hint]
-    if not fits(value):
+    if not _FITS[hint](value):
         raise expected(where, hint, value)
     return value
+
+
+# What a JSON value of each plain type is: a bool is no number.
+_FITS: dict[type, Callable[[Any], bool]] = {
+    str: lambda v: isinstance(v, str),
+    int: lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool),
+    bool: lambda v: isinstance(v, bool),
+}
+
+
+def _read_annotated(value: Any, hint: Any, where: str) -> Any:
+    """`value` read as the annotated type, then held to its Length and to the types of its Keys."""
+    args = typing.get_args(hint)
+    value = read_value(value, args[0], where)
+    for meta in args[1:]:
+        if isinstance(meta, Length) and len(value) != meta.n:
+            raise InputError(f"{where}: expected {_describe(hint)}, got an array of {len(value)}")
+        if isinstance(meta, Keys):
+            for key, key_hint in meta.types.items():
+                if key in value:
+                    read_value(value[key], key_hint, f"{where}.{key}")
+    return value
+
+
+def _read_union(value: Any, hint: Any, where: str) -> Any:
+    """`value` read as the first of the union's types it fits (None where the union allows it); where it fits
+    none, the error of the one type beside None, or of the union as a whole."""
+    args = typing.get_args(hint)
+    if value is None and type(None) in args:
+        return None
+    options = [a for a in args if a is not type(None)]
+    for option in options[:-1]:
+        try:
+            return read_value(value, option, where)
+        except InputError:
+            continue
+    try:
+        return read_value(value, options[-1], where)
+    except InputError:
+        if len(options) == 1:
+            raise
+        raise expected(where, hint, value) from None
 
 
 def within_depth(data: Any, limit: int) -> bool:

@@ -105,7 +105,7 @@ class ViewResult(Section):
     # The clean view only: each class's images' n, accuracy, mean confidence and ECE (metrics/per_class.py).
     per_class: list[dict[str, Any]] | None = None
     # Data of a subset of the model's outputs (3.1): the view's metrics over every output, labels as output
-    # indices (`metrics` are the restricted convention's: the data's classes only; audit/classes.py).
+    # indices (`metrics` are the restricted convention's: the data's classes only; auditing/classes.py).
     unrestricted: dict[str, float] | None = None
     # The clean view only (3.1): what the model predicts, whatever the labels (metrics/per_class.py's
     # prediction_spread): how many classes it predicts, its most predicted class and share, its confidences' range.
@@ -148,7 +148,7 @@ class DataInfo(Section):
     limit: int | None = None
     limit_seed: int | None = None
     pipeline: str | None = None  # image folders: how images were sized to the model's input (1.2)
-    class_matching: ClassMatching | None = None  # how the classes met the model's outputs (3.1, audit/classes.py)
+    class_matching: ClassMatching | None = None  # how the classes met the model's outputs (3.1, auditing/classes.py)
     damaged_shards_skipped: int | None = None  # shards read with --skip-damaged-shards: how many were left out (3.1)
 
 
@@ -199,6 +199,25 @@ class Conventions(Section):
     real_labels: str | None = None  # how the ReaL labels score a prediction
     # The bars the summary judged problems by where `evaluate --problem-bars` changed them (3.1; formats/summary.py).
     problem_bars: dict[str, float] | None = None
+    # An audit of saved logits (3.2; audit.audit_logits): each section it leaves out, and why.
+    absent_sections: dict[str, str] | None = None
+
+
+# One option's record in `settings.options`: its resolved value and where it came from.
+OptionRecord = Annotated[dict[str, Any], Keys(value=Any, source=str)]
+
+
+@dataclasses.dataclass
+class Settings(Section):
+    """The `settings` section (3.2): how the run was configured. `spec`: the spec file read (settings/spec.py),
+    its SHA-256; `options`: every option given or defaulted to a value, {"value", "source"} with the source
+    flag, spec, preset or default (settings/resolve.py)."""
+
+    command: str | None = None
+    spec: str | None = None
+    spec_sha256: str | None = None
+    preset: str | None = None
+    options: dict[str, OptionRecord] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -390,7 +409,7 @@ class ShiftSetResult(Section):
 
 @dataclasses.dataclass(kw_only=True)
 class Shift(Section):
-    """The natural-shift sets (audit/shift.py): each set's two views, and `mean`: convention (restricted,
+    """The natural-shift sets (auditing/shift.py): each set's two views, and `mean`: convention (restricted,
     unrestricted) -> metric -> its mean over the sets."""
 
     sets: dict[str, ShiftSetResult]
@@ -398,7 +417,7 @@ class Shift(Section):
     default_convention: str = "restricted"
 
 
-# A difference of one metric between a candidate and its reference (audit/parity.py): both values, candidate -
+# A difference of one metric between a candidate and its reference (auditing/parity.py): both values, candidate -
 # reference, and its paired 95% bootstrap interval (null without resamples).
 MetricDifference = Annotated[
     dict[str, Any], Keys(reference=float, candidate=float, difference=float, interval=Pair | None)
@@ -437,11 +456,11 @@ class Parity(Section):
     bootstrap_resamples: int
     seed: int
     views: list[ParityView]
-    # Each model's preprocessing and where each value came from (3.1; audit/parity.py's preprocessing_record).
+    # Each model's preprocessing and where each value came from (3.1; auditing/parity.py's preprocessing_record).
     reference_preprocessing: Preprocessing | None = None
     candidate_preprocessing: Preprocessing | None = None
     # What pairing the two models' preprocessing said (3.1): a side that took the other's settings, a reference
-    # left with CIFAR-10's built-in mean/std (audit/parity.py's pair_preprocessing).
+    # left with CIFAR-10's built-in mean/std (auditing/parity.py's pair_preprocessing).
     warnings: list[str] | None = None
 
     def view(self, name: str) -> ParityView | None:

@@ -1,4 +1,4 @@
-"""The audit's options (frozen) and its calibration split (audit/options.py, audit/calibration.py): drawn once,
+"""The audit's options (frozen) and its calibration split (auditing/options.py, auditing/calibration.py): drawn once,
 the temperature, the calibrators and the conformal sets fitted on its fit part and scored on the rest."""
 
 import dataclasses
@@ -6,8 +6,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from macs_audit.audit import AuditOptions, calibration_split, conformal_fit
-from macs_audit.audit.calibration import calibrators_section, helpful_temperature, temperature_section
+from macs_audit.auditing import AuditOptions, calibration_split, conformal_fit
+from macs_audit.auditing.calibration import calibrators_section, helpful_temperature, temperature_section
 from macs_audit.data.splits import stratified_split
 from macs_audit.errors import UsageError
 
@@ -45,7 +45,7 @@ def test_no_split_without_a_fraction_and_a_usage_error_outside_zero_to_one():
 
 
 def test_estimates_from_too_few_images_are_noted_with_their_stated_sizes():
-    from macs_audit.audit.calibration import DEBIASED_MIN_PER_BIN, TEMPERATURE_MIN_FIT, small_sample_notes
+    from macs_audit.auditing.calibration import DEBIASED_MIN_PER_BIN, TEMPERATURE_MIN_FIT, small_sample_notes
 
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(3), 5)  # 15 images: a fit part of 3
@@ -95,7 +95,7 @@ def test_a_conformal_split_of_its_own_is_drawn_from_what_the_temperature_did_not
 
 
 def test_raps_parameters_given_are_used_and_malformed_ones_refused():
-    from macs_audit.audit.calibration import parse_raps
+    from macs_audit.auditing.calibration import parse_raps
 
     rng = np.random.default_rng(1)
     labels = np.repeat(np.arange(4), 50)

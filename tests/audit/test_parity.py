@@ -1,4 +1,4 @@
-"""The parity audit (audit/parity.py through run_audit): the reference scored on the same batches of every view,
+"""The parity audit (auditing/parity.py through run_audit): the reference scored on the same batches of every view,
 a copy of the candidate giving differences of exactly zero, the clean view's numbers equal to those of the two
 models' own predictions, and the pairs that cannot be compared refused."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import linear_onnx, tiny_images
 
-from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.auditing import AuditInputs, AuditOptions, run_audit
 from macs_audit.data.sources import array_source
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import parity
@@ -92,7 +92,8 @@ def test_a_device_resident_batch_reaches_an_onnx_reference_as_an_array(tmp_path)
     """A torch candidate on CUDA scores device tensors (data/batching.py); onnxruntime takes them as arrays."""
     import torch
 
-    from macs_audit.audit.parity import ParityRecorder
+    from macs_audit.auditing.inference import observed_result
+    from macs_audit.auditing.parity import ParityRecorder
     from macs_audit.views.view import CLEAN
 
     reference = load_predictor(linear_onnx(tmp_path / "reference.onnx"))
@@ -103,7 +104,7 @@ def test_a_device_resident_batch_reaches_an_onnx_reference_as_an_array(tmp_path)
     recorder.observe(CLEAN, 0, images, y, logits)
     acc = CalibrationAccumulator(10)
     acc.update(logits, y)
-    assert recorder.intervals(CLEAN, acc, 0, 0, acc.compute()) == {}
+    assert observed_result(CLEAN, acc, 0, 0, observer=recorder).intervals == {}
     assert recorder.section().views[0].agreement == 1.0
 
 
@@ -146,6 +147,7 @@ def shift_case(tmp_path_factory):
     from fixtures.shift_trees import image_tree, imagenet_model, subset_classes
 
     from macs_audit.data.label_space import load_mapped_sets
+    from macs_audit.models.config import ModelConfig
 
     tmp = tmp_path_factory.mktemp("parity-shift")
     models = {
@@ -156,8 +158,8 @@ def shift_case(tmp_path_factory):
     x = np.random.default_rng(0).integers(0, 256, (2000, 32, 32, 3), dtype=np.uint8)
     clean = array_source("val", "npz", x, np.arange(2000) % 1000, [str(i) for i in range(1000)])
     tree = image_tree(tmp / "imagenet-a", subset_classes("imagenet_a", 4), per_class=3)
-    (mapped,) = load_mapped_sets([("imagenet-a", tree)], 1000, image_size=(32, 32))
-    options = dataclasses.replace(OPTIONS, perturbations=(), calibration_split=0.5, shift_sets=(mapped,))
+    (mapped,) = load_mapped_sets([("imagenet-a", tree)], 1000, ModelConfig(input_size=(32, 32)))
+    options = dataclasses.replace(OPTIONS, perturbations=(), calibration_split=0.5)
     return {name: load_predictor(path) for name, path in models.items()}, clean, mapped, options
 
 
@@ -165,7 +167,9 @@ def test_a_shift_set_is_compared_in_its_restricted_convention(shift_case):
     from macs_audit.pixels import to_unit_float
 
     models, clean, mapped, options = shift_case
-    report = run_audit(models["candidate"], clean, options, reference=models["reference"]).report
+    report = run_audit(
+        models["candidate"], clean, options, AuditInputs(shift_sets=(mapped,)), reference=models["reference"]
+    ).report
     assert [v.name for v in report.parity.views] == ["clean", "imagenet-a"]
     view = report.parity.view("imagenet-a")
     assert view.kind == "shift" and view.n == len(mapped.source) == 12
@@ -190,8 +194,10 @@ def test_a_shift_set_is_compared_in_its_restricted_convention(shift_case):
 
 
 def test_a_copy_differs_by_exactly_zero_on_a_shift_set(shift_case):
-    models, clean, _, options = shift_case
-    report = run_audit(models["candidate"], clean, options, reference=models["copy"]).report
+    models, clean, mapped, options = shift_case
+    report = run_audit(
+        models["candidate"], clean, options, AuditInputs(shift_sets=(mapped,)), reference=models["copy"]
+    ).report
     view = report.parity.view("imagenet-a")
     assert view.agreement == 1.0 and view.agreement_interval == [1.0, 1.0] and view.mean_kl == 0.0
     for name, entry in view.metrics.items():

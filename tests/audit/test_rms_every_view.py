@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import linear_onnx, tiny_images
 
-from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.auditing import AuditOptions, run_audit
 from macs_audit.data.sources import array_source
 from macs_audit.metrics.rms_calibration import rms_calibration_error
 from macs_audit.models.predictor import load_predictor

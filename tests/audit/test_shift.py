@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from fixtures.shift_trees import image_tree, imagenet_model, subset_classes
 
-from macs_audit.audit import AuditOptions
-from macs_audit.audit.shift import audit_shift, audit_shift_set
+from macs_audit.auditing import AuditOptions
+from macs_audit.auditing.shift import audit_shift, audit_shift_set
 from macs_audit.data.label_space import imagenet_synsets, load_mapped_sets
 from macs_audit.data.sources import load_imagefolder
 from macs_audit.metrics.rms_calibration import rms_calibration_error
+from macs_audit.models.config import ModelConfig
 from macs_audit.models.predictor import load_predictor
 from macs_audit.pixels import to_unit_float
 
@@ -22,7 +23,7 @@ def shift_case(tmp_path_factory):
     classes = subset_classes("imagenet_a", 4)
     tree = image_tree(tmp / "imagenet-a", classes, per_class=3)
     predictor = load_predictor(imagenet_model(tmp / "m.onnx"), {}, device="cpu")
-    (mapped,) = load_mapped_sets([("imagenet-a", tree)], 1000, image_size=predictor.config.input_size)
+    (mapped,) = load_mapped_sets([("imagenet-a", tree)], 1000, ModelConfig(input_size=predictor.config.input_size))
     return predictor, mapped, classes
 
 
@@ -62,14 +63,14 @@ def test_both_conventions_by_hand(shift_case):
 def test_the_section_holds_each_set_and_the_mean(shift_case):
     predictor, mapped, _ = shift_case
     other = type(mapped)("again", mapped.source, mapped.space)
-    section, conventions = audit_shift(predictor, AuditOptions(batch_size=7, bootstrap=20, shift_sets=(mapped, other)))
+    section, conventions = audit_shift(predictor, (mapped, other), AuditOptions(batch_size=7, bootstrap=20))
     assert set(section.sets) == {"imagenet-a", "again"}
     one = section.sets["imagenet-a"].restricted.metrics
     assert section.mean["restricted"]["accuracy"] == pytest.approx(one["accuracy"])  # two copies of one set
     assert section.sets["again"].restricted.intervals  # the view's bootstrap intervals
     assert set(conventions) == {"shift"}  # the RMS error's rule is every view's (accumulators.CONVENTIONS)
     assert "restricted" in conventions["shift"]
-    assert audit_shift(predictor, AuditOptions()) == (None, {})
+    assert audit_shift(predictor, (), AuditOptions()) == (None, {})
 
 
 def _rms_by_definition(confidence, correct, beta=100):

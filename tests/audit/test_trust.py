@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from macs_audit.cli import app
 from macs_audit.errors import InputError
-from macs_audit.gate import observe, parse_config, run_gate
+from macs_audit.gating import observe, parse_config, run_gate
 from macs_audit.metrics.metric_row import Place
 from macs_audit.metrics.registry import GATE_METRICS, in_place
 from macs_audit.report import SCHEMA_VERSION, Report, load_report

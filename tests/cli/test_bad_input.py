@@ -1029,7 +1029,7 @@ ROWS: list[Row] = [
         "report-schema-1-x",  # read by 2.x for one major version; 3.0 reads 2.x and 3.x only
         ("report", "old.json"),
         3,
-        "old.json: report schema 1.2 is not supported (this version writes 3.1 and reads 2.x and 3.x)",
+        "old.json: report schema 1.2 is not supported (this version writes 3.2 and reads 2.x and 3.x)",
         _report_json("old.json", _put("schema_version", "1.2")),
     ),
     Row("report-missing-named-with-escapes", ("report", f"{ESC}gone.json"), 3, f"not found: {ESC_SHOWN}gone.json"),
@@ -1549,10 +1549,10 @@ def test_an_interrupt_is_one_line_and_exit_130_in_every_command(workdir, monkeyp
         raise AssertionError("no SIGINT arrived")
 
     if command == "evaluate":
-        monkeypatch.setattr("macs_audit.audit.run_audit", interrupted)
+        monkeypatch.setattr("macs_audit.auditing.run_audit", interrupted)
         args = QUICK
     elif command == "calibrate":
-        monkeypatch.setattr("macs_audit.calibrate.run_calibrate", interrupted)
+        monkeypatch.setattr("macs_audit.calibrating.run_calibrate", interrupted)
         args = (*CALIBRATE, "--out", "cal")
     else:
         _resnet9("net.safetensors")(workdir)

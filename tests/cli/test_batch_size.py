@@ -11,7 +11,7 @@ import pytest
 from conftest import linear_onnx, tiny_images
 from typer.testing import CliRunner
 
-from macs_audit.audit import default_batch_size
+from macs_audit.auditing import default_batch_size
 from macs_audit.cli import app
 
 runner = CliRunner()

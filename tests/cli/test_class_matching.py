@@ -1,4 +1,4 @@
-"""--data's classes meet the model's outputs by name (data/label_space.py, audit/classes.py): a model whose
+"""--data's classes meet the model's outputs by name (data/label_space.py, auditing/classes.py): a model whose
 outputs are the sample model's in another order scores the sample model's predictions; by position only where a
 side names no classes, and said; names that do not match are a one-line error naming --class-map; --class-map
 maps --data; a folder of a subset of the model's classes is scored restricted to them, unrestricted beside."""

@@ -14,7 +14,7 @@ from fixtures.saved_reports import PASSING, run, saved_reports, schema_2_0
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.cli.output import gate_report
-from macs_audit.gate import ConfiguredGate
+from macs_audit.gating import ConfiguredGate
 
 
 @pytest.fixture()

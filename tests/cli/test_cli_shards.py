@@ -51,31 +51,21 @@ def test_shards_and_the_folder_give_the_same_report(tmp_path):
     assert from_shards["shift"]["sets"]["again"]["format"] == "shards"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("per_shard", [7, 100])
 def test_shards_under_torchrun_equal_one_process(tmp_path, per_shard):
     """2 gloo processes, each with the batches whose first image is in its shards (shard s: rank s % 2; with one
     shard, rank 1 has none), read at their offsets; the merge is the exact one."""
-    import os
-    import subprocess
-    import sys
-
-    from conftest import free_port
     from test_distributed import compare
+    from torchrun import one_process, torchrun
 
     _, spec = write_folder_and_shards(tmp_path, classes=10, per_class=4, per_shard=per_shard)
     model = linear_onnx(tmp_path / "m.onnx")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    common = [str(model), "--data", spec, "--shift-data", f"again={spec}", "--batch-size", "9", *ARGS, "-q"]
+    common = ["-m", "macs_audit", "evaluate", str(model), "--data", spec, "--shift-data", f"again={spec}"]
+    common += ["--batch-size", "9", *ARGS, "-q"]
     single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
-    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port())]
-    for prefix, out in (([sys.executable], single), (launch, sharded)):
-        run = subprocess.run(
-            [*prefix, "-m", "macs_audit", "evaluate", *common, "-o", str(out)],
-            env=env,
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-        )
+    for launch, out in ((one_process, single), (torchrun, sharded)):
+        run = launch([*common, "-o", str(out)], tmp_path)
         assert run.returncode == 0, run.stderr[-2000:]
     a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
     assert b["runtime"]["world_size"] == 2 and b["data"]["format"] == "shards"

@@ -260,7 +260,8 @@ def workdir(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
 def test_no_output_replaces_an_input(row: Row, workdir: Path, monkeypatch) -> None:
-    from macs_audit import calibrate, deployment
+    from macs_audit import calibrating as calibrate
+    from macs_audit import deployment
     from macs_audit.finetune import run
     from macs_audit.models import export, predictor
 

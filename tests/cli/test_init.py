@@ -1,5 +1,6 @@
 """`macs-audit init REPORT.json`: starting thresholds from a report, which that report passes and a worse one
-fails; written next to what a pyproject.toml already holds, never over an existing gate table."""
+fails, and the evaluate table of the options its audit was given; written next to what a pyproject.toml already
+holds, never over an existing gate or evaluate table."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from fixtures.saved_reports import schema_2_0
 from fixtures.synthetic_report import synthetic_report
 from typer.testing import CliRunner
 
-from macs_audit import gate
+from macs_audit import gating as gate
 from macs_audit.cli import app
+from macs_audit.settings.spec import read_spec
 
 runner = CliRunner()
 PYPROJECT = '[project]\nname = "demo"\n\n[tool.ruff]\nline-length = 100\n'
@@ -94,3 +96,67 @@ def test_init_takes_output_as_the_other_commands_do_and_out_as_its_alias(workdir
     assert run("init", "report.json", "--output", "a.toml").exit_code == 0
     assert run("init", "report.json", "--out", "b.toml").exit_code == 0
     assert "[tool.macs-audit.gate]" in (workdir / "a.toml").read_text() == (workdir / "b.toml").read_text()
+
+
+def _with_settings(options: dict, command: str = "evaluate"):
+    """The synthetic report with the `settings` record of a run of `command` given `options`."""
+    from macs_audit.report import Settings
+
+    report = synthetic_report()
+    report.settings = Settings(command=command, options=options)
+    return report
+
+
+def test_init_writes_the_evaluate_table_of_the_options_the_audit_was_given(workdir):
+    """The flags and the spec keys the report records, as the spec reads them again (a path from the folder the
+    audit ran in, a hostile string whole); a preset's value, a default and the outputs are not written."""
+    odd = 'a "quoted"\nline\x7f\\end'
+    options = {
+        "model": {"value": str(workdir / "models" / "m.onnx"), "source": "spec"},
+        "data": {"value": "data/test.npz", "source": "flag"},
+        "bootstrap": {"value": 200, "source": "flag"},
+        "real_labels": {"value": True, "source": "flag"},
+        "shift_data": {"value": [f"a={workdir / 'sets' / 'a'}"], "source": "flag"},
+        "problem_bars": {"value": odd, "source": "flag"},
+        "corruptions": {"value": "benchmark", "source": "preset"},
+        "preset": {"value": "full", "source": "flag"},
+        "seed": {"value": 0, "source": "default"},
+        "output": {"value": ["r.json"], "source": "flag"},
+        "coverage": {"value": "high", "source": "flag"},  # not a number: the spec would refuse it
+    }
+    (workdir / "set.json").write_text(_with_settings(options).to_json())
+    result = run("init", "set.json")
+    assert result.exit_code == 0, result.output
+    assert "[evaluate] and [gate] written to macs-audit.toml" in result.stderr
+    text = (workdir / "macs-audit.toml").read_text()
+    assert 'model = "models/m.onnx"' in text and 'data = "data/test.npz"' in text
+    spec = read_spec(workdir / "macs-audit.toml")
+    assert spec.values("evaluate") == {
+        "model": workdir / "models" / "m.onnx",
+        "data": workdir / "data" / "test.npz",
+        "bootstrap": 200,
+        "real_labels": True,
+        "shift_data": [f"a={workdir / 'sets' / 'a'}"],
+        "problem_bars": odd,
+        "preset": "full",
+    }
+    assert run("gate", "set.json").exit_code == 0
+
+
+def test_a_report_without_settings_gets_the_common_keys_commented_out(workdir):
+    result = run("init", "report.json", "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert "[tool.macs-audit.evaluate]\n" in result.stdout and '# model = "model.onnx"' in result.stdout
+    result = run("init", "report.json")
+    assert result.exit_code == 0, result.output
+    assert read_spec(workdir / "macs-audit.toml").values("evaluate") == {}
+
+
+def test_init_keeps_an_evaluate_table_that_exists(workdir):
+    (workdir / "pyproject.toml").write_text(PYPROJECT + "\n[tool.macs-audit.evaluate]\nbootstrap = 5\n")
+    result = run("init", "report.json")
+    assert result.exit_code == 0, result.output
+    assert "[tool.macs-audit.gate] written to pyproject.toml" in result.stderr and "evaluate]" not in result.stderr
+    text = (workdir / "pyproject.toml").read_text()
+    assert text.count("[tool.macs-audit.evaluate]") == 1
+    assert read_spec(workdir / "pyproject.toml").values("evaluate") == {"bootstrap": 5}

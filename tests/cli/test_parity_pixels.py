@@ -15,7 +15,7 @@ import pytest
 from conftest import linear_onnx, tiny_images
 from typer.testing import CliRunner
 
-from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.auditing import AuditOptions, run_audit
 from macs_audit.cli import app
 from macs_audit.data.sources import array_source
 from macs_audit.models.predictor import load_predictor

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from macs_audit.audit.calibration import parse_raps
+from macs_audit.auditing.calibration import parse_raps
 from macs_audit.data.label_space import read_class_map
 from macs_audit.data.real_labels import read_real_labels
 from macs_audit.data.shards import DamagedShardError, class_names, expand, index_shards

@@ -12,6 +12,7 @@ from PIL import Image
 from macs_audit.data.loading import DataSpec, load_data
 from macs_audit.data.shards import expand, index_shards, is_shard_spec
 from macs_audit.errors import InputError, UsageError
+from macs_audit.models.config import ModelConfig
 
 wds = pytest.importorskip("webdataset")
 
@@ -85,7 +86,7 @@ def test_a_classes_file_beside_the_shards_names_them_as_the_folder_is_named(tmp_
     (tmp_path / "classes.txt").write_text("\n".join(wnids) + "\n")
     shards, _ = load_data(DataSpec(spec), (32, 32))
     assert shards.class_names == wnids
-    by_folder, by_shards = load_mapped_sets([("f", folder), ("s", spec)], 1000, image_size=(32, 32))
+    by_folder, by_shards = load_mapped_sets([("f", folder), ("s", spec)], 1000, ModelConfig(input_size=(32, 32)))
     assert by_shards.space.mapped_by == by_folder.space.mapped_by == "WordNet ids (timm's imagenet_synsets.txt)"
     assert by_shards.space.outputs.tolist() == by_folder.space.outputs.tolist()
 
@@ -114,5 +115,5 @@ def test_shards_and_shift_sets_crop_with_the_models_crop_offset(tmp_path):
     shards, info = load_data(DataSpec(spec), (32, 32), **crop)
     assert np.array_equal(shards.images(every), floored) and "floored" in info["pipeline"]
     for path in (folder, spec):
-        (mapped,) = load_mapped_sets([("s", path)], 3, image_size=(32, 32), **crop)
+        (mapped,) = load_mapped_sets([("s", path)], 3, ModelConfig(input_size=(32, 32), **crop))
         assert np.array_equal(mapped.source.images(every), floored), path

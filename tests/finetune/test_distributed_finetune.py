@@ -1,16 +1,13 @@
 """DDP fine-tuning with torchrun (gloo, 2 CPU processes): a run, a killed run resumed, and the CLI."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
-import conftest
 import numpy as np
 import pytest
 import torch
-from conftest import free_port, tiny_images
+from conftest import tiny_images
+from torchrun import torchrun
 
 # Run under torchrun: a 2-epoch DDP fine-tune; a second run killed in epoch 2 and resumed.
 SCRIPT = textwrap.dedent("""
@@ -58,25 +55,10 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def torchrun(args, tmp_path, port):
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([os.path.dirname(conftest.__file__), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-
-
 @pytest.mark.slow
 def test_ddp_finetune_runs_and_resumes_bit_identically(tmp_path):
     (tmp_path / "ddp_script.py").write_text(SCRIPT)
-    run = torchrun([str(tmp_path / "ddp_script.py"), str(tmp_path)], tmp_path, free_port())
+    run = torchrun([str(tmp_path / "ddp_script.py"), str(tmp_path)], tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     result = torch.load(tmp_path / "result.pt", weights_only=True)
     assert result["same"] and result["resumed_from"] == 1
@@ -121,7 +103,6 @@ def test_ddp_finetune_through_the_cli(tmp_path):
             "--quiet",
         ],
         tmp_path,
-        free_port(),
     )
     assert run.returncode == 0, run.stderr[-3000:]
     out = tmp_path / "out"

@@ -89,7 +89,7 @@ def _finetune_after_audit(monkeypatch) -> None:
 
 
 def _calibrate_after_audit(monkeypatch) -> None:
-    from macs_audit import calibrate
+    from macs_audit import calibrating as calibrate
 
     _fail_after_audit(monkeypatch, calibrate)
 

@@ -294,17 +294,7 @@ def test_training_step_gradient_is_the_macs_loss_gradient(stop_grad, ce_on_pertu
         else:
             pert = perturbations.training_view(x, view_gen, opts.blur_range, opts.noise_range)
             clean_logits, pert_logits = model(prep(x)), model(prep(pert))
-            loss = losses.macs_loss(
-                clean_logits,
-                pert_logits,
-                y,
-                opts.delta,
-                opts.lambda_m,
-                opts.lambda_c,
-                opts.kl_direction,
-                stop_grad,
-                ce_on_perturbed,
-            ).total
+            loss = losses.macs_loss(clean_logits, pert_logits, y, opts).total
             loss.backward()
         grads.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
     assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-6)
@@ -348,20 +338,22 @@ def test_bn_stats_clean_keeps_the_running_statistics_of_clean_images(stop_grad):
 
 
 def test_the_defaults_are_the_calibrated_preset():
+    from macs_audit.settings.resolve import resolve
+
     defaults = FinetuneOptions()
     assert defaults.preset == "calibrated"
     assert {k: getattr(defaults, k) for k in PRESETS["calibrated"]} == PRESETS["calibrated"]
-    robust = defaults.with_preset("robust", keep=frozenset({"lambda_c"}))
-    assert robust.preset == "robust" and robust.lambda_c == defaults.lambda_c
-    assert all(getattr(robust, k) == v for k, v in PRESETS["robust"].items() if k != "lambda_c")
-    with pytest.raises(UsageError, match="--preset must be one of calibrated, robust"):
-        defaults.with_preset("fast")
+    robust = resolve("finetune", {"preset": "robust", "lambda_c": 1.0, "data": "d", "out": "o", "model": "m"})
+    assert robust["preset"] == "robust" and robust["lambda_c"] == defaults.lambda_c
+    assert all(robust[k] == v for k, v in PRESETS["robust"].items() if k != "lambda_c")
+    with pytest.raises(UsageError, match="unknown preset 'fast' for finetune; presets: calibrated, robust"):
+        resolve("finetune", {"preset": "fast"})
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--preset", "fast"], "--preset must be one of"),
+        (["--preset", "fast"], "unknown preset 'fast' for finetune"),
         (["--objective", "ce", "--preset", "robust"], "does not apply to --objective ce"),
     ],
 )
@@ -464,7 +456,7 @@ def test_with_temperature_divides_the_logits_and_leaves_the_model_alone(fmt):
 def test_reduced_precision_is_refused_on_a_cpu_before_training(start_model, tmp_path):
     """--precision bf16 / fp16 is CUDA autocast: on a CPU the run stops before it trains or writes anything, and
     the before/after audits load their models at the precision asked (before_after.audit_model)."""
-    from macs_audit.audit import AuditOptions
+    from macs_audit.auditing import AuditOptions
     from macs_audit.before_after import audit_model
 
     out = tmp_path / "out"

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from macs_audit.finetune import losses
+from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.metrics.margins import logit_margin
 
 CLEAN = [[2.0, 1.0, 0.0], [0.5, 1.5, 0.0]]
@@ -38,29 +39,29 @@ def test_macs_loss_matches_hand_computation():
         kl(softmax_list(CLEAN[0]), softmax_list(PERT[0])) + kl(softmax_list(CLEAN[1]), softmax_list(PERT[1]))
     ) / 2
     z, zp, y = tensors()
-    t = losses.macs_loss(z, zp, y, delta=1.0, lambda_m=0.1, lambda_c=1.0)
+    t = losses.macs_loss(z, zp, y, FinetuneOptions(delta=1.0, lambda_m=0.1, lambda_c=1.0))
     assert t.ce.item() == pytest.approx(ce, rel=1e-6)
     assert t.margin.item() == pytest.approx(margin, rel=1e-6)
     assert t.consistency.item() == pytest.approx(consistency, rel=1e-5)
     assert t.total.item() == pytest.approx(ce + 0.1 * margin + 1.0 * consistency, rel=1e-6)
     # The other KL direction is KL(p~ || p).
-    t2 = losses.macs_loss(z, zp, y, kl_direction="pert||clean")
+    t2 = losses.macs_loss(z, zp, y, FinetuneOptions(kl_direction="pert||clean"))
     reverse = (
         kl(softmax_list(PERT[0]), softmax_list(CLEAN[0])) + kl(softmax_list(PERT[1]), softmax_list(CLEAN[1]))
     ) / 2
     assert t2.consistency.item() == pytest.approx(reverse, rel=1e-5)
     # Delta 3: both samples are below the target: ((3-1)^2 + (3+1)^2) / 2 = 10.
-    assert losses.macs_loss(z, zp, y, delta=3.0).margin.item() == pytest.approx(10.0)
+    assert losses.macs_loss(z, zp, y, FinetuneOptions(delta=3.0)).margin.item() == pytest.approx(10.0)
     # CE on both views: the mean of the clean and the perturbed cross-entropy.
     ce_pert = (-math.log(softmax_list(PERT[0])[0]) - math.log(softmax_list(PERT[1])[0])) / 2
-    both = losses.macs_loss(z, zp, y, lambda_m=0.1, lambda_c=1.0, ce_on_perturbed=True)
+    both = losses.macs_loss(z, zp, y, FinetuneOptions(lambda_m=0.1, lambda_c=1.0, ce_on_perturbed=True))
     assert both.ce.item() == pytest.approx((ce + ce_pert) / 2, rel=1e-6)
     assert both.total.item() == pytest.approx((ce + ce_pert) / 2 + 0.1 * margin + consistency, rel=1e-6)
 
 
 def test_margin_gradient_is_hand_computed():
     z, zp, y = tensors()
-    losses.macs_loss(z, zp, y, delta=1.0, lambda_m=1.0, lambda_c=0.0).total.backward()
+    losses.macs_loss(z, zp, y, FinetuneOptions(delta=1.0, lambda_m=1.0, lambda_c=0.0)).total.backward()
     ce_grad = (torch.softmax(torch.tensor(CLEAN), 1) - F.one_hot(y, 3)) / 2
     # Sample 1: d/dz of (1 - (z_0 - z_1))^2 / 2 = -(1 - gamma) at the label, +(1 - gamma) at the runner-up.
     margin_grad = torch.tensor([[0.0, 0.0, 0.0], [-2.0, 2.0, 0.0]])
@@ -71,7 +72,7 @@ def test_margin_gradient_is_hand_computed():
 @pytest.mark.parametrize("stop_grad", ["clean", "pert", "none"])
 def test_consistency_gradients_flow_where_the_flag_says(stop_grad):
     z, zp, y = tensors()
-    losses.macs_loss(z, zp, y, lambda_m=0.0, lambda_c=1.0, stop_grad=stop_grad).total.backward()
+    losses.macs_loss(z, zp, y, FinetuneOptions(lambda_m=0.0, lambda_c=1.0, stop_grad=stop_grad)).total.backward()
     p, q = torch.softmax(torch.tensor(CLEAN), 1), torch.softmax(torch.tensor(PERT), 1)
     ce_grad = (p - F.one_hot(y, 3)) / 2
     # d KL(p || q) / d z~ = (q - p) / N

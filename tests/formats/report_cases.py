@@ -9,7 +9,7 @@ from functools import cache
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.compare import Comparison, compare
-from macs_audit.gate import GateResult, parse_config, run_gate
+from macs_audit.gating import GateResult, parse_config, run_gate
 from macs_audit.report import Report
 
 EVIL = '<script>alert("x")</script>'  # a string no format may show unescaped

@@ -86,7 +86,7 @@ def test_without_a_gate_the_banner_is_the_audits_own_verdict_with_its_fixes():
 
 
 def test_failed_checks_come_first_and_skipped_ones_are_said():
-    from macs_audit.gate import parse_config, run_gate
+    from macs_audit.gating import parse_config, run_gate
 
     config = parse_config({"max_nll": 1.0, "min_accuracy": 0.95, "baseline": {"max_ece_increase": 0.01}}, "test")
     page = html.render(full_report(), run_gate(full_report(), config))
@@ -126,7 +126,7 @@ def test_the_temperature_section_draws_the_reliability_before_and_after_scaling(
 def test_a_baseline_gate_shows_the_baseline_beside_the_candidate():
     from fixtures.synthetic_report import synthetic_report
 
-    from macs_audit.gate import parse_config, run_gate
+    from macs_audit.gating import parse_config, run_gate
 
     base, candidate = synthetic_report(accuracy=0.93), synthetic_report(accuracy=0.90)
     config = parse_config({"max_ece": 0.5, "baseline": {"max_accuracy_drop": 0.01}}, "test")

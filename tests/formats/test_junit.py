@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from report_cases import EVIL, evil_report, failed_gate, full_report, regressed_comparison
 
 from macs_audit.formats import junit
-from macs_audit.gate import parse_config, run_gate
+from macs_audit.gating import parse_config, run_gate
 
 
 def test_junit_has_the_standard_structure_and_failure_counts():

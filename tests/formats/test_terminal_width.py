@@ -4,7 +4,7 @@ file), with the full 19 x 5 corruption grid, no name is cut and no marker wraps 
 import pytest
 from fixtures.synthetic_report import synthetic_report
 
-from macs_audit import gate
+from macs_audit import gating as gate
 from macs_audit.compare import compare
 from macs_audit.formats import terminal
 from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, CORRUPTIONS

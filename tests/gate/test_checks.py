@@ -10,8 +10,8 @@ from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.formats import tables
-from macs_audit.gate.checks import observe, run_gate
-from macs_audit.gate.config import ABSOLUTE_KEYS, BASELINE_KEYS, parse_config
+from macs_audit.gating.checks import observe, run_gate
+from macs_audit.gating.config import ABSOLUTE_KEYS, BASELINE_KEYS, parse_config
 from macs_audit.metrics.metric_row import Place
 from macs_audit.metrics.registry import METRICS
 from macs_audit.report import Report

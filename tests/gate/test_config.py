@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from macs_audit.errors import UsageError
-from macs_audit.gate.config import ABSOLUTE_KEYS, find_config, load_config, parse_config
+from macs_audit.gating.config import ABSOLUTE_KEYS, find_config, load_config, parse_config
 from macs_audit.metrics.registry import GATE_METRICS
 
 # ---------------------------------------------------------------------------------- keys

@@ -12,12 +12,12 @@ import pytest
 from conftest import SAMPLE_ONNX
 from fixtures.broken_models import scaled_logits
 
-from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.auditing import AuditOptions, run_audit
 from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_subset
-from macs_audit.gate.checks import run_gate
-from macs_audit.gate.config import parse_config
-from macs_audit.gate.thresholds import starting_config, starting_thresholds
+from macs_audit.gating.checks import run_gate
+from macs_audit.gating.config import parse_config
+from macs_audit.gating.thresholds import starting_config, starting_thresholds
 from macs_audit.models.predictor import load_predictor
 from macs_audit.report import Report
 

@@ -1,4 +1,4 @@
-"""The parity gate ([gate.parity], gate/config.py and gate/checks.py) and init's parity table (gate/thresholds.py)
+"""The parity gate ([gate.parity], gating/config.py and gating/checks.py) and init's parity table (gating/thresholds.py)
 on real parity reports of tiny ONNX models: a copy of the candidate passes, a candidate with its logits scaled by
 3 fails the calibration keys and keeps its agreement, one with two classes swapped fails the agreement."""
 
@@ -9,13 +9,13 @@ import pytest
 from conftest import linear_onnx, tiny_images
 from fixtures.broken_models import scaled_logits, swapped_classes
 
-from macs_audit.audit import AuditOptions, run_audit
+from macs_audit.auditing import AuditOptions, run_audit
 from macs_audit.compare import compare
 from macs_audit.data.sources import array_source
 from macs_audit.errors import InputError, UsageError
-from macs_audit.gate.checks import run_gate
-from macs_audit.gate.config import parse_config
-from macs_audit.gate.thresholds import parity_lines
+from macs_audit.gating.checks import run_gate
+from macs_audit.gating.config import parse_config
+from macs_audit.gating.thresholds import parity_lines
 from macs_audit.models.predictor import load_predictor
 from macs_audit.report import Report
 

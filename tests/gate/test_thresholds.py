@@ -12,9 +12,9 @@ import pytest
 from fixtures.synthetic_report import synthetic_report
 
 from macs_audit.errors import UsageError
-from macs_audit.gate.checks import locate, run_gate
-from macs_audit.gate.config import bound_key, parse_config
-from macs_audit.gate.thresholds import DEFAULT_METRICS, starting_config, starting_thresholds
+from macs_audit.gating.checks import locate, run_gate
+from macs_audit.gating.config import bound_key, parse_config
+from macs_audit.gating.thresholds import DEFAULT_METRICS, starting_config, starting_thresholds
 from macs_audit.metrics.registry import GATE_METRICS, METRICS
 
 try:

@@ -54,8 +54,9 @@ REPORT_ARGS = [
     "3",
     "--quiet",
 ]
-# What differs between runs or machines and is not a computed result.
-VOLATILE = ("created", "runtime", "tool")
+# What differs between runs or machines and is not a computed result: when and where it ran, and how it was
+# configured (the settings name the run's own file paths; tests/cli/test_evaluate_spec.py checks them).
+VOLATILE = ("created", "runtime", "tool", "settings")
 
 REPORT_GOLDEN = HERE / "sample_report.json"
 GRID_HASHES = HERE / "grid_sha256.txt"

@@ -25,7 +25,7 @@ def accumulated(logits, labels):
 
 
 def paired_differences(reference, candidate, resamples, seed, *, errors=True, columns=None):
-    """As audit/parity.py pairs them: the paired statistic on the counts and values of the candidate's own
+    """As auditing/parity.py pairs them: the paired statistic on the counts and values of the candidate's own
     bootstrap (without errors: metric_differences, the means on draws of the same seed)."""
     if not errors:
         return parity.metric_differences(reference, candidate, resamples, seed, errors=False, columns=columns)

@@ -104,7 +104,7 @@ def test_robustness_ratio_takes_margin_and_sensitivity_over_the_same_images(tmp_
     """The audit's ratio is the sensitivity subset's mean margin over its L^, not the clean set's."""
     from conftest import linear_onnx
 
-    from macs_audit.audit import AuditOptions, run_audit
+    from macs_audit.auditing import AuditOptions, run_audit
     from macs_audit.data.sources import array_source
     from macs_audit.data.splits import stratified_subset
     from macs_audit.metrics.margins import logit_margin

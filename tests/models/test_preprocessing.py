@@ -1,5 +1,5 @@
-"""The one preprocessing: the same rounding rule on numpy and torch, one resize rule for batches and image
-files, and normalisation on both."""
+"""The one preprocessing: one resize rule for batches and image files, and normalisation on numpy and torch
+(the pixels' rounding rule: tests/test_pixels.py)."""
 
 import numpy as np
 import pytest
@@ -7,25 +7,6 @@ import torch
 
 from macs_audit.errors import InputError
 from macs_audit.models.preprocessing import crop_size, fit_description, fit_image, resize, resize_and_normalize
-from macs_audit.pixels import UNIT_SCALE, to_unit_float, unit_float_nchw
-
-
-def test_every_grey_level_maps_by_one_rule_on_numpy_and_torch():
-    levels = np.arange(256, dtype=np.uint8).reshape(1, 16, 16, 1).repeat(3, axis=3)
-    from_numpy = to_unit_float(levels)
-    from_torch = to_unit_float(torch.from_numpy(levels)).numpy()
-    from_nchw = unit_float_nchw(torch.from_numpy(levels).permute(0, 3, 1, 2)).numpy()
-    assert from_numpy.shape == (1, 3, 16, 16) and from_numpy.dtype == np.float32
-    expected = np.arange(256, dtype=np.float32) * UNIT_SCALE
-    np.testing.assert_array_equal(from_numpy[0, 0].ravel(), expected)
-    np.testing.assert_array_equal(from_torch, from_numpy)
-    np.testing.assert_array_equal(from_nchw, from_numpy)
-    assert from_numpy.min() == 0 and from_numpy.max() == 1
-
-
-def test_float_tensors_pass_through_unscaled():
-    x = torch.rand(2, 3, 4, 4)
-    assert torch.equal(unit_float_nchw(x), x)
 
 
 def test_normalise_numpy_and_torch_agree_and_resize_only_when_needed():

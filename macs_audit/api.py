@@ -1,0 +1,380 @@
+"""The Python API (docs/api.md): audit predictions, gate a report, save and render it.
+
+    import macs_audit
+
+    report = macs_audit.audit_predictions(logits, labels, bootstrap=200)
+    print(report.clean.metrics["ece"])
+    report.save("report.html")
+
+Every function returns values and raises `macs_audit.errors` exceptions with one-line messages: UsageError (bad
+options or configuration), InputError (an input that cannot be read or used), OutputError (a file that cannot be
+written). Nothing here prints or exits. The package's root serves these names (macs_audit/__init__.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from macs_audit import formats
+from macs_audit import report as schema
+from macs_audit.errors import InputError, MacsAuditError, OutputError, UsageError
+from macs_audit.gating import GateResult
+
+if TYPE_CHECKING:
+    from macs_audit.auditing import AuditOptions
+    from macs_audit.data.sources import Source
+    from macs_audit.progress import ProgressFn
+
+__all__ = [
+    "GateResult",
+    "InputError",
+    "MacsAuditError",
+    "OutputError",
+    "Report",
+    "UsageError",
+    "audit",
+    "audit_predictions",
+    "calibrate",
+    "gate",
+    "load_report",
+]
+
+# The AuditOptions an audit of predictions reads (audit.audit_logits): the others need a model or images.
+PREDICTION_OPTIONS = (
+    "bootstrap",
+    "seed",
+    "calibration_split",
+    "calibrators",
+    "coverage",
+    "conformal_split",
+    "raps",
+    "batch_size",
+)
+
+
+class Report(schema.Report):
+    """A report (the schema: macs_audit.report.Report, docs/report-schema.md) that saves and renders itself.
+
+    It is a macs_audit.report.Report (isinstance holds, and every function that takes one takes it) with the same
+    fields and JSON; `Report.of(report)` makes one of a plain Report. The values are fields: `report.clean.metrics`
+    (metric name -> value, e.g. "ece", "accuracy", "nll"), `report.clean.intervals` (name -> [low, high] of the 95%
+    bootstrap interval), `report.temperature_scaling`, `report.views`, and the sections docs/report-schema.md lists.
+    """
+
+    @classmethod
+    def of(cls, report: schema.Report) -> Report:
+        """`report` as an API Report (itself where it is one already): the same field values, not copies."""
+        if isinstance(report, cls):
+            return report
+        return cls(**{field.name: getattr(report, field.name) for field in dataclasses.fields(report)})
+
+    def to_json(self, gate: GateResult | None = None) -> str:
+        """The report's JSON (docs/report-schema.md), with the gate's results under "gate" where `gate` is given."""
+        return formats.render("json", self, gate)
+
+    def to_html(self, gate: GateResult | None = None) -> str:
+        """A self-contained HTML page of the report (and of the gate's checks where given)."""
+        return formats.render("html", self, gate)
+
+    def to_markdown(self, gate: GateResult | None = None) -> str:
+        """The report as Markdown (a pull request comment, a CI step summary), with the gate's checks if given."""
+        return formats.render("md", self, gate)
+
+    def save(self, path: str | os.PathLike[str], *, format: str | None = None, gate: GateResult | None = None) -> None:
+        """Write the report to `path`, atomically (a crash leaves the old file or the new one, never half of one),
+        in the format its extension names (.json, .html/.htm, .md/.markdown, .txt, .xml: JUnit, which lists gate
+        checks and so needs `gate`) or `format` (json, html, md, terminal, junit). `gate`: its results go with the
+        report. Raises UsageError for an unknown format or an extension that names none, OutputError where the file
+        cannot be written."""
+        from macs_audit.atomic import write_text
+
+        write_text(path, formats.render(_format_of(Path(path), format), self, gate))
+
+
+def _format_of(path: Path, name: str | None) -> str:
+    """The format `name` gives (an alias read as its format), else the one `path`'s extension names."""
+    if name is not None:
+        name = formats.ALIASES.get(name.lower(), name.lower())
+        formats.format_module(name)  # an unknown name: the UsageError that lists the formats
+        return name
+    found = formats.EXTENSIONS.get(path.suffix.lower())
+    if found is None:
+        raise UsageError(
+            f"cannot tell the format of {path} from its extension; use one of {', '.join(formats.EXTENSIONS)} "
+            "or pass format="
+        )
+    return found
+
+
+def load_report(path: str | os.PathLike[str]) -> Report:
+    """The report saved at `path` (a JSON report of a schema version this one reads). Raises InputError naming the
+    file where it is not one; what reading an older version renamed is listed in `report.deprecations`."""
+    return Report.of(schema.load_report(Path(path)))
+
+
+def gate(
+    report: schema.Report,
+    thresholds: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    *,
+    baseline: schema.Report | str | os.PathLike[str] | None = None,
+    use_interval: bool | None = None,
+) -> GateResult:
+    """Check `report` against thresholds, as `macs-audit gate` does (docs/gate.md lists every key).
+
+    `thresholds`: a dict in the gate table's form (`{"max_ece": 0.05, "corruptions": {"min_accuracy": 0.5}}`), a
+    TOML file holding the table (`[tool.macs-audit.gate]` of a pyproject.toml, `[gate]` of a macs-audit.toml), or
+    None: the file found from the current directory as the CLI finds it. `baseline`: a report (or its path) for the
+    table's [baseline] allowances; None: the table's `baseline.report`, if it names one. `use_interval`: gate on the
+    pessimistic end of the bootstrap intervals (None: the table's `use_interval`).
+
+    Returns a GateResult: `passed` (every check held), `checks` (one Check per threshold: name, metric, op,
+    threshold, observed, passed, detail, and the baseline's value for baseline checks), `failures` (the checks that
+    failed), `skipped` (checks the table sets that could not run, and why), `notes` (deprecated keys read),
+    `config` and `baseline` (what was read), `use_interval`; `to_dict()` is the JSON form. Raises UsageError for an
+    invalid table (an unknown key names the closest one) and InputError where the report lacks a gated metric."""
+    from macs_audit.gating import load_config, parse_config, run_gate
+
+    if isinstance(thresholds, Mapping):
+        config = parse_config(dict(thresholds), "thresholds", base_dir=Path.cwd())
+    elif thresholds is None or isinstance(thresholds, (str, os.PathLike)):
+        config = load_config(None if thresholds is None else Path(thresholds))
+    else:
+        raise UsageError(f"thresholds must be a dict, a TOML file's path or None, got {type(thresholds).__name__}")
+    if baseline is None and config.baseline_report is not None:
+        baseline = config.baseline_report
+    if baseline is None or isinstance(baseline, schema.Report):
+        name = None if baseline is None else "(in memory)"  # what the result's `baseline` says was read
+        return run_gate(report, config, baseline, use_interval=use_interval, baseline_name=name)
+    if not isinstance(baseline, (str, os.PathLike)):
+        raise UsageError(f"baseline must be a report, a report's path or None, got {type(baseline).__name__}")
+    loaded = schema.load_report(Path(baseline))
+    return run_gate(report, config, loaded, use_interval=use_interval, baseline_name=str(baseline))
+
+
+# evaluate's options that are the command line's (where its outputs go) or the gate's (macs_audit.gate runs apart).
+NOT_KEYWORDS = {
+    "output": "call report.save(path)",
+    "format": "call report.save(path, format=...)",
+    "quiet": "the API never prints",
+    "save_predictions": "use audit_predictions on logits you keep",
+    "gate": "call macs_audit.gate(report, thresholds)",
+    "baseline": "pass it to macs_audit.gate(report, thresholds, baseline=...)",
+    "use_interval": "pass it to macs_audit.gate(report, thresholds, use_interval=...)",
+}
+
+
+def audit(
+    model: Any,
+    data: Any = None,
+    *,
+    config: str | os.PathLike[str] | None = None,
+    progress: ProgressFn | None = None,
+    **options: Any,
+) -> Report:
+    """Audit `model` on `data` as `macs-audit evaluate` does, with its options and defaults as keywords (their names
+    in docs/options.md: bootstrap=200, limit=1000, perturbations="none", corruptions="benchmark", preset="quick",
+    ...). The report is the command's, bit for bit, for the same settings.
+
+    `model`: a model file or folder (what MODEL takes), or an in-memory `torch.nn.Module` or
+    `onnxruntime.InferenceSession`, with its preprocessing as keywords where it carries none (`input_size=224` or
+    (224, 224), `mean=(0.485, 0.456, 0.406)`, `std=(...)`). `data`: a path (what --data takes), `(images, labels)`
+    arrays (uint8 images, see `arrays_source`), or None for the built-in CIFAR-10 test set. `config`: a spec file
+    whose [tool.macs-audit.evaluate] table sets the options not given here (none is searched for: a library does
+    not depend on the current directory). `progress`: called as each stage begins and ends (macs_audit.progress).
+    Raises UsageError for an unknown keyword (naming the closest) or a bad value, InputError for an input that
+    cannot be read or used."""
+    from macs_audit.plan import load_audit, plan_audit, run_planned
+    from macs_audit.settings.resolve import resolve
+    from macs_audit.settings.spec import read_spec
+
+    given = {name: _keyword("evaluate", name, value) for name, value in options.items()}
+    in_memory_model = None if isinstance(model, (str, os.PathLike)) else model
+    if in_memory_model is None:
+        given["model"] = Path(model)
+    in_memory_data = None
+    if isinstance(data, tuple):
+        in_memory_data = arrays_source(*data)
+    elif data is not None:
+        given["data"] = Path(data)
+    resolved = resolve("evaluate", given, read_spec(Path(config)) if config is not None else None)
+    plan = plan_audit(resolved, model=in_memory_model, data=in_memory_data)
+    result = run_planned(plan, load_audit(plan), progress=progress)
+    return Report.of(result.report)
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibrated:
+    """What `calibrate` wrote and measured: the calibrated model's path, the fitted calibrator's name, the audits of
+    the model before and after (the same data and settings), and the warnings the command prints."""
+
+    model: Path
+    calibrator: str
+    before: Report
+    after: Report
+    warnings: list[str]
+
+
+def calibrate(
+    model: str | os.PathLike[str],
+    data: str | os.PathLike[str] | None = None,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    config: str | os.PathLike[str] | None = None,
+    progress: ProgressFn | None = None,
+    **options: Any,
+) -> Calibrated:
+    """Fit a post-hoc calibrator on `data` (the fit data), write `model` with it folded in to the folder `out`, and
+    audit both on the evaluation data, as `macs-audit calibrate` does, with its options as keywords (docs/options.md:
+    method="all", eval_data=..., holdout=0.2, force=True, ...). `config`: a spec file whose calibrate table sets the
+    options not given here. Raises UsageError for a bad option, an output that exists without force=True or that
+    would replace an input, or a calibrator no better than none (force_calibration=True writes it anyway)."""
+    from macs_audit.calibrating import calibrate_resolved, fitted_name
+    from macs_audit.settings.resolve import resolve
+    from macs_audit.settings.spec import read_spec
+
+    given = {name: _keyword("calibrate", name, value) for name, value in options.items()}
+    given.update(model=Path(model), **({"data": Path(data)} if data is not None else {}))
+    if out is not None:
+        given["out"] = Path(out)
+    resolved = resolve("calibrate", given, read_spec(Path(config)) if config is not None else None)
+    run = calibrate_resolved(resolved, progress=progress)
+    return Calibrated(
+        run.model, fitted_name(run.calibrator), Report.of(run.before), Report.of(run.after), list(run.warnings)
+    )
+
+
+def _keyword(command: str, name: str, value: Any) -> Any:
+    """An API keyword's value as the options table holds it: a sequence of numbers or names for a comma-list option
+    (input_size=(224, 224), mean=(...), corruptions=["fog", "snow"]) joined, a number for a text option written out;
+    UsageError for an option the API takes elsewhere, or a value of the wrong type."""
+    from macs_audit.settings.table import BY_NAME
+
+    if name in NOT_KEYWORDS:
+        raise UsageError(f"{name} is not an option of audit(): {NOT_KEYWORDS[name]}")
+    option = BY_NAME.get(name)
+    if option is None or command not in option.commands:
+        return value  # resolve() names the closest option
+    if option.kind is str and not option.repeatable:
+        if isinstance(value, (list, tuple)):
+            return ",".join(str(item) for item in value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+    if option.kind is Path and isinstance(value, (str, os.PathLike)):
+        return Path(value)
+    expected: Any = {bool: bool, int: int, float: (int, float), str: str, Path: Path}[option.kind]
+    values = value if option.repeatable and isinstance(value, (list, tuple)) else [value]
+    if any(isinstance(item, bool) != (option.kind is bool) or not isinstance(item, expected) for item in values):
+        raise UsageError(f"{name} must be {option.kind.__name__}, got {value!r}")
+    return list(values) if option.repeatable else value
+
+
+def audit_predictions(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    *,
+    class_names: Sequence[str] | None = None,
+    ood_logits: np.ndarray | None = None,
+    unlabeled_logits: np.ndarray | None = None,
+    **options: Any,
+) -> Report:
+    """Audit a classifier from its predictions alone: `logits` (N, K) of N images, `labels` (N,) in 0..K-1.
+
+    Logits only: probabilities are not accepted here (log-probabilities are logits: pass np.log(p)). The report has
+    the sections that need predictions only (the clean view with its intervals, temperature scaling, calibrators,
+    conformal sets, and OOD detection with `ood_logits` of other images, label-free estimates with
+    `unlabeled_logits` of unlabeled target images); robustness, corruptions, shift and parity need a model and are
+    absent. With the same seed and split, its sections equal those of the model's audit that gave the logits.
+
+    `class_names`: in label order (default "0", "1", ...). `options`: the audit's (the CLI's defaults where not
+    given): bootstrap (resamples, 0 for none), seed, calibration_split (the fraction the temperature is fitted on),
+    calibrators ("all", "none", or a sequence of method names), coverage and conformal_split (conformal sets), raps
+    ((k_reg, penalty)), batch_size (the clean view's sums run in batches of it, as a model audit's pass did: its
+    report's runtime.batch_size gives the same numbers to the last bit; default all at once). Raises UsageError for
+    an unknown option or a bad value, InputError for logits or labels that do not fit (not 2-D and finite, a label
+    out of range, lengths that differ)."""
+    from macs_audit.auditing import audit_logits
+
+    logits, labels = np.asarray(logits), np.asarray(labels)
+    names = list(class_names) if class_names is not None else _default_class_names(logits)
+    result = audit_logits(
+        logits,
+        labels,
+        prediction_options(options),
+        class_names=names,
+        ood_logits=None if ood_logits is None else np.asarray(ood_logits),
+        unlabeled_logits=None if unlabeled_logits is None else np.asarray(unlabeled_logits),
+    )
+    return Report.of(result.report)
+
+
+def _default_class_names(logits: np.ndarray) -> list[str]:
+    """ "0", "1", ... one per column (none where `logits` is not 2-D: audit_logits says what is wrong)."""
+    return [str(i) for i in range(logits.shape[1])] if logits.ndim == 2 else []
+
+
+def prediction_options(options: Mapping[str, Any]) -> AuditOptions:
+    """The AuditOptions of an audit of predictions: PREDICTION_OPTIONS set from `options`, the rest defaults.
+    UsageError for a key that is none of them: one that needs a model says so, another names the closest."""
+    from macs_audit.auditing import AuditOptions
+
+    known = {field.name for field in dataclasses.fields(AuditOptions)}
+    for key in options:
+        if key in PREDICTION_OPTIONS:
+            continue
+        if key in known:
+            raise UsageError(f"{key} needs a model and its images; an audit of predictions takes only {_listed()}")
+        close = difflib.get_close_matches(key, PREDICTION_OPTIONS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; use {_listed()}"
+        raise UsageError(f"unknown option {key!r}{hint}")
+    values = dict(options)
+    if "calibrators" in values:
+        values["calibrators"] = _calibrators(values["calibrators"])
+    return AuditOptions(**values)
+
+
+def _listed() -> str:
+    return ", ".join(PREDICTION_OPTIONS)
+
+
+def _calibrators(value: Any) -> tuple[str, ...]:
+    """The calibrators option as AuditOptions holds it: "all", "none", a comma-separated string or a sequence of
+    method names (calibrators.selection.METHODS), in the methods' order."""
+    from macs_audit.calibrators.selection import parse_methods
+
+    if isinstance(value, str):
+        return () if value.strip() == "none" else tuple(parse_methods(value))
+    if isinstance(value, Sequence) and all(isinstance(name, str) for name in value):
+        return tuple(parse_methods(",".join(value))) if value else ()
+    raise UsageError(f"calibrators must be 'all', 'none' or a list of method names, got {type(value).__name__}")
+
+
+def arrays_source(
+    x: np.ndarray, y: np.ndarray, *, class_names: Sequence[str] | None = None, name: str = "arrays"
+) -> Source:
+    """A data source of images in memory: `x` uint8 in [0, 255], (N, H, W, C) (or (N, C, H, W), or (N, H, W) for
+    grey), `y` (N,) integer labels in 0..K-1, `class_names` in label order (default: "0", "1", ..., matched with the
+    model's outputs by position). Float images are refused rather than guessed at: (x * 255).round() of [0, 1]
+    floats, as uint8, is the one rule. Raises InputError for arrays that do not fit."""
+    from macs_audit.data.sources import array_source
+    from macs_audit.models.config import MAX_CLASSES
+
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype != np.uint8:
+        raise InputError(
+            f"{name}: images must be uint8 in [0, 255], got {x.dtype}; convert [0, 1] floats with "
+            "(x * 255).round().astype(np.uint8)"
+        )
+    if class_names is not None:
+        return array_source(name, "arrays", x, y, list(class_names))
+    count = int(y.max()) + 1 if y.size and np.issubdtype(y.dtype, np.integer) else 0
+    if count > MAX_CLASSES:  # before a name is made for each class up to it
+        raise InputError(f"{name}: label {count - 1} is not a class index (0..K-1, K at most {MAX_CLASSES:,})")
+    source = array_source(name, "arrays", x, y, [str(i) for i in range(count)])
+    return dataclasses.replace(source, named=False)

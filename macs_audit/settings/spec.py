@@ -1,0 +1,129 @@
+"""The audit spec: a team's options for each command, written once, in `[tool.macs-audit.<command>]` of a
+pyproject.toml or `[<command>]` of a macs-audit.toml (the file the gate's thresholds live in, found the same
+way). Each table is validated against the options table (settings/table.py) with the gate config's one-line
+errors: an unknown key names the closest one, a wrong type or a value out of range names the key and the file.
+Relative paths in a spec are relative to the spec file's folder, so `macs-audit evaluate` runs the same audit
+from any folder of the repository."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from macs_audit.errors import UsageError
+from macs_audit.gating.config import MACS_AUDIT_TOML, find_project_file, read_toml
+from macs_audit.settings.table import BY_NAME, COMMANDS, Option, options_of
+
+TOOL = "macs-audit"
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A spec file read: its path, its SHA-256 and its tables by command (the gate's included, unread here)."""
+
+    path: Path
+    sha256: str
+    tables: dict[str, dict[str, Any]]
+
+    def where(self, command: str) -> str:
+        """How messages name a command's table: 'pyproject.toml [tool.macs-audit.evaluate]'."""
+        table = command if self.path.name == MACS_AUDIT_TOML else f"tool.{TOOL}.{command}"
+        return f"{self.path} [{table}]"
+
+    def values(self, command: str) -> dict[str, Any]:
+        """The validated values of `command`'s table (empty where the spec has none): paths made absolute from
+        the spec's folder, arrays of a repeatable option as lists, of a comma-list option joined."""
+        table = self.tables.get(command)
+        if table is None:
+            return {}
+        where = self.where(command)
+        if not isinstance(table, dict):
+            raise UsageError(f"{where} must be a table of options, got {type(table).__name__}")
+        known = {option.name: option for option in options_of(command) if option.in_spec}
+        return {key: _value(key, value, known, where, self.path.parent) for key, value in table.items()}
+
+
+def _tables(doc: dict, path: Path) -> dict[str, dict[str, Any]]:
+    """The command tables of a parsed spec: [tool.macs-audit.*] (any file), else the top-level tables of a
+    macs-audit.toml. A table that names no command is an unknown key."""
+    tool = doc.get("tool", {}).get(TOOL) if isinstance(doc.get("tool"), dict) else None
+    if isinstance(tool, dict):
+        tables, where = tool, f"{path} [tool.{TOOL}]"
+    elif path.name == MACS_AUDIT_TOML:
+        tables, where = doc, str(path)
+    else:
+        return {}
+    for key in tables:
+        if key not in COMMANDS:
+            raise unknown_key(key, COMMANDS, where)
+    return tables
+
+
+def read_spec(path: Path) -> Spec:
+    """Read the spec at `path` (UsageError, one line, for a file that is not TOML or an unknown command table)."""
+    doc = read_toml(path)
+    return Spec(path, hashlib.sha256(path.read_bytes()).hexdigest(), _tables(doc, path))
+
+
+def find_spec(start: Path | None = None) -> Path | None:
+    """The spec from `start` (default: the current directory) up, found as the gate config is: a macs-audit.toml,
+    or a pyproject.toml with a [tool.macs-audit] table (the search stops at the project root or a .git folder)."""
+    return find_project_file(start, lambda doc, _: isinstance(doc.get("tool"), dict) and TOOL in doc["tool"])
+
+
+def load_spec(path: Path | None) -> Spec | None:
+    """The spec at `path` (--config), else the one found from the current directory, else None."""
+    if path is not None:
+        return read_spec(Path(path))
+    found = find_spec()
+    return read_spec(found) if found is not None else None
+
+
+def unknown_key(key: str, known, where: str) -> UsageError:
+    close = difflib.get_close_matches(str(key), list(known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "; see docs/options.md for the keys"
+    return UsageError(f"unknown key {key!r} in {where}{hint}")
+
+
+def _value(key: str, value: Any, known: dict[str, Option], where: str, folder: Path) -> Any:
+    option = known.get(key)
+    if option is None:
+        if key in BY_NAME and not BY_NAME[key].in_spec:
+            raise UsageError(f"{key!r} in {where} is for the command line only ({BY_NAME[key].flag})")
+        raise unknown_key(key, known, where)
+    if option.repeatable:
+        values = value if isinstance(value, list) else [value]
+        return [_one(option, item, where, folder) for item in values]
+    if isinstance(value, list) and option.kind is str:  # corruptions = ["fog", "snow"]: the flag's comma list
+        return ",".join(str(_one(option, item, where, folder)) for item in value)
+    return _one(option, value, where, folder)
+
+
+def _one(option: Option, value: Any, where: str, folder: Path) -> Any:
+    """One value of `option` from TOML, checked as the flag's would be: its type (an int is a float), its range."""
+    kind = option.kind
+    expected = {bool: "true or false", int: "an integer", float: "a number", str: "a string", Path: "a path"}[kind]
+    wrong = UsageError(f"{option.name} in {where} must be {expected}, got {value!r}")
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise wrong
+        return value
+    if kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and isinstance(value, float)):
+            raise wrong
+        low, high = option.minimum, option.maximum
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"at least {low:g}" if high is None else f"in [{low:g}, {high:g}]"
+            raise UsageError(f"{option.name} in {where} must be {bounds}, got {value!r}")
+        return kind(value)
+    if not isinstance(value, str) or not value:
+        raise wrong
+    if kind is Path:
+        return Path(value) if value.startswith("hf-hub:") else folder / value
+    if option.named_path and "=" in value:  # shift_data = ["imagenet-a=data/imagenet-a"]: the folder's path
+        name, _, path = value.partition("=")
+        return f"{name}={folder / path}"
+    return value
