@@ -33,75 +33,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_corruptions import cpu_model, limit_reference_threads, load_reference, sample_photos  # noqa: E402
 
 
+def _each(images, step):
+    for image in images:
+        step(image)
+
+
 def compiled_work(cv2, torch, pset):
     """name -> (what, fn(images, severity, rng)): the same work as the corruption at one severity
     on a batch of uint8 (N, 224, 224, 3) images, in the fastest compiled code we know of."""
-    from PIL import Image
-
-    from macs_audit.views.corruptions.blur import _defocus_kernel
-
     params = pset.parameters
+    return {**_weather_work(cv2, params), **_filter_work(cv2, params), **_pixel_work(torch, params)}
 
-    def each(images, step):
-        for image in images:
-            step(image)
 
-    def defocus(images, s, rng):
-        kernel = np.asarray(_defocus_kernel(*params["defocus_blur"][s - 1]), dtype=np.float32)
-        each(images, lambda im: cv2.filter2D(im.astype(np.float32), -1, kernel, borderType=cv2.BORDER_REFLECT_101))
-
-    def gaussian_blur(images, s, rng):
-        sigma = params["gaussian_blur"][s - 1]
-        size = 2 * int(4 * sigma + 0.5) + 1  # scipy's radius at truncate 4
-        each(
-            images,
-            lambda im: cv2.GaussianBlur(im.astype(np.float32), (size, size), sigma, borderType=cv2.BORDER_REPLICATE),
-        )
-
-    def motion_blur(images, s, rng):
-        radius, sigma = params["motion_blur"][s - 1]
-        width = 2 * int(math.ceil(radius)) + 1
-        weights = np.exp(-(np.arange(width) ** 2) / (2.0 * sigma * sigma))
-        weights /= weights.sum()
-        for im in images:  # the ImageMagick line kernel at a random angle, as one 2-D filter
-            angle = math.radians(rng.uniform(-45, 45))
-            kernel = np.zeros((2 * width + 1, 2 * width + 1), dtype=np.float32)
-            for i, wgt in enumerate(weights):
-                ox, oy = math.ceil(i * math.cos(angle) - 0.5), math.ceil(i * math.sin(angle) - 0.5)
-                kernel[width + oy, width + ox] += wgt
-            cv2.filter2D(im.astype(np.float32), -1, kernel, borderType=cv2.BORDER_REPLICATE)
-
-    def spatter(images, s, rng):
-        loc, scale, sigma, threshold, _, mode = params["spatter"][s - 1]
-        if mode != 0:  # mud: Gaussian filters and a blend, no OpenCV step of its own
-            return
-        for _ in images:  # the water layer's two heavy OpenCV steps on a liquid layer like spatter's
-            liquid = cv2.GaussianBlur(rng.normal(loc, scale, (224, 224)).astype(np.float32), (0, 0), sigma)
-            liquid8 = (np.clip(np.where(liquid < threshold, 0, liquid), 0, 1) * 255).astype(np.uint8)
-            cv2.distanceTransform(255 - cv2.Canny(liquid8, 50, 150), cv2.DIST_L2, 5)
-
-    def pixelate(images, s, rng):
-        c = params["pixelate"][s - 1]
-        each(
-            images,
-            lambda im: Image.fromarray(im).resize((int(224 * c),) * 2, Image.BOX).resize((224, 224), Image.NEAREST),
-        )
-
-    def jpeg(images, s, rng):
-        def step(im):
-            buf = io.BytesIO()
-            Image.fromarray(im).save(buf, "JPEG", quality=params["jpeg_compression"][s - 1])
-            np.asarray(Image.open(buf))
-
-        each(images, step)
-
-    def contrast(images, s, rng):  # one table lookup per value: the least a per-level map costs
-        x = torch.from_numpy(images).reshape(len(images), -1)
-        offsets = torch.arange(3, dtype=torch.int32).mul_(256).repeat(224 * 224)
-        index, table = torch.empty_like(offsets), torch.arange(768).to(torch.uint8)
-        out = torch.empty_like(x)
-        for i in range(len(images)):
-            torch.index_select(table, 0, torch.add(offsets, x[i], out=index), out=out[i])
+def _weather_work(cv2, params):
+    """fog, elastic, saturate and snow's compiled work (`compiled_work`)."""
 
     def elastic(images, s, rng):
         alpha, sigma, affine = (p * 244 for p in params["elastic_transform"][s - 1])
@@ -155,10 +100,83 @@ def compiled_work(cv2, torch, pset):
         "elastic_transform": ("cv2.warpAffine, 2 x cv2.GaussianBlur of the fields, cv2.remap", elastic),
         "saturate": ("cv2.cvtColor RGB -> HSV -> RGB, float32", saturate),
         "snow": ("numpy normal draws, cv2.resize, cv2.filter2D line, cv2 grey", snow),
+    }
+
+
+def _filter_work(cv2, params):
+    """The blurs' and spatter's compiled work (`compiled_work`): OpenCV's filters."""
+    from macs_audit.views.corruptions.blur import _defocus_kernel
+
+    def defocus(images, s, rng):
+        kernel = np.asarray(_defocus_kernel(*params["defocus_blur"][s - 1]), dtype=np.float32)
+        _each(images, lambda im: cv2.filter2D(im.astype(np.float32), -1, kernel, borderType=cv2.BORDER_REFLECT_101))
+
+    def gaussian_blur(images, s, rng):
+        sigma = params["gaussian_blur"][s - 1]
+        size = 2 * int(4 * sigma + 0.5) + 1  # scipy's radius at truncate 4
+        _each(
+            images,
+            lambda im: cv2.GaussianBlur(im.astype(np.float32), (size, size), sigma, borderType=cv2.BORDER_REPLICATE),
+        )
+
+    def motion_blur(images, s, rng):
+        radius, sigma = params["motion_blur"][s - 1]
+        width = 2 * int(math.ceil(radius)) + 1
+        weights = np.exp(-(np.arange(width) ** 2) / (2.0 * sigma * sigma))
+        weights /= weights.sum()
+        for im in images:  # the ImageMagick line kernel at a random angle, as one 2-D filter
+            angle = math.radians(rng.uniform(-45, 45))
+            kernel = np.zeros((2 * width + 1, 2 * width + 1), dtype=np.float32)
+            for i, wgt in enumerate(weights):
+                ox, oy = math.ceil(i * math.cos(angle) - 0.5), math.ceil(i * math.sin(angle) - 0.5)
+                kernel[width + oy, width + ox] += wgt
+            cv2.filter2D(im.astype(np.float32), -1, kernel, borderType=cv2.BORDER_REPLICATE)
+
+    def spatter(images, s, rng):
+        loc, scale, sigma, threshold, _, mode = params["spatter"][s - 1]
+        if mode != 0:  # mud: Gaussian filters and a blend, no OpenCV step of its own
+            return
+        for _ in images:  # the water layer's two heavy OpenCV steps on a liquid layer like spatter's
+            liquid = cv2.GaussianBlur(rng.normal(loc, scale, (224, 224)).astype(np.float32), (0, 0), sigma)
+            liquid8 = (np.clip(np.where(liquid < threshold, 0, liquid), 0, 1) * 255).astype(np.uint8)
+            cv2.distanceTransform(255 - cv2.Canny(liquid8, 50, 150), cv2.DIST_L2, 5)
+
+    return {
         "defocus_blur": ("cv2.filter2D, float32, its 2-D kernel", defocus),
         "gaussian_blur": ("cv2.GaussianBlur, float32 (separable, SIMD)", gaussian_blur),
         "motion_blur": ("cv2.filter2D, float32, the line kernel", motion_blur),
         "spatter": ("cv2.Canny + cv2.distanceTransform (water severities 1-3)", spatter),
+    }
+
+
+def _pixel_work(torch, params):
+    """pixelate, JPEG and contrast's compiled work (`compiled_work`): Pillow's codec and resize, a torch gather."""
+    from PIL import Image
+
+    def pixelate(images, s, rng):
+        c = params["pixelate"][s - 1]
+        _each(
+            images,
+            lambda im: Image.fromarray(im).resize((int(224 * c),) * 2, Image.BOX).resize((224, 224), Image.NEAREST),
+        )
+
+    def jpeg(images, s, rng):
+        def step(im):
+            buf = io.BytesIO()
+            Image.fromarray(im).save(buf, "JPEG", quality=params["jpeg_compression"][s - 1])
+            np.asarray(Image.open(buf))
+
+        _each(images, step)
+
+    def contrast(images, s, rng):  # one table lookup per value: the least a per-level map costs
+        x = torch.from_numpy(images).reshape(len(images), -1)
+        offsets = torch.arange(3, dtype=torch.int32).mul_(256).repeat(224 * 224)
+        index, table = torch.empty_like(offsets), torch.arange(768).to(torch.uint8)
+        out = torch.empty_like(x)
+        for i in range(len(images)):
+            torch.index_select(table, 0, torch.add(offsets, x[i], out=index), out=out[i])
+
+    return {
         "pixelate": ("Pillow resize BOX down, NEAREST up", pixelate),
         "jpeg_compression": ("Pillow JPEG encode + decode (libjpeg-turbo)", jpeg),
         "contrast": ("one 768-entry table gather per value (torch)", contrast),

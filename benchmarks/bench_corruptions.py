@@ -34,6 +34,7 @@ importing it (none changes what is computed):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import importlib.util
 import os
@@ -209,7 +210,7 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--set", default="cifar", help="corruption parameter set: cifar, tiny-imagenet or imagenet")
     ap.add_argument("--data", type=Path, default=None, help="npz with x (default: CIFAR-10 test set for cifar)")
@@ -235,12 +236,91 @@ def main() -> None:
     args = ap.parse_args()
     if not 1 <= args.rounds <= args.images:
         ap.error(f"--rounds must be between 1 and --images ({args.images}), got {args.rounds}")
+    from macs_audit.views.corruptions.table import CORRUPTIONS
+
+    unknown = [name for name in args.only or [] if name not in CORRUPTIONS]
+    if unknown:
+        ap.error(f"--only: unknown corruption {', '.join(unknown)}; choose from {', '.join(CORRUPTIONS)}")
+    return args
+
+
+@dataclasses.dataclass
+class Rates:
+    """Per corruption: ours and the reference's median images/s (wall, CPU), the reference's failures, and each
+    round's ratios of ours to the reference's (wall, CPU)."""
+
+    ours: dict = dataclasses.field(default_factory=dict)
+    reference: dict = dataclasses.field(default_factory=dict)
+    errors: dict = dataclasses.field(default_factory=dict)
+    ratios: dict = dataclasses.field(default_factory=dict)
+
+
+def time_corruptions(torch, corruptions, ic_corrupt, names, images, rounds, corruption_set) -> Rates:
+    """Each corruption of `names` timed against the reference (`time_pair`), a progress line each on stderr."""
+    rates = Rates()
+    for name in names:
+        timed, error = time_pair(torch, corruptions, ic_corrupt, name, images, rounds, corruption_set)
+        if error:
+            rates.errors[name] = error
+        rates.ours[name] = tuple(float(np.median([r[i] for r in timed["ours"]])) for i in (0, 1))
+        line = f"  {name:18s} ours {rates.ours[name][0]:9.0f} img/s (cpu {rates.ours[name][1]:9.0f})"
+        if timed["reference"]:
+            ref = rates.reference[name] = tuple(float(np.median([r[i] for r in timed["reference"]])) for i in (0, 1))
+            pairs = zip(timed["ours"], timed["reference"], strict=True)
+            rates.ratios[name] = [tuple(o[i] / f[i] for i in (0, 1)) for o, f in pairs]
+            line += (
+                f"  imagecorruptions {ref[0]:9.1f} img/s (cpu {ref[1]:9.1f})"
+                f"  ratios {' '.join(f'{q[0]:.1f}' for q in rates.ratios[name])}"
+            )
+        elif name in rates.errors:
+            line += f"  imagecorruptions FAILED {rates.errors[name]}"
+        log(line)
+    return rates
+
+
+def rate_rows(names, rates: Rates, n_images: int) -> list[str]:
+    """The table's row per corruption, then the time-weighted total where the reference ran."""
+    from macs_audit.views.corruptions.table import FAMILIES
+
+    rows = []
+    for name in names:
+        (ow, oc), ref = rates.ours[name], rates.reference.get(name)
+        if ref:
+            ref_cell = f"{ref[0]:,.0f} ({ref[1]:,.0f})"
+            wall_ratios = [q[0] for q in rates.ratios[name]]
+            ratio = (
+                f"{np.median(wall_ratios):.1f}x ({np.median([q[1] for q in rates.ratios[name]]):.1f}x)"
+                f" | {min(wall_ratios):.1f}x - {max(wall_ratios):.1f}x"
+            )
+        else:
+            ref_cell, ratio = rates.errors.get(name, "n/a"), "n/a | "
+        rows.append(f"| {name} | {FAMILIES[name]} | {ow:,.0f} ({oc:,.0f}) | {ref_cell} | {ratio} |")
+    if rates.reference:
+        timed = rates.reference
+        count = len(timed) * 5 * n_images
+        totals = [
+            (
+                sum(count / len(timed) / rates.ours[n][i] for n in timed),
+                sum(count / len(timed) / timed[n][i] for n in timed),
+            )
+            for i in (0, 1)
+        ]
+        rows.append(
+            f"| **all, time-weighted** | | {count / totals[0][0]:,.0f} ({count / totals[1][0]:,.0f}) "
+            f"| {count / totals[0][1]:,.0f} ({count / totals[1][1]:,.0f}) "
+            f"| {totals[0][1] / totals[0][0]:.1f}x ({totals[1][1] / totals[1][0]:.1f}x) | |"
+        )
+    return rows
+
+
+def main() -> None:
+    args = parse_args()
     warnings.filterwarnings("ignore")
 
     import torch
 
     from macs_audit.views.corruptions import apply as corruptions
-    from macs_audit.views.corruptions.table import CORRUPTIONS, FAMILIES, parameter_set
+    from macs_audit.views.corruptions.table import CORRUPTIONS, parameter_set
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -262,28 +342,8 @@ def main() -> None:
             limit_reference_threads(args.threads)
         time.sleep(2.0)  # worker threads started by the reference's imports spin for a while
     log(f"{len(images)} images x 5 severities; reference: {reference}")
-    ours, ref_rates, ref_errors, ratios = {}, {}, {}, {}
     names = args.only or CORRUPTIONS
-    unknown = [name for name in names if name not in CORRUPTIONS]
-    if unknown:
-        ap.error(f"--only: unknown corruption {', '.join(unknown)}; choose from {', '.join(CORRUPTIONS)}")
-    for name in names:
-        rates, error = time_pair(torch, corruptions, ic_corrupt, name, images, args.rounds, pset.name)
-        if error:
-            ref_errors[name] = error
-        ours[name] = tuple(float(np.median([r[i] for r in rates["ours"]])) for i in (0, 1))
-        line = f"  {name:18s} ours {ours[name][0]:9.0f} img/s (cpu {ours[name][1]:9.0f})"
-        if rates["reference"]:
-            ref_rates[name] = tuple(float(np.median([r[i] for r in rates["reference"]])) for i in (0, 1))
-            pairs = zip(rates["ours"], rates["reference"], strict=True)
-            ratios[name] = [tuple(o[i] / f[i] for i in (0, 1)) for o, f in pairs]
-            line += (
-                f"  imagecorruptions {ref_rates[name][0]:9.1f} img/s (cpu {ref_rates[name][1]:9.1f})"
-                f"  ratios {' '.join(f'{q[0]:.1f}' for q in ratios[name])}"
-            )
-        elif name in ref_errors:
-            line += f"  imagecorruptions FAILED {ref_errors[name]}"
-        log(line)
+    rates = time_corruptions(torch, corruptions, ic_corrupt, names, images, args.rounds, pset.name)
     grid_total = None
     if not args.skip_grid and not args.only:
         grid_images = np.ascontiguousarray(data[: args.grid_images])
@@ -309,33 +369,8 @@ def main() -> None:
         "| corruption | family | macs-audit img/s | imagecorruptions img/s | speed-up wall (CPU) "
         "| rounds, wall: min - max |",
         "|---|---|---:|---:|---:|---:|",
+        *rate_rows(names, rates, len(images)),
     ]
-    for name in names:
-        (ow, oc), ref = ours[name], ref_rates.get(name)
-        if ref:
-            ref_cell = f"{ref[0]:,.0f} ({ref[1]:,.0f})"
-            wall_ratios = [q[0] for q in ratios[name]]
-            ratio = (
-                f"{np.median(wall_ratios):.1f}x ({np.median([q[1] for q in ratios[name]]):.1f}x)"
-                f" | {min(wall_ratios):.1f}x - {max(wall_ratios):.1f}x"
-            )
-        else:
-            ref_cell, ratio = ref_errors.get(name, "n/a"), "n/a | "
-        out.append(f"| {name} | {FAMILIES[name]} | {ow:,.0f} ({oc:,.0f}) | {ref_cell} | {ratio} |")
-    if ref_rates:
-        count = len(ref_rates) * 5 * len(images)
-        totals = [
-            (
-                sum(count / len(ref_rates) / ours[n][i] for n in ref_rates),
-                sum(count / len(ref_rates) / ref_rates[n][i] for n in ref_rates),
-            )
-            for i in (0, 1)
-        ]
-        out.append(
-            f"| **all, time-weighted** | | {count / totals[0][0]:,.0f} ({count / totals[1][0]:,.0f}) "
-            f"| {count / totals[0][1]:,.0f} ({count / totals[1][1]:,.0f}) "
-            f"| {totals[0][1] / totals[0][0]:.1f}x ({totals[1][1] / totals[1][0]:.1f}x) | |"
-        )
     if grid_total is not None:
         n_grid = 19 * 5 * args.grid_images
         out += [

@@ -49,7 +49,7 @@ def main() -> None:
     from macs_audit.data.loading import DataSpec
     from macs_audit.data.sources import load_source
     from macs_audit.data.splits import stratified_subset
-    from macs_audit.deployment import Calibration, build_precision
+    from macs_audit.deployment import BuildSpec, Calibration, build_precision
     from macs_audit.models.precision import INT8_TARGETS
     from macs_audit.models.predictor import load_predictor
     from macs_audit.pixels import to_unit_float
@@ -61,7 +61,7 @@ def main() -> None:
     models = {"float": load_predictor(reference, device="cpu")}
     for target in INT8_TARGETS:
         out = folder / f"{target}.onnx"
-        build_precision(reference, "int8", out, calibration=calibration, int8_target=target)
+        build_precision(reference, BuildSpec("int8", calibration, target), out)
         models[target] = load_predictor(out, device="cpu")
 
     source = load_source(None)

@@ -161,14 +161,14 @@ def main() -> None:
     from macs_audit.data.loading import DataSpec
     from macs_audit.data.sources import load_source
     from macs_audit.data.splits import stratified_subset
-    from macs_audit.deployment import Calibration, build_precision
+    from macs_audit.deployment import BuildSpec, Calibration, build_precision
     from macs_audit.models.predictor import load_predictor
     from macs_audit.models.preprocessing import resize_and_normalize
     from macs_audit.pixels import to_unit_float
 
     reference = copied_model(args.model, Path(tempfile.mkdtemp(prefix="bench_parity_")))
     calibration = Calibration(DataSpec(None, "builtin"), 512, 0) if args.precision == "int8" else None
-    candidate = build_precision(reference, args.precision, calibration=calibration).path
+    candidate = build_precision(reference, BuildSpec(args.precision, calibration)).path
 
     source = load_source(None)
     if args.images:
@@ -201,6 +201,12 @@ def main() -> None:
         f"{args.precision} candidate of {args.model.name} against it, {len(x)} images, batch {args.batch_size}, "
         f"{args.repeats} interleaved rounds (medians; ratio: the median of the rounds' ratios to the bare pair)"
     )
+    print_times(times, inside, bare_reference)
+
+
+def print_times(times: dict[str, list[Clock]], inside: list[dict[str, float]], bare_reference: list[Clock]) -> None:
+    """The table of `times` against the bare pair's, the parity audit by part (`inside`: its seconds by part, per
+    round) and what the parity audit adds to the candidate's audit against the reference's bare pass."""
     print("| measurement | wall s | ratio | CPU s | ratio |\n|---|---:|---:|---:|---:|")
     for key, values in times.items():
         cells = []

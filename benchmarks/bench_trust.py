@@ -19,7 +19,7 @@ import argparse
 import time
 from pathlib import Path
 
-from macs_audit.auditing import AuditOptions, calibration_split, conformal_fit, evaluate_view, run_audit
+from macs_audit.auditing import AuditOptions, Loop, calibration_split, conformal_fit, evaluate_view, run_audit
 from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.metrics import label_free, ood, selective
@@ -48,7 +48,7 @@ def main() -> None:
     options = AuditOptions(perturbations=("noise+blur",), sensitivity_samples=500, seed=args.seed)
     result, audit_seconds = timed(run_audit, predictor, source, options)
     other = load_source(args.data / "cifar10_test.npz")
-    _, other_logits = evaluate_view(predictor, other, 10, 500, keep_logits=True)
+    _, other_logits = evaluate_view(predictor, other, 10, Loop(500), keep_logits=True)
 
     logits, labels = result.logits, result.labels
 

@@ -168,10 +168,11 @@ def _corrupt_all(corrupt, images, name: str, batch: int) -> None:
         corrupt(images[i : i + batch], name, 3, seed=i)
 
 
-def _train_steps(steps: int, training_step, optimizer, model, x, y, options, prep, data_gen, view_gen, amp) -> None:
+def _train_steps(steps: int, optimizer, forward_backward) -> None:
+    """`steps` optimizer steps, each on the gradients of one `forward_backward()` (a bound training_step)."""
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
-        training_step(model, x, y, options, prep, data_gen, view_gen, amp)
+        forward_backward()
         optimizer.step()
 
 
@@ -180,7 +181,7 @@ def step_throughput(results: Path, work: Path) -> None:
     import numpy as np
     import torch
 
-    from macs_audit.auditing import evaluate_view
+    from macs_audit.auditing import Loop, evaluate_view
     from macs_audit.data.sources import load_source
     from macs_audit.models.predictor import load_predictor
     from macs_audit.pixels import to_unit_float
@@ -202,10 +203,10 @@ def step_throughput(results: Path, work: Path) -> None:
         try:
             predictor = load_predictor(model, device=device)
             source = full.subset(np.arange(n))
-            evaluate_view(predictor, full.subset(np.arange(batch)), 10, batch)  # warm-up: kernels, allocator
-            t = _time(evaluate_view, predictor, source, 10, batch)
+            evaluate_view(predictor, full.subset(np.arange(batch)), 10, Loop(batch))  # warm-up: kernels, allocator
+            t = _time(evaluate_view, predictor, source, 10, Loop(batch))
             view = perturbation("noise+blur", 0, view_device(predictor.device))
-            tr = _time(functools.partial(evaluate_view, view=view), predictor, source, 10, batch)
+            tr = _time(functools.partial(evaluate_view, view=view), predictor, source, 10, Loop(batch))
             emit(
                 results,
                 f"evaluate {label}: clean view",
@@ -383,9 +384,9 @@ def step_train(results: Path) -> None:
         x = torch.from_numpy(source.images(np.arange(batch))).to(device).permute(0, 3, 1, 2).float().div_(255)
         y = torch.from_numpy(source.labels[:batch]).to(device)
 
-        step = (training_step, optimizer, model, x, y, options, prep, data_gen, view_gen, amp)
-        _train_steps(3 if device.type == "cuda" else 1, *step)
-        t = _time(_train_steps, steps, *step)
+        forward_backward = functools.partial(training_step, model, x, y, options, prep, data_gen, view_gen, amp)
+        _train_steps(3 if device.type == "cuda" else 1, optimizer, forward_backward)
+        t = _time(_train_steps, steps, optimizer, forward_backward)
         emit(
             results,
             f"MaCS train step {device_name} {'bf16 autocast' if amp else 'fp32'}",

@@ -141,6 +141,10 @@ def gate(
     invalid table (an unknown key names the closest one) and InputError where the report lacks a gated metric."""
     from macs_audit.gating import load_config, parse_config, run_gate
 
+    if not isinstance(report, schema.Report):
+        raise UsageError(
+            f"report must be a Report (macs_audit.load_report(path) reads one), got {type(report).__name__}"
+        )
     if isinstance(thresholds, Mapping):
         config = parse_config(dict(thresholds), "thresholds", base_dir=Path.cwd())
     elif thresholds is None or isinstance(thresholds, (str, os.PathLike)):
@@ -194,15 +198,23 @@ def audit(
     from macs_audit.settings.resolve import resolve
     from macs_audit.settings.spec import read_spec
 
-    given = {name: _keyword("evaluate", name, value) for name, value in options.items()}
-    in_memory_model = None if isinstance(model, (str, os.PathLike)) else model
-    if in_memory_model is None:
+    given = {name: _keyword("audit", "evaluate", name, value) for name, value in options.items()}
+    in_memory_model = None
+    if isinstance(model, (str, os.PathLike)):
         given["model"] = Path(model)
+    elif _in_memory_kind(model):
+        in_memory_model = model
+    else:
+        raise UsageError(
+            f"model must be a path, a torch.nn.Module or an onnxruntime.InferenceSession, got {type(model).__name__}"
+        )
     in_memory_data = None
     if isinstance(data, tuple):
+        if len(data) != 2:
+            raise UsageError(f"data as arrays must be (images, labels), got a tuple of {len(data)}")
         in_memory_data = arrays_source(*data)
     elif data is not None:
-        given["data"] = Path(data)
+        given["data"] = _path(data, "data", "a path, (images, labels) arrays or None")
     resolved = resolve("evaluate", given, read_spec(Path(config)) if config is not None else None)
     plan = plan_audit(resolved, model=in_memory_model, data=in_memory_data)
     result = run_planned(plan, load_audit(plan), progress=progress)
@@ -225,7 +237,7 @@ def calibrate(
     model: str | os.PathLike[str],
     data: str | os.PathLike[str] | None = None,
     *,
-    out: str | os.PathLike[str] | None = None,
+    out: str | os.PathLike[str],
     config: str | os.PathLike[str] | None = None,
     progress: ProgressFn | None = None,
     **options: Any,
@@ -239,10 +251,11 @@ def calibrate(
     from macs_audit.settings.resolve import resolve
     from macs_audit.settings.spec import read_spec
 
-    given = {name: _keyword("calibrate", name, value) for name, value in options.items()}
-    given.update(model=Path(model), **({"data": Path(data)} if data is not None else {}))
-    if out is not None:
-        given["out"] = Path(out)
+    given = {name: _keyword("calibrate", "calibrate", name, value) for name, value in options.items()}
+    given["model"] = _path(model, "model", "a model file or folder (calibrate writes a new one)")
+    given["out"] = _path(out, "out", "the folder to write the calibrated model to")
+    if data is not None:
+        given["data"] = _path(data, "data", "a path (the fit data)")
     resolved = resolve("calibrate", given, read_spec(Path(config)) if config is not None else None)
     run = calibrate_resolved(resolved, progress=progress)
     return Calibrated(
@@ -250,29 +263,33 @@ def calibrate(
     )
 
 
-def _keyword(command: str, name: str, value: Any) -> Any:
-    """An API keyword's value as the options table holds it: a sequence of numbers or names for a comma-list option
-    (input_size=(224, 224), mean=(...), corruptions=["fog", "snow"]) joined, a number for a text option written out;
-    UsageError for an option the API takes elsewhere, or a value of the wrong type."""
+def _keyword(function: str, command: str, name: str, value: Any) -> Any:
+    """An API keyword's value as the options table holds it, checked as the flag's would be (settings/spec.py's
+    checked_value: its type, its range; a sequence of numbers or names for a comma-list option joined); UsageError
+    for an option `function` takes elsewhere. A name the command does not take is resolve()'s to refuse."""
+    from macs_audit.settings.spec import checked_value
     from macs_audit.settings.table import BY_NAME
 
     if name in NOT_KEYWORDS:
-        raise UsageError(f"{name} is not an option of audit(): {NOT_KEYWORDS[name]}")
+        raise UsageError(f"{name} is not an option of {function}(): {NOT_KEYWORDS[name]}")
     option = BY_NAME.get(name)
     if option is None or command not in option.commands:
-        return value  # resolve() names the closest option
-    if option.kind is str and not option.repeatable:
-        if isinstance(value, (list, tuple)):
-            return ",".join(str(item) for item in value)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-    if option.kind is Path and isinstance(value, (str, os.PathLike)):
-        return Path(value)
-    expected: Any = {bool: bool, int: int, float: (int, float), str: str, Path: Path}[option.kind]
-    values = value if option.repeatable and isinstance(value, (list, tuple)) else [value]
-    if any(isinstance(item, bool) != (option.kind is bool) or not isinstance(item, expected) for item in values):
-        raise UsageError(f"{name} must be {option.kind.__name__}, got {value!r}")
-    return list(values) if option.repeatable else value
+        return value
+    return checked_value(option.of(command), value, f"(a keyword of {function}())")
+
+
+def _in_memory_kind(model: Any) -> bool:
+    """Whether `model` is a torch module or an onnxruntime session (checked by the classes' names: no import)."""
+    return any(
+        (cls.__module__.split(".")[0], cls.__name__) in (("torch", "Module"), ("onnxruntime", "InferenceSession"))
+        for cls in type(model).__mro__
+    )
+
+
+def _path(value: Any, name: str, what: str) -> Path:
+    if not isinstance(value, (str, os.PathLike)):
+        raise UsageError(f"{name} must be {what}, got {type(value).__name__}")
+    return Path(value)
 
 
 def audit_predictions(
@@ -333,10 +350,28 @@ def prediction_options(options: Mapping[str, Any]) -> AuditOptions:
         close = difflib.get_close_matches(key, PREDICTION_OPTIONS, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; use {_listed()}"
         raise UsageError(f"unknown option {key!r}{hint}")
-    values = dict(options)
-    if "calibrators" in values:
-        values["calibrators"] = _calibrators(values["calibrators"])
-    return AuditOptions(**values)
+    from macs_audit.auditing import check_calibration_split
+    from macs_audit.auditing.calibration import check_conformal_split, parse_raps
+    from macs_audit.metrics.conformal import check_coverage
+    from macs_audit.settings.table import defaults_of
+
+    raps = options.get("raps")
+    if isinstance(raps, (tuple, list)):  # (k_reg, penalty), as AuditOptions holds it
+        options = {**options, "raps": ",".join(str(part) for part in raps)}
+    # evaluate's defaults where not given (calibrators "all"), each value checked as its flag's would be.
+    given = {name: _keyword("audit_predictions", "evaluate", name, value) for name, value in options.items()}
+    values = {**{name: defaults_of("evaluate")[name] for name in PREDICTION_OPTIONS}, **given}
+    extra = {"batch_size": values["batch_size"]} if values["batch_size"] is not None else {}
+    return AuditOptions(
+        bootstrap=values["bootstrap"],
+        seed=values["seed"],
+        calibration_split=check_calibration_split(values["calibration_split"]),
+        calibrators=_calibrators(values["calibrators"]),
+        coverage=check_coverage(values["coverage"]),
+        conformal_split=check_conformal_split(values["conformal_split"]),
+        raps=parse_raps(values["raps"]),
+        **extra,
+    )
 
 
 def _listed() -> str:

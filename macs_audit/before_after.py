@@ -6,19 +6,22 @@ so the user sees which fix to use (the temperature-only Report is TEMPERATURE_ON
 
 Both audits score the same images, so the comparison's clean accuracy, ECE, smooth ECE, NLL and Brier are
 judged on paired bootstrap intervals of after - before (metrics.parity, the same resamples for both
-models) where the caller keeps the two models' clean outputs (`outputs`, filled by audit_model)."""
+models), from the two models' clean outputs (BeforeAfter.outputs, filled by audit_model)."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from macs_audit.auditing import AuditOptions
+from macs_audit.auditing import DEFAULT_CONTEXT, AuditOptions, RunContext
 from macs_audit.compare import Comparison
 from macs_audit.data.sources import Source
-from macs_audit.distributed import SINGLE, Context
-from macs_audit.progress import ProgressFn, Stage, as_stage
+from macs_audit.progress import Stage, as_stage
 from macs_audit.report import Report
+
+if TYPE_CHECKING:
+    from macs_audit.models.predictor import Predictor
 
 BEFORE, AFTER, TEMPERATURE_ONLY = "before", "after", "temperature only"
 BEFORE_AFTER_FILES = ("audit_before.json", "audit_after.json", "audit_comparison.md")
@@ -110,37 +113,58 @@ def _value(report: Report, name: str) -> float | None:
         return None
 
 
-def audit_model(
-    path: Path,
-    flags: dict,
-    device: str,
-    source: Source,
-    data_info: dict,
-    options: AuditOptions,
-    progress: ProgressFn | None,
-    trust_pickled: bool,
-    label: str,
-    ctx: Context = SINGLE,
-    debug: bool = False,
-    outputs: dict | None = None,
-) -> Report:
-    """Load the model at `path` as `evaluate` does (at `options.precision`) and audit it; progress descriptions
-    start 'audit LABEL: '. `debug` lets the libraries' warnings through while the model loads. `outputs`: gets
-    LABEL -> (clean logits, labels), for write_before_after's paired intervals."""
-    from macs_audit.auditing import run_audit
-    from macs_audit.models.predictor import load_predictor
+@dataclasses.dataclass(frozen=True)
+class ModelLoading:
+    """How a run loads its models, as `evaluate` does: on `device`, a pickled checkpoint only with `trust_pickled`,
+    the libraries' warnings let through with `debug`."""
 
-    predictor = load_predictor(
-        path, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug, precision=options.precision
-    )
+    device: str = "auto"
+    trust_pickled: bool = False
+    debug: bool = False
+
+    def load(self, path: Path, flags: dict, precision: str = "fp32") -> Predictor:
+        """The predictor of the model at `path` (its `flags`: --arch, --num-classes, ...) at `precision`."""
+        from macs_audit.models.predictor import load_predictor
+
+        return load_predictor(
+            path,
+            flags,
+            device=self.device,
+            allow_unsafe_pickle=self.trust_pickled,
+            debug=self.debug,
+            precision=precision,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class BeforeAfter:
+    """What the before/after audits share: every model loaded by `loading` (at `options.precision`) and audited
+    with `options` on the same `source` (`data_info`: its report's data section's additions), in `context`.
+    `outputs` gets each audit's LABEL -> (clean logits, labels), for write_before_after's paired intervals."""
+
+    source: Source
+    data_info: dict
+    options: AuditOptions
+    loading: ModelLoading = ModelLoading()
+    context: RunContext = DEFAULT_CONTEXT
+    outputs: dict = dataclasses.field(default_factory=dict)
+
+
+def audit_model(path: Path, flags: dict, label: str, audits: BeforeAfter) -> Report:
+    """Load the model at `path` (its `flags`) and audit it as `audits` says; progress descriptions start
+    'audit LABEL: ', and audits.outputs gets its clean outputs under LABEL."""
+    from macs_audit.auditing import run_audit
+
+    predictor = audits.loading.load(path, flags, audits.options.precision)
+    progress = audits.context.progress
 
     def labelled(stage: Stage | str, done: int, total: int, terms: dict[str, float] | None = None, /) -> None:
         if progress is not None:
             progress(as_stage(stage).prefixed(f"audit {label}: "), done, total, terms)
 
-    result = run_audit(predictor, source, options, progress=labelled, data_info=data_info, ctx=ctx)
-    if outputs is not None:
-        outputs[label] = (result.logits, result.labels)
+    context = dataclasses.replace(audits.context, progress=labelled)
+    result = run_audit(predictor, audits.source, audits.options, data_info=audits.data_info, context=context)
+    audits.outputs[label] = (result.logits, result.labels)
     return result.report
 
 

@@ -22,9 +22,17 @@ from typing import Any
 import numpy as np
 
 from macs_audit.atomic import all_or_nothing, write_text
-from macs_audit.auditing import AuditOptions, evaluate_view, sized
+from macs_audit.auditing import AuditOptions, Loop, RunContext, evaluate_view, sized
 from macs_audit.auditing.classes import in_model_order, matching_note, matching_record
-from macs_audit.before_after import AFTER, BEFORE, BEFORE_AFTER_FILES, audit_model, write_before_after
+from macs_audit.before_after import (
+    AFTER,
+    BEFORE,
+    BEFORE_AFTER_FILES,
+    BeforeAfter,
+    ModelLoading,
+    audit_model,
+    write_before_after,
+)
 from macs_audit.calibrators.base import LABELS, Calibrator, classes_below, fit_calibrator, shown_classes
 from macs_audit.calibrators.common import log_softmax, mean_nll
 from macs_audit.calibrators.held_out import Scores, contamination
@@ -35,7 +43,7 @@ from macs_audit.errors import UsageError
 from macs_audit.inputs import run_inputs, writes_folder
 from macs_audit.models.calibrated import calibration_record, write_calibrated
 from macs_audit.models.export import model_files
-from macs_audit.models.predictor import ONNX_SUFFIXES, load_predictor
+from macs_audit.models.predictor import ONNX_SUFFIXES
 from macs_audit.outputs import check_folder
 from macs_audit.progress import ProgressFn
 from macs_audit.report import Report
@@ -169,6 +177,21 @@ def choose_calibrator(
     return forced, selection, [f"{what}; {written}"]
 
 
+@dataclasses.dataclass(frozen=True)
+class CalibrateSettings:
+    """How `run_calibrate` chooses and writes its map: `methods` chosen by `select` on a `holdout` part of the fit
+    data against the uncalibrated model (choose_calibrator); a map that does not beat it there, or fit data that
+    looks trained on, written only with `force_calibration`; existing outputs replaced only with `force`; the
+    models loaded by `loading`."""
+
+    methods: tuple[str, ...] = ("temperature",)
+    select: str = DEFAULT_SELECT
+    holdout: float = DEFAULT_HOLDOUT
+    force_calibration: bool = False
+    force: bool = False
+    loading: ModelLoading = ModelLoading()
+
+
 def run_calibrate(
     model: Path,
     flags: dict,
@@ -176,33 +199,24 @@ def run_calibrate(
     eval_data: DataSpec,
     out: Path,
     audit: AuditOptions,
+    settings: CalibrateSettings = CalibrateSettings(),
     *,
-    methods: tuple[str, ...] | list[str] = ("temperature",),
-    select: str = DEFAULT_SELECT,
-    holdout: float = DEFAULT_HOLDOUT,
-    device: str = "auto",
-    trust_pickled: bool = False,
     progress: ProgressFn | None = None,
-    force: bool = False,
-    debug: bool = False,
-    force_calibration: bool = False,
 ) -> CalibrateRun:
-    """Fit `methods` on `fit` (batches of audit.batch_size; chosen by `select` on a `holdout` part against
-    the uncalibrated model, see choose_calibrator), write the calibrated model to `out`, and audit both on
+    """Fit `settings.methods` on `fit` (batches of audit.batch_size; chosen on a held-out part against the
+    uncalibrated model, see choose_calibrator), write the calibrated model to `out`, and audit both on
     `eval_data` with `audit`. Raises UsageError when a file of `out` would replace an input, or already exists
-    and `force` is not set, when the fit data is too small for the method, and, before anything is written,
-    when no map beats the uncalibrated model on the `holdout` part or the fit data looks trained on
-    (calibrators.held_out.contamination: the decision `finetune` makes), unless `force_calibration`, which
-    writes the map with a warning. `debug` lets the libraries' warnings through while models load."""
+    and settings.force is not set, when the fit data is too small for the method, and, before anything is
+    written, when no map beats the uncalibrated model on the held-out part or the fit data looks trained on
+    (calibrators.held_out.contamination: the decision `finetune` makes), unless settings.force_calibration,
+    which writes the map with a warning."""
     arch = flags.get("arch")
     inputs = run_inputs(models=[(model, arch)], data=[fit.path, eval_data.path])  # never replaced, --force or not
     folders = [calibrated_name(model)] if writes_folder(model, arch) else []  # a Hugging Face model's folder
-    check_folder(out, output_names(model), inputs=inputs, force=force, folders=folders)
+    check_folder(out, output_names(model), inputs=inputs, force=settings.force, folders=folders)
     # At the audits' precision: the map is fitted on the logits it is then audited on (a UsageError, before
     # anything is fitted, for a precision the device or the model format cannot run).
-    predictor = load_predictor(
-        model, flags, device=device, allow_unsafe_pickle=trust_pickled, debug=debug, precision=audit.precision
-    )
+    predictor = settings.loading.load(model, flags, audit.precision)
     audit = sized(audit, predictor.config)  # the fit's batches; the audits, of models of the same input, size theirs
     fit_source, fit_info = load_model_data(fit, predictor.config)
     eval_source, eval_info = load_model_data(eval_data, predictor.config)
@@ -210,42 +224,27 @@ def run_calibrate(
     fit_source, space = in_model_order(predictor, fit_source)
     notes = [] if space.is_identity else [matching_note(space, fit_source)]
     class_matching = matching_record(space, predictor, fit_source)
-    _, logits = evaluate_view(
-        predictor,
-        fit_source,
-        predictor.num_classes or fit_source.num_classes,
-        audit.batch_size,
-        progress=progress,
-        description="fit",
-        keep_logits=True,
-    )
+    num_classes = predictor.num_classes or fit_source.num_classes
+    loop = Loop(audit.batch_size, progress=progress)
+    _, logits = evaluate_view(predictor, fit_source, num_classes, loop, description="fit", keep_logits=True)
     assert logits is not None
     labels = np.asarray(fit_source.labels, dtype=np.int64)
     fit_warnings = missing_class_warnings(labels, logits.shape[1])
     calibrator, selection, forced = choose_calibrator(
-        logits, labels, list(methods), select, holdout, fit.seed, force_calibration
+        logits,
+        labels,
+        list(settings.methods),
+        settings.select,
+        settings.holdout,
+        fit.seed,
+        settings.force_calibration,
     )
     fit_warnings += forced
-    outputs: dict = {}  # both models' clean outputs: the comparison's paired intervals
-
-    def audit_as(path: Path, model_flags: dict, label: str) -> Any:  # the before and after audits, alike but for these
-        return audit_model(
-            path,
-            model_flags,
-            device,
-            eval_source,
-            eval_info,
-            audit,
-            progress,
-            trust_pickled,
-            label,
-            debug=debug,
-            outputs=outputs,
-        )
-
-    before = audit_as(model, flags, BEFORE)
+    # The before and after audits, alike but for the model; the comparison's paired intervals from their outputs.
+    audits = BeforeAfter(eval_source, eval_info, audit, settings.loading, RunContext(progress))
+    before = audit_model(model, flags, BEFORE, audits)
     fit_warnings += contamination_warnings(
-        calibrator, before, float((logits.argmax(1) == labels).mean()), logits, labels, force_calibration
+        calibrator, before, float((logits.argmax(1) == labels).mean()), logits, labels, settings.force_calibration
     )
     # What it writes lands together: a run that fails from here on (the after-audit) leaves none of it, and an
     # output it replaces (--force) comes back as it was.
@@ -256,7 +255,7 @@ def run_calibrate(
         fit_data["n_fitted_on"] = len(labels)  # chosen on a part, then fitted on all of it
         fit_data["n_selected_on"] = selection.n_fit
         calibrated = write_calibrated(model, predictor, calibrator, out, fit_data, name=calibrated_name(model))
-        after = audit_as(calibrated, {}, AFTER)
+        after = audit_model(calibrated, {}, AFTER, audits)
         name = fitted_name(calibrator)
         warnings = held_out_warnings(before, after, name, float((logits.argmax(1) == labels).mean()))
         record = {
@@ -270,7 +269,7 @@ def run_calibrate(
         }
         write_text(out / CALIBRATION_FILE, json.dumps(record, indent=2) + "\n")
         title = f"{name} of {model.name}: before / after on {eval_source.name}"
-        comparison = write_before_after(out, before, after, title, outputs=outputs)
+        comparison = write_before_after(out, before, after, title, outputs=audits.outputs)
         return CalibrateRun(
             calibrator,
             calibrated,
@@ -287,12 +286,42 @@ def run_calibrate(
 
 def calibrate_resolved(r: Resolved, *, progress: ProgressFn | None = None, debug: bool = False) -> CalibrateRun:
     """`run_calibrate` of resolved calibrate options (settings/resolve.py): the calibrate command and
-    `macs_audit.calibrate()` both run through here, so an option means the same in either."""
-    from macs_audit.calibrators.selection import check_select, parse_methods
+    `macs_audit.calibrate()` both run through here, so an option means the same in either. Every value is checked
+    before the model loads; a bad one the spec set is said to come from the spec's key."""
+    from macs_audit.settings.resolve import naming_the_spec
+
+    try:
+        methods, flags, audit = _parsed(r)
+    except UsageError as error:
+        raise naming_the_spec(error, r) from None
+    settings = CalibrateSettings(
+        methods=tuple(methods),
+        select=r["select"],
+        holdout=r["holdout"],
+        force_calibration=r["force_calibration"],
+        force=r["force"],
+        loading=ModelLoading(r["device"], r["trust_pickled"], debug),
+    )
+    return run_calibrate(
+        r["model"],
+        flags,
+        DataSpec(r["data"], r["data_format"], r["split"], r["limit"], r["seed"]),
+        DataSpec(r["eval_data"], "auto", "test", r["eval_limit"], r["seed"]),
+        r["out"],
+        audit,
+        settings,
+        progress=progress,
+    )
+
+
+def _parsed(r: Resolved) -> tuple[list[str], dict[str, Any], AuditOptions]:
+    """The methods, the model's flags and the audits' options of resolved calibrate options, each checked."""
+    from macs_audit.calibrators.selection import check_holdout, check_select, parse_methods
     from macs_audit.settings.parse import model_flags, parse_audit_options
 
     methods = parse_methods(r["method"])
     check_select(r["select"])
+    check_holdout(r["holdout"])
     flags = model_flags(
         r["arch"], r["num_classes"], r["input_size"], r["mean"], r["std"], r["output_kind"], r["crop_pct"],
         r["interpolation"],
@@ -301,20 +330,4 @@ def calibrate_resolved(r: Resolved, *, progress: ProgressFn | None = None, debug
         r["batch_size"], r["calibration_split"], r["bootstrap"], r["seed"], r["perturbations"],
         r["sensitivity_samples"], r["corruptions"], r["severities"], precision=r["precision"],
     )  # fmt: skip
-    return run_calibrate(
-        r["model"],
-        flags,
-        DataSpec(r["data"], r["data_format"], r["split"], r["limit"], r["seed"]),
-        DataSpec(r["eval_data"], "auto", "test", r["eval_limit"], r["seed"]),
-        r["out"],
-        audit,
-        methods=methods,
-        select=r["select"],
-        holdout=r["holdout"],
-        device=r["device"],
-        trust_pickled=r["trust_pickled"],
-        progress=progress,
-        force=r["force"],
-        debug=debug,
-        force_calibration=r["force_calibration"],
-    )
+    return list(methods), flags, audit

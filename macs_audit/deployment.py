@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from macs_audit.atomic import all_or_nothing
-from macs_audit.auditing import AuditOptions, run_audit
+from macs_audit.auditing import AuditOptions, RunContext, run_audit
 from macs_audit.auditing.classes import check_classes
 from macs_audit.auditing.parity import REFERENCE_SAID, check_pair
 from macs_audit.data.loading import DataSpec, load_model_data
@@ -44,6 +44,28 @@ class Calibration:
     data: DataSpec
     images: int | None = None
     seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildSpec:
+    """What `build_precision` makes and where it runs: the model at `precision` (fp16, int8), INT8 quantised for
+    `int8_target` (default `default_int8_target` of the build's provider) on `calibration`'s images; the build run
+    on execution `provider`, the float model on `reference_provider` (models.onnx.PROVIDERS; the CPU by default, a
+    GPU provider on the first GPU)."""
+
+    precision: str
+    calibration: Calibration | None = None
+    int8_target: str | None = None
+    provider: str | None = None
+    reference_provider: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ParityAudit:
+    """The parity audit of the build against the float model it was made from: on `data`, with `options`."""
+
+    data: DataSpec
+    options: AuditOptions | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,51 +114,35 @@ def check_build(precision: str, calibration: Calibration | None, int8_target: st
 
 def build_precision(
     reference: Path,
-    precision: str,
+    spec: BuildSpec,
     out: Path | None = None,
     *,
     flags: dict | None = None,
-    calibration: Calibration | None = None,
-    audit_data: DataSpec | None = None,
-    audit_options: AuditOptions | None = None,
+    audit: ParityAudit | None = None,
     progress: ProgressFn | None = None,
     force: bool = False,
-    provider: str | None = None,
-    reference_provider: str | None = None,
-    int8_target: str | None = None,
     inputs: Iterable[Input] = (),
 ) -> Build:
-    """Build `reference` (a float ONNX model) at `precision` into `out` (default REFERENCE.<precision>.onnx) and,
-    with `audit_data`, audit it against `reference`, each on its execution provider (models.onnx.PROVIDERS; the
-    CPU by default, a GPU provider on the first GPU). INT8 is quantised for `int8_target` (default
-    `default_int8_target` of the candidate's provider). The output is checked first: never a file the build reads
-    (the model, the hub cache's files of an hf-hub: --arch, the calibration and audit data) or one of the run's
-    other `inputs` (the checkpoint the float model was exported from, its files), an existing file only with
-    `force`."""
-    check_build(precision, calibration, int8_target)
-    check_providers(provider, reference_provider, audited=audit_data is not None)
-    provider, reference_provider = check_provider(provider), check_provider(reference_provider)  # by their keys
+    """Build `reference` (a float ONNX model) as `spec` says into `out` (default REFERENCE.<precision>.onnx) and,
+    with `audit`, audit it against `reference`, each on its execution provider. The output is checked first: never
+    a file the build reads (the model, the hub cache's files of an hf-hub: --arch, the calibration and audit data)
+    or one of the run's other `inputs` (the checkpoint the float model was exported from, its files), an existing
+    file only with `force`."""
+    check_build(spec.precision, spec.calibration, spec.int8_target)
+    check_providers(spec.provider, spec.reference_provider, audited=audit is not None)
+    spec = dataclasses.replace(  # the providers by their keys
+        spec, provider=check_provider(spec.provider), reference_provider=check_provider(spec.reference_provider)
+    )
     if reference.suffix.lower() not in ONNX_SUFFIXES:
         raise UsageError(f"{reference} is not an ONNX model: --precision builds from the float ONNX model")
-    path = out or default_output(reference, precision)
-    data = [spec.path for spec in (calibration.data if calibration else None, audit_data) if spec is not None]
+    path = out or default_output(reference, spec.precision)
+    read_data = (spec.calibration.data if spec.calibration else None, audit.data if audit else None)
+    data = [given.path for given in read_data if given is not None]
     read = run_inputs(models=[(reference, (flags or {}).get("arch"))], data=data)
     dest = check_file(path, inputs=(*read, *inputs), option="--out", force=force)  # never an input, --force or not
     # A failed build or audit leaves no new file, and an earlier one (--force) as it was.
     with all_or_nothing([] if dest.file is None else [dest.file]):
-        return _build(
-            reference,
-            precision,
-            path,
-            flags,
-            calibration,
-            audit_data,
-            audit_options,
-            progress,
-            provider,
-            reference_provider,
-            int8_target,
-        )
+        return _build(reference, spec, path, flags, audit, progress)
 
 
 def check_providers(provider: str | None, reference_provider: str | None, audited: bool = True) -> None:
@@ -157,27 +163,23 @@ def check_providers(provider: str | None, reference_provider: str | None, audite
 
 def _build(
     reference: Path,
-    precision: str,
+    spec: BuildSpec,
     path: Path,
     flags: dict | None,
-    calibration: Calibration | None,
-    audit_data: DataSpec | None,
-    audit_options: AuditOptions | None,
+    audit: ParityAudit | None,
     progress: ProgressFn | None,
-    provider: str | None,
-    reference_provider: str | None,
-    int8_target: str | None,
 ) -> Build:
-    float_model = load_predictor(reference, flags, _device(reference_provider), provider=reference_provider)
+    float_model = load_predictor(reference, flags, _device(spec.reference_provider), provider=spec.reference_provider)
     # Only what was declared: a default (CIFAR-10's mean/std) written as metadata would read as the build's own.
     meta = float_model.config.as_metadata(declared_only=True)
     if meta.get("output") == "auto":
         meta.pop("output")
-    used = None
-    if precision == "fp16":
+    used, int8_target = None, spec.int8_target
+    if spec.precision == "fp16":
         finish = step(progress, BUILD_STAGE)
         convert_fp16(reference, path, meta)
     else:
+        calibration = spec.calibration
         assert calibration is not None
         source, _ = load_model_data(calibration.data, float_model.config)  # the model's whole pipeline
         check_classes(float_model, source)
@@ -189,24 +191,25 @@ def _build(
         positions = stratified_subset(source.labels, min(wanted, len(source)), calibration.seed)
         batches = calibration_batches(source.images(positions), float_model.config)
         finish = step(progress, BUILD_STAGE)
-        int8_target = int8_target or default_int8_target(provider)
+        int8_target = int8_target or default_int8_target(spec.provider)
         convert_int8(reference, path, meta, batches, int8_target)
         used = len(positions)
     finish()
     report = None
-    if audit_data is not None:
-        candidate = load_predictor(path, flags, _device(provider), provider=provider)
+    if audit is not None:
+        candidate = load_predictor(path, flags, _device(spec.provider), provider=spec.provider)
         # Paired before the data is read by the candidate's pipeline, which may take the float model's settings;
         # run_audit pairs them again and records what the pairing said (report.parity.warnings).
         check_pair(float_model, candidate)
-        source, data_info = load_model_data(audit_data, candidate.config)
-        report = run_audit(
-            candidate, source, audit_options, progress=progress, data_info=data_info, reference=float_model
-        ).report
+        source, data_info = load_model_data(audit.data, candidate.config)
+        audited = run_audit(
+            candidate, source, audit.options, data_info=data_info, reference=float_model, context=RunContext(progress)
+        )
+        report = audited.report
     return Build(
         path=path,
         reference=reference,
-        precision=precision,
+        precision=spec.precision,
         calibration_images=used,
         int8_target=int8_target,
         report=report,

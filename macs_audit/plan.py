@@ -11,7 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from macs_audit.auditing import AuditInputs, AuditOptions, AuditResult, check_corruption_files, run_audit
+from macs_audit.auditing import (
+    AuditInputs,
+    AuditOptions,
+    AuditResult,
+    RunContext,
+    check_corruption_files,
+    run_audit,
+)
 from macs_audit.auditing.calibration import check_conformal_split, parse_raps
 from macs_audit.auditing.options import AUTO_BATCH_SIZE
 from macs_audit.calibrators.selection import parse_methods
@@ -96,6 +103,17 @@ def audit_options(r: Resolved) -> AuditOptions:
 
 
 def plan_audit(r: Resolved, *, model: Any = None, data: Source | None = None) -> AuditPlan:
+    """Parse and check every resolved evaluate option (see `_plan`); a bad value the spec set is said to come
+    from the spec's key."""
+    from macs_audit.settings.resolve import naming_the_spec
+
+    try:
+        return _plan(r, model=model, data=data)
+    except UsageError as error:
+        raise naming_the_spec(error, r) from None
+
+
+def _plan(r: Resolved, *, model: Any = None, data: Source | None = None) -> AuditPlan:
     """Parse and check every resolved evaluate option: UsageError (one line) for a bad value or a combination
     that cannot run, before anything loads. `model` / `data`: the API's in-memory model and data, instead of
     r["model"] / r["data"]."""
@@ -124,7 +142,9 @@ def plan_audit(r: Resolved, *, model: Any = None, data: Source | None = None) ->
         resolved=r,
         model=Path(model) if isinstance(model, str) else model,
         flags=flags,
-        data=DataSpec(r["data"], r["data_format"], r["split"], r["limit"], r["seed"], r["skip_damaged_shards"]),
+        data=DataSpec(
+            r["data"], r["data_format"], r["split"], r["limit"], r["seed"], skip_damaged_shards=r["skip_damaged_shards"]
+        ),
         in_memory_data=data,
         options=audit_options(r),
         shift_sets=tuple(parse_shift_data(r["shift_data"])),
@@ -253,11 +273,9 @@ def run_planned(
         loaded.source,
         plan.options,
         loaded.inputs,
-        progress=progress,
         data_info=loaded.data_info,
-        ctx=ctx,
         reference=loaded.reference,
-        on_warning=on_warning,
+        context=RunContext(progress, ctx, on_warning),
     )
     result.report.settings = Settings.from_dict(plan.resolved.record())
     return result

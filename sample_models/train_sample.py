@@ -111,14 +111,24 @@ def main() -> None:
             flush=True,
         )
 
+    acc = held_out_accuracy(model, args.test, mean, std)
+    print(f"test accuracy {acc:.4f}; train time {time.time() - start:.0f}s", flush=True)
+    write_model(model, args, start)
+    print(json.dumps({"test_accuracy": acc}))
+
+
+def held_out_accuracy(model, path: str, mean: torch.Tensor, std: torch.Tensor) -> float:
+    """`model`'s accuracy on the test set's npz at `path`, normalised by `mean` and `std`."""
     model.eval()
-    test = np.load(args.test)
+    test = np.load(path)
     x_test = torch.from_numpy(test["x"]).permute(0, 3, 1, 2).float().div_(255)
     with torch.no_grad():
         logits = torch.cat([model((x_test[i : i + 1000] - mean) / std) for i in range(0, len(x_test), 1000)])
-    acc = (logits.argmax(1).numpy() == test["y"]).mean()
-    print(f"test accuracy {acc:.4f}; train time {time.time() - start:.0f}s", flush=True)
+    return float((logits.argmax(1).numpy() == test["y"]).mean())
 
+
+def write_model(model, args: argparse.Namespace, start: float) -> None:
+    """NAME.safetensors, its sidecar (the run's hyperparameters and time since `start`) and NAME.onnx in --out."""
     out = Path(args.out)
     meta = dict(
         arch=args.arch,
@@ -135,7 +145,6 @@ def main() -> None:
     training = dict(HP=hp, seconds=round(time.time() - start))
     write_sidecar(out / f"{args.name}.json", dict(meta, training=training))
     export_onnx(model, out / f"{args.name}.onnx", meta)
-    print(json.dumps({"test_accuracy": float(acc)}))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,13 @@
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Under pytest-xdist each worker takes its share of the cores: torch, onnxruntime, OpenBLAS and the bootstrap's
+# threads all follow OMP_NUM_THREADS here, and workers whose thread pools each take every core spin against each
+# other (a torch training fixture ran 7x slower). Set before numpy and torch load; the processes a test starts
+# inherit it.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 from pathlib import Path
 
@@ -26,7 +33,12 @@ def exact_codec_build() -> str | None:
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` skip cleanly where no CUDA device is present (torch is imported only then);
-    tests marked `exact_codec` skip where Pillow's build cannot give the bytes they pin (`exact_codec_build`)."""
+    tests marked `exact_codec` skip where Pillow's build cannot give the bytes they pin (`exact_codec_build`).
+    Under pytest-xdist the files holding a `slow` test go first: each worker takes whole files in this order
+    (--dist loadfile --no-loadscope-reorder), and a long file taken last would run while the others sit idle."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+        items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within each group is kept
     codec_items = [item for item in items if item.get_closest_marker("exact_codec")]
     reason = exact_codec_build() if codec_items else None
     for item in codec_items if reason else ():

@@ -224,8 +224,15 @@ def test_prediction_options_are_the_audits_and_the_others_are_named():
         api.prediction_options({"corruptions": ("fog",)})
     with pytest.raises(UsageError, match="unknown calibration method"):
         api.prediction_options({"calibrators": ["platt"]})
-    with pytest.raises(UsageError, match="calibrators must be 'all', 'none' or a list of method names, got int"):
+    with pytest.raises(UsageError, match="unknown calibration method 3"):
         api.prediction_options({"calibrators": 3})
+    with pytest.raises(UsageError, match=r"calibrators \(a keyword of audit_predictions\(\)\) must be text or numbers"):
+        api.prediction_options({"calibrators": [None]})
+    # The CLI's defaults where not given (evaluate fits every calibrator), each value checked as its flag's would be.
+    assert api.prediction_options({}).calibrators == api.prediction_options({"calibrators": "all"}).calibrators
+    with pytest.raises(UsageError, match=r"seed \(a keyword of audit_predictions\(\)\) must be at least 0, got -1"):
+        api.prediction_options({"seed": -1})
+    assert api.prediction_options({"raps": (1, 0.1)}).raps == api.prediction_options({"raps": "1,0.1"}).raps
 
 
 # --- images as arrays -----------------------------------------------------------------------------------------------
@@ -247,3 +254,20 @@ def test_arrays_source_takes_uint8_images_in_either_layout_and_refuses_floats():
         api.arrays_source(nhwc, labels + 1, class_names=["a", "b", "c"])
     with pytest.raises(InputError, match="is not a class index"):
         api.arrays_source(nhwc, np.array([0, 1, 2, 1, 10**13]))
+
+
+def test_a_wrong_argument_is_a_usage_error_naming_it(tmp_path):
+    import macs_audit
+
+    with pytest.raises(UsageError, match="model must be a path, a torch.nn.Module or an onnxruntime.InferenceSession"):
+        macs_audit.audit(None)
+    with pytest.raises(UsageError, match="data must be a path, \\(images, labels\\) arrays or None, got int"):
+        macs_audit.audit("model.onnx", data=5)
+    with pytest.raises(UsageError, match="data as arrays must be \\(images, labels\\), got a tuple of 3"):
+        macs_audit.audit("model.onnx", data=(1, 2, 3))
+    with pytest.raises(UsageError, match=r"batch_size \(a keyword of audit\(\)\) must be at least 1, got 0"):
+        macs_audit.audit("model.onnx", batch_size=0)
+    with pytest.raises(UsageError, match="quiet is not an option of calibrate\\(\\): the API never prints"):
+        macs_audit.calibrate("model.onnx", "fit.npz", out=tmp_path / "out", quiet=True)
+    with pytest.raises(UsageError, match="report must be a Report"):
+        macs_audit.gate("report.json", {"max_ece": 0.1})

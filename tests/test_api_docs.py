@@ -1,5 +1,6 @@
 """Every ```python block of docs/api.md runs as it is, in a folder holding the files its examples name: model.onnx
-(the sample CIFAR-10 model and its sidecar), test.npz (200 images of the built-in CIFAR-10 test set),
+(the sample CIFAR-10 model and its sidecar), test.npz and fit.npz (200 and 1,200 other images of the built-in
+CIFAR-10 test set),
 predictions.npz (logits and labels) and report.json (the sample model's saved report)."""
 
 import re
@@ -26,7 +27,7 @@ def blocks() -> list[tuple[str, str]]:
 
 def test_the_doc_has_an_example_of_each_part_of_the_api():
     code = "\n".join(code for _, code in blocks())
-    for call in ("macs_audit.audit(", "audit_predictions(", "macs_audit.gate(", ".save(", ".to_html("):
+    for call in ("macs_audit.audit(", "audit_predictions(", "macs_audit.gate(", "macs_audit.calibrate(", ".save("):
         assert call in code, call
 
 
@@ -40,9 +41,11 @@ def example_folder(tmp_path_factory):
     shutil.copy(SAMPLE.with_suffix(".json"), folder / "model.json")
     shutil.copy(SAMPLE.with_suffix(".audit.json"), folder / "report.json")
     source = builtin_cifar10_test()
-    source = source.subset(stratified_subset(source.labels, 200, seed=0))
-    images = source.images(np.arange(len(source)))
-    np.savez(folder / "test.npz", x=images, y=source.labels, class_names=np.array(source.class_names))
+    source = source.subset(stratified_subset(source.labels, 1400, seed=0))
+    images, labels, names = source.images(np.arange(len(source))), source.labels, np.array(source.class_names)
+    test = np.arange(len(source)) % 7 == 0  # 200 images; the other 1,200 a fit set (calibrate scores 360 of them)
+    np.savez(folder / "test.npz", x=images[test], y=labels[test], class_names=names)
+    np.savez(folder / "fit.npz", x=images[~test], y=labels[~test], class_names=names)
     rng = np.random.default_rng(0)
     labels = np.arange(1000) % 10
     logits = rng.normal(0, 1, (1000, 10))
@@ -53,7 +56,7 @@ def example_folder(tmp_path_factory):
 
 @pytest.mark.parametrize(("heading", "code"), blocks(), ids=[f"{i}-{h}" for i, (h, _) in enumerate(blocks(), 1)])
 def test_the_example_runs(heading, code, example_folder, tmp_path, monkeypatch, capsys):
-    for name in ("model.onnx", "model.json", "test.npz", "predictions.npz", "report.json"):
+    for name in ("model.onnx", "model.json", "test.npz", "fit.npz", "predictions.npz", "report.json"):
         shutil.copy(example_folder / name, tmp_path / name)  # each example its own copies: they write files
     (tmp_path / ".git").mkdir()  # no gate config above to find
     monkeypatch.chdir(tmp_path)

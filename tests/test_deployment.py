@@ -12,7 +12,7 @@ from fixtures.broken_models import scaled_logits, swapped_classes
 
 from macs_audit.auditing import AuditOptions, run_audit
 from macs_audit.data.loading import DataSpec, load_data
-from macs_audit.deployment import Calibration, build_precision
+from macs_audit.deployment import BuildSpec, Calibration, ParityAudit, build_precision
 from macs_audit.gating.checks import run_gate
 from macs_audit.gating.config import parse_config
 from macs_audit.metrics import parity
@@ -33,8 +33,8 @@ def builds(tmp_path_factory):
     (folder / "float.json").write_bytes(SAMPLE.with_suffix(".json").read_bytes())
     calibration = Calibration(DataSpec(None, limit=2000, seed=1), images=128, seed=1)
     return {
-        "fp16": build_precision(reference, "fp16", audit_data=AUDIT, audit_options=OPTIONS),
-        "int8": build_precision(reference, "int8", calibration=calibration, audit_data=AUDIT, audit_options=OPTIONS),
+        "fp16": build_precision(reference, BuildSpec("fp16"), audit=ParityAudit(AUDIT, OPTIONS)),
+        "int8": build_precision(reference, BuildSpec("int8", calibration), audit=ParityAudit(AUDIT, OPTIONS)),
     }
 
 
@@ -114,9 +114,8 @@ def test_a_build_reads_image_folders_with_the_models_whole_pipeline(tmp_path):
     )
     data = DataSpec(folder)
     options = AuditOptions(bootstrap=0, sensitivity_samples=0, calibrators=(), calibration_split=0)
-    built = build_precision(
-        reference, "int8", calibration=Calibration(data, images=10, seed=0), audit_data=data, audit_options=options
-    )
+    spec = BuildSpec("int8", Calibration(data, images=10, seed=0))
+    built = build_precision(reference, spec, audit=ParityAudit(data, options))
     pipeline = built.report.data.pipeline  # the build's metadata carries the sidecar's values on
     assert "(bicubic from metadata)" in pipeline and "offset floored" in pipeline, pipeline
 
@@ -137,9 +136,7 @@ def test_an_int8_build_is_for_the_gpu_where_it_is_audited_on_one_and_for_x86_cpu
     built = {}
     for name, provider, target in (("cpu", None, None), ("cuda", "cuda", None), ("named", "tensorrt", "arm")):
         out = tmp_path / f"{name}.onnx"
-        built[name] = build_precision(
-            reference, "int8", out, calibration=calibration, provider=provider, int8_target=target
-        )
+        built[name] = build_precision(reference, BuildSpec("int8", calibration, target, provider), out)
         metadata = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
         assert metadata[INT8_TARGET_KEY] == built[name].int8_target
     assert [built[name].int8_target for name in ("cpu", "cuda", "named")] == ["x86", "gpu", "arm"]

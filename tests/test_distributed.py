@@ -1,12 +1,10 @@
 """torchrun-sharded evaluate (gloo, 2 CPU processes) equals single-process evaluate, with the OOD and unlabeled
 passes (their logits gathered in data-set order like the views')."""
 
-import json
-
 import numpy as np
 import pytest
 from conftest import linear_onnx, tiny_images
-from torchrun import one_process, torchrun
+from torchrun import evaluate_alone_and_sharded
 
 ARGS = [
     "--batch-size",
@@ -71,14 +69,8 @@ def test_sharded_evaluate_equals_single_process(tmp_path):
     x, y = tiny_images(100, seed=4)  # 7 batches of 16: ranks get 4 and 3 batches, the last one short
     np.savez(tmp_path / "d.npz", x=x, y=y)
     np.savez(tmp_path / "ood.npz", x=tiny_images(37, seed=5)[0][:, ::-1])  # labels not needed: x only
-    single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
     trust = ["--ood-data", str(tmp_path / "ood.npz"), "--unlabeled", str(tmp_path / "ood.npz")]
-    common = ["-m", "macs_audit", "evaluate", str(model), "--data", str(tmp_path / "d.npz"), *ARGS, *trust]
-    alone = one_process([*common, "-o", str(single)], tmp_path)
-    assert alone.returncode == 0, alone.stderr[-2000:]
-    run = torchrun([*common, "-o", str(sharded)], tmp_path)
-    assert run.returncode == 0, run.stderr[-2000:]
-    a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
+    a, b = evaluate_alone_and_sharded([str(model), "--data", str(tmp_path / "d.npz"), *ARGS, *trust], tmp_path)
     assert b["runtime"]["world_size"] == 2
     diffs = compare(a, b)
     assert set(diffs) == {"/runtime/world_size", "/created"} - ({"/created"} if a["created"] == b["created"] else set())

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import linear_onnx, tiny_images
-from torchrun import one_process, torchrun
+from torchrun import evaluate_alone_and_sharded
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_models" / "resnet9_c10_ce"
@@ -403,12 +403,7 @@ def test_sharded_evaluate_on_two_gpus(tmp_path):
         "0",
         "--quiet",
     ]
-    single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
-    alone = one_process(["-m", "macs_audit", "evaluate", *args, "-o", str(single)], tmp_path, CUDA_VISIBLE_DEVICES="0")
-    assert alone.returncode == 0, alone.stderr[-2000:]
-    run = torchrun(["-m", "macs_audit", "evaluate", *args, "-o", str(sharded)], tmp_path)
-    assert run.returncode == 0, run.stderr[-2000:]
-    a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
+    a, b = evaluate_alone_and_sharded(args, tmp_path, CUDA_VISIBLE_DEVICES="0")
     assert b["runtime"]["world_size"] == 2 and b["data"]["n"] == a["data"]["n"] == 1000
     for key in ("accuracy", "nll", "ece", "brier"):
         assert abs(a["clean"]["metrics"][key] - b["clean"]["metrics"][key]) <= 1e-4, key

@@ -1,9 +1,11 @@
 """How the tests start processes for torch.distributed: `torchrun` launches two ranks on this machine (gloo on the
-CPU; NCCL where the caller gives each rank a GPU), and `one_process` runs the same command alone, in the same
-environment, for the sharded run to be compared with. Tests that call them are marked `slow`."""
+CPU; NCCL where the caller gives each rank a GPU), `one_process` runs the same command alone, in the same
+environment, for the sharded run to be compared with, and `evaluate_alone_and_sharded` does both for
+`macs-audit evaluate`. Tests that call them are marked `slow`."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -52,3 +54,16 @@ def one_process(args: Sequence[str], cwd: str | os.PathLike, **env: str) -> subp
     return subprocess.run(
         [sys.executable, *args], env=environment(**env), capture_output=True, text=True, cwd=cwd, timeout=TIMEOUT_S
     )
+
+
+def evaluate_alone_and_sharded(args: Sequence[str], tmp_path: Path, **alone_env: str) -> tuple[dict, dict]:
+    """`macs-audit evaluate ARGS` in one process and under `torchrun`, each in its own folder of `tmp_path` writing
+    `-o report.json` there (the report records the option as given, so the two agree); returns the two reports.
+    `alone_env`: variables for the single process only (CUDA_VISIBLE_DEVICES=0 beside two GPUs)."""
+    reports = []
+    for launch, folder, env in ((one_process, "alone", alone_env), (torchrun, "sharded", {})):
+        (tmp_path / folder).mkdir()
+        run = launch(["-m", "macs_audit", "evaluate", *args, "-o", "report.json"], tmp_path / folder, **env)
+        assert run.returncode == 0, f"{folder}: {run.stderr[-2000:]}"
+        reports.append(json.loads((tmp_path / folder / "report.json").read_text()))
+    return reports[0], reports[1]

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from macs_audit.atomic import write_text
-from macs_audit.auditing import evaluate_view
+from macs_audit.auditing import Loop, evaluate_view
 from macs_audit.calibrators.temperature import optimal_temperature
 from macs_audit.data.sources import load_source, unlabeled_source
 from macs_audit.data.splits import stratified_subset
@@ -151,7 +151,7 @@ def predicted_logits(model, x, options, view: View = CLEAN, batch_size: int | No
         TrainingPredictor(model, options, 10),
         source,
         10,
-        batch_size or options.eval_batch_size,
+        Loop(batch_size or options.eval_batch_size),
         view=view,
         keep_logits=True,
         accumulate=False,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from macs_audit.auditing import evaluate_view
+from macs_audit.auditing import Loop, evaluate_view
 from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_split
 from macs_audit.metrics import label_free
@@ -45,12 +45,12 @@ def main() -> None:
     fraction = args.per_set / len(full)
     target_pos, source_pos = stratified_split(full.labels, fraction, args.seed)
     source, target = full.subset(source_pos), full.subset(target_pos)
-    fit_acc, fit_logits = evaluate_view(predictor, source, 10, 500, keep_logits=True)
+    fit_acc, fit_logits = evaluate_view(predictor, source, 10, Loop(500), keep_logits=True)
     rows = []
     for name in CORRUPTIONS:
         for severity in SEVERITIES:
             view = views.corruption(name, severity, args.seed, "cpu", None)
-            acc, logits = evaluate_view(predictor, target, 10, 500, view=view, keep_logits=True)
+            acc, logits = evaluate_view(predictor, target, 10, Loop(500), view=view, keep_logits=True)
             estimates = label_free.estimates(fit_logits, source.labels, logits, args.resamples, args.seed)
             row = {"corruption": name, "severity": severity, "accuracy": acc.compute()["accuracy"]}
             row.update({m: estimates[m]["accuracy"] for m in label_free.ESTIMATORS})

@@ -1,8 +1,9 @@
 """The audit: views x predictor x accumulators -> Report.
 
-- `options`: AuditOptions, the settings (frozen), and AuditInputs, what the caller loaded for the audit;
+- `options`: AuditOptions, the settings (frozen), AuditInputs, what the caller loaded for the audit, and
+  RunContext, where it runs and reports;
 - `classes`: how the data's classes meet the model's outputs, and the restricted convention's accumulators;
-- `inference`: the inference loop (`evaluate_view`) and a view's section (`view_result`);
+- `inference`: the inference loop (`evaluate_view`, run as a `Loop` says) and a view's section (`view_result`);
 - `calibration`: the calibration split, drawn once, and the temperature, calibrators and conformal sets on it;
 - `robustness`: perturbation views, sensitivity, the corruption grid and the checks of its inputs;
 - `trust`: the conformal section, OOD detection and the label-free estimates;
@@ -12,7 +13,7 @@
   (the sections that need only predictions, the model audit's bit for bit).
 
 `run_audit` is the function the evaluate command, `finetune` and `calibrate` (through `before_after`) call. It
-never prints; progress goes to an optional callback `progress(stage, done, total, terms)` (macs_audit.progress):
+never prints; progress goes to its RunContext's callback `progress(stage, done, total, terms)` (macs_audit.progress):
 every piece of work that can take seconds is a stage of its own, reported when it begins (done 0) and when it
 ends, so that each stage's time is its own: a view's passes over the data, each view's bootstrap intervals,
 the temperature and calibrator fits, the conformal sets, the OOD and label-free analyses. The rest of the
@@ -21,15 +22,25 @@ package imports these names from `macs_audit.auditing`.
 
 from macs_audit.auditing.calibration import Split, calibration_split, check_calibration_split, conformal_fit
 from macs_audit.auditing.classes import check_classes
-from macs_audit.auditing.inference import evaluate_view, view_result
-from macs_audit.auditing.options import AuditInputs, AuditOptions, default_batch_size, sized
+from macs_audit.auditing.inference import Loop, evaluate_view, view_result
+from macs_audit.auditing.options import (
+    DEFAULT_CONTEXT,
+    AuditInputs,
+    AuditOptions,
+    RunContext,
+    default_batch_size,
+    sized,
+)
 from macs_audit.auditing.pipeline import AuditResult, audit_logits, run_audit
 from macs_audit.auditing.robustness import check_corruption_data, check_corruption_files, corruption_parameters
 
 __all__ = [
+    "DEFAULT_CONTEXT",
     "AuditInputs",
     "AuditOptions",
     "AuditResult",
+    "Loop",
+    "RunContext",
     "Split",
     "audit_logits",
     "calibration_split",

@@ -1,8 +1,8 @@
-"""The inference loop: one view of a source through a predictor into an accumulator (`evaluate_view`), and the
-view's section of the Report from that accumulator (`view_result`), its bootstrap intervals its own. An observer
-of the loop sees every batch; one that pairs a statistic with each view's bootstrap (the parity section's) gets
-it run on the intervals' resamples (`observed_result`). Fine-tuning's validation and `calibrate`'s fit read
-logits through the same loop."""
+"""The inference loop: one view of a source through a predictor into an accumulator (`evaluate_view`, run as a
+`Loop` says), and the view's section of the Report from that accumulator (`view_result`), its bootstrap intervals
+its own. An observer of the loop (the parity section's) sees every batch and gets the statistic it pairs with each
+view's bootstrap run on the intervals' resamples. Fine-tuning's validation and `calibrate`'s fit read logits
+through the same loop."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 
 from macs_audit import distributed
 from macs_audit.auditing.classes import MappedAccumulator, scores_unrestricted, unrestricted_metrics
+from macs_audit.auditing.options import AuditOptions, RunContext, workers
 from macs_audit.data.batching import device_images, owned_starts, prefetched
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
@@ -27,17 +28,14 @@ from macs_audit.views.corruptions.table import FAMILIES
 from macs_audit.views.view import View
 
 
-class BatchObserver(Protocol):
-    """Sees every batch the loop scores: the view, its data-set position, the view's images, the labels and the
-    predictor's logits (auditing/parity.py scores a reference model on the same images, in the same pass)."""
+class ViewObserver(Protocol):
+    """Sees every batch the loop scores (`observe`): the view, its data-set position, the view's images, the labels
+    and the predictor's logits (auditing/parity.py scores a reference model on the same images, in the same pass);
+    and computes a statistic of each view it saw paired with the view's own bootstrap (`view_result`): run on the
+    very resamples of the view's intervals, and handed back with the view's result. A view it did not see gets no
+    statistic (None) and is not handed back."""
 
     def observe(self, view: View, start: int, images: Any, labels: np.ndarray, logits: np.ndarray) -> None: ...
-
-
-class ViewObserver(BatchObserver, Protocol):
-    """A batch observer that also computes a statistic of each view it saw paired with the view's own bootstrap
-    (`observed_result`): run on the very resamples of the view's intervals, and handed back with the view's
-    result. A view it did not see gets no statistic (None) and is not handed back."""
 
     def paired_statistic(
         self, view: View, acc: accumulators.CalibrationAccumulator, resamples: int
@@ -46,24 +44,38 @@ class ViewObserver(BatchObserver, Protocol):
     def summarise(self, scored: ScoredView) -> None: ...
 
 
+@dataclasses.dataclass(frozen=True)
+class Loop:
+    """How the loop runs a pass, the same for every pass of a run: `batch_size` images a model call, ImageFolder
+    decoded by `workers` processes, this rank's shard under torch.distributed (`ctx`), every batch counted to
+    `progress` and seen by `observer` (its statistic then paired with each view's bootstrap: `view_result`)."""
+
+    batch_size: int
+    workers: int = 0
+    ctx: Context = SINGLE
+    progress: ProgressFn | None = None
+    observer: ViewObserver | None = None
+
+    @classmethod
+    def of_audit(cls, options: AuditOptions, context: RunContext, observer: ViewObserver | None = None) -> Loop:
+        """The audit's passes: its batch size and decoding processes, its context's processes and progress."""
+        return cls(options.batch_size, workers(options, context.ctx), context.ctx, context.progress, observer)
+
+
 def evaluate_view(
     predictor: Predictor,
     source: Source,
     num_classes: int,
-    batch_size: int,
+    loop: Loop,
     *,
     view: View = views.CLEAN,
-    progress: ProgressFn | None = None,
     description: str | Stage | None = None,
     keep_logits: bool = False,
-    ctx: Context = SINGLE,
-    workers: int = 0,
     accumulate: bool = True,
-    observer: BatchObserver | None = None,
 ):
     """Run one view over the whole source (this rank's shard under torch.distributed, then
-    combined across ranks); return (accumulator, logits or None). `accumulate=False` only predicts
-    (an unlabeled source): the accumulator returned is then None. `observer` sees every batch (`BatchObserver`).
+    combined across ranks) as `loop` says; return (accumulator, logits or None). `accumulate=False` only predicts
+    (an unlabeled source): the accumulator returned is then None. The loop's observer sees every batch.
 
     A torch model on CUDA gets the whole split as one device tensor when it fits (views then run
     on the device with no host round trip), else page-locked host batches. A predictor restricted to a subset of
@@ -76,7 +88,8 @@ def evaluate_view(
     )
     kept, starts = [], []
     done = 0
-    total = sum(min(batch_size, len(source) - st) for st in owned_starts(source, batch_size, ctx))
+    ctx, progress = loop.ctx, loop.progress
+    total = sum(min(loop.batch_size, len(source) - st) for st in owned_starts(source, loop.batch_size, ctx))
     stage = description if isinstance(description, Stage) else Stage(description or view.name)
     if progress:
         progress(stage, 0, total)  # the stage begins here: its time is its passes and their accumulation
@@ -85,12 +98,12 @@ def evaluate_view(
     resident = device_images(source, device) if torch_gpu else None
     for start, images, labels in prefetched(
         source,
-        batch_size,
+        loop.batch_size,
         view,
         ctx,
         resident=resident,
         pin=torch_gpu and resident is None,
-        workers=workers,
+        workers=loop.workers,
         overlap=device.startswith("cuda"),
     ):
         if mapped is not None and isinstance(acc, MappedAccumulator):
@@ -101,8 +114,8 @@ def evaluate_view(
                 raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
             if acc is not None:
                 acc.update(logits, labels)
-        if observer is not None:
-            observer.observe(view, start, images, labels, logits)
+        if loop.observer is not None:
+            loop.observer.observe(view, start, images, labels, logits)
         starts.append(start)
         if keep_logits:
             kept.append(logits)
@@ -129,7 +142,7 @@ class ScoredView:
     paired: dict[str, np.ndarray]
 
 
-def score_view(
+def view_result(
     view: View,
     acc: accumulators.CalibrationAccumulator,
     resamples: int,
@@ -137,11 +150,14 @@ def score_view(
     progress: ProgressFn | None = None,
     *,
     conformal: dict | None = None,
-    paired: PairedStatistic | None = None,
-) -> ScoredView:
-    """The view's metrics, selective-prediction metrics and reliability, and `conformal` (the calibration
-    split's sets scored on the view, or None); with `resamples`, its bootstrap intervals, a stage of its own
-    (`intervals_stage`), and `paired`'s values on the same resamples."""
+    observer: ViewObserver | None = None,
+) -> ViewResult:
+    """The view's section of the Report: its metrics, selective-prediction metrics and reliability, and
+    `conformal` (the calibration split's sets scored on the view, or None); with `resamples`, its bootstrap
+    intervals, a stage of its own (`intervals_stage`). `observer` (the observer of the view's pass in
+    `evaluate_view`) gets its statistic of the view computed on the resamples of the view's intervals and handed
+    back to it (`ViewObserver`): the intervals are the view's own."""
+    paired = observer.paired_statistic(view, acc, resamples) if observer is not None else None
     finish = step(progress if resamples > 0 and acc.count > 1 else None, intervals_stage(view), resamples)
     metrics = acc.compute()
     samples = acc.samples()
@@ -167,36 +183,6 @@ def score_view(
         unrestricted=unrestricted_metrics(acc),
     )
     finish()
-    return ScoredView(result, paired_values)
-
-
-def view_result(
-    view: View,
-    acc: accumulators.CalibrationAccumulator,
-    resamples: int,
-    seed: int,
-    progress: ProgressFn | None = None,
-    *,
-    conformal: dict | None = None,
-) -> ViewResult:
-    """The view's section of the Report (`score_view`)."""
-    return score_view(view, acc, resamples, seed, progress, conformal=conformal).result
-
-
-def observed_result(
-    view: View,
-    acc: accumulators.CalibrationAccumulator,
-    resamples: int,
-    seed: int,
-    progress: ProgressFn | None = None,
-    *,
-    conformal: dict | None = None,
-    observer: ViewObserver | None = None,
-) -> ViewResult:
-    """`view_result`, with `observer`'s statistic of the view (the observer of its pass in `evaluate_view`)
-    computed on the resamples of the view's intervals and handed back to it: the intervals are the view's own."""
-    paired = observer.paired_statistic(view, acc, resamples) if observer is not None else None
-    scored = score_view(view, acc, resamples, seed, progress, conformal=conformal, paired=paired)
     if observer is not None and paired is not None:
-        observer.summarise(scored)
-    return scored.result
+        observer.summarise(ScoredView(result, paired_values))
+    return result

@@ -1,18 +1,20 @@
-"""What an audit runs with: `AuditOptions`, its settings (numbers, names and path strings, frozen once built), and
-`AuditInputs`, what the caller loaded for it (data sets, a class map, labels, a baseline report); and the
-decoding processes the settings give under torch.distributed."""
+"""What an audit runs with: `AuditOptions`, its settings (numbers, names and path strings, frozen once built),
+`AuditInputs`, what the caller loaded for it (data sets, a class map, labels, a baseline report), and `RunContext`,
+where it runs and reports; and the decoding processes the settings give under torch.distributed."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 
 from macs_audit.data.label_space import MappedSource
 from macs_audit.data.real_labels import RealLabelSets
 from macs_audit.data.sources import Source
-from macs_audit.distributed import Context
+from macs_audit.distributed import SINGLE, Context
 from macs_audit.metrics import conformal
 from macs_audit.models.config import ModelConfig
+from macs_audit.progress import ProgressFn
 from macs_audit.report import Report
 
 # The default batch (no --batch-size): the largest of BATCH_SIZES whose images, at ACTIVATION_FACTOR times the size
@@ -84,6 +86,19 @@ class AuditInputs:
     class_map_name: str = "--class-map"  # what an error about the map names it by (its file)
     real_labels: RealLabelSets | None = None  # ImageNet ReaL labels of the evaluated images (--real-labels)
     corruption_baseline: Report | None = None  # for CE / relative mCE
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """Where a run reports and how it is spread, the same for each of its steps: `progress` (macs_audit.progress),
+    the torch.distributed processes (`ctx`), and `on_warning`, told what the user should know as the run goes."""
+
+    progress: ProgressFn | None = None
+    ctx: Context = SINGLE
+    on_warning: Callable[[str], None] | None = None
+
+
+DEFAULT_CONTEXT = RunContext()  # one process, no progress callback, warnings unheard
 
 
 def workers(options: AuditOptions, ctx: Context) -> int:

@@ -1,7 +1,7 @@
 """Deployment parity: a reference model scored on the same images as the audited (candidate) model, in the same
 pass over the data. `ParityRecorder` is an observer of the inference loop (`inference.evaluate_view`): for every
 batch of every view the candidate predicts, it runs the reference on the same images and keeps both logits until
-the view's pass is over; then the candidate's own bootstrap of the view (`inference.observed_result`) runs the
+the view's pass is over; then the candidate's own bootstrap of the view (`inference.view_result`) runs the
 two models' paired statistics on its resamples (metrics.bootstrap.paired_bootstrap: the candidate's intervals
 are those of a solo audit), the recorder summarises the view from them (metrics.parity) and drops its logits,
 so one view's logits are held at a time. `run_audit(..., reference=)` drives it and the Report's `parity` section
@@ -24,6 +24,7 @@ import numpy as np
 from macs_audit.auditing.calibration import Split
 from macs_audit.auditing.classes import restricted_accumulator
 from macs_audit.auditing.inference import ScoredView
+from macs_audit.auditing.options import AuditOptions
 from macs_audit.data.label_space import MappedSource
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import accumulators, bootstrap, conformal, parity, resampling
@@ -245,32 +246,30 @@ class ParityRecorder:
     """The reference's half of the audit, an observer of the inference loop (inference.ViewObserver): called
     with every batch the candidate scored (`observe`), it scores the same images with the reference; once the
     view's pass is over it gives its paired statistic (`paired_statistic`), which the candidate's bootstrap runs
-    on its own resamples, and summarises the view from the values (`summarise`). `shift_sets`: the shift sets
-    the audit scores, whose views are compared restricted to their classes (auditing/classes.py's
-    `restricted_accumulator`, the shift section's: a copy of the candidate then gives the same sums).
-    `candidate`: the audited model, whose output kind the first batch checks against the reference's
-    (`check_outputs`) and whose preprocessing the section records; `warnings`: what pairing the two said
-    (`check_pair`), which the section records."""
+    on its own resamples, and summarises the view from the values (`summarise`). `labels`: the audited data's;
+    `split`: its calibration split, on which both models' conformal sets are fitted; `options`: the audit's
+    (its coverage, bootstrap resamples and seed). `shift_sets`: the shift sets the audit scores, whose views are
+    compared restricted to their classes (auditing/classes.py's `restricted_accumulator`, the shift section's: a
+    copy of the candidate then gives the same sums). `candidate`: the audited model, whose output kind the first
+    batch checks against the reference's (`check_outputs`) and whose preprocessing the section records;
+    `warnings`: what pairing the two said (`check_pair`), which the section records."""
 
     def __init__(
         self,
         reference: Predictor,
         labels: np.ndarray,
-        num_classes: int,
         split: Split | None,
+        options: AuditOptions,
         *,
-        coverage: float,
-        resamples: int,
-        seed: int,
         shift_sets: tuple[MappedSource, ...] = (),
         candidate: Predictor | None = None,
         warnings: list[str] | None = None,
     ):
-        self.reference, self.labels, self.num_classes = reference, np.asarray(labels), num_classes
+        self.reference, self.labels = reference, np.asarray(labels)
         self.candidate = candidate  # the audited model: the section records its preprocessing beside the reference's
         self.warnings = list(warnings or [])
         self._outputs_checked = candidate is None
-        self.split, self.coverage, self.resamples, self.seed = split, coverage, resamples, seed
+        self.split, self.coverage, self.resamples, self.seed = split, options.coverage, options.bootstrap, options.seed
         self.shift_sets = {mapped.name: mapped for mapped in shift_sets}
         self.thresholds: dict[str, dict[str, float]] | None = None
         self.views: list[ParityView] = []
@@ -298,7 +297,7 @@ class ParityRecorder:
     ) -> PairedStatistic | None:
         """The paired statistic of `view` (both models' differences, agreement and the conformal sets' columns,
         metrics.parity.paired_statistic), for the candidate's bootstrap of it (`acc`, `resamples`) to run on its
-        own resamples (inference.observed_result); None for a view the reference did not score. The view's
+        own resamples (inference.view_result); None for a view the reference did not score. The view's
         logits are dropped here: what `summarise` needs of them is kept until it is handed the values."""
         if self._view is None or view.name != self._view.name:
             return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -22,14 +22,18 @@ from macs_audit.auditing.calibration import (
 )
 from macs_audit.auditing.classes import CONVENTION as CLASS_MATCHING
 from macs_audit.auditing.classes import match_classes, matching_record, restricted
-from macs_audit.auditing.inference import ViewObserver, evaluate_view, observed_result
-from macs_audit.auditing.options import AUTO_BATCH_SIZE, AuditInputs, AuditOptions, sized, workers
+from macs_audit.auditing.inference import Loop, ViewObserver, evaluate_view, view_result
+from macs_audit.auditing.options import AUTO_BATCH_SIZE, DEFAULT_CONTEXT, AuditInputs, AuditOptions, RunContext, sized
 from macs_audit.auditing.parity import ParityRecorder, check_pair
-from macs_audit.auditing.robustness import RobustnessResult, audit_robustness, check_corruption_data
+from macs_audit.auditing.robustness import (
+    RobustnessResult,
+    audit_robustness,
+    check_corruption_data,
+    corruption_summary,
+)
 from macs_audit.auditing.shift import audit_shift, real_labels_section
 from macs_audit.auditing.trust import Target, TrustResult, audit_trust, target_logits, with_corruption_mean
 from macs_audit.data.sources import Source
-from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import accumulators, bootstrap, conformal
 from macs_audit.metrics.per_class import per_class_stats, prediction_spread
@@ -72,6 +76,18 @@ class AuditResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class CleanPass:
+    """The clean view's pass, the model's or saved logits: its accumulator, logits (N, K) and labels (N,), the
+    data's class names and the names of the logits' columns (None: by index)."""
+
+    acc: accumulators.CalibrationAccumulator
+    logits: np.ndarray
+    labels: np.ndarray
+    class_names: Sequence[str]
+    output_names: Sequence[str] | None
+
+
+@dataclasses.dataclass(frozen=True)
 class LogitsSections:
     """What the audit makes of the clean view's logits and labels alone (`logits_sections`)."""
 
@@ -82,25 +98,33 @@ class LogitsSections:
     trust: TrustResult  # its conformal section without the corruption views' mean (trust.with_corruption_mean)
     margin_histogram: MarginHistogram
 
+    def report_fields(self) -> dict:
+        """The Report's fields these sections fill alike in either audit (the conformal section with the
+        corruption views' mean is the model audit's own)."""
+        return {
+            "clean": self.clean,
+            "temperature_scaling": self.temperature,
+            "calibrators": self.calibrators,
+            "margin_histogram": self.margin_histogram,
+            "ood": self.trust.ood,
+            "unlabeled": self.trust.unlabeled,
+        }
+
 
 def logits_sections(
-    acc: accumulators.CalibrationAccumulator,
-    logits: np.ndarray,
-    labels: np.ndarray,
+    clean: CleanPass,
     split: Split | None,
     options: AuditOptions,
     *,
-    class_names: Sequence[str],
-    output_names: Sequence[str] | None,
     targets: dict[str, Target],
     progress: ProgressFn | None = None,
     observer: ViewObserver | None = None,
 ) -> LogitsSections:
-    """Everything the clean view's `logits` (accumulated in `acc`) and `labels` give, with the OOD and unlabeled
-    `targets`' logits: the clean view's section (its intervals; per class, named by `class_names`; what the
-    model predicts, its columns named by `output_names`), the conformal sets, the temperature, the calibrators,
-    and the conformal, OOD and label-free sections. `observer`: the clean pass's (the parity section's)."""
-    clean = observed_result(views.CLEAN, acc, options.bootstrap, options.seed, progress, observer=observer)
+    """Everything the `clean` pass gives, with the OOD and unlabeled `targets`' logits: the clean view's section
+    (its intervals; per class; what the model predicts), the conformal sets, the temperature, the calibrators, and
+    the conformal, OOD and label-free sections. `observer`: the clean pass's (the parity section's)."""
+    acc, logits, labels = clean.acc, clean.logits, clean.labels
+    section = view_result(views.CLEAN, acc, options.bootstrap, options.seed, progress, observer=observer)
     sets = conformal_fit(
         logits,
         labels,
@@ -110,10 +134,10 @@ def logits_sections(
         conformal_split=options.conformal_split,
         raps=options.raps,
     )
-    clean = dataclasses.replace(
-        clean,
-        per_class=per_class_stats(logits, labels, list(class_names), sets),
-        predictions=prediction_spread(logits, list(output_names) if output_names else None),
+    section = dataclasses.replace(
+        section,
+        per_class=per_class_stats(logits, labels, list(clean.class_names), sets),
+        predictions=prediction_spread(logits, list(clean.output_names) if clean.output_names else None),
     )
     temperature = temperature_section(logits, labels, acc.num_classes, split, progress=progress)
     trust = audit_trust(
@@ -126,7 +150,7 @@ def logits_sections(
         temperature=helpful_temperature(temperature),
     )
     calibrators = calibrators_section(logits, labels, options.calibrators, split, progress=progress)
-    return LogitsSections(clean, sets, temperature, calibrators, trust, margin_histogram(acc))
+    return LogitsSections(section, sets, temperature, calibrators, trust, margin_histogram(acc))
 
 
 def run_audit(
@@ -135,19 +159,19 @@ def run_audit(
     options: AuditOptions | None = None,
     inputs: AuditInputs | None = None,
     *,
-    progress: ProgressFn | None = None,
     data_info: dict | None = None,
-    ctx: Context = SINGLE,
     reference: Predictor | None = None,
-    on_warning: Callable[[str], None] | None = None,
+    context: RunContext = DEFAULT_CONTEXT,
 ) -> AuditResult:
     """Audit `predictor` on `source` with `options`, and the OOD, unlabeled and shift sets, class map, ReaL labels
-    and corruption baseline of `inputs`. Under torch.distributed (ctx), every rank returns the same Report. With
-    `reference`, the report's parity section: the reference scored on the same batches of every view
-    (auditing/parity.py), in the same pass; what pairing the two models' preprocessing says (a side that takes the
-    other's mean, ...) goes to `on_warning` as the audit begins, and into the section's `warnings`."""
+    and corruption baseline of `inputs`; `data_info` adds to the report's data section. Under torch.distributed
+    (context.ctx), every rank returns the same Report. With `reference`, the report's parity section: the reference
+    scored on the same batches of every view (auditing/parity.py), in the same pass; what pairing the two models'
+    preprocessing says (a side that takes the other's mean, ...) goes to `context.on_warning` as the audit begins,
+    and into the section's `warnings`."""
     options = sized(options or AuditOptions(), predictor.config)
     inputs = inputs or AuditInputs()
+    ctx, progress = context.ctx, context.progress
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
     # The data's classes met the model's outputs by name, index, class map or position (auditing/classes.py); the
@@ -174,45 +198,25 @@ def run_audit(
                 "run the parity audit without --shift-data"
             )
         paired = check_pair(reference, full_predictor)  # the two models as they are; then each on the data's classes
-        if on_warning is not None:
+        if context.on_warning is not None:
             for line in paired:
-                on_warning(line)
+                context.on_warning(line)
         reference = restricted(reference, match_classes(reference, source, inputs.class_map, inputs.class_map_name))
         recorder = ParityRecorder(
-            reference,
-            source.labels,
-            num_classes,
-            split,
-            coverage=options.coverage,
-            resamples=options.bootstrap,
-            seed=options.seed,
-            shift_sets=inputs.shift_sets,
-            candidate=predictor,
-            warnings=paired,
+            reference, source.labels, split, options, shift_sets=inputs.shift_sets, candidate=predictor, warnings=paired
         )
     acc, logits = evaluate_view(
-        predictor,
-        source,
-        num_classes,
-        options.batch_size,
-        progress=progress,
-        keep_logits=True,
-        ctx=ctx,
-        workers=workers(options, ctx),
-        observer=recorder,
+        predictor, source, num_classes, Loop.of_audit(options, context, recorder), keep_logits=True
     )
     assert logits is not None
+    # The output names are indexed by the logits' columns: the model's outputs in order (its own class names, else
+    # the data's, matched by position then), or the data's classes where the predictor is restricted to them.
+    output_names = (space.is_identity and full_predictor.config.class_names) or source.class_names
     sections = logits_sections(
-        acc,
-        logits,
-        source.labels,
+        CleanPass(acc, logits, source.labels, source.class_names, output_names),
         split,
         options,
-        class_names=source.class_names,
-        # Indexed by the logits' columns: the model's outputs in order (its own class names, else the data's,
-        # matched by position then), or the data's classes where the predictor is restricted to them.
-        output_names=(space.is_identity and full_predictor.config.class_names) or source.class_names,
-        targets=target_logits(predictor, inputs, num_classes, options, progress=progress, ctx=ctx),
+        targets=target_logits(predictor, inputs, num_classes, options, context),
         progress=progress,
         observer=recorder,
     )
@@ -222,15 +226,15 @@ def run_audit(
             predictor,
             source,
             num_classes,
-            sections.clean,
             options,
             parameters=parameters,
             sets=sections.sets,
-            baseline=inputs.corruption_baseline,
-            progress=progress,
-            ctx=ctx,
+            context=context,
             observer=recorder,
         )
+    summary = None
+    if parameters is not None:  # the corruption grid ran
+        summary = corruption_summary(robustness.views, sections.clean, options, parameters, inputs.corruption_baseline)
     trust = sections.trust
     # The shift sets map to the model's own outputs; the clean sets are scored on them where they were fitted there.
     shift, shift_conventions = audit_shift(
@@ -238,8 +242,7 @@ def run_audit(
         inputs.shift_sets,
         options,
         sets=sections.sets if space.is_identity else None,
-        progress=progress,
-        ctx=ctx,
+        context=context,
         observer=recorder,
     )
     real, real_conventions = real_labels_section(
@@ -285,16 +288,11 @@ def run_audit(
             {"class_matching": CLASS_MATCHING} if space.is_subset else {},
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
-        clean=sections.clean,
-        temperature_scaling=sections.temperature,
-        calibrators=sections.calibrators,
-        margin_histogram=sections.margin_histogram,
+        **sections.report_fields(),
         views=robustness.views,
         robustness=robustness.section,
-        corruption_summary=robustness.corruption_summary,
+        corruption_summary=summary,
         conformal=with_corruption_mean(trust.conformal, robustness.views),
-        ood=trust.ood,
-        unlabeled=trust.unlabeled,
         shift=shift,
         real_labels=real,
         parity=recorder.section() if recorder is not None else None,
@@ -313,7 +311,6 @@ def audit_logits(
     ood_logits: np.ndarray | None = None,
     unlabeled_logits: np.ndarray | None = None,
     model_info: dict | None = None,
-    data_info: dict | None = None,
     progress: ProgressFn | None = None,
 ) -> AuditResult:
     """Audit a classifier by its saved logits (N, K) on labelled images, `labels` (N,), its classes named by
@@ -323,8 +320,8 @@ def audit_logits(
     calibrators, the conformal, OOD and unlabeled sections, the margin histogram. The clean view is
     accumulated in batches of `options.batch_size`, as the model audit's pass accumulated it (runtime.batch_size
     of its report; AUTO_BATCH_SIZE: all at once), which its sums follow to the last bit. The sections that need
-    the model are null, `conventions.absent_sections` says why. `model_info` and `data_info` add to the report's
-    `model` (format `predictions`) and `data` sections, e.g. {"path": ..., "arch": ...}, {"source": ...}."""
+    the model are null, `conventions.absent_sections` says why. `model_info` adds to the report's `model` section
+    (format `predictions`), e.g. {"path": ..., "arch": ...}."""
     options = options or AuditOptions()
     if options.batch_size < 0:
         raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
@@ -343,17 +340,8 @@ def audit_logits(
     acc = accumulators.CalibrationAccumulator(num_classes)
     for start in range(0, len(logits), batch):
         acc.update(logits[start : start + batch], labels[start : start + batch])
-    sections = logits_sections(
-        acc,
-        logits,
-        labels,
-        split,
-        options,
-        class_names=class_names,
-        output_names=class_names,
-        targets=targets,
-        progress=progress,
-    )
+    clean = CleanPass(acc, logits, labels, class_names, class_names)
+    sections = logits_sections(clean, split, options, targets=targets, progress=progress)
     trust = sections.trust
     report = Report(
         model=ModelInfo.from_dict({"format": PREDICTIONS, "num_classes": num_classes, **(model_info or {})}),
@@ -364,7 +352,6 @@ def audit_logits(
                 "n": len(logits),
                 "num_classes": num_classes,
                 "class_names": list(class_names),
-                **(data_info or {}),
             }
         ),
         runtime=Runtime.from_dict(
@@ -374,13 +361,8 @@ def audit_logits(
             len(logits), options, sections.temperature, trust.conventions, {"absent_sections": ABSENT_FROM_LOGITS}
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **trust.seeds},
-        clean=sections.clean,
-        temperature_scaling=sections.temperature,
-        calibrators=sections.calibrators,
-        margin_histogram=sections.margin_histogram,
+        **sections.report_fields(),
         conformal=trust.conformal,
-        ood=trust.ood,
-        unlabeled=trust.unlabeled,
         tool=Tool.of(name="macs-audit", version=__version__),
         created=_now(),
     )

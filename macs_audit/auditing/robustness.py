@@ -1,19 +1,18 @@
-"""The robustness half of the audit: the perturbation views, the input sensitivity and the corruption grid with
-its summary; and the checks of the grid's inputs: its files before the model loads (`check_corruption_files`),
+"""The robustness half of the audit: the perturbation views, the input sensitivity and the corruption grid, and
+the grid's summary; and the checks of the grid's inputs: its files before the model loads (`check_corruption_files`),
 then, against the clean data, the corruption parameter set the grid runs with (`check_corruption_data`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from macs_audit.auditing.inference import ViewObserver, evaluate_view, observed_result
-from macs_audit.auditing.options import AuditOptions, workers
+from macs_audit.auditing.inference import Loop, ViewObserver, evaluate_view, view_result
+from macs_audit.auditing.options import DEFAULT_CONTEXT, AuditOptions, RunContext
 from macs_audit.data.sources import Source
-from macs_audit.distributed import SINGLE, Context
 from macs_audit.metrics import conformal
 from macs_audit.models.predictor import Predictor
 from macs_audit.pixels import to_unit_float
-from macs_audit.progress import ProgressFn, Stage, step
+from macs_audit.progress import Stage, step
 from macs_audit.report import CorruptionSummary, Report, Robustness, Sensitivity, ViewResult
 from macs_audit.views import view as views
 from macs_audit.views.corruptions.table import BENCHMARK_CORRUPTIONS, EXTRA_CORRUPTIONS, parameter_set
@@ -72,11 +71,10 @@ def corruption_parameters(options: AuditOptions, source: Source) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class RobustnessResult:
-    """What the robustness half of the audit adds to the Report."""
+    """What the robustness half of the audit adds to the Report, but the grid's summary (`corruption_summary`)."""
 
     views: list[ViewResult] = dataclasses.field(default_factory=list)
     section: Robustness | None = None  # robust accuracy, sensitivity, robustness ratio
-    corruption_summary: CorruptionSummary | None = None
     conventions: dict = dataclasses.field(default_factory=dict)
     seeds: dict = dataclasses.field(default_factory=dict)
 
@@ -85,81 +83,31 @@ def audit_robustness(
     predictor: Predictor,
     source: Source,
     num_classes: int,
-    clean: ViewResult,
     options: AuditOptions,
     *,
     parameters: dict | None,
     sets: conformal.SplitConformal | None = None,
-    baseline: Report | None = None,
-    progress: ProgressFn | None = None,
-    ctx: Context = SINGLE,
+    context: RunContext = DEFAULT_CONTEXT,
     observer: ViewObserver | None = None,
 ) -> RobustnessResult:
     """Perturbation views, sensitivity and the corruption grid (run with `parameters`, from
-    `check_corruption_data`; its Corruption Errors against `baseline`'s grid where given); with `sets`, each
-    view's conformal coverage; `observer` sees every view's batches."""
-    from macs_audit.data.splits import stratified_subset
-
-    device = views.view_device(predictor.device)
+    `check_corruption_data`); with `sets`, each view's conformal coverage; `observer` sees every view's batches."""
+    loop = Loop.of_audit(options, context, observer)
     view_results: list[ViewResult] = []
     section: dict = {}
     conventions: dict = {}
     seeds: dict = {}
-    summary = None
     if options.perturbations:
         from macs_audit.views.perturbation_params import ROBUST_VIEW, describe
 
         conventions["perturbations"] = describe(*source.image_size())
         seeds["perturbations"] = options.seed
-        for name in options.perturbations:
-            view = views.perturbation(name, options.seed, device)
-            acc, logits = evaluate_view(
-                predictor,
-                source,
-                num_classes,
-                options.batch_size,
-                view=view,
-                progress=progress,
-                description=name,
-                keep_logits=sets is not None,
-                ctx=ctx,
-                workers=workers(options, ctx),
-                observer=observer,
-            )
-            coverage = None
-            if sets is not None:  # randomised APS, RAPS and the per-class sets on every image: a stage of its own
-                finish = step(progress, Stage(f"{name}: conformal sets", ""))
-                coverage = sets.evaluate(logits)
-                finish()
-            view_results.append(
-                observed_result(
-                    view, acc, options.bootstrap, options.seed, progress, conformal=coverage, observer=observer
-                )
-            )
-            if name == ROBUST_VIEW:
-                section["robust_accuracy"] = view_results[-1].metrics["accuracy"]
-                section["robust_view"] = name
+        view_results += perturbation_views(predictor, source, num_classes, options, sets=sets, loop=loop)
+        for robust in (v for v in view_results if v.name == ROBUST_VIEW):
+            section["robust_accuracy"] = robust.metrics["accuracy"]
+            section["robust_view"] = robust.name
     if options.sensitivity_samples:
-        from macs_audit.metrics.sensitivity import sensitivity
-
-        pos = stratified_subset(source.labels, options.sensitivity_samples, options.seed)
-        finish = step(progress, SENSITIVITY_STAGE, len(pos))
-        images = to_unit_float(source.images(pos))
-        sens = sensitivity(
-            predictor,
-            images,
-            source.labels[pos],
-            options.sensitivity_directions,
-            options.seed,
-            batch_size=min(options.batch_size, 256),
-            ctx=ctx,
-        )
-        finish()
-        section["sensitivity"] = Sensitivity.from_dict(sens, "robustness.sensitivity")  # the metric's own keys
-        gradient_norm = sens["lipschitz"]  # L^, the mean gradient norm, under the report's key for it
-        # Margin and L^ over the same images (the sensitivity subset), so the ratio mixes no populations.
-        section["robustness_ratio"] = sens["mean_margin_subset"] / gradient_norm if gradient_norm > 0 else None
-        section["median_flip_radius"] = sens["median_flip_radius"]
+        section.update(input_sensitivity(predictor, source, options, context))
         conventions["robustness_ratio"] = "mean margin / L^, both over the sensitivity subset"
         conventions["flip_radius"] = (
             "median of margin / norm(grad margin) over the correctly classified images (margin > 0) "
@@ -169,25 +117,73 @@ def audit_robustness(
     if options.corruptions:
         assert parameters is not None, "the corruption grid runs with the parameters check_corruption_data gives"
         view_results += corruption_grid(
-            predictor,
-            source,
-            num_classes,
-            options,
-            parameters=parameters,
-            sets=sets,
-            progress=progress,
-            ctx=ctx,
-            observer=observer,
+            predictor, source, num_classes, options, parameters=parameters, sets=sets, loop=loop
         )
-        summary = corruption_summary(view_results, clean, options, parameters, baseline)
         seeds["corruptions"] = options.seed
     return RobustnessResult(
         views=view_results,
         section=Robustness.of(**section) if section else None,
-        corruption_summary=summary,
         conventions=conventions,
         seeds=seeds,
     )
+
+
+def perturbation_views(
+    predictor: Predictor,
+    source: Source,
+    num_classes: int,
+    options: AuditOptions,
+    *,
+    sets: conformal.SplitConformal | None,
+    loop: Loop,
+) -> list[ViewResult]:
+    """The perturbation views' sections, each with its conformal coverage under `sets`."""
+    device = views.view_device(predictor.device)
+    results = []
+    for name in options.perturbations:
+        view = views.perturbation(name, options.seed, device)
+        acc, logits = evaluate_view(
+            predictor, source, num_classes, loop, view=view, description=name, keep_logits=sets is not None
+        )
+        coverage = None
+        if sets is not None:  # randomised APS, RAPS and the per-class sets on every image: a stage of its own
+            finish = step(loop.progress, Stage(f"{name}: conformal sets", ""))
+            coverage = sets.evaluate(logits)
+            finish()
+        results.append(
+            view_result(
+                view, acc, options.bootstrap, options.seed, loop.progress, conformal=coverage, observer=loop.observer
+            )
+        )
+    return results
+
+
+def input_sensitivity(predictor: Predictor, source: Source, options: AuditOptions, context: RunContext) -> dict:
+    """The robustness section's sensitivity entries: L^ and the flip radius over a class-stratified subset, and
+    the robustness ratio over the same images."""
+    from macs_audit.data.splits import stratified_subset
+    from macs_audit.metrics.sensitivity import sensitivity
+
+    pos = stratified_subset(source.labels, options.sensitivity_samples, options.seed)
+    finish = step(context.progress, SENSITIVITY_STAGE, len(pos))
+    images = to_unit_float(source.images(pos))
+    sens = sensitivity(
+        predictor,
+        images,
+        source.labels[pos],
+        options.sensitivity_directions,
+        options.seed,
+        batch_size=min(options.batch_size, 256),
+        ctx=context.ctx,
+    )
+    finish()
+    gradient_norm = sens["lipschitz"]  # L^, the mean gradient norm, under the report's key for it
+    return {
+        "sensitivity": Sensitivity.from_dict(sens, "robustness.sensitivity"),  # the metric's own keys
+        # Margin and L^ over the same images (the sensitivity subset), so the ratio mixes no populations.
+        "robustness_ratio": sens["mean_margin_subset"] / gradient_norm if gradient_norm > 0 else None,
+        "median_flip_radius": sens["median_flip_radius"],
+    }
 
 
 def corruption_grid(
@@ -198,9 +194,7 @@ def corruption_grid(
     *,
     parameters: dict,
     sets: conformal.SplitConformal | None = None,
-    progress: ProgressFn | None = None,
-    ctx: Context = SINGLE,
-    observer: ViewObserver | None = None,
+    loop: Loop,
 ) -> list[ViewResult]:
     """Every corruption x severity, generated on the predictor's device with `parameters`' set or read from
     released files; with `sets`, each view's conformal coverage."""
@@ -208,6 +202,7 @@ def corruption_grid(
 
     device = views.view_device(predictor.device)
     grid = [(c, s) for c in options.corruptions for s in options.severities]
+    progress = loop.progress
     results = []
     for i, (name, severity) in enumerate(grid):
         if options.released_dir:
@@ -228,18 +223,14 @@ def corruption_grid(
             predictor,
             view_source,
             num_classes,
-            options.batch_size,
+            dataclasses.replace(loop, progress=grid_progress),
             view=view,
-            progress=grid_progress,
             description=f"{name} s{severity}",
             keep_logits=sets is not None,
-            ctx=ctx,
-            workers=workers(options, ctx),
-            observer=observer,
         )
         coverage = sets.evaluate(logits) if sets is not None else None
         # No bootstrap per grid cell: 95 cells x 1000 resamples costs more than the grid is worth.
-        results.append(observed_result(view, acc, 0, options.seed, conformal=coverage, observer=observer))
+        results.append(view_result(view, acc, 0, options.seed, conformal=coverage, observer=loop.observer))
     return results
 
 

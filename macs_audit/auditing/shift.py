@@ -22,15 +22,13 @@ from __future__ import annotations
 import numpy as np
 
 from macs_audit.auditing.classes import restricted_accumulator
-from macs_audit.auditing.inference import ViewObserver, evaluate_view, observed_result, view_result
-from macs_audit.auditing.options import AuditOptions, workers
+from macs_audit.auditing.inference import Loop, ViewObserver, evaluate_view, view_result
+from macs_audit.auditing.options import DEFAULT_CONTEXT, AuditOptions, RunContext
 from macs_audit.data.label_space import MappedSource
 from macs_audit.data.real_labels import RealLabelSets
-from macs_audit.distributed import SINGLE, Context
 from macs_audit.metrics import conformal
 from macs_audit.metrics import real_labels as real
 from macs_audit.models.predictor import Predictor
-from macs_audit.progress import ProgressFn
 from macs_audit.report import RealLabels, Shift, ShiftSetResult
 from macs_audit.views.view import CLEAN, View
 
@@ -54,30 +52,27 @@ def audit_shift_set(
     options: AuditOptions,
     *,
     sets: conformal.SplitConformal | None = None,
-    progress: ProgressFn | None = None,
-    ctx: Context = SINGLE,
-    observer: ViewObserver | None = None,
+    loop: Loop | None = None,
 ) -> ShiftSetResult:
-    """One shift set through the model (this rank's batches under torchrun, gathered), scored both ways;
-    `observer` sees its batches and pairs its statistic with the restricted view's (inference.observed_result)."""
+    """One shift set through the model (this rank's batches under torchrun, gathered), scored both ways, as `loop`
+    says (default: the audit's, in one process); the loop's observer sees its batches and pairs its statistic with
+    the restricted view's (inference.view_result)."""
+    loop = loop or Loop.of_audit(options, DEFAULT_CONTEXT)
     view = shift_view(mapped.name)
     in_outputs = mapped.in_model_labels()
     acc_all, logits = evaluate_view(
         predictor,
         in_outputs,
         mapped.space.num_outputs,
-        options.batch_size,
+        loop,
         view=view,
-        progress=progress,
         description=f"shift: {mapped.name}",
         keep_logits=True,
-        ctx=ctx,
-        workers=workers(options, ctx),
-        observer=observer,
     )
     coverage = conformal.evaluate_sets(logits, in_outputs.labels, sets.thresholds) if sets is not None else None
     acc_subset = restricted_accumulator(mapped, logits, mapped.source.labels)
-    restricted = observed_result(view, acc_subset, options.bootstrap, options.seed, progress, observer=observer)
+    progress = loop.progress
+    restricted = view_result(view, acc_subset, options.bootstrap, options.seed, progress, observer=loop.observer)
     unrestricted = view_result(
         View(f"{mapped.name} ({UNRESTRICTED})", "shift", CLEAN.transform),
         acc_all,
@@ -114,20 +109,15 @@ def audit_shift(
     options: AuditOptions,
     *,
     sets: conformal.SplitConformal | None = None,
-    progress: ProgressFn | None = None,
-    ctx: Context = SINGLE,
+    context: RunContext = DEFAULT_CONTEXT,
     observer: ViewObserver | None = None,
 ) -> tuple[Shift | None, dict]:
     """The shift section of `shift_sets` (None without any) and the conventions it adds; `observer` sees every
     set's batches (`audit_shift_set`)."""
     if not shift_sets:
         return None, {}
-    results = {
-        mapped.name: audit_shift_set(
-            predictor, mapped, options, sets=sets, progress=progress, ctx=ctx, observer=observer
-        )
-        for mapped in shift_sets
-    }
+    loop = Loop.of_audit(options, context, observer)
+    results = {mapped.name: audit_shift_set(predictor, mapped, options, sets=sets, loop=loop) for mapped in shift_sets}
     section = Shift.of(sets=results, mean=shift_means(results), default_convention=RESTRICTED)
     return section, {"shift": CONVENTION}
 

@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 
 from macs_audit.auditing.calibration import SPLIT
-from macs_audit.auditing.inference import evaluate_view
-from macs_audit.auditing.options import AuditInputs, AuditOptions, workers
-from macs_audit.distributed import SINGLE, Context
+from macs_audit.auditing.inference import Loop, evaluate_view
+from macs_audit.auditing.options import DEFAULT_CONTEXT, AuditInputs, AuditOptions, RunContext
 from macs_audit.metrics import conformal, label_free, ood, selective
 from macs_audit.models.predictor import Predictor
 from macs_audit.progress import ProgressFn, Stage, step
@@ -52,26 +51,17 @@ def target_logits(
     inputs: AuditInputs,
     num_classes: int,
     options: AuditOptions,
-    *,
-    progress: ProgressFn | None = None,
-    ctx: Context = SINGLE,
+    context: RunContext = DEFAULT_CONTEXT,
 ) -> dict[str, Target]:
-    """The OOD and unlabeled sources of `inputs` through the model (their labels unused), by purpose."""
+    """The OOD and unlabeled sources of `inputs` through the model (their labels unused), by purpose. No observer
+    sees their passes: they are no view of the audited data."""
+    loop = Loop.of_audit(options, context)
     targets = {}
     for purpose, source in (("ood", inputs.ood_source), ("unlabeled", inputs.unlabeled_source)):
         if source is None:
             continue
         _, logits = evaluate_view(
-            predictor,
-            source,
-            num_classes,
-            options.batch_size,
-            progress=progress,
-            description=f"{purpose} data",
-            keep_logits=True,
-            ctx=ctx,
-            workers=workers(options, ctx),
-            accumulate=False,
+            predictor, source, num_classes, loop, description=f"{purpose} data", keep_logits=True, accumulate=False
         )
         assert logits is not None
         targets[purpose] = Target(source.name, source.format, logits)

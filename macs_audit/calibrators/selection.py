@@ -255,6 +255,13 @@ def compare_calibrators(
     return Selection(trials, select, chosen, len(y_fit), len(y_eval), reason, best_map)
 
 
+def check_holdout(holdout: float) -> float:
+    """`holdout`, the fraction of the fit data the choice is scored on, checked (before any model loads)."""
+    if not 0 < holdout < 1:
+        raise UsageError(f"--holdout must be in (0, 1), got {holdout}")
+    return holdout
+
+
 def choose_on_holdout(
     logits: np.ndarray,
     labels: np.ndarray,
@@ -267,8 +274,7 @@ def choose_on_holdout(
     against the uncalibrated model (compare_calibrators); the chosen map is then fitted again on all of them.
     None in its place when no map beats the uncalibrated model (the selection says so: nothing to write or
     fold). What `calibrate` (one method or several) and `finetune`'s temperatures decide by."""
-    if not 0 < holdout < 1:
-        raise UsageError(f"--holdout must be in (0, 1), got {holdout}")
+    check_holdout(holdout)
     if len(methods) == 1:  # too few images for it even on all of them: the error names all of them
         check_fit_size(methods[0], len(labels), logits.shape[1])
         check_class_counts(methods[0], labels, logits.shape[1])

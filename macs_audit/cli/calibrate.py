@@ -16,7 +16,7 @@ from macs_audit.cli.progress import Progress, show_progress
 @takes_options("calibrate")
 def calibrate(**values: Any) -> None:
     """Fit a post-hoc calibrator on --data and write MODEL with it folded in, audited before and after. Options
-    not given come from the spec ([tool.macs-audit.calibrate] in pyproject.toml)."""
+    not given come from the spec (its calibrate table; see --config)."""
     from macs_audit.before_after import Fix, which_fix
     from macs_audit.calibrating import calibrate_resolved, fitted_name
     from macs_audit.settings.resolve import resolve

@@ -16,8 +16,8 @@ from macs_audit.cli.progress import Progress, show_progress
 def corrupt(**values: Any) -> None:
     """Generate the corruptions (19 x 5 severities, the parameter set of --corruption-set) into OUT in the
     CIFAR-C layout or the ImageNet-C image tree (--layout), written atomically. Options not given come from the
-    spec ([tool.macs-audit.corrupt] in pyproject.toml)."""
-    from macs_audit.data.grid import Grid, write_corruption_grid, write_corruption_tree
+    spec (its corrupt table; see --config)."""
+    from macs_audit.data.grid import Grid
     from macs_audit.data.loading import DataSpec, load_data
     from macs_audit.devices import resolve_device
     from macs_audit.errors import UsageError
@@ -64,16 +64,22 @@ def corrupt(**values: Any) -> None:
         batch_size = default_batch_size((height, width))
     grid = Grid(source, seed, batch_size, device, frost, pset.name)
     with Progress(show_progress(r["quiet"])) as progress:
-        if layout == "npy":
-            files = write_corruption_grid(out, grid, names, progress)
-            wrote = f"wrote {len(files)} files"
-        else:
-            written, kept = write_corruption_tree(out, grid, names, levels, progress)
-            wrote = f"wrote {written:,} image files" + (f" (kept {kept:,} finished ones)" if kept else "")
+        wrote = _write(layout, out, grid, names, levels, progress)
     frost_info = f"; frost: {frost_texture_info(frost, pset.name)}" if "frost" in names else ""  # where asked
     note(
         f"{wrote} to {out} ({len(source):,} images x {len(levels)} severities per corruption; seed {seed}{frost_info})"
     )
+
+
+def _write(layout: str, out: Path, grid, names: tuple[str, ...], levels: tuple[int, ...], progress) -> str:
+    """The corruptions of `grid` written into OUT in `layout`; what was written, in words."""
+    from macs_audit.data.grid import write_corruption_grid, write_corruption_tree
+
+    if layout == "npy":
+        files = write_corruption_grid(out, grid, names, progress)
+        return f"wrote {len(files)} files"
+    written, kept = write_corruption_tree(out, grid, names, levels, progress)
+    return f"wrote {written:,} image files" + (f" (kept {kept:,} finished ones)" if kept else "")
 
 
 def _check_outputs(layout: str, out: Path, names: tuple[str, ...], levels: tuple[int, ...], data: Path | None) -> None:

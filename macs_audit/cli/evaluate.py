@@ -104,7 +104,7 @@ def evaluate(**values: Any) -> None:
     """Audit MODEL's calibration and robustness: accuracy, ECE, NLL, Brier, margins with bootstrap
     intervals; temperature scaling; robust accuracy and input sensitivity; the CIFAR-C grid; selective
     prediction and conformal sets; with --ood-data, OOD detection; with --unlabeled, accuracy without labels.
-    Options not given come from the spec ([tool.macs-audit.evaluate] in pyproject.toml), then --preset."""
+    Options not given come from the spec (its evaluate table; see --config), then --preset."""
     from macs_audit import distributed
     from macs_audit.formats.summary import parse_bars, record_bars
     from macs_audit.plan import load_audit, plan_audit, run_planned

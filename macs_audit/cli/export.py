@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from macs_audit.cli.console import handle_errors, note, state, stdout, warn
 from macs_audit.cli.parameters import given_values, takes_options
+
+if TYPE_CHECKING:
+    from macs_audit.deployment import Build
 
 
 @handle_errors
@@ -17,10 +20,11 @@ from macs_audit.cli.parameters import given_values, takes_options
 def export(**values: Any) -> None:
     """Export a PyTorch CHECKPOINT to one ONNX file (dynamic batch) with the metadata `evaluate` reads; with
     --precision fp16 or int8, build it at that precision and print the parity audit of the build. Options not
-    given come from the spec ([tool.macs-audit.export] in pyproject.toml)."""
+    given come from the spec (its export table; see --config)."""
     from macs_audit.atomic import all_or_nothing, destination
+    from macs_audit.cli.progress import Progress, show_progress
     from macs_audit.data.loading import DataSpec
-    from macs_audit.deployment import Calibration, check_build, check_providers
+    from macs_audit.deployment import BuildSpec, Calibration, ParityAudit, build_precision, check_build, check_providers
     from macs_audit.errors import UsageError
     from macs_audit.inputs import run_inputs
     from macs_audit.models.export import CheckpointReading, export_checkpoint
@@ -52,9 +56,10 @@ def export(**values: Any) -> None:
     builtin = calibration_data is not None and str(calibration_data) == "builtin"
     spec = DataSpec(None, "builtin") if builtin else _spec(calibration_data)
     calibration = Calibration(spec, r["calibration_images"], r["seed"]) if calibration_data else None
+    build = BuildSpec(precision, calibration, r["int8_target"], r["provider"], r["reference_provider"])
     # The options' consistency (INT8's options with --precision int8 only) before the float export, which takes time.
-    if check_build(precision, calibration, r["int8_target"]) != "fp32":
-        check_providers(r["provider"], r["reference_provider"], r["audit"])  # a GPU provider without a GPU: now
+    if check_build(build.precision, build.calibration, build.int8_target) != "fp32":
+        check_providers(build.provider, build.reference_provider, r["audit"])  # a GPU provider without a GPU: now
         # Every file the run reads, which neither the float export nor the build may replace, --force or not.
         data_read = [*([spec.path] if calibration else []), *([r["data"]] if r["audit"] else [])]
         inputs = run_inputs(models=[(checkpoint, r["arch"])], data=data_read, files=[r["class_prompts"]])
@@ -78,21 +83,12 @@ def export(**values: Any) -> None:
             if float_export is not None:
                 checkpoint = export_float(checkpoint, out=None, inputs=inputs)
                 note(f"float ONNX model written to {destination(checkpoint).describe()}")
-            _build(
-                checkpoint,
-                precision,
-                out,
-                flags,
-                calibration,
-                _spec(r["data"], r["limit"], r["seed"]) if r["audit"] else None,
-                options,
-                r["quiet"],
-                r["force"],
-                (r["provider"], r["reference_provider"]),
-                r["int8_target"],
-                warned=float_export is not None,
-                inputs=inputs,
-            )
+            audit = ParityAudit(_spec(r["data"], r["limit"], r["seed"]), options) if r["audit"] else None
+            with Progress(show_progress(r["quiet"])) as progress:
+                built = build_precision(
+                    checkpoint, build, out, flags=flags, audit=audit, progress=progress, force=r["force"], inputs=inputs
+                )
+        _print_build(built, calibration.images if calibration else None, warned=float_export is not None)
         return
     inputs = run_inputs(models=[(checkpoint, r["arch"])], files=[r["class_prompts"]])
     path = export_float(checkpoint, out=out, inputs=inputs)
@@ -115,56 +111,26 @@ def _spec(path: Optional[Path], limit: Optional[int] = None, seed: int = 0):
     return DataSpec(path, limit=limit, seed=seed)
 
 
-def _build(
-    reference,
-    precision,
-    out,
-    flags,
-    calibration,
-    audit_data,
-    options,
-    quiet,
-    force,
-    providers,
-    int8_target,
-    warned,
-    inputs,
-) -> None:
-    """The reduced-precision build and its parity audit, printed (the parity section's tables)."""
+def _print_build(built: Build, images_asked: int | None, warned: bool) -> None:
+    """The reduced-precision build and its parity audit, printed (the parity section's tables; INT8's calibration
+    images, all of the data where fewer than the default and no number was asked); the float model's warnings
+    unless its export has `warned` of the same model."""
     from macs_audit.atomic import destination
-    from macs_audit.cli.progress import Progress, show_progress
-    from macs_audit.deployment import build_precision
     from macs_audit.formats import layout, terminal
     from macs_audit.models.precision import DEFAULT_CALIBRATION_IMAGES, INT8_TARGETS
 
-    with Progress(show_progress(quiet)) as progress:
-        built = build_precision(
-            reference,
-            precision,
-            out,
-            flags=flags,
-            calibration=calibration,
-            audit_data=audit_data,
-            audit_options=options,
-            progress=progress,
-            force=force,
-            provider=providers[0],
-            reference_provider=providers[1],
-            int8_target=int8_target,
-            inputs=inputs,
-        )
-    if not warned:  # a checkpoint's export has warned of the same model
+    if not warned:
         for message in built.warnings:
             warn(message)
     for message in built.parity_warnings:  # a model of the pair that took the other's settings
         warn(message)
     used = ""
     if built.int8_target:
-        every = calibration.images is None and (built.calibration_images or 0) < DEFAULT_CALIBRATION_IMAGES
+        every = images_asked is None and (built.calibration_images or 0) < DEFAULT_CALIBRATION_IMAGES
         count = f"all {built.calibration_images} images of the calibration data" if every else None
         count = count or f"{built.calibration_images} calibration images"
         used = f" ({count}; {INT8_TARGETS[built.int8_target].description})"
-    note(f"{precision.upper()} model written to {destination(built.path).describe()}{used}")
+    note(f"{built.precision.upper()} model written to {destination(built.path).describe()}{used}")
     if built.report is not None:
         parity = layout.section("parity")
         content = parity.build(built.report)

@@ -68,11 +68,12 @@ def training_options(resolved: Any) -> Any:
 @takes_options("finetune")
 def finetune(**values: Any) -> None:
     """Fine-tune a PyTorch MODEL with MaCS (or a baseline), export it, and audit it before and after. Options not
-    given come from the spec ([tool.macs-audit.finetune] in pyproject.toml), then --preset."""
+    given come from the spec (its finetune table; see --config), then --preset."""
     from macs_audit import distributed
-    from macs_audit.before_after import fixes_table, which_fix
+    from macs_audit.auditing import RunContext
+    from macs_audit.before_after import ModelLoading, fixes_table, which_fix
     from macs_audit.data.loading import DataSpec
-    from macs_audit.finetune.run import run_finetune
+    from macs_audit.finetune.run import FinetuneData, FinetuneSettings, run_finetune
     from macs_audit.models.torch import check_torch_precision
     from macs_audit.settings.parse import model_flags, parse_audit_options
     from macs_audit.settings.resolve import resolve
@@ -100,22 +101,19 @@ def finetune(**values: Any) -> None:
         run = run_finetune(
             r["model"],
             flags,
-            data,
-            DataSpec(r["eval_data"], "auto", "test", r["eval_limit"], r["seed"]),
+            FinetuneData(data, DataSpec(r["eval_data"], "auto", "test", r["eval_limit"], r["seed"]), val_data),
             r["out"],
             options,
             audit,
-            name=r["name"],
-            device=device,
-            trust_pickled=r["trust_pickled"],
-            resume=r["resume"],
-            progress=progress,
-            ctx=ctx,
-            debug=state["debug"],
-            force=r["force"],
-            temperature=r["temperature"],
-            val_data=val_data,
-            force_temperature=r["force_temperature"],
+            FinetuneSettings(
+                name=r["name"],
+                resume=r["resume"],
+                force=r["force"],
+                temperature=r["temperature"],
+                force_temperature=r["force_temperature"],
+                loading=ModelLoading(device, r["trust_pickled"], state["debug"]),
+            ),
+            context=RunContext(progress, ctx),
         )
     distributed.shutdown(ctx)
     if run.comparison is None:  # not rank 0: rank 0 prints

@@ -29,8 +29,8 @@ def gate(**values: Any) -> None:
     configured = ConfiguredGate.load(r["config"], r["baseline"])  # usage errors (exit 2) before input errors (exit 3)
     inputs = (r["report"], *configured.inputs)
     formats, outputs = r["format"], r["output"]
-    resolve_outputs(formats, outputs, inputs=inputs)
+    targets = resolve_outputs(formats, outputs, inputs=inputs)
     saved = load_report(r["report"])
     for message in saved.deprecations:  # a renamed key of an older report (the config's: gate_report)
         warn(message)
-    raise typer.Exit(gate_report(saved, configured, r["use_interval"], formats, outputs, r["step_summary"], inputs))
+    raise typer.Exit(gate_report(saved, configured, r["use_interval"], targets, r["step_summary"]))

@@ -20,7 +20,7 @@ def _spec_table(out: Path) -> str | None:
     from macs_audit.settings.spec import read_spec
     from macs_audit.settings.starting import COMMAND, spec_table_name
 
-    if out.is_file() and COMMAND in read_spec(out).tables:
+    if out.is_file() and COMMAND in read_spec(out, needs_tables=False).tables:
         return None
     return spec_table_name(table_name(out))
 

@@ -157,23 +157,22 @@ def gate_report(
     report: Report,
     gate: ConfiguredGate,
     use_interval: bool | None = None,
-    formats: list[str] | None = None,
-    outputs: list[Path] | None = None,
+    targets: list[tuple[str, Path | None]] | None = None,
     step_summary: bool = True,
-    inputs: Iterable[Any] = (),
     console: Console | None = None,
     quiet: bool = False,
 ) -> int:
     """Gate `report`, write the requested formats, print the verdict; return the exit code (0 or 1).
 
     `gate`: the thresholds and baseline, loaded before the report was read or made (ConfiguredGate.load;
-    `evaluate --gate` loads them before the audit runs). Raises MacsAuditError (exit 2 or 3) for bad
-    inputs. The terminal format shows the gate table only (`quiet`: not on the console, the verdict alone).
-    The verdict is printed before the step summary is appended, whose failure is only a warning.
+    `evaluate --gate` loads them before the audit runs). `targets`: where each format goes (`resolve_outputs`,
+    checked before the report was read or made; None: the terminal's gate table). Raises MacsAuditError (exit 2
+    or 3) for bad inputs. The terminal format shows the gate table only (`quiet`: not on the console, the verdict
+    alone). The verdict is printed before the step summary is appended, whose failure is only a warning.
     """
     from macs_audit.formats import markdown, tables
 
-    targets = resolve_outputs(formats, outputs, inputs=inputs)
+    targets = resolve_outputs(None, None) if targets is None else targets
     result = gate.run(report, use_interval)
     for message in result.notes:  # deprecated keys of the config and the baseline report
         warn(message)

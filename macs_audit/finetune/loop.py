@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from macs_audit import distributed
 from macs_audit.atomic import atomic_path
-from macs_audit.auditing import evaluate_view
+from macs_audit.auditing import Loop, evaluate_view
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import InputError, UsageError
@@ -230,7 +230,7 @@ class TrainingPredictor:
 def validate(model, data: TrainData, options: FinetuneOptions) -> dict:
     """The validation split's metrics, by the audit's loop and accumulators."""
     predictor = TrainingPredictor(model, options, data.num_classes)
-    acc, _ = evaluate_view(predictor, data.val, data.num_classes, options.eval_batch_size)
+    acc, _ = evaluate_view(predictor, data.val, data.num_classes, Loop(options.eval_batch_size))
     m = acc.compute()
     return {k: m[k] for k in ("accuracy", "ece", "nll", "brier", "mean_margin")}
 

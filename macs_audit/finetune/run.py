@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
 
 from macs_audit import distributed
 from macs_audit.atomic import all_or_nothing, write_text
-from macs_audit.auditing import AuditOptions, evaluate_view, sized
+from macs_audit.auditing import DEFAULT_CONTEXT, AuditOptions, Loop, RunContext, evaluate_view, sized
 from macs_audit.auditing.classes import in_model_order, matching_note, matching_record
 from macs_audit.before_after import (
     AFTER,
@@ -34,8 +35,9 @@ from macs_audit.before_after import (
     BEFORE_AFTER_FILES,
     TEMPERATURE_ONLY,
     TEMPERATURE_ONLY_FILE,
+    BeforeAfter,
     Fix,
-    ProgressFn,
+    ModelLoading,
     audit_model,
     write_before_after,
 )
@@ -44,7 +46,6 @@ from macs_audit.calibrators.temperature import TemperatureScaling, optimal_tempe
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_model_data
 from macs_audit.data.sources import CIFAR10_CLASSES, Source
-from macs_audit.distributed import SINGLE, Context
 from macs_audit.errors import UsageError
 from macs_audit.finetune.options import FinetuneOptions
 from macs_audit.inputs import run_inputs, writes_folder
@@ -58,6 +59,7 @@ from macs_audit.models.export import (
 )
 from macs_audit.models.predictor import load_torch_predictor
 from macs_audit.outputs import check_folder
+from macs_audit.progress import ProgressFn
 from macs_audit.report import Report
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -96,9 +98,8 @@ def validation_temperature(
     when the data is too small to hold a part out); `fitted_temperature` is the fitted T either way."""
     val_source, space = in_model_order(predictor, val_source)  # labels as output indices (run_finetune's are)
     k = space.num_outputs
-    _, logits = evaluate_view(
-        predictor, val_source, k, batch_size, progress=progress, description="fit temperature", keep_logits=True
-    )
+    loop = Loop(batch_size, progress=progress)
+    _, logits = evaluate_view(predictor, val_source, k, loop, description="fit temperature", keep_logits=True)
     scaling = None
     try:
         selection, scaling = choose_on_holdout(logits, val_source.labels, ["temperature"], seed=seed)
@@ -179,220 +180,320 @@ class FinetuneRun:
     notes: list[str] = dataclasses.field(default_factory=list)  # how the training data's classes met the outputs
 
 
-def run_finetune(
-    model: Path,
-    flags: dict,
-    train: DataSpec,
-    eval_data: DataSpec,
-    out: Path,
-    options: FinetuneOptions,
-    audit: AuditOptions,
-    *,
-    name: str = "model",
-    device: str = "cpu",
-    trust_pickled: bool = False,
-    resume: bool = False,
-    progress: ProgressFn | None = None,
-    ctx: Context = SINGLE,
-    debug: bool = False,
-    force: bool = False,
-    temperature: bool = True,
-    val_data: DataSpec | None = None,
-    force_temperature: bool = False,
-) -> FinetuneRun:
-    """Fine-tune the PyTorch `model` on `train` with `options` (its preprocessing and device are taken from
-    the model), write it to `out` as NAME.* (with a validation temperature folded in unless `temperature`
-    is False), write the start model with temperature scaling only as NAME_temperature_only.*, and audit
-    all three on `eval_data`.
+@dataclasses.dataclass(frozen=True)
+class FinetuneData:
+    """The run's data: trained on `train` (less the validation split it holds out), audited before and after on
+    `eval_data`, the temperatures fitted on `val_data` where given (images the start model never saw), else on the
+    validation split."""
 
-    `device` is this rank's device; `debug` lets the libraries' warnings through while models load.
-    The temperatures are fitted on `val_data` when given (images the start model never saw), else on the
-    validation split held out of `train`, which is honest only when the start model was trained without it.
-    When the start model's scores on that data show it was trained on (calibrators.held_out.contamination),
-    the run stops before writing anything (UsageError naming --val-data), unless `force_temperature`: then
-    it folds the temperature anyway, says so in `warnings`, and shows no "which fix" comparison built on it.
+    train: DataSpec
+    eval_data: DataSpec
+    val_data: DataSpec | None = None
 
-    Raises UsageError for an ONNX model, a checkpoint in `out` without `resume`, an output that would
-    replace an input, or existing outputs without `force` or `resume`; InputError for training data (or
-    `val_data`) whose classes do not match the model's outputs or are a subset of them. Classes in another
-    order are matched by name and their labels read as output indices (auditing/classes.py, `in_model_order`).
-    """
-    from macs_audit.finetune.loop import check_resume, finetune  # torch
+    @property
+    def paths(self) -> list[Path | None]:
+        return [self.train.path, self.eval_data.path, *([self.val_data.path] if self.val_data else [])]
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneSettings:
+    """How the run writes and what it folds: NAME.* in OUT (`name`), existing outputs replaced only with `force`
+    (or `resume`, which continues the run of OUT's checkpoint); a validation temperature folded into the written
+    model unless `temperature` is off, also where its data looks trained on with `force_temperature`; the models
+    loaded by `loading` (its device: this rank's)."""
+
+    name: str = "model"
+    resume: bool = False
+    force: bool = False
+    temperature: bool = True
+    force_temperature: bool = False
+    loading: ModelLoading = ModelLoading()
+
+
+@dataclasses.dataclass(frozen=True)
+class StartModel:
+    """What the written models take of the start model: its format, every config value (the example input of a
+    temperature fold, the run's record), the values someone declared (sidecars, ONNX metadata: never a default),
+    its file and the file's hash."""
+
+    format: str
+    meta: dict
+    declared: dict
+    path: Path
+    sha256: str
+
+    @classmethod
+    def of(cls, predictor, model: Path) -> StartModel:
+        cfg = predictor.config
+        meta = {**cfg.as_metadata(), "output": "logits"}
+        declared = {**cfg.as_metadata(declared_only=True), "output": "logits"}
+        return cls(predictor.info["format"], meta, declared, model, predictor.info["sha256"])
+
+
+@dataclasses.dataclass(frozen=True)
+class RunData:
+    """The run's data sets as loaded for the model: the training set (labels as output indices), the evaluation
+    set, the temperatures' data and what it is called, with what the loaders and the class matching said."""
+
+    train: Source
+    train_info: dict
+    eval_source: Source
+    eval_info: dict
+    val: Source
+    fit_name: str  # VAL_DATA or VALIDATION_SPLIT
+    notes: list[str]  # how the data's classes met the outputs, where not in order
+    class_matching: dict
+
+
+def check_run_outputs(model: Path, flags: dict, data: FinetuneData, out: Path, settings: FinetuneSettings) -> list:
+    """OUT checked before anything is loaded: none of its files an input, no checkpoint there without `resume`
+    (continued only as the user asked), existing outputs replaced only with `force` or `resume`. The Hugging Face
+    folders the run writes (NAME, NAME_temperature_only), replaced as a whole."""
+    from macs_audit.finetune.loop import check_resume  # torch
 
     arch = flags.get("arch")
-    data = [train.path, eval_data.path, *([val_data.path] if val_data else [])]
-    inputs = run_inputs(models=[(model, arch)], data=data)  # every file read: never replaced, --force or not
+    inputs = run_inputs(models=[(model, arch)], data=data.paths)  # every file read: never replaced, --force or not
     check_folder(out, [CHECKPOINT_FILE], inputs=inputs)
     checkpoint = out / CHECKPOINT_FILE
-    if checkpoint.exists() and not resume:
+    if checkpoint.exists() and not settings.resume:
         raise UsageError(
             f"{out} already holds a fine-tuning checkpoint; pass --resume to continue it or choose another --out"
         )
-    check_resume(checkpoint, resume)  # the user's own request first: before any model loads or is written
-    # A Hugging Face model is written as a folder (NAME, NAME_temperature_only), replaced as a whole.
+    check_resume(checkpoint, settings.resume)  # the user's own request first: before any model loads or is written
+    name = settings.name
     folders = [name, name + BASELINE_SUFFIX] if writes_folder(model, arch) else []
-    check_folder(out, output_names(name), inputs=inputs, force=force or resume, folders=folders)
-    predictor = load_torch_predictor(model, flags, device, trust_pickled, debug=debug)
-    check_writable(predictor.info["format"])  # a torch.export program, a zero-shot head: before any training
+    check_folder(out, output_names(name), inputs=inputs, force=settings.force or settings.resume, folders=folders)
+    return folders
+
+
+def load_run_data(predictor, data: FinetuneData, options: FinetuneOptions) -> RunData:
+    """The run's data for `predictor`: training labels read as output indices (classes matched by name, another
+    order converted, a subset refused), too few images to train refused now, not after the first audit."""
     cfg = predictor.config
-    audit = sized(audit, cfg)  # the validation temperature's batches and the run's record of the audits'
-    if eval_data.path is None and cfg.num_classes not in (None, len(CIFAR10_CLASSES)):
+    train_source, train_info = load_model_data(data.train, cfg)
+    train_source, space = in_model_order(predictor, train_source)
+    notes = [] if space.is_identity else [matching_note(space, train_source)]
+    class_matching = matching_record(space, predictor, train_source)
+    options.checked_split(train_source.labels)
+    eval_source, eval_info = load_model_data(data.eval_data, cfg)
+    if data.val_data is None:
+        val_source = train_source.subset(options.split(train_source.labels)[0])
+        return RunData(
+            train_source, train_info, eval_source, eval_info, val_source, VALIDATION_SPLIT, notes, class_matching
+        )
+    val_source, val_space = in_model_order(predictor, load_model_data(data.val_data, cfg)[0])  # read like --data
+    notes += [] if val_space.is_identity else [matching_note(val_space, val_source)]
+    return RunData(train_source, train_info, eval_source, eval_info, val_source, VAL_DATA, notes, class_matching)
+
+
+def write_temperature_only(model, fit: dict, weights: Path, start: StartModel, debug: bool) -> None:
+    """The start model with the validation temperature `fit` folded in, its sidecar and its ONNX export beside it,
+    as the fine-tuned model's: either fix deploys the same way. Before training, which changes the start model's
+    weights in place."""
+    scaled, folded_into = with_temperature(model, fit["temperature"], start.format, start.meta, debug)
+    write_weights(scaled, weights, start.format)
+    calibration = {"method": "temperature", **fit, "folded_into": folded_into}
+    write_sidecar(
+        weights.with_suffix(".json"),
+        {**start.declared, "calibration": {**calibration, "from": start.path.name, "from_sha256": start.sha256}},
+    )
+    export_if_possible(scaled, weights.with_suffix(".onnx"), start.declared, start.format)
+
+
+def write_finetuned(trained, fit: dict | None, out: Path, name: str, summary: dict, start: StartModel, debug: bool):
+    """The fine-tuned model as NAME.* in OUT, with the validation temperature `fit` folded in (none: not fitted),
+    its sidecar (the run's `summary`) and its ONNX export; (weights, why the export was skipped or None)."""
+    weights = weights_path(out, name, start.format)
+    folded_into = None
+    if fit is not None:
+        trained, folded_into = with_temperature(trained, fit["temperature"], start.format, start.meta, debug)
+    write_weights(trained, weights, start.format)
+    sidecar = {**start.declared, "finetune": summary}
+    if fit is not None:
+        sidecar["calibration"] = {"method": "temperature", **fit, "folded_into": folded_into}
+    write_sidecar(out / f"{name}.json", sidecar)
+    return weights, export_if_possible(trained, out / f"{name}.onnx", start.declared, start.format)
+
+
+def run_record(
+    options: FinetuneOptions,
+    audit: AuditOptions,
+    start: StartModel,
+    data: RunData,
+    result,
+    temperatures: dict,
+    started: float,
+) -> str:
+    """The run's record, finetune_config.json's text: its options, model, data, split, audit settings, steps,
+    `temperatures` (the fine-tuned model's and the temperature-only start model's), where it resumed, its history
+    and its time since `started`."""
+    record = {
+        "options": options.to_dict(),
+        "model": {**start.meta, "from": str(start.path), "from_sha256": start.sha256, "format": start.format},
+        "data": {
+            "source": data.train.name,
+            "n": len(data.train),
+            **data.train_info,
+            "class_matching": data.class_matching,
+        },
+        "split": result.split,
+        "eval_data": {"source": data.eval_source.name, "n": len(data.eval_source), **data.eval_info},
+        "audit": {
+            "batch_size": audit.batch_size,
+            "bootstrap": audit.bootstrap,
+            "calibration_split": audit.calibration_split,
+            "seed": audit.seed,
+            "perturbations": list(audit.perturbations),
+            "sensitivity_samples": audit.sensitivity_samples,
+            "corruptions": list(audit.corruptions),
+            "severities": list(audit.severities),
+        },
+        "steps": result.steps,
+        **temperatures,
+        "resumed_from_epoch": result.resumed_from_epoch,
+        "resumed_from_step": result.resumed_from_step,
+        "history": result.history,
+        "seconds_this_run": round(time.time() - started, 1),
+    }
+    return json.dumps(record, indent=2) + "\n"
+
+
+def model_options(options: FinetuneOptions, predictor, data: FinetuneData) -> FinetuneOptions:
+    """`options` with the model's preprocessing and device, validated; UsageError where the before/after audit
+    would read the built-in CIFAR-10 test set for a model of other classes."""
+    cfg = predictor.config
+    if data.eval_data.path is None and cfg.num_classes not in (None, len(CIFAR10_CLASSES)):
         raise UsageError(
             f"the model has {cfg.num_classes} classes and the before/after audit reads the built-in CIFAR-10 test "
             "set unless --eval-data names another: pass --eval-data with held-out images of the model's classes "
             "(images it was not trained on, not --data)"
         )
-    options = dataclasses.replace(
+    return dataclasses.replace(
         options,
         input_size=tuple(cfg.input_size),
         mean=tuple(cfg.mean),
         std=tuple(cfg.std),
         device=predictor.info["device"],
     ).validate()
-    train_source, train_info = load_model_data(train, cfg)
-    # Training reads labels as output indices: classes matched by name (another order converted), a subset refused.
-    train_source, space = in_model_order(predictor, train_source)
-    notes = [] if space.is_identity else [matching_note(space, train_source)]
-    class_matching = matching_record(space, predictor, train_source)
-    options.checked_split(train_source.labels)  # too few images to train: fail now, not after the first audit
-    eval_source, eval_info = load_model_data(eval_data, cfg)
-    val_given = load_model_data(val_data, cfg)[0] if val_data is not None else None  # read like --data
-    if val_given is not None:
-        val_given, val_space = in_model_order(predictor, val_given)
-        notes += [] if val_space.is_identity else [matching_note(val_space, val_given)]
+
+
+def audit_written(weights: Path, baseline_weights: Path, audits: BeforeAfter) -> tuple[Report, Report]:
+    """The audits of the written models: the fine-tuned one (after) and the temperature-only start model."""
+    return audit_model(weights, {}, AFTER, audits), audit_model(baseline_weights, {}, TEMPERATURE_ONLY, audits)
+
+
+def unfolded_warnings(fit_name: str, fits: dict[str, dict | None]) -> list[str]:
+    """A warning per temperature not folded because it did not beat no temperature on a held-out part of its data
+    (`fits`: label -> the fit, None where none was fitted)."""
+    return [
+        f"the temperature fitted on the {fit_name} ({label}, T = {fit['fitted_temperature']:.3f}) is not folded "
+        f"(T = 1): {fit['kept_uncalibrated']}; fit it on more held-out data (--val-data)"
+        for label, fit in fits.items()
+        if fit is not None and fit["kept_uncalibrated"]
+    ]
+
+
+def run_finetune(
+    model: Path,
+    flags: dict,
+    data: FinetuneData,
+    out: Path,
+    options: FinetuneOptions,
+    audit: AuditOptions,
+    settings: FinetuneSettings = FinetuneSettings(),
+    *,
+    context: RunContext = DEFAULT_CONTEXT,
+) -> FinetuneRun:
+    """Fine-tune the PyTorch `model` on `data.train` with `options` (its preprocessing and device are taken from
+    the model), write it to `out` as NAME.* (with a validation temperature folded in unless settings.temperature
+    is off), write the start model with temperature scaling only as NAME_temperature_only.*, and audit
+    all three on `data.eval_data`.
+
+    The temperatures are fitted on `data.val_data` when given (images the start model never saw), else on the
+    validation split held out of the training data, which is honest only when the start model was trained without
+    it. When the start model's scores on that data show it was trained on (calibrators.held_out.contamination),
+    the run stops before writing anything (UsageError naming --val-data), unless settings.force_temperature: then
+    it folds the temperature anyway, says so in `warnings`, and shows no "which fix" comparison built on it.
+
+    Raises UsageError for an ONNX model, a checkpoint in `out` without settings.resume, an output that would
+    replace an input, or existing outputs without settings.force or settings.resume; InputError for training data
+    (or validation data) whose classes do not match the model's outputs or are a subset of them. Classes in another
+    order are matched by name and their labels read as output indices (auditing/classes.py, `in_model_order`).
+    """
+    from macs_audit.finetune.loop import finetune  # torch
+
+    folders = check_run_outputs(model, flags, data, out, settings)
+    loading, ctx, name = settings.loading, context.ctx, settings.name
+    predictor = load_torch_predictor(model, flags, loading.device, loading.trust_pickled, debug=loading.debug)
+    check_writable(predictor.info["format"])  # a torch.export program, a zero-shot head: before any training
+    cfg = predictor.config
+    audit = sized(audit, cfg)  # the validation temperature's batches and the run's record of the audits'
+    options = model_options(options, predictor, data)
+    loaded = load_run_data(predictor, data, options)
     training = "training from scratch" if options.from_scratch else "fine-tuning"
-    title = f"{options.objective} {training} of {model.name}: before / after on {eval_source.name}"
+    title = f"{options.objective} {training} of {model.name}: before / after on {loaded.eval_source.name}"
     distributed.barrier(ctx)  # every rank has checked for an old checkpoint before rank 0 writes one
     started = time.time()
-
-    outputs: dict = {}  # the start and fine-tuned models' clean outputs: the comparison's paired intervals
-
-    def audit_file(path: Path, path_flags: dict, label: str) -> Report:
-        return audit_model(
-            path, path_flags, device, eval_source, eval_info, audit, progress, trust_pickled, label, ctx, debug, outputs
-        )
-
-    before = audit_file(model, flags, BEFORE)
-    fmt = predictor.info["format"]
-    meta = cfg.as_metadata()  # every value, for the example input of a temperature fold and the run's record
-    meta["output"] = "logits"
-    # What the written models declare (sidecars, ONNX metadata): only values someone set, never a default.
-    declared = {**cfg.as_metadata(declared_only=True), "output": "logits"}
-    sha256 = predictor.info["sha256"]
+    # The three audits, alike but for the model; the comparison's paired intervals from the start and fine-tuned
+    # models' clean outputs.
+    audits = BeforeAfter(loaded.eval_source, loaded.eval_info, audit, loading, context)
+    before = audit_model(model, flags, BEFORE, audits)
+    start = StartModel.of(predictor, model)
     # Every rank computes the same temperatures from the whole validation split; rank 0 writes.
-    val_source = val_given if val_given is not None else train_source.subset(options.split(train_source.labels)[0])
-    fit_name = VAL_DATA if val_given is not None else VALIDATION_SPLIT
-    baseline_fit = validation_temperature(
-        predictor, val_source, audit.batch_size, progress, fit_name, options.split_seed
+    fit_temperature = functools.partial(
+        validation_temperature,
+        predictor,
+        loaded.val,
+        audit.batch_size,
+        context.progress,
+        loaded.fit_name,
+        options.split_seed,
     )
+    baseline_fit = fit_temperature()
     # From scratch the trained model never sees the split, so only the start model's own T would be unfair.
-    folds_it = temperature and not options.from_scratch
-    warnings = contamination_warnings(baseline_fit, before, fit_name, folds_it, force_temperature)
+    folds_it = settings.temperature and not options.from_scratch
+    warnings = contamination_warnings(baseline_fit, before, loaded.fit_name, folds_it, settings.force_temperature)
     # What it writes lands together: a run that fails from here on leaves none of it (the checkpoint stays, for
     # --resume), and an output it replaces comes back as it was.
     written = [out / file for file in [*output_names(name), *folders]]
     with all_or_nothing(written) if ctx.is_main else contextlib.nullcontext():
-        baseline_weights = weights_path(out, name + BASELINE_SUFFIX, fmt)
+        baseline_weights = weights_path(out, name + BASELINE_SUFFIX, start.format)
         if ctx.is_main:  # before training, which changes the start model's weights in place
             out.mkdir(parents=True, exist_ok=True)  # only now; all_or_nothing removes it again on a failure
-            scaled, folded_into = with_temperature(predictor.model, baseline_fit["temperature"], fmt, meta, debug)
-            write_weights(scaled, baseline_weights, fmt)
-            calibration = {"method": "temperature", **baseline_fit, "folded_into": folded_into}
-            write_sidecar(
-                baseline_weights.with_suffix(".json"),
-                {**declared, "calibration": {**calibration, "from": model.name, "from_sha256": sha256}},
-            )
-            # Its ONNX export beside it, as the fine-tuned model's: either fix deploys the same way.
-            export_if_possible(scaled, baseline_weights.with_suffix(".onnx"), declared, fmt)
+            write_temperature_only(predictor.model, baseline_fit, baseline_weights, start, loading.debug)
         if options.from_scratch:  # the start model stays the comparison; training starts from its architecture's init
             from macs_audit.finetune.scratch import random_initialisation
 
-            random_initialisation(predictor.model, cfg.arch, train_source.num_classes, options.seed, cfg.model_args)
-        result = finetune(predictor.model.train(), train_source, options, progress, checkpoint, resume, ctx)
-        # The loop trained predictor.model in place, so the predictor now reads the fine-tuned model.
-        final_fit = (
-            validation_temperature(predictor, val_source, audit.batch_size, progress, fit_name, options.split_seed)
-            if temperature
-            else None
+            random_initialisation(predictor.model, cfg.arch, loaded.train.num_classes, options.seed, cfg.model_args)
+        checkpoint = out / CHECKPOINT_FILE
+        result = finetune(
+            predictor.model.train(), loaded.train, options, context.progress, checkpoint, settings.resume, ctx
         )
+        # The loop trained predictor.model in place, so the predictor now reads the fine-tuned model.
+        final_fit = fit_temperature() if settings.temperature else None
+        t_final, t0 = final_fit["temperature"] if final_fit is not None else None, baseline_fit["temperature"]
         trained = result.model.cpu().eval()
-        weights = weights_path(out, name, fmt)
-        t_final = final_fit["temperature"] if final_fit is not None else None
         if not ctx.is_main:  # rank 0 writes the outputs; the others join the sharded audit of them
             distributed.barrier(ctx)
-            after = audit_file(weights, {}, AFTER)
-            baseline = audit_file(baseline_weights, {}, TEMPERATURE_ONLY)
-            return FinetuneRun(
-                weights, None, None, before, after, None, title, t_final, baseline, baseline_fit["temperature"]
-            )
-        folded_into = None
-        if t_final is not None:
-            trained, folded_into = with_temperature(trained, t_final, fmt, meta, debug)
-        write_weights(trained, weights, fmt)
+            weights = weights_path(out, name, start.format)
+            after, baseline = audit_written(weights, baseline_weights, audits)
+            return FinetuneRun(weights, None, None, before, after, None, title, t_final, baseline, t0)
         summary = {
             "objective": options.objective,
             "from": model.name,
-            "from_sha256": sha256,
+            "from_sha256": start.sha256,
             "steps": result.steps,
             "final_val": result.history[-1]["val"] if result.history else None,  # before the temperature
             "temperature": t_final,  # folded into these weights; null: none (--no-temperature)
         }
-        sidecar = {**declared, "finetune": summary}
-        if final_fit is not None:
-            sidecar["calibration"] = {"method": "temperature", **final_fit, "folded_into": folded_into}
-        write_sidecar(out / f"{name}.json", sidecar)
-        onnx_skipped = export_if_possible(trained, out / f"{name}.onnx", declared, fmt)
-        onnx_path = None if onnx_skipped else out / f"{name}.onnx"
-        write_text(
-            out / RUN_CONFIG_FILE,
-            json.dumps(
-                {
-                    "options": options.to_dict(),
-                    "model": {**meta, "from": str(model), "from_sha256": sha256, "format": fmt},
-                    "data": {
-                        "source": train_source.name,
-                        "n": len(train_source),
-                        **train_info,
-                        "class_matching": class_matching,
-                    },
-                    "split": result.split,
-                    "eval_data": {"source": eval_source.name, "n": len(eval_source), **eval_info},
-                    "audit": {
-                        "batch_size": audit.batch_size,
-                        "bootstrap": audit.bootstrap,
-                        "calibration_split": audit.calibration_split,
-                        "seed": audit.seed,
-                        "perturbations": list(audit.perturbations),
-                        "sensitivity_samples": audit.sensitivity_samples,
-                        "corruptions": list(audit.corruptions),
-                        "severities": list(audit.severities),
-                    },
-                    "steps": result.steps,
-                    "temperature": final_fit,
-                    "temperature_only": {**baseline_fit, "model": baseline_weights.name},
-                    "resumed_from_epoch": result.resumed_from_epoch,
-                    "resumed_from_step": result.resumed_from_step,
-                    "history": result.history,
-                    "seconds_this_run": round(time.time() - started, 1),
-                },
-                indent=2,
-            )
-            + "\n",
-        )
+        weights, onnx_skipped = write_finetuned(trained, final_fit, out, name, summary, start, loading.debug)
+        temperatures = {"temperature": final_fit, "temperature_only": {**baseline_fit, "model": baseline_weights.name}}
+        write_text(out / RUN_CONFIG_FILE, run_record(options, audit, start, loaded, result, temperatures, started))
         distributed.barrier(ctx)  # the weights are written before the other ranks read them
-        after = audit_file(weights, {}, AFTER)
-        baseline = audit_file(baseline_weights, {}, TEMPERATURE_ONLY)
-        t0 = baseline_fit["temperature"]
-        contaminated = bool(warnings)
-        warnings += [  # a T that does not beat no temperature on a held-out part of its data is not folded
-            f"the temperature fitted on the {fit_name} ({label}, T = {fit['fitted_temperature']:.3f}) is not folded "
-            f"(T = 1): {fit['kept_uncalibrated']}; fit it on more held-out data (--val-data)"
-            for label, fit in (("start model", baseline_fit), ("trained model", final_fit))
-            if fit is not None and fit["kept_uncalibrated"]
-        ]
+        after, baseline = audit_written(weights, baseline_weights, audits)
         fixes = (
             []
-            if contaminated
+            if warnings  # the temperature's data looks trained on
             else [  # no "which fix" comparison built on a temperature fitted on memorised data
                 Fix("start model", before),
                 Fix(f"temperature scaling only, T = {t0:.3f}", baseline),
@@ -402,8 +503,11 @@ def run_finetune(
                 ),
             ]
         )
-        comparison = write_before_after(out, before, after, title, fixes, outputs)
+        # A T that does not beat no temperature on a held-out part of its data is not folded.
+        warnings += unfolded_warnings(loaded.fit_name, {"start model": baseline_fit, "trained model": final_fit})
+        comparison = write_before_after(out, before, after, title, fixes, audits.outputs)
         write_text(out / TEMPERATURE_ONLY_FILE, baseline.to_json())
+        onnx_path = None if onnx_skipped else out / f"{name}.onnx"
         return FinetuneRun(
             weights,
             onnx_path,
@@ -417,5 +521,5 @@ def run_finetune(
             t0,
             fixes,
             warnings,
-            notes,
+            loaded.notes,
         )

@@ -4,6 +4,8 @@ preset, else the table's default; and where each came from, for the report's `se
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,23 @@ def preset(command: str, name: str) -> dict[str, Any]:
     """The values of `command`'s preset `name` (UsageError naming the presets there are)."""
     presets = PRESETS.get(command, {})
     if name not in presets:
-        choices = ", ".join(presets) or "none"
-        raise UsageError(f"unknown preset {name!r} for {command}; presets: {choices}")
+        close = difflib.get_close_matches(str(name), list(presets), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(f"unknown preset {name!r} for {command}; {hint}presets: {', '.join(presets) or 'none'}")
     return presets[name]
+
+
+def naming_the_spec(error: UsageError, resolved: Resolved) -> UsageError:
+    """`error`, raised parsing a resolved value and naming its flag (--calibration-split must be ...), with where the
+    value came from when the spec set it: the user typed no flag, so the message names the key and the file."""
+    from macs_audit.settings.table import options_of
+
+    message = str(error)
+    if resolved.spec is None:
+        return error
+    for option in options_of(resolved.command):
+        flags = [flag for spelling in option.flags for flag in spelling.split("/") if flag.startswith("--")]
+        named = any(re.search(rf"{re.escape(flag)}(?![\w-])", message) for flag in flags)  # --data, not --data-format
+        if named and resolved.sources.get(option.name) == SPEC:
+            return UsageError(f"{message} (from {option.name} in {resolved.spec.where(resolved.command)})")
+    return error

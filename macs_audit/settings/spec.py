@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from macs_audit.errors import UsageError
-from macs_audit.gating.config import MACS_AUDIT_TOML, find_project_file, read_toml
+from macs_audit.gating.config import PYPROJECT_TOML, find_project_file, read_toml
 from macs_audit.settings.table import BY_NAME, COMMANDS, Option, options_of
 
 TOOL = "macs-audit"
@@ -27,11 +28,11 @@ class Spec:
     path: Path
     sha256: str
     tables: dict[str, dict[str, Any]]
+    prefix: str = f"tool.{TOOL}."  # "" where the tables are at the top of the file (a macs-audit.toml)
 
     def where(self, command: str) -> str:
         """How messages name a command's table: 'pyproject.toml [tool.macs-audit.evaluate]'."""
-        table = command if self.path.name == MACS_AUDIT_TOML else f"tool.{TOOL}.{command}"
-        return f"{self.path} [{table}]"
+        return f"{self.path} [{self.prefix}{command}]"
 
     def values(self, command: str) -> dict[str, Any]:
         """The validated values of `command`'s table (empty where the spec has none): paths made absolute from
@@ -46,26 +47,35 @@ class Spec:
         return {key: _value(key, value, known, where, self.path.parent) for key, value in table.items()}
 
 
-def _tables(doc: dict, path: Path) -> dict[str, dict[str, Any]]:
-    """The command tables of a parsed spec: [tool.macs-audit.*] (any file), else the top-level tables of a
-    macs-audit.toml. A table that names no command is an unknown key."""
+def _tables(doc: dict, path: Path) -> tuple[dict[str, dict[str, Any]], str]:
+    """The command tables of a parsed spec and their prefix: [tool.macs-audit.*] (any file), else the top-level
+    tables of any file but a pyproject.toml (a macs-audit.toml, or the file --config names). A table that names
+    no command is an unknown key."""
     tool = doc.get("tool", {}).get(TOOL) if isinstance(doc.get("tool"), dict) else None
     if isinstance(tool, dict):
-        tables, where = tool, f"{path} [tool.{TOOL}]"
-    elif path.name == MACS_AUDIT_TOML:
-        tables, where = doc, str(path)
+        tables, where, prefix = tool, f"{path} [tool.{TOOL}]", f"tool.{TOOL}."
+    elif path.name != PYPROJECT_TOML:
+        tables, where, prefix = doc, str(path), ""
     else:
-        return {}
+        return {}, f"tool.{TOOL}."
     for key in tables:
         if key not in COMMANDS:
             raise unknown_key(key, COMMANDS, where)
-    return tables
+    return tables, prefix
 
 
-def read_spec(path: Path) -> Spec:
-    """Read the spec at `path` (UsageError, one line, for a file that is not TOML or an unknown command table)."""
-    doc = read_toml(path)
-    return Spec(path, hashlib.sha256(path.read_bytes()).hexdigest(), _tables(doc, path))
+def read_spec(path: Path, *, needs_tables: bool = True) -> Spec:
+    """Read the spec at `path`: UsageError (one line) for a file that is missing, not TOML, holds an unknown
+    command table, or (`needs_tables`: a --config, which would change nothing) no table of macs-audit at all."""
+    if not path.exists():
+        raise UsageError(f"config not found: {path}")
+    tables, prefix = _tables(read_toml(path), path)
+    if not tables and needs_tables:
+        raise UsageError(
+            f"{path} holds no macs-audit table: [tool.{TOOL}.<command>] in a pyproject.toml, or [<command>] "
+            "(evaluate, gate, ...) in a macs-audit.toml"
+        )
+    return Spec(path, hashlib.sha256(path.read_bytes()).hexdigest(), tables, prefix)
 
 
 def find_spec(start: Path | None = None) -> Path | None:
@@ -94,19 +104,40 @@ def _value(key: str, value: Any, known: dict[str, Option], where: str, folder: P
         if key in BY_NAME and not BY_NAME[key].in_spec:
             raise UsageError(f"{key!r} in {where} is for the command line only ({BY_NAME[key].flag})")
         raise unknown_key(key, known, where)
+    return checked_value(option, value, f"in {where}", folder)
+
+
+def checked_value(option: Option, value: Any, where: str, folder: Path | None = None) -> Any:
+    """`value` of `option` as the spec or an API keyword gives it, checked as the flag's would be (its type, an
+    int being a float; its range) and in the form the flag gives it: a list or table of a text option joined
+    (corruptions = ["fog", "snow"], input_size = [224, 224], problem_bars = {ece = 0.05}), a number written out
+    (input_size = 224). `where`: how a message places it ("in pyproject.toml [tool.macs-audit.evaluate]");
+    `folder`: where a relative path is from (None: as given). UsageError, one line, naming the option."""
+    if isinstance(value, tuple):
+        value = list(value)
+    if isinstance(value, dict) and option.kind is str:  # shift_data = {a = "dir"}, problem_bars = {ece = 0.05}
+        value = [f"{name}={_text(option, item, where)}" for name, item in value.items()]
+        value = value if option.repeatable else ",".join(value)
     if option.repeatable:
         values = value if isinstance(value, list) else [value]
         return [_one(option, item, where, folder) for item in values]
-    if isinstance(value, list) and option.kind is str:  # corruptions = ["fog", "snow"]: the flag's comma list
-        return ",".join(str(_one(option, item, where, folder)) for item in value)
+    if isinstance(value, list) and option.kind is str:  # corruptions = ["fog", "snow"], input_size = [224, 224]
+        return ",".join(_text(option, item, where) for item in value)
     return _one(option, value, where, folder)
 
 
-def _one(option: Option, value: Any, where: str, folder: Path) -> Any:
-    """One value of `option` from TOML, checked as the flag's would be: its type (an int is a float), its range."""
+def _text(option: Option, value: Any, where: str) -> str:
+    """One item of a text option's list or table: a string, or a number written out (input_size = 224)."""
+    if isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return str(value)
+    raise UsageError(f"{option.name} {where} must be text or numbers, got {value!r}")
+
+
+def _one(option: Option, value: Any, where: str, folder: Path | None) -> Any:
+    """One value of `option`, checked as the flag's would be: its type (an int is a float), its range."""
     kind = option.kind
     expected = {bool: "true or false", int: "an integer", float: "a number", str: "a string", Path: "a path"}[kind]
-    wrong = UsageError(f"{option.name} in {where} must be {expected}, got {value!r}")
+    wrong = UsageError(f"{option.name} {where} must be {expected}, got {value!r}")
     if kind is bool:
         if not isinstance(value, bool):
             raise wrong
@@ -117,10 +148,16 @@ def _one(option: Option, value: Any, where: str, folder: Path) -> Any:
         low, high = option.minimum, option.maximum
         if (low is not None and value < low) or (high is not None and value > high):
             bounds = f"at least {low:g}" if high is None else f"in [{low:g}, {high:g}]"
-            raise UsageError(f"{option.name} in {where} must be {bounds}, got {value!r}")
+            raise UsageError(f"{option.name} {where} must be {bounds}, got {value!r}")
         return kind(value)
+    if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)  # input_size = 224, severities = 3
+    if kind is Path and isinstance(value, PathLike):
+        value = str(value)
     if not isinstance(value, str) or not value:
         raise wrong
+    if folder is None:
+        return Path(value) if kind is Path else value
     if kind is Path:
         return Path(value) if value.startswith("hf-hub:") else folder / value
     if option.named_path and "=" in value:  # shift_data = ["imagenet-a=data/imagenet-a"]: the folder's path

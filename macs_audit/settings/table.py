@@ -25,10 +25,10 @@ DATA, MODEL, TRAINING, VIEWS, ANALYSIS, GATE, OUTPUTS, RUNTIME = (
     "Data",
     "Model",
     "Training",
-    "Views",
+    "View",
     "Analysis",
     "Gate",
-    "Outputs",
+    "Output",
     "Runtime",
 )
 PANELS = (DATA, MODEL, TRAINING, VIEWS, ANALYSIS, GATE, OUTPUTS, RUNTIME)
@@ -1336,7 +1336,7 @@ OPTIONS: tuple[Option, ...] = (
         "preset",
         "--preset",
         str,
-        "Defaults under the spec and the flags (settings/presets.py): quick (a smoke test: 200 resamples, no "
+        "Defaults under the spec and the flags: quick (a smoke test: 200 resamples, no "
         "perturbations or sensitivity, the temperature alone), full (every perturbation, the 15 benchmark "
         "corruptions), imagenet (the 15 benchmark corruptions with ImageNet-C's parameters, no sensitivity). "
         "The model's preprocessing is never a preset's: it comes from the model or its flags.",

@@ -691,7 +691,7 @@ ROWS: list[Row] = [
         "--calibration-split must be in [0, 1), got 1.5",
     ),
     Row("evaluate-batch-size-0", ("evaluate", "{model}", "--batch-size", "0"), 2, "Invalid value for '--batch-size'"),
-    Row("evaluate-no-model", ("evaluate",), 2, "Missing argument 'MODEL'"),
+    Row("evaluate-no-model", ("evaluate",), 2, "give MODEL, or the model in the spec's evaluate table"),
     # moved from tests/cli/test_cli_corrupt.py
     Row(
         "cifar-c-other-labels",
@@ -1549,7 +1549,7 @@ def test_an_interrupt_is_one_line_and_exit_130_in_every_command(workdir, monkeyp
         raise AssertionError("no SIGINT arrived")
 
     if command == "evaluate":
-        monkeypatch.setattr("macs_audit.auditing.run_audit", interrupted)
+        monkeypatch.setattr("macs_audit.plan.run_audit", interrupted)
         args = QUICK
     elif command == "calibrate":
         monkeypatch.setattr("macs_audit.calibrating.run_calibrate", interrupted)

@@ -13,7 +13,7 @@ import pytest
 from fixtures.saved_reports import PASSING, run, saved_reports, schema_2_0
 from fixtures.synthetic_report import synthetic_report
 
-from macs_audit.cli.output import gate_report
+from macs_audit.cli.output import gate_report, resolve_outputs
 from macs_audit.gating import ConfiguredGate
 
 
@@ -110,7 +110,8 @@ def test_gate_report_function_for_evaluate(files):
     report = synthetic_report()
     assert gate_report(report, ConfiguredGate.load(files["pass"]), step_summary=False) == 0
     failing = ConfiguredGate.load(files["fail"])
-    assert gate_report(report, failing, formats=["md"], outputs=[files["dir"] / "e.md"], step_summary=False) == 1
+    targets = resolve_outputs(["md"], [files["dir"] / "e.md"])
+    assert gate_report(report, failing, targets=targets, step_summary=False) == 1
     assert "gate FAILED" in (files["dir"] / "e.md").read_text()
 
 

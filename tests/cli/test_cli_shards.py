@@ -57,16 +57,11 @@ def test_shards_under_torchrun_equal_one_process(tmp_path, per_shard):
     """2 gloo processes, each with the batches whose first image is in its shards (shard s: rank s % 2; with one
     shard, rank 1 has none), read at their offsets; the merge is the exact one."""
     from test_distributed import compare
-    from torchrun import one_process, torchrun
+    from torchrun import evaluate_alone_and_sharded
 
     _, spec = write_folder_and_shards(tmp_path, classes=10, per_class=4, per_shard=per_shard)
     model = linear_onnx(tmp_path / "m.onnx")
-    common = ["-m", "macs_audit", "evaluate", str(model), "--data", spec, "--shift-data", f"again={spec}"]
-    common += ["--batch-size", "9", *ARGS, "-q"]
-    single, sharded = tmp_path / "single.json", tmp_path / "sharded.json"
-    for launch, out in ((one_process, single), (torchrun, sharded)):
-        run = launch([*common, "-o", str(out)], tmp_path)
-        assert run.returncode == 0, run.stderr[-2000:]
-    a, b = json.loads(single.read_text()), json.loads(sharded.read_text())
+    args = [str(model), "--data", spec, "--shift-data", f"again={spec}", "--batch-size", "9", *ARGS, "-q"]
+    a, b = evaluate_alone_and_sharded(args, tmp_path)
     assert b["runtime"]["world_size"] == 2 and b["data"]["format"] == "shards"
     assert set(compare(a, b)) <= {"/runtime/world_size", "/created"}

@@ -120,15 +120,15 @@ def test_evaluate_lists_its_options_by_panel_in_order():
     assert headings == [
         "Data options",
         "Model options",
-        "Views options",
+        "View options",
         "Analysis options",
         "Gate options",
-        "Outputs options",
+        "Output options",
         "Runtime options",
         "Other options",  # --help
     ]
     assert "Usage: macs-audit evaluate [OPTIONS] [MODEL]" in text  # MODEL may come from the spec
-    panel = text[text.index("Views options:") : text.index("Analysis options:")]
+    panel = text[text.index("View options:") : text.index("Analysis options:")]
     assert "--corruptions TEXT" in panel and "--perturbations TEXT" in panel
     assert "--batch-size N" in text[text.index("Runtime options:") :]
 

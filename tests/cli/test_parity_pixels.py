@@ -15,7 +15,7 @@ import pytest
 from conftest import linear_onnx, tiny_images
 from typer.testing import CliRunner
 
-from macs_audit.auditing import AuditOptions, run_audit
+from macs_audit.auditing import AuditOptions, RunContext, run_audit
 from macs_audit.cli import app
 from macs_audit.data.sources import array_source
 from macs_audit.models.predictor import load_predictor
@@ -304,7 +304,8 @@ def test_run_audit_hands_on_and_records_the_pairing_warnings(tmp_path):
     options = AuditOptions(bootstrap=0, perturbations=(), sensitivity_samples=0, calibrators=(), calibration_split=0.3)
     heard: list[str] = []
     candidate, reference = load_predictor(tmp_path / "candidate.onnx"), load_predictor(tmp_path / "reference.onnx")
-    report = run_audit(candidate, source, options, reference=reference, on_warning=heard.append).report
+    context = RunContext(on_warning=heard.append)
+    report = run_audit(candidate, source, options, reference=reference, context=context).report
     assert len(heard) == 1 and heard[0].startswith("the reference declares no input_size, mean or std: it takes the")
     assert report.parity is not None and report.parity.warnings == heard
     again = Report.from_dict(report.to_dict()).parity

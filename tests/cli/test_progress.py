@@ -176,13 +176,13 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
     def clock() -> float:
         return time.monotonic() + offset[0]
 
-    real = bootstrap.bootstrap_intervals
+    real = bootstrap.paired_bootstrap  # what a view's intervals run on (auditing/inference.py)
 
     def slow_bootstrap(*args, **kwargs):
         offset[0] += 150.0
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(bootstrap, "bootstrap_intervals", slow_bootstrap)
+    monkeypatch.setattr(bootstrap, "paired_bootstrap", slow_bootstrap)
     monkeypatch.setattr(evaluate, "Progress", functools.partial(progress.Progress, clock=clock))
     model = linear_onnx(tmp_path / "m.onnx")
     x, y = tiny_images(40)
@@ -212,7 +212,9 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
         "report",
     }
     assert sorted(starts) == sorted(stages) and set(ends) == stages, log
-    assert starts[:2] == ["clean", "clean: bootstrap intervals"] and starts[-1] == "report"
+    # The model's passes over the evaluation, OOD and unlabeled data first, then what their logits alone give.
+    assert starts[:4] == ["clean", "ood data", "unlabeled data", "clean: bootstrap intervals"], starts
+    assert starts[-1] == "report"
 
     def seconds(line: str) -> float:
         text = re.search(r" in ([0-9:.]+)( s)?", line)

@@ -148,6 +148,43 @@ def _write_layout(path, labels, **arrays):
     return path
 
 
+def _labels_blocks_differ(d, labels, good):
+    bad = labels.copy()
+    bad[-1] += 1
+    _write_layout(d, bad, fog=good)
+
+
+def _truncated(d, labels, good):
+    _write_layout(d, labels, fog=good)
+    data = (d / "fog.npy").read_bytes()
+    (d / "fog.npy").write_bytes(data[:-100])
+
+
+def _not_npy(d, labels, good):
+    _write_layout(d, labels)
+    (d / "fog.npy").write_bytes(b"not a numpy file at all")
+
+
+# Each bad layout, written into a folder from the good labels and images (N images a severity, 8 x 8 RGB).
+BAD_LAYOUTS = {
+    "missing_dir": lambda d, labels, good: None,
+    "no_labels": lambda d, labels, good: _write_layout(d, None, fog=good),
+    "labels_2d": lambda d, labels, good: _write_layout(d, labels.reshape(5, N), fog=good),
+    "labels_float": lambda d, labels, good: _write_layout(d, labels.astype(np.float32), fog=good),
+    "labels_not_multiple": lambda d, labels, good: _write_layout(d, labels[:-1], fog=good),
+    "labels_blocks_differ": _labels_blocks_differ,
+    "no_corruptions": lambda d, labels, good: _write_layout(d, labels, other=good),
+    "wrong_rows": lambda d, labels, good: _write_layout(d, labels, fog=good[:-1]),
+    "wrong_dtype": lambda d, labels, good: _write_layout(d, labels, fog=good.astype(np.int16)),
+    "grey_images": lambda d, labels, good: _write_layout(d, labels, fog=good[..., :1]),
+    "mixed_sizes": lambda d, labels, good: _write_layout(
+        d, labels, fog=good, snow=np.zeros((5 * N, 16, 16, 3), np.uint8)
+    ),
+    "truncated": _truncated,
+    "not_npy": _not_npy,
+}
+
+
 @pytest.mark.parametrize(
     "case, message",
     [
@@ -170,37 +207,7 @@ def test_bad_layouts(tmp_path, case, message):
     labels = np.tile(np.arange(N) % 10, 5).astype(np.uint8)
     good = np.zeros((5 * N, 8, 8, 3), np.uint8)
     d = tmp_path / "c"
-    if case == "missing_dir":
-        pass
-    elif case == "no_labels":
-        _write_layout(d, None, fog=good)
-    elif case == "labels_2d":
-        _write_layout(d, labels.reshape(5, N), fog=good)
-    elif case == "labels_float":
-        _write_layout(d, labels.astype(np.float32), fog=good)
-    elif case == "labels_not_multiple":
-        _write_layout(d, labels[:-1], fog=good)
-    elif case == "labels_blocks_differ":
-        bad = labels.copy()
-        bad[-1] += 1
-        _write_layout(d, bad, fog=good)
-    elif case == "no_corruptions":
-        _write_layout(d, labels, other=good)
-    elif case == "wrong_rows":
-        _write_layout(d, labels, fog=good[:-1])
-    elif case == "wrong_dtype":
-        _write_layout(d, labels, fog=good.astype(np.int16))
-    elif case == "grey_images":
-        _write_layout(d, labels, fog=good[..., :1])
-    elif case == "mixed_sizes":
-        _write_layout(d, labels, fog=good, snow=np.zeros((5 * N, 16, 16, 3), np.uint8))
-    elif case == "truncated":
-        _write_layout(d, labels, fog=good)
-        data = (d / "fog.npy").read_bytes()
-        (d / "fog.npy").write_bytes(data[:-100])
-    elif case == "not_npy":
-        _write_layout(d, labels)
-        (d / "fog.npy").write_bytes(b"not a numpy file at all")
+    BAD_LAYOUTS[case](d, labels, good)
     with pytest.raises(InputError, match=message) as info:
         read_cifar_c(d)
     assert "\n" not in str(info.value)

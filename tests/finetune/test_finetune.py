@@ -457,7 +457,7 @@ def test_reduced_precision_is_refused_on_a_cpu_before_training(start_model, tmp_
     """--precision bf16 / fp16 is CUDA autocast: on a CPU the run stops before it trains or writes anything, and
     the before/after audits load their models at the precision asked (before_after.audit_model)."""
     from macs_audit.auditing import AuditOptions
-    from macs_audit.before_after import audit_model
+    from macs_audit.before_after import BeforeAfter, ModelLoading, audit_model
 
     out = tmp_path / "out"
     args = ["finetune", str(start_model), "--data", str(tmp_path / "train.npz"), "--out", str(out)]
@@ -469,7 +469,8 @@ def test_reduced_precision_is_refused_on_a_cpu_before_training(start_model, tmp_
     result = runner.invoke(app, [*args, "--device", "cpu", "--precision", "fp64", "--quiet"])
     assert result.exit_code == 2 and "--precision must be one of fp32, bf16, fp16" in result.output
     source = tiny_source(40)
+    cpu = ModelLoading("cpu")
     with pytest.raises(UsageError, match="--precision fp16 runs torch models under CUDA autocast"):
-        audit_model(start_model, {}, "cpu", source, {}, AuditOptions(precision="fp16"), None, False, "after")
-    report = audit_model(start_model, {}, "cpu", source, {}, AuditOptions(bootstrap=0), None, False, "after")
+        audit_model(start_model, {}, "after", BeforeAfter(source, {}, AuditOptions(precision="fp16"), cpu))
+    report = audit_model(start_model, {}, "after", BeforeAfter(source, {}, AuditOptions(bootstrap=0), cpu))
     assert report.model.precision == "fp32"

@@ -37,9 +37,8 @@ def bare_report() -> Report:
 
 def evil_report() -> Report:
     """Class names, a model path and a source that hold markup and table separators."""
-    r = synthetic_report(
-        corruptions=["fog"], class_names=[EVIL, "a|b", *"cdefghij"[:8]], model_path=f"models/{EVIL}|x.onnx"
-    )
+    r = synthetic_report(corruptions=["fog"], model_path=f"models/{EVIL}|x.onnx")
+    r.data.class_names = [EVIL, "a|b", *"cdefghij"[:8]]
     r.data.source = "src & <b>bold</b>"
     return r
 
@@ -48,8 +47,8 @@ def evil_report() -> Report:
 def regressed_comparison() -> Comparison:
     """B worse than A in several rows, B's model path and class names hostile."""
     a = synthetic_report(corruptions=["fog"])
-    b = synthetic_report(accuracy=0.9, ece=0.05, corruptions=["fog"], class_names=[EVIL] * 10)
-    b.model.path = EVIL
+    b = synthetic_report(accuracy=0.9, ece=0.05, corruptions=["fog"])
+    b.model.path, b.data.class_names = EVIL, [EVIL] * 10
     result = compare(a, b, "a.json", EVIL)
     assert result.worse
     return result

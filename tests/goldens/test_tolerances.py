@@ -12,7 +12,7 @@ from goldens.tolerances import CALIBRATION, FLOATS, compare_reports
 
 @pytest.fixture(scope="module")
 def golden():
-    return json.loads(goldens.REPORT_GOLDEN.read_text())
+    return goldens.stable_report(json.loads(goldens.REPORT_GOLDEN.read_text()))
 
 
 def _move_across_edge(view: dict, b: int, samples: int = 1) -> None:

@@ -232,6 +232,9 @@ def _summary_allowances(got: dict, want: dict, events: dict) -> dict:
     return {"per": per, "max": max(per.values(), default=0.0)}
 
 
+VIEW_PARTS = ("reliability", "metrics", "intervals", "risk_coverage")  # a view's numbers, judged by its events
+
+
 def _rule(path: str, name: str) -> Tol | None:
     if name == "nll" and path.startswith(FITTED_PATHS):
         return FITTED
@@ -244,36 +247,41 @@ def _rule(path: str, name: str) -> Tol | None:
 
 def _walk(out: Comparison, path: str, got, want, events: dict, summary: dict) -> None:
     if isinstance(want, dict):
-        if not isinstance(got, dict) or set(got) != set(want):
-            missing = sorted(set(want) - set(got or {}))
-            added = sorted(set(got or {}) - set(want)) if isinstance(got, dict) else "not a dict"
-            out.fail(path or "/", f"keys differ: missing {missing}, added {added}")
-            return
-        if path.endswith("/calibrators") and "selected" in want:
-            _selected(out, path, got, want)
-        for key in want:
-            if path.endswith("/calibrators") and key == "selected":
-                continue
-            sub = f"{path}/{key}"
-            if key == "reliability" and sub.rsplit("/", 1)[0] in events:
-                _reliability(out, sub, got[key], want[key], events[sub.rsplit("/", 1)[0]])
-            elif key == "metrics" and sub.rsplit("/", 1)[0] in events:
-                _metrics(out, sub, got[key], want[key], events[sub.rsplit("/", 1)[0]], interval=False)
-            elif key == "intervals" and sub.rsplit("/", 1)[0] in events:
-                _metrics(out, sub, got[key], want[key], events[sub.rsplit("/", 1)[0]], interval=True)
-            elif key == "risk_coverage" and sub.rsplit("/", 1)[0] in events:
-                _walk(out, f"{sub}/coverage", got[key]["coverage"], want[key]["coverage"], events, summary)
-            else:
-                _walk(out, sub, got[key], want[key], events, summary)
-        return
-    if isinstance(want, list):
+        _walk_dict(out, path, got, want, events, summary)
+    elif isinstance(want, list):
         if not isinstance(got, list) or len(got) != len(want):
             out.fail(path, f"length {len(got) if isinstance(got, list) else 'not a list'} against {len(want)}")
             return
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             _walk(out, f"{path}[{i}]", g, w, events, summary)
+    else:
+        _leaf(out, path, got, want, _summary_extra(path, summary))
+
+
+def _walk_dict(out: Comparison, path: str, got, want: dict, events: dict, summary: dict) -> None:
+    """A section: the same keys, each value walked, but a view's own numbers (its reliability, metrics, intervals
+    and risk-coverage curve) judged against that view's events, and the calibrators' choice as `_selected` does."""
+    if not isinstance(got, dict) or set(got) != set(want):
+        missing = sorted(set(want) - set(got or {}))
+        added = sorted(set(got or {}) - set(want)) if isinstance(got, dict) else "not a dict"
+        out.fail(path or "/", f"keys differ: missing {missing}, added {added}")
         return
-    _leaf(out, path, got, want, _summary_extra(path, summary))
+    calibrators = path.endswith("/calibrators")
+    if calibrators and "selected" in want:
+        _selected(out, path, got, want)
+    for key in want:
+        if calibrators and key == "selected":
+            continue
+        sub = f"{path}/{key}"
+        view = events.get(sub.rsplit("/", 1)[0])  # the events of the view whose section this is, if any
+        if view is None or key not in VIEW_PARTS:
+            _walk(out, sub, got[key], want[key], events, summary)
+        elif key == "reliability":
+            _reliability(out, sub, got[key], want[key], view)
+        elif key == "risk_coverage":
+            _walk(out, f"{sub}/coverage", got[key]["coverage"], want[key]["coverage"], events, summary)
+        else:
+            _metrics(out, sub, got[key], want[key], view, interval=key == "intervals")
 
 
 def _summary_extra(path: str, summary: dict) -> float:

@@ -31,14 +31,22 @@ def sweep_by_brute_force(confidence, correct, weights):
     f, y = confidence[index], correct[index].astype(float)
     order = np.lexsort((y, f))
     f, y = f[order], y[order]
+    n = len(f)
+
+    def starts(bins):  # np.array_split's bins: the first n % bins of them hold one sample more
+        sizes = np.full(bins, n // bins)
+        sizes[: n % bins] += 1
+        return np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes
+
     best = 1
-    for bins in range(2, len(f) + 1):
-        accuracy = [y[g].mean() for g in np.array_split(np.arange(len(f)), bins)]
-        if any(b < a for a, b in zip(accuracy, accuracy[1:], strict=False)):
+    for bins in range(2, n + 1):
+        first, sizes = starts(bins)
+        accuracy = np.add.reduceat(y, first) / sizes
+        if np.any(accuracy[1:] < accuracy[:-1]):
             break
         best = bins
-    groups = np.array_split(np.arange(len(f)), best)
-    return sum(abs(y[g].sum() - f[g].sum()) for g in groups) / len(f), best
+    first, _ = starts(best)
+    return np.abs(np.add.reduceat(y, first) - np.add.reduceat(f, first)).sum() / n, best
 
 
 def sample_with_calibration(n, seed, miscalibration):

@@ -1,12 +1,10 @@
-"""The audit spec: found as the gate config is, validated with one-line errors, paths from its folder, and the
-precedence flag over spec over preset over default."""
+"""The audit spec: found as the gate config is, validated with one-line errors, paths from its folder."""
 
 from pathlib import Path
 
 import pytest
 
 from macs_audit.errors import UsageError
-from macs_audit.settings.resolve import resolve
 from macs_audit.settings.spec import find_spec, load_spec, read_spec
 
 
@@ -77,24 +75,3 @@ def test_a_pyproject_without_the_tool_table_is_no_spec(tmp_path, monkeypatch):
     _pyproject(tmp_path, "[project]\nname = 'x'\n")
     monkeypatch.chdir(tmp_path)
     assert find_spec() is None and load_spec(None) is None
-
-
-def test_flag_over_spec_over_preset_over_default(tmp_path):
-    spec = read_spec(_pyproject(tmp_path, '[tool.macs-audit.evaluate]\npreset = "quick"\nseed = 5\nbootstrap = 300\n'))
-    resolved = resolve("evaluate", {"bootstrap": 50}, spec)
-    assert resolved["bootstrap"] == 50 and resolved.sources["bootstrap"] == "flag"
-    assert resolved["seed"] == 5 and resolved.sources["seed"] == "spec"
-    assert resolved["perturbations"] == "none" and resolved.sources["perturbations"] == "preset"
-    assert resolved["coverage"] == 0.9 and resolved.sources["coverage"] == "default"
-    record = resolved.record()
-    assert record["spec"] == str(tmp_path / "pyproject.toml") and record["preset"] == "quick"
-    assert record["options"]["bootstrap"] == {"value": 50, "source": "flag"}
-
-
-def test_an_unknown_preset_or_keyword_is_a_usage_error():
-    with pytest.raises(UsageError, match="unknown preset 'fast' for evaluate; presets: quick, full, imagenet"):
-        resolve("evaluate", {"preset": "fast"})
-    with pytest.raises(
-        UsageError, match="unknown key 'bootstraps' in the options of evaluate; did you mean 'bootstrap'"
-    ):
-        resolve("evaluate", {"bootstraps": 3})

@@ -52,19 +52,19 @@ def _folder(tmp_path, n=30, bad=False):
 
 
 def test_imagefolder_workers_equal_in_process(tmp_path):
-    from macs_audit.auditing import evaluate_view
+    from macs_audit.auditing import Loop, evaluate_view
     from macs_audit.data.sources import load_source
     from macs_audit.models.predictor import load_predictor
 
     src = load_source(_folder(tmp_path / "f"), "imagefolder")
     pred = load_predictor(linear_onnx(tmp_path / "m.onnx"), device="cpu")
-    a, la = evaluate_view(pred, src, 10, 8, keep_logits=True, workers=0)
-    b, lb = evaluate_view(pred, src, 10, 8, keep_logits=True, workers=2)
+    a, la = evaluate_view(pred, src, 10, Loop(8, workers=0), keep_logits=True)
+    b, lb = evaluate_view(pred, src, 10, Loop(8, workers=2), keep_logits=True)
     assert np.array_equal(la, lb) and a.compute() == b.compute()
 
 
 def test_imagefolder_worker_error_is_one_line(tmp_path):
-    from macs_audit.auditing import evaluate_view
+    from macs_audit.auditing import Loop, evaluate_view
     from macs_audit.data.sources import load_source
     from macs_audit.errors import InputError
     from macs_audit.models.predictor import load_predictor
@@ -72,7 +72,7 @@ def test_imagefolder_worker_error_is_one_line(tmp_path):
     src = load_source(_folder(tmp_path / "f", bad=True), "imagefolder", image_size=(32, 32))
     pred = load_predictor(linear_onnx(tmp_path / "m.onnx"), device="cpu")
     with pytest.raises(InputError) as info:
-        evaluate_view(pred, src, 10, 8, workers=2)
+        evaluate_view(pred, src, 10, Loop(8, workers=2))
     assert "cannot read image" in str(info.value) and "\n" not in str(info.value)
 
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import linear_onnx, tiny_images
 
 import macs_audit
-from macs_audit.auditing import AuditOptions, run_audit
+from macs_audit.auditing import AuditInputs, AuditOptions, RunContext, run_audit
 from macs_audit.auditing.options import default_batch_size
 from macs_audit.auditing.pipeline import margin_histogram
 from macs_audit.data.real_labels import RealLabelSets
@@ -113,10 +113,10 @@ def test_options_that_cannot_hold_together_fail_before_the_clean_pass(predictor,
     three = array_source("three", "npz", x, y % 3, ["3", "5", "7"])  # 3 of the 10 outputs, named by index
     real = RealLabelSets(sets=tuple((int(y),) for y in three.labels), source="test")
     with pytest.raises(InputError, match="--real-labels scores ImageNet's 1,000 outputs in order, but three's"):
-        run_audit(predictor, three, dataclasses.replace(QUICK, real_labels=real))
+        run_audit(predictor, three, QUICK, AuditInputs(real_labels=real))
     torchrun = Context(rank=0, world_size=2, local_rank=0)
     with pytest.raises(UsageError, match="^--reference does not run under torchrun"):
-        run_audit(predictor, source, QUICK, ctx=torchrun, reference=predictor)
+        run_audit(predictor, source, QUICK, reference=predictor, context=RunContext(ctx=torchrun))
 
 
 def test_the_margin_histogram_spans_whole_numbers_around_every_margin():

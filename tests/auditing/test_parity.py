@@ -92,19 +92,19 @@ def test_a_device_resident_batch_reaches_an_onnx_reference_as_an_array(tmp_path)
     """A torch candidate on CUDA scores device tensors (data/batching.py); onnxruntime takes them as arrays."""
     import torch
 
-    from macs_audit.auditing.inference import observed_result
+    from macs_audit.auditing.inference import view_result
     from macs_audit.auditing.parity import ParityRecorder
     from macs_audit.views.view import CLEAN
 
     reference = load_predictor(linear_onnx(tmp_path / "reference.onnx"))
     x, y = tiny_images(20)
     images = CLEAN(torch.from_numpy(x), 0)  # a tensor, as the resident path gives it
-    recorder = ParityRecorder(reference, y, 10, None, coverage=0.9, resamples=0, seed=0)
+    recorder = ParityRecorder(reference, y, None, AuditOptions(coverage=0.9, bootstrap=0, seed=0))
     logits = reference.predict(images.numpy())
     recorder.observe(CLEAN, 0, images, y, logits)
     acc = CalibrationAccumulator(10)
     acc.update(logits, y)
-    assert observed_result(CLEAN, acc, 0, 0, observer=recorder).intervals == {}
+    assert view_result(CLEAN, acc, 0, 0, observer=recorder).intervals == {}
     assert recorder.section().views[0].agreement == 1.0
 
 
