@@ -21,7 +21,7 @@ def calibrate(**values: Any) -> None:
     from macs_audit.calibrating import calibrate_resolved, fitted_name
     from macs_audit.settings.resolve import resolve
 
-    resolved = resolve("calibrate", *given_values("calibrate", values))
+    resolved = resolve("calibrate", *given_values(values))
     with Progress(show_progress(resolved["quiet"])) as progress:
         run = calibrate_resolved(resolved, progress=progress, debug=state["debug"])
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit

@@ -26,7 +26,7 @@ def compare(**values: Any) -> None:
     from macs_audit.report import load_report
     from macs_audit.settings.resolve import resolve
 
-    r = resolve("compare", *given_values("compare", values))
+    r = resolve("compare", *given_values(values))
     a_path, b_path, with_gate, config = r["report_a"], r["report_b"], r["gate"], r["config"]
     if with_gate is False and config is not None:
         raise UsageError(f"--no-gate runs no gate but --config {config} names one: drop one of the two")

@@ -27,7 +27,7 @@ def corrupt(**values: Any) -> None:
     from macs_audit.views.corruptions.table import choose_parameter_set
     from macs_audit.views.corruptions.weather import frost_texture_info
 
-    r = resolve("corrupt", *given_values("corrupt", values))
+    r = resolve("corrupt", *given_values(values))
     out, layout, data, crop_pct, seed = r["out"], r["layout"], r["data"], r["crop_pct"], r["seed"]
     if layout not in ("auto", "npy", "tree"):
         raise UsageError(f"--layout must be auto, npy or tree, got {layout!r}")

@@ -110,7 +110,7 @@ def evaluate(**values: Any) -> None:
     from macs_audit.plan import load_audit, plan_audit, run_planned
     from macs_audit.settings.resolve import resolve
 
-    resolved = resolve("evaluate", *given_values("evaluate", values))
+    resolved = resolve("evaluate", *given_values(values))
     plan = plan_audit(resolved)  # every option checked, nothing loaded
     gate = _gate(resolved)
     bars = parse_bars(resolved["problem_bars"]) if resolved["problem_bars"] is not None else None

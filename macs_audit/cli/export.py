@@ -31,7 +31,7 @@ def export(**values: Any) -> None:
     from macs_audit.settings.parse import model_flags, parse_audit_options
     from macs_audit.settings.resolve import resolve
 
-    r = resolve("export", *given_values("export", values))
+    r = resolve("export", *given_values(values))
     checkpoint, out, precision = r["checkpoint"], r["out"], r["precision"]
     if out is not None and destination(out).fd is not None:  # the build's audit and evaluate read the file back
         raise UsageError(f"--out {out}: export writes a model file, not a stream; give a file name")

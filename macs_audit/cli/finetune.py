@@ -78,7 +78,7 @@ def finetune(**values: Any) -> None:
     from macs_audit.settings.parse import model_flags, parse_audit_options
     from macs_audit.settings.resolve import resolve
 
-    r = resolve("finetune", *given_values("finetune", values))
+    r = resolve("finetune", *given_values(values))
     flags = model_flags(r["arch"], r["num_classes"], r["input_size"], r["mean"], r["std"], "logits")
     options = training_options(r)
     audit = parse_audit_options(

@@ -40,7 +40,7 @@ def init(**values: Any) -> None:
     from macs_audit.settings.resolve import resolve
     from macs_audit.settings.starting import spec_table_name, starting_spec
 
-    r = resolve("init", *given_values("init", values))
+    r = resolve("init", *given_values(values))
     report_path, out, margin, relative_margin = r["report"], r["output"], r["margin"], r["relative_margin"]
     if out is not None and str(out) == "-":
         report = load_report(report_path)

@@ -90,7 +90,7 @@ def given_flags(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def given_values(command: str, values: dict[str, Any]) -> tuple[dict[str, Any], Spec | None]:
+def given_values(values: dict[str, Any]) -> tuple[dict[str, Any], Spec | None]:
     """The options given on the command line, and the spec (--config, else the one found from the current
     directory): what `settings.resolve.resolve` takes. `values` loses `cli_context`."""
     from macs_audit.settings.spec import load_spec

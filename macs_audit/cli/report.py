@@ -20,7 +20,7 @@ def report(**values: Any) -> None:
     from macs_audit.report import load_report
     from macs_audit.settings.resolve import resolve
 
-    r = resolve("report", *given_values("report", values))
+    r = resolve("report", *given_values(values))
     configured = None
     if r["gate"] or r["config"] is not None or r["baseline"] is not None or r["use_interval"] is not None:
         configured = ConfiguredGate.load(r["config"], r["baseline"])

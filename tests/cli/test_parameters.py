@@ -25,7 +25,7 @@ def test_only_what_the_command_line_gave_counts_as_given(tmp_path, monkeypatch):
 
     @takes_options("evaluate")
     def evaluate(**values):
-        seen["given"], seen["spec"] = given_values("evaluate", values)
+        seen["given"], seen["spec"] = given_values(values)
 
     app = typer.Typer()
     app.command()(evaluate)
