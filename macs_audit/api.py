@@ -293,47 +293,92 @@ def _path(value: Any, name: str, what: str) -> Path:
 
 
 def audit_predictions(
-    logits: np.ndarray,
-    labels: np.ndarray,
+    logits: np.ndarray | str | os.PathLike[str],
+    labels: np.ndarray | None = None,
     *,
+    kind: str = "logits",
     class_names: Sequence[str] | None = None,
     ood_logits: np.ndarray | None = None,
     unlabeled_logits: np.ndarray | None = None,
+    shift: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    reference_logits: np.ndarray | None = None,
     **options: Any,
 ) -> Report:
-    """Audit a classifier from its predictions alone: `logits` (N, K) of N images, `labels` (N,) in 0..K-1.
+    """Audit a classifier from its predictions alone, as `macs-audit evaluate --predictions` does: `logits` (N, K) of
+    N samples and `labels` (N,) in 0..K-1; or `logits` a predictions file (.npz, .csv, .parquet; docs/predictions.md)
+    and no `labels`.
 
-    Logits only: probabilities are not accepted here (log-probabilities are logits: pass np.log(p)). The report has
-    the sections that need predictions only (the clean view with its intervals, temperature scaling, calibrators,
-    conformal sets, and OOD detection with `ood_logits` of other images, label-free estimates with
-    `unlabeled_logits` of unlabeled target images); robustness, corruptions, shift and parity need a model and are
-    absent. With the same seed and split, its sections equal those of the model's audit that gave the logits.
+    `kind`: what the arrays hold, "logits" or "probabilities" (rows summing to 1 within 1e-3; read as
+    log-probabilities). A single column (N,) or (N, 1) is a binary classifier's positive class (label 1), both
+    classes reported. The report has the sections that need predictions only (the clean view with its intervals,
+    temperature scaling, calibrators, conformal sets; OOD detection with `ood_logits` of other samples, label-free
+    estimates with `unlabeled_logits` of unlabeled target samples; a shift section with `shift`, name -> (logits,
+    labels) of shifted sets of the same classes; a parity section with `reference_logits`, another model's outputs
+    of the same samples, row for row, all of the same `kind`); robustness and corruptions need a model and are
+    absent, and `report.conventions.absent_sections` says why. With the same seed and split, its sections equal
+    those of the model's audit that gave the logits.
 
     `class_names`: in label order (default "0", "1", ...). `options`: the audit's (the CLI's defaults where not
     given): bootstrap (resamples, 0 for none), seed, calibration_split (the fraction the temperature is fitted on),
     calibrators ("all", "none", or a sequence of method names), coverage and conformal_split (conformal sets), raps
     ((k_reg, penalty)), batch_size (the clean view's sums run in batches of it, as a model audit's pass did: its
     report's runtime.batch_size gives the same numbers to the last bit; default all at once). Raises UsageError for
-    an unknown option or a bad value, InputError for logits or labels that do not fit (not 2-D and finite, a label
-    out of range, lengths that differ)."""
-    from macs_audit.auditing import audit_logits
+    an unknown option or a bad value, InputError for predictions that do not fit (NaN or infinite values, a label
+    out of range, lengths that differ, probabilities whose rows do not sum to 1)."""
+    from macs_audit.auditing import Companions, SavedLogits, SavedSet, audit_logits
+    from macs_audit.auditing.parity import SavedReference
+    from macs_audit.predictions.files import LOGITS, PROBABILITIES, as_logits
 
-    logits, labels = np.asarray(logits), np.asarray(labels)
-    names = list(class_names) if class_names is not None else _default_class_names(logits)
-    result = audit_logits(
-        logits,
-        labels,
-        prediction_options(options),
-        class_names=names,
-        ood_logits=None if ood_logits is None else np.asarray(ood_logits),
-        unlabeled_logits=None if unlabeled_logits is None else np.asarray(unlabeled_logits),
+    if isinstance(logits, (str, os.PathLike)):
+        return _audit_file(Path(logits), labels, options)
+    audit = prediction_options(options)
+    if kind not in (LOGITS, PROBABILITIES):
+        raise UsageError(f"kind must be {LOGITS!r} or {PROBABILITIES!r}, got {kind!r}")
+    if labels is None:
+        raise UsageError("labels are needed with logits as arrays (a predictions file holds its own)")
+
+    def read(name: str, values: np.ndarray) -> np.ndarray:
+        array = np.asarray(values)
+        if array.ndim == 0 or array.dtype.kind not in "fiu" or array.size == 0:
+            from macs_audit.auditing.saved import checked_logits
+
+            return checked_logits(name, array)  # says what is wrong with it
+        return as_logits(name, kind, array)[0]
+
+    z = read("logits", logits)
+    names = list(class_names) if class_names is not None else [str(i) for i in range(z.shape[1])]
+    companions = Companions(
+        ood=None if ood_logits is None else SavedSet("ood_logits", read("ood_logits", ood_logits)),
+        unlabeled=None
+        if unlabeled_logits is None
+        else SavedSet("unlabeled_logits", read("unlabeled_logits", unlabeled_logits)),
+        shift={
+            name: SavedSet(f"shift {name!r}", read(f"shift {name!r}", pair[0]), np.asarray(pair[1]))
+            for name, pair in (shift or {}).items()
+        },
+        reference=None
+        if reference_logits is None
+        else SavedReference(read("reference_logits", reference_logits), {"format": "predictions"}, "row"),
     )
+    result = audit_logits(SavedLogits(z, np.asarray(labels), names), audit, companions)
     return Report.of(result.report)
 
 
-def _default_class_names(logits: np.ndarray) -> list[str]:
-    """ "0", "1", ... one per column (none where `logits` is not 2-D: audit_logits says what is wrong)."""
-    return [str(i) for i in range(logits.shape[1])] if logits.ndim == 2 else []
+def _audit_file(path: Path, labels: Any, options: Mapping[str, Any]) -> Report:
+    """audit_predictions of a predictions file, as `evaluate --predictions FILE` runs it (predictions/audit.py)."""
+    from macs_audit.predictions.audit import plan_predictions, run_predictions
+    from macs_audit.settings.resolve import resolve
+
+    if labels is not None:
+        raise UsageError("labels come from the predictions file; pass labels only with logits as arrays")
+    prediction_options(options)  # the options' names and values checked as for arrays
+    given = {name: _keyword("audit_predictions", "evaluate", name, value) for name, value in options.items()}
+    if isinstance(given.get("raps"), (tuple, list)):
+        given["raps"] = ",".join(str(part) for part in given["raps"])
+    if isinstance(given.get("calibrators"), (tuple, list)):
+        given["calibrators"] = ",".join(given["calibrators"])
+    plan = plan_predictions(resolve("evaluate", {**given, "predictions": path}))
+    return Report.of(run_predictions(plan).report)
 
 
 def prediction_options(options: Mapping[str, Any]) -> AuditOptions:

@@ -9,8 +9,9 @@
 - `trust`: the conformal section, OOD detection and the label-free estimates;
 - `shift`: the natural-shift sets and the ReaL labels;
 - `parity`: a reference model scored on the same images, an observer of the inference loop;
-- `pipeline`: `run_audit`, the driver that builds the Report once, and `audit_logits`, the audit of saved logits
-  (the sections that need only predictions, the model audit's bit for bit).
+- `pipeline`: `run_audit`, the driver that builds the Report once;
+- `saved`: `audit_logits`, the audit of saved logits (the sections that need only predictions, the model audit's
+  bit for bit, and shift sets and a reference as saved logits too).
 
 `run_audit` is the function the evaluate command, `finetune` and `calibrate` (through `before_after`) call. It
 never prints; progress goes to its RunContext's callback `progress(stage, done, total, terms)` (macs_audit.progress):
@@ -31,16 +32,20 @@ from macs_audit.auditing.options import (
     default_batch_size,
     sized,
 )
-from macs_audit.auditing.pipeline import AuditResult, audit_logits, run_audit
+from macs_audit.auditing.pipeline import AuditResult, run_audit
 from macs_audit.auditing.robustness import check_corruption_data, check_corruption_files, corruption_parameters
+from macs_audit.auditing.saved import Companions, SavedLogits, SavedSet, audit_logits
 
 __all__ = [
     "DEFAULT_CONTEXT",
     "AuditInputs",
     "AuditOptions",
     "AuditResult",
+    "Companions",
     "Loop",
     "RunContext",
+    "SavedLogits",
+    "SavedSet",
     "Split",
     "audit_logits",
     "calibration_split",

@@ -230,6 +230,20 @@ def preprocessing_record(predictor: Predictor) -> dict[str, Any]:
     }
 
 
+class SavedReference:
+    """A reference known by its saved logits (`evaluate --predictions --reference-predictions`), scored as the
+    recorder scores a model: `predict` takes the rows of the audited predictions (the "images" an audit of saved
+    logits passes) and returns the reference's logits of those rows, paired with them by the caller."""
+
+    backend = "predictions"
+
+    def __init__(self, logits: np.ndarray, info: dict[str, Any], paired_by: str):
+        self.logits, self.info, self.paired_by = logits, info, paired_by  # paired_by: "id" or "row"
+
+    def predict(self, rows: np.ndarray) -> np.ndarray:
+        return self.logits[rows]
+
+
 @dataclasses.dataclass(frozen=True)
 class _Pending:
     """What a view's summary needs once its paired statistic has run (`ParityRecorder.summarise`)."""
@@ -256,7 +270,7 @@ class ParityRecorder:
 
     def __init__(
         self,
-        reference: Predictor,
+        reference: Predictor | SavedReference,
         labels: np.ndarray,
         split: Split | None,
         options: AuditOptions,
@@ -286,6 +300,7 @@ class ParityRecorder:
             images = images.cpu().numpy()  # a torch candidate's device-resident batch, for onnxruntime
         reference = self.reference.predict(images)
         if not self._outputs_checked and self.candidate is not None:  # both kinds are known from the first batch
+            assert not isinstance(self.reference, SavedReference)  # a saved reference comes with no candidate model
             check_outputs(self.reference, self.candidate)
             self._outputs_checked = True
         if reference.shape != logits.shape:
@@ -395,7 +410,11 @@ class ParityRecorder:
             bootstrap_resamples=self.resamples,
             seed=self.seed,
             views=self.views,
-            reference_preprocessing=preprocessing_record(self.reference),
+            # A saved reference ran no preprocessing here: it has none to record.
+            reference_preprocessing=None
+            if isinstance(self.reference, SavedReference)
+            else preprocessing_record(self.reference),
             **({} if self.candidate is None else {"candidate_preprocessing": preprocessing_record(self.candidate)}),
             **({"warnings": self.warnings} if self.warnings else {}),
+            **({"paired_by": self.reference.paired_by} if isinstance(self.reference, SavedReference) else {}),
         )

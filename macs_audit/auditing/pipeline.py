@@ -1,6 +1,6 @@
 """`run_audit`, the driver: check the inputs, draw the calibration split, run the clean view and the OOD and
 unlabeled sets' passes, make what their logits alone give (`logits_sections`), then the robustness and shift
-halves, and assemble the Report once, in that order. `audit_logits` audits saved logits: the same
+halves, and assemble the Report once, in that order. The audit of saved logits (auditing/saved.py) runs the same
 `logits_sections`, so that its sections are the model audit's bit for bit."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from macs_audit.auditing.calibration import (
 from macs_audit.auditing.classes import CONVENTION as CLASS_MATCHING
 from macs_audit.auditing.classes import match_classes, matching_record, restricted
 from macs_audit.auditing.inference import Loop, ViewObserver, evaluate_view, view_result
-from macs_audit.auditing.options import AUTO_BATCH_SIZE, DEFAULT_CONTEXT, AuditInputs, AuditOptions, RunContext, sized
+from macs_audit.auditing.options import DEFAULT_CONTEXT, AuditInputs, AuditOptions, RunContext, sized
 from macs_audit.auditing.parity import ParityRecorder, check_pair
 from macs_audit.auditing.robustness import (
     RobustnessResult,
@@ -54,18 +54,6 @@ from macs_audit.report import (
 from macs_audit.version import __version__
 from macs_audit.views import view as views
 
-PREDICTIONS = "predictions"  # model.format and data.format of an audit of saved logits (`audit_logits`)
-# What an audit of saved logits leaves out (null; `views` empty), and why: its conventions.absent_sections.
-NEEDS_THE_MODEL = "needs the model: an audit of saved logits runs no image through it"
-ABSENT_FROM_LOGITS = {
-    "views": NEEDS_THE_MODEL,
-    "robustness": NEEDS_THE_MODEL,
-    "corruption_summary": NEEDS_THE_MODEL,
-    "shift": NEEDS_THE_MODEL,
-    "real_labels": "needs the images' ReaL labels (run_audit's AuditInputs.real_labels)",
-    "parity": "needs the model and a reference scored on the same images (run_audit's reference)",
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class AuditResult:
@@ -73,6 +61,7 @@ class AuditResult:
     logits: np.ndarray  # clean-view logits, float32 (N, K)
     labels: np.ndarray
     target_logits: dict = dataclasses.field(default_factory=dict)  # the --ood-data and --unlabeled logits
+    output_names: list[str] | None = None  # the logits' columns' names, where they are not the data's class names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,10 +263,10 @@ def run_audit(
                 "provider": predictor.info["provider"],
                 "batch_size": options.batch_size,
                 "world_size": ctx.world_size,
-                **_versions(),
+                **versions(),
             }
         ),
-        conventions=_conventions(
+        conventions=conventions_of(
             len(source),
             options,
             sections.temperature,
@@ -297,114 +286,18 @@ def run_audit(
         real_labels=real,
         parity=recorder.section() if recorder is not None else None,
         tool=Tool.of(name="macs-audit", version=__version__),
-        created=_now(),
+        created=now(),
     )
-    return AuditResult(report=report, logits=logits, labels=source.labels.copy(), target_logits=trust.target_logits)
-
-
-def audit_logits(
-    logits: np.ndarray,
-    labels: np.ndarray,
-    options: AuditOptions | None = None,
-    *,
-    class_names: Sequence[str],
-    ood_logits: np.ndarray | None = None,
-    unlabeled_logits: np.ndarray | None = None,
-    model_info: dict | None = None,
-    progress: ProgressFn | None = None,
-) -> AuditResult:
-    """Audit a classifier by its saved logits (N, K) on labelled images, `labels` (N,), its classes named by
-    `class_names`; `ood_logits` and `unlabeled_logits`, its logits on OOD data and on unlabeled images, give the
-    OOD and label-free sections. The sections that need only predictions are those of `run_audit` on the same
-    logits with the same options, bit for bit: the clean view with its intervals, the temperature, the
-    calibrators, the conformal, OOD and unlabeled sections, the margin histogram. The clean view is
-    accumulated in batches of `options.batch_size`, as the model audit's pass accumulated it (runtime.batch_size
-    of its report; AUTO_BATCH_SIZE: all at once), which its sums follow to the last bit. The sections that need
-    the model are null, `conventions.absent_sections` says why. `model_info` adds to the report's `model` section
-    (format `predictions`), e.g. {"path": ..., "arch": ...}."""
-    options = options or AuditOptions()
-    if options.batch_size < 0:
-        raise UsageError(f"--batch-size must be positive, got {options.batch_size}")
-    logits = _checked_logits("logits", logits)
-    labels = _checked_labels(labels, logits)
-    num_classes = logits.shape[1]
-    if len(class_names) != num_classes:
-        raise InputError(f"class_names name {len(class_names)} classes but the logits have {num_classes} columns")
-    targets = {
-        purpose: Target(f"{purpose}_logits", PREDICTIONS, _checked_logits(f"{purpose}_logits", given, num_classes))
-        for purpose, given in (("ood", ood_logits), ("unlabeled", unlabeled_logits))
-        if given is not None
-    }
-    split = calibration_split(labels, options.calibration_split, options.seed)
-    batch = options.batch_size if options.batch_size != AUTO_BATCH_SIZE else len(logits)
-    acc = accumulators.CalibrationAccumulator(num_classes)
-    for start in range(0, len(logits), batch):
-        acc.update(logits[start : start + batch], labels[start : start + batch])
-    clean = CleanPass(acc, logits, labels, class_names, class_names)
-    sections = logits_sections(clean, split, options, targets=targets, progress=progress)
-    trust = sections.trust
-    report = Report(
-        model=ModelInfo.from_dict({"format": PREDICTIONS, "num_classes": num_classes, **(model_info or {})}),
-        data=DataInfo.from_dict(
-            {
-                "source": "saved logits",
-                "format": PREDICTIONS,
-                "n": len(logits),
-                "num_classes": num_classes,
-                "class_names": list(class_names),
-            }
-        ),
-        runtime=Runtime.from_dict(
-            {**({"batch_size": batch} if options.batch_size != AUTO_BATCH_SIZE else {}), "world_size": 1, **_versions()}
-        ),
-        conventions=_conventions(
-            len(logits), options, sections.temperature, trust.conventions, {"absent_sections": ABSENT_FROM_LOGITS}
-        ),
-        seeds={"bootstrap": options.seed, "calibration_split": options.seed, **trust.seeds},
-        **sections.report_fields(),
-        conformal=trust.conformal,
-        tool=Tool.of(name="macs-audit", version=__version__),
-        created=_now(),
+    return AuditResult(
+        report=report,
+        logits=logits,
+        labels=source.labels.copy(),
+        target_logits=trust.target_logits,
+        output_names=list(output_names) if output_names is not None else None,
     )
-    return AuditResult(report=report, logits=logits, labels=labels, target_logits=trust.target_logits)
 
 
-def _checked_logits(name: str, logits: np.ndarray, columns: int | None = None) -> np.ndarray:
-    """`logits` as an array, or the InputError of what it is not: a 2-D floating-point array of finite values,
-    with at least one row and at least 2 columns (`columns` of them where given)."""
-    array = np.asarray(logits)
-    if array.ndim != 2:
-        raise InputError(f"{name} must be a 2-D array (images, classes), got shape {array.shape}")
-    if not np.issubdtype(array.dtype, np.floating):
-        raise InputError(f"{name} must be floating point, got {array.dtype}")
-    if len(array) == 0:
-        raise InputError(f"{name} hold no images")
-    if columns is None and array.shape[1] < 2:
-        raise InputError(f"{name} must have at least 2 classes, got {array.shape[1]}")
-    if columns is not None and array.shape[1] != columns:
-        raise InputError(f"{name} have {array.shape[1]} classes but the logits have {columns}")
-    if not np.isfinite(array).all():
-        raise InputError(f"{name} hold NaN or infinite values")
-    return array
-
-
-def _checked_labels(labels: np.ndarray, logits: np.ndarray) -> np.ndarray:
-    """`labels` as int64, or the InputError of what they are not: one integer class index per row of `logits`."""
-    array = np.asarray(labels)
-    if array.ndim != 1:
-        raise InputError(f"labels must be a 1-D array (one class index per image), got shape {array.shape}")
-    if not np.issubdtype(array.dtype, np.integer):
-        raise InputError(f"labels must be integers, got {array.dtype}")
-    if len(array) != len(logits):
-        raise InputError(f"{len(array)} labels for {len(logits)} rows of logits")
-    num_classes = logits.shape[1]
-    outside = array[(array < 0) | (array >= num_classes)]
-    if len(outside):
-        raise InputError(f"label {int(outside[0])} is out of range for {num_classes} classes")
-    return array.astype(np.int64)
-
-
-def _conventions(n: int, options: AuditOptions, temperature: TemperatureFit | None, *parts: dict) -> Conventions:
+def conventions_of(n: int, options: AuditOptions, temperature: TemperatureFit | None, *parts: dict) -> Conventions:
     """The report's conventions: the metrics', the bootstrap's and the small-sample notes, then each part's."""
     merged = {
         **accumulators.CONVENTIONS,
@@ -418,7 +311,7 @@ def _conventions(n: int, options: AuditOptions, temperature: TemperatureFit | No
     return Conventions.from_dict(merged)
 
 
-def _now() -> str:
+def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -439,7 +332,7 @@ def _bootstrap_note(n: int, resamples: int) -> dict[str, str]:
     return {"bootstrap_note": note} if note else {}
 
 
-def _versions() -> dict:
+def versions() -> dict:
     import sys
 
     out = {"python": sys.version.split()[0], "numpy": np.__version__}

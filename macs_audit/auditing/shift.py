@@ -21,18 +21,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from macs_audit.auditing.classes import restricted_accumulator
+from macs_audit.auditing.classes import CHUNK, restricted_accumulator
 from macs_audit.auditing.inference import Loop, ViewObserver, evaluate_view, view_result
 from macs_audit.auditing.options import DEFAULT_CONTEXT, AuditOptions, RunContext
 from macs_audit.data.label_space import MappedSource
 from macs_audit.data.real_labels import RealLabelSets
-from macs_audit.metrics import conformal
+from macs_audit.metrics import accumulators, conformal
 from macs_audit.metrics import real_labels as real
 from macs_audit.models.predictor import Predictor
+from macs_audit.progress import ProgressFn
 from macs_audit.report import RealLabels, Shift, ShiftSetResult
 from macs_audit.views.view import CLEAN, View
 
 RESTRICTED, UNRESTRICTED = "restricted", "unrestricted"
+PREDICTIONS_FORMAT = "predictions"  # a saved set's format (auditing/saved.py)
+SAVED_MAPPING = "position"  # a saved set's columns are the audited predictions' classes, in their order
 CONVENTION = (
     "restricted (the default; every metric of shift.sets.*.restricted and shift.mean.restricted): softmax over "
     "the logits of the set's classes only, labels as the set's classes; unrestricted: softmax over every model "
@@ -118,6 +121,49 @@ def audit_shift(
         return None, {}
     loop = Loop.of_audit(options, context, observer)
     results = {mapped.name: audit_shift_set(predictor, mapped, options, sets=sets, loop=loop) for mapped in shift_sets}
+    section = Shift.of(sets=results, mean=shift_means(results), default_convention=RESTRICTED)
+    return section, {"shift": CONVENTION}
+
+
+def saved_shift_section(
+    saved: dict[str, tuple[str, np.ndarray, np.ndarray]],
+    options: AuditOptions,
+    *,
+    sets: conformal.SplitConformal | None = None,
+    progress: ProgressFn | None = None,
+) -> tuple[Shift | None, dict]:
+    """The shift section of shift sets' saved logits, name -> (source, logits (M, K), labels (M,)), labels of the
+    audited classes (an audit of predictions: `--shift-predictions`). Every set's classes are all K of them, so
+    the two conventions score the same softmax: both are given, as the model audit's section has them, and the
+    clean sets are scored on every image."""
+    if not saved:
+        return None, {}
+    results = {}
+    for name, (source, logits, labels) in saved.items():
+        acc = accumulators.CalibrationAccumulator(logits.shape[1])
+        for start in range(0, len(labels), CHUNK):
+            acc.update(logits[start : start + CHUNK], labels[start : start + CHUNK])
+        coverage = conformal.evaluate_sets(logits, labels, sets.thresholds) if sets is not None else None
+        views = {
+            convention: view_result(
+                View(label, "shift", CLEAN.transform),
+                acc,
+                options.bootstrap,
+                options.seed,
+                progress,
+                conformal=coverage if convention == UNRESTRICTED else None,
+            )
+            for convention, label in ((RESTRICTED, name), (UNRESTRICTED, f"{name} ({UNRESTRICTED})"))
+        }
+        results[name] = ShiftSetResult.of(
+            source=source,
+            format=PREDICTIONS_FORMAT,
+            n=len(labels),
+            num_classes=logits.shape[1],
+            num_outputs=logits.shape[1],
+            mapped_by=SAVED_MAPPING,
+            **views,
+        )
     section = Shift.of(sets=results, mean=shift_means(results), default_convention=RESTRICTED)
     return section, {"shift": CONVENTION}
 

@@ -19,19 +19,6 @@ from macs_audit.progress import Stage, step
 REPORT_STAGE = Stage("report", "")
 
 
-def save_predictions(path: Path, logits, labels, target_logits: dict | None = None) -> None:
-    """logits and labels of the evaluation data, and `ood_logits` / `unlabeled_logits` of --ood-data and
-    --unlabeled where they ran, so that their sections can be recomputed from the file."""
-    import numpy as np
-
-    from macs_audit.atomic import atomic_path
-
-    extra = {f"{purpose}_logits": values for purpose, values in (target_logits or {}).items()}
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, logits=logits, labels=labels, **extra)
-
-
 @dataclasses.dataclass(frozen=True)
 class Writing:
     """Where the run's outputs go, checked before the model loads: the report's formats and files, the
@@ -66,7 +53,9 @@ class Writing:
         from macs_audit.formats import terminal
 
         if self.predictions is not None:
-            save_predictions(self.predictions, result.logits, result.labels, result.target_logits)
+            from macs_audit.predictions.files import write_predictions
+
+            write_predictions(self.predictions, result)
         emit(self.targets, lambda name: render_report(name, result.report, None), self.console, quiet=True)
         if self.brief:  # the verdict line alone: the gate's where one runs
             return None if gated else terminal.verdict_line(result.report)
@@ -106,11 +95,13 @@ def evaluate(**values: Any) -> None:
     prediction and conformal sets; with --ood-data, OOD detection; with --unlabeled, accuracy without labels.
     Options not given come from the spec (its evaluate table; see --config), then --preset."""
     from macs_audit import distributed
-    from macs_audit.formats.summary import parse_bars, record_bars
+    from macs_audit.formats.summary import parse_bars
     from macs_audit.plan import load_audit, plan_audit, run_planned
     from macs_audit.settings.resolve import resolve
 
     resolved = resolve("evaluate", *given_values(values))
+    if resolved["predictions"] is not None:  # no model: saved predictions (macs_audit/predictions)
+        return _evaluate_predictions(resolved)
     plan = plan_audit(resolved)  # every option checked, nothing loaded
     gate = _gate(resolved)
     bars = parse_bars(resolved["problem_bars"]) if resolved["problem_bars"] is not None else None
@@ -122,11 +113,43 @@ def evaluate(**values: Any) -> None:
         distributed.shutdown(ctx)
         if not ctx.is_main:  # every rank holds the same report; rank 0 alone writes and prints
             return
-        finish = step(progress, REPORT_STAGE)  # the outputs written and the tables laid out
-        if bars is not None:
-            record_bars(result.report, bars)
-        tables = writing.write(result, gated=gate is not None)
-        finish()
+        tables = _write(result, writing, bars, gate, progress)
+    _finish(result, resolved, writing, tables, gate)
+
+
+def _evaluate_predictions(resolved: Any) -> None:
+    """`evaluate --predictions FILE`: the audit of saved predictions (predictions/audit.py), written and gated as a
+    model's audit is. Nothing here imports torch."""
+    from macs_audit.formats.summary import parse_bars
+    from macs_audit.predictions.audit import plan_predictions, run_predictions
+
+    plan = plan_predictions(resolved)  # the options checked and the files read, nothing written
+    gate = _gate(resolved)
+    bars = parse_bars(resolved["problem_bars"]) if resolved["problem_bars"] is not None else None
+    writing = Writing.check(resolved.values, plan.files + tuple(gate.inputs if gate else ()))
+    if plan.ignored:
+        verb = "needs" if len(plan.ignored) == 1 else "need"
+        warn(f"the spec's {', '.join(plan.ignored)} {verb} a model: an audit of --predictions leaves it out")
+    with Progress(show_progress(resolved["quiet"])) as progress:
+        result = run_predictions(plan, progress=progress)
+        tables = _write(result, writing, bars, gate, progress)
+    _finish(result, resolved, writing, tables, gate)
+
+
+def _write(result: Any, writing: Writing, bars: Any, gate: Any, progress: Any) -> Any:
+    """The report's outputs written and its tables laid out (a stage of its own); the tables to print."""
+    from macs_audit.formats.summary import record_bars
+
+    finish = step(progress, REPORT_STAGE)
+    if bars is not None:
+        record_bars(result.report, bars)
+    tables = writing.write(result, gated=gate is not None)
+    finish()
+    return tables
+
+
+def _finish(result: Any, resolved: Any, writing: Writing, tables: Any, gate: Any) -> None:
+    """What follows the written report: the notes, the model's warnings, the tables, and the gate's verdict."""
     writing.notes(result.report)
     warn_about_model(result.report.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     if tables is not None:

@@ -347,12 +347,15 @@ def _fixes(report: Report, bars: ProblemBars, findings: tuple[Finding, ...], not
     ):
         assert ts is not None
         model = shlex.quote(str(report.model.path or "MODEL"))
+        command = f"macs-audit calibrate {model} --data HELD_OUT.npz --out calibrated"
+        if report.model.format == "predictions":  # no model to fold it into: a map of the logits
+            command = "macs-audit calibrate --predictions HELD_OUT.npz --out calibrated"
         held_out = f" on {ts.n_eval:,} held-out images" if isinstance(ts.n_eval, int) else " on held-out data"
         fixes.append(
             Fix(
                 f"temperature scaling (T = {ts.temperature:.3f}) lowers ECE from {format_value(raw, True)} to "
                 f"{format_value(scaled, True)}{held_out}",
-                f"macs-audit calibrate {model} --data HELD_OUT.npz --out calibrated",
+                command,
             )
         )
     robustness = ("worst case", METRICS["robust_accuracy"].label)  # the findings fine-tuning for robustness fixes

@@ -30,15 +30,27 @@ def shown(value: Any, default: Any = "?") -> Any:
 
 
 def title(report: Report) -> str:
-    return f"{shown(report.model.path)} on {shown(report.data.source)} (n={report.clean.metrics.get('n', 0):,})"
+    n = report.clean.metrics.get("n", 0)
+    if report.model.format == "predictions" and report.model.path == report.data.source:
+        return f"saved predictions {shown(report.data.source)} (n={n:,})"
+    return f"{shown(report.model.path)} on {shown(report.data.source)} (n={n:,})"
+
+
+def ran_as(report: Report) -> str:
+    """How the model ran: "onnx via CPUExecutionProvider on cpu", or, for an audit of saved predictions, that none
+    did."""
+    m, r = report.model, report.runtime
+    if m.format == "predictions":
+        return "saved predictions (no model ran)"
+    return f"{shown(m.format)} via {shown(r.provider)} on {shown(r.device)}"
 
 
 def header_rows(report: Report) -> list[tuple[str, str]]:
     """Who/what/when: model, data, runtime, tool."""
-    m, d, r = report.model, report.data, report.runtime
+    m, d = report.model, report.data
     rows = [
         ("model", str(shown(m.path))),
-        ("format", f"{shown(m.format)} via {shown(r.provider)} on {shown(r.device)}"),
+        ("format", ran_as(report)),
         ("sha256", str(shown(m.sha256, "-"))),
         ("data", f"{shown(d.source)}, n={shown(d.n)}, {shown(d.num_classes)} classes"),
         *([("classes", class_matching(d.class_matching, d.num_classes, report.clean))] if d.class_matching else []),

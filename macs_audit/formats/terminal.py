@@ -289,8 +289,7 @@ def renderable(report: Report, gate: GateResult | None = None, verdict: bool = T
         parts += [titled(part) for part in render(report, section, content)]
     parts.append(
         _text(
-            f"model: {report.model.format} via {report.runtime.provider} on "
-            f"{report.runtime.device}; output {report.model.output}",
+            f"model: {tables.ran_as(report)}; output {report.model.output}",
             style="dim",
         )
     )

@@ -145,16 +145,18 @@ def parse_severities(text: str | None) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def parse_shift_data(values: list[str] | None) -> list[tuple[str, Path]]:
-    """['imagenet-a=/data/a', ...] -> [('imagenet-a', Path('/data/a')), ...]; names unique and non-empty."""
+def parse_shift_data(values: list[str] | None, option: str = "--shift-data") -> list[tuple[str, Path]]:
+    """['imagenet-a=/data/a', ...] -> [('imagenet-a', Path('/data/a')), ...]; names unique and non-empty.
+    `option`: the flag messages name (--shift-predictions takes NAME=FILE)."""
     found: dict[str, Path] = {}
+    example = "NAME=DIR (e.g. imagenet-a=/data/imagenet-a)" if option == "--shift-data" else "NAME=FILE (e.g. a=a.npz)"
     for value in values or []:
         name, sep, folder = value.partition("=")
         name = name.strip()
         if not sep or not name or not folder:
-            raise UsageError(f"--shift-data must be NAME=DIR (e.g. imagenet-a=/data/imagenet-a), got {value!r}")
+            raise UsageError(f"{option} must be {example}, got {value!r}")
         if name in found:
-            raise UsageError(f"--shift-data names {name!r} twice; give each set its own name")
+            raise UsageError(f"{option} names {name!r} twice; give each set its own name")
         found[name] = Path(folder)
     return list(found.items())
 

@@ -180,7 +180,7 @@ OPTIONS: tuple[Option, ...] = (
                 "Default: the spec's model.",
                 "required": True,
             },
-            "calibrate": {"required": True},
+            "calibrate": {"help": f"{MODEL_HELP} Not with --predictions, which fits a calibration map with no model."},
         },
     ),
     _opt(
@@ -340,6 +340,17 @@ OPTIONS: tuple[Option, ...] = (
         reads=True,
     ),
     _opt(
+        "reference_predictions",
+        "--reference-predictions",
+        Path,
+        "With --predictions: another model's saved predictions on the same samples (the production model's "
+        "logged outputs, say), for the parity section of the clean view; paired by the files' ids where both have "
+        "them (the same ids, in any order), else by row. Formats as --predictions.",
+        MODEL,
+        "evaluate",
+        reads=True,
+    ),
+    _opt(
         "reference_config",
         "--reference-config",
         Path,
@@ -360,6 +371,45 @@ OPTIONS: tuple[Option, ...] = (
     ),
     # The data audited, trained or fitted on, or corrupted.
     _opt(
+        "predictions",
+        "--predictions",
+        Path,
+        "Audit saved predictions instead of a model: an .npz (as --save-predictions writes it), a .csv or a .parquet "
+        "of logits or probabilities, labels and optional ids (docs/predictions.md). No model runs and torch is not "
+        "imported; the report has every section predictions give and says why the others are absent.",
+        DATA,
+        "evaluate calibrate",
+        reads=True,
+        per_command={
+            "calibrate": {
+                "help": "Fit the calibrator on saved predictions (FILE as evaluate's --predictions: a held-out split "
+                "the model was not trained on) and write a portable calibration map, OUT/calibration_map.json, which "
+                "macs_audit.apply_calibration applies to logits and `calibrate MODEL --map` folds into a model."
+            }
+        },
+    ),
+    _opt(
+        "label_column",
+        "--label-column",
+        str,
+        "The label column of a --predictions CSV or Parquet table (the others: id, logit_<class> or "
+        "prob_<class>, feature_<j>, and metadata).",
+        DATA,
+        "evaluate calibrate",
+        default="label",
+        core="macs_audit.predictions.files:LABEL_COLUMN",
+    ),
+    _opt(
+        "map",
+        "--map",
+        Path,
+        "Fold this calibration map (calibrate --predictions's calibration_map.json) into MODEL instead of fitting "
+        "one on --data; the before/after audit runs as for a fitted map. Its classes must be MODEL's outputs.",
+        MODEL,
+        "calibrate",
+        reads=True,
+    ),
+    _opt(
         "data",
         "--data",
         Path,
@@ -375,8 +425,8 @@ OPTIONS: tuple[Option, ...] = (
             },
             "calibrate": {
                 "help": "The fit data: images the model was not trained on, never the test set, that the "
-                "calibrator is fitted (and chosen) on; formats as evaluate's --data.",
-                "required": True,
+                "calibrator is fitted (and chosen) on; formats as evaluate's --data. Required with MODEL but for "
+                "--map; not with --predictions.",
             },
             "export": {
                 "help": "The parity audit's data (formats as evaluate's; default: the built-in CIFAR-10 test set)."
@@ -853,6 +903,17 @@ OPTIONS: tuple[Option, ...] = (
         named_path=True,
     ),
     _opt(
+        "shift_predictions",
+        "--shift-predictions",
+        str,
+        "With --predictions: a shifted set's saved predictions NAME=FILE (repeatable), with labels of the same "
+        "classes, scored as a shift set (its classes are all of the predictions' classes: both conventions agree).",
+        VIEWS,
+        "evaluate",
+        repeatable=True,
+        named_path=True,
+    ),
+    _opt(
         "class_map",
         "--class-map",
         Path,
@@ -1027,6 +1088,26 @@ OPTIONS: tuple[Option, ...] = (
         Path,
         "A second data set to tell apart from --data (OOD detection: AUROC, AUPR, FPR at 95% TPR); any format "
         "--data reads, labels not needed (an .npz with only x, a folder of images).",
+        ANALYSIS,
+        "evaluate",
+        reads=True,
+    ),
+    _opt(
+        "ood_predictions",
+        "--ood-predictions",
+        Path,
+        "With --predictions: the classifier's saved outputs on OOD samples (labels not needed), for OOD detection "
+        "as --ood-data gives it. Formats as --predictions.",
+        ANALYSIS,
+        "evaluate",
+        reads=True,
+    ),
+    _opt(
+        "unlabeled_predictions",
+        "--unlabeled-predictions",
+        Path,
+        "With --predictions: its saved outputs on unlabeled target samples, whose accuracy is estimated without "
+        "labels as with --unlabeled. Formats as --predictions.",
         ANALYSIS,
         "evaluate",
         reads=True,
@@ -1238,7 +1319,8 @@ OPTIONS: tuple[Option, ...] = (
         "save_predictions",
         "--save-predictions",
         Path,
-        "Write logits and labels (.npz) here.",
+        "Write the logits, labels and class names (.npz) here, with the --ood-data and --unlabeled logits: "
+        "`evaluate --predictions` of the file gives the same sections, bit for bit.",
         OUTPUTS,
         "evaluate",
         in_spec=False,

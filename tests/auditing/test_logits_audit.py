@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import linear_onnx, tiny_images
 
-from macs_audit.auditing import AuditInputs, AuditOptions, audit_logits, run_audit
+from macs_audit.auditing import AuditInputs, AuditOptions, Companions, SavedLogits, SavedSet, audit_logits, run_audit
 from macs_audit.data.sources import array_source
 from macs_audit.errors import InputError
 from macs_audit.models.predictor import load_predictor
@@ -34,12 +34,12 @@ def audited(tmp_path_factory):
     )
     model = run_audit(predictor, source, OPTIONS, inputs)
     saved = audit_logits(
-        model.logits,
-        model.labels,
+        SavedLogits(model.logits, model.labels, CLASSES),
         OPTIONS,
-        class_names=CLASSES,
-        ood_logits=model.target_logits["ood"],
-        unlabeled_logits=model.target_logits["unlabeled"],
+        Companions(
+            ood=SavedSet("ood_logits", model.target_logits["ood"]),
+            unlabeled=SavedSet("unlabeled_logits", model.target_logits["unlabeled"]),
+        ),
         model_info={"path": "m.onnx"},
     )
     return model.report.to_dict(), saved
@@ -79,7 +79,7 @@ def test_without_a_batch_size_the_clean_view_is_accumulated_at_once():
     rng = np.random.default_rng(0)
     labels = np.arange(200) % 4
     logits = rng.normal(size=(200, 4)) + 2.0 * np.eye(4)[labels]
-    report = audit_logits(logits, labels.astype(np.int32), AuditOptions(bootstrap=20), class_names="abcd").report
+    report = audit_logits(SavedLogits(logits, labels.astype(np.int32), "abcd"), AuditOptions(bootstrap=20)).report
     assert report.clean.metrics["n"] == 200 and report.clean.intervals
     assert report.runtime.batch_size is None and report.ood is None and report.temperature_scaling is not None
     hits = (logits.argmax(axis=1) == labels).mean()
@@ -95,19 +95,30 @@ LABELS = np.arange(20) % 4
     [
         (LOGITS[:, 0], LABELS, {}, r"logits must be a 2-D array \(images, classes\), got shape \(20,\)"),
         (LOGITS.astype(np.int64), LABELS, {}, "logits must be floating point, got int64"),
-        (np.where(np.eye(20, 4) > 0, np.nan, LOGITS), LABELS, {}, "logits hold NaN or infinite values"),
+        (
+            np.where(np.eye(20, 4) > 0, np.nan, LOGITS),
+            LABELS,
+            {},
+            "logits hold 4 NaN or infinite values, the first at row 0, column 0",
+        ),
         (LOGITS[:, :1], LABELS, {"class_names": ["a"]}, "logits must have at least 2 classes, got 1"),
         (LOGITS[:0], LABELS[:0], {}, "logits hold no images"),
         (LOGITS, LABELS[:, None], {}, r"labels must be a 1-D array \(one class index per image\), got shape"),
         (LOGITS, LABELS.astype(float), {}, "labels must be integers, got float64"),
         (LOGITS, LABELS[:19], {}, "19 labels for 20 rows of logits"),
-        (LOGITS, np.where(LABELS == 3, 4, LABELS), {}, "label 4 is out of range for 4 classes"),
+        (LOGITS, np.where(LABELS == 3, 4, LABELS), {}, r"label 4 \(row 3\) is out of range for 4 classes"),
         (LOGITS, LABELS, {"class_names": ["a", "b"]}, "class_names name 2 classes but the logits have 4 columns"),
         (LOGITS, LABELS, {"ood_logits": LOGITS[:, :3]}, "ood_logits have 3 classes but the logits have 4"),
         (LOGITS, LABELS, {"unlabeled_logits": LOGITS[0]}, "unlabeled_logits must be a 2-D array"),
     ],
 )
 def test_bad_arrays_are_one_line_input_errors(logits, labels, more, message):
+    companions = Companions(
+        ood=SavedSet("ood", more["ood_logits"]) if "ood_logits" in more else None,
+        unlabeled=SavedSet("unlabeled", more["unlabeled_logits"]) if "unlabeled_logits" in more else None,
+    )
     with pytest.raises(InputError, match=message) as caught:
-        audit_logits(logits, labels, AuditOptions(bootstrap=0), **{"class_names": "abcd", **more})
+        audit_logits(
+            SavedLogits(logits, labels, more.get("class_names", "abcd")), AuditOptions(bootstrap=0), companions
+        )
     assert "\n" not in str(caught.value)
