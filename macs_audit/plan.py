@@ -39,6 +39,16 @@ from macs_audit.settings.parse import (
     parse_shift_data,
 )
 from macs_audit.settings.resolve import Resolved
+from macs_audit.settings.table import BY_NAME, FLAG
+
+# --predictions' companions and reading options (predictions/audit.py): with a model, a flag giving one is an error.
+COMPANION_OPTIONS = (
+    "ood_predictions",
+    "unlabeled_predictions",
+    "shift_predictions",
+    "reference_predictions",
+    "label_column",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,9 +130,14 @@ def _plan(r: Resolved, *, model: Any = None, data: Source | None = None) -> Audi
     from macs_audit.data.label_space import read_class_map
     from macs_audit.models.config import read_reference_config
 
+    for name in COMPANION_OPTIONS:
+        if r.sources[name] == FLAG:
+            raise UsageError(f"{BY_NAME[name].flag} goes with --predictions FILE (an audit of saved predictions)")
     model = model if model is not None else r["model"]
     if model is None:
-        raise UsageError('give MODEL, or the model in the spec\'s evaluate table (model = "model.onnx")')
+        raise UsageError(
+            'give MODEL (or the model in the spec\'s evaluate table, model = "model.onnx"), or --predictions FILE'
+        )
     if r["corrupted_data"] and not r["corruptions"]:
         raise UsageError("--corrupted-data / --cifar-c needs --corruptions (e.g. --corruptions all)")
     if r["frost_textures"] and not r["corruptions"]:

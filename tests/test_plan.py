@@ -19,7 +19,7 @@ def _resolved(**given):
 @pytest.mark.parametrize(
     "given,message",
     [
-        ({}, "give MODEL, or the model in the spec's evaluate table"),
+        ({}, r"give MODEL \(or the model in the spec's evaluate table"),
         ({"model": Path("m.onnx"), "corrupted_data": Path("c")}, "--corrupted-data / --cifar-c needs --corruptions"),
         ({"model": Path("m.onnx"), "frost_textures": Path("f")}, "--frost-textures needs --corruptions"),
         ({"model": Path("m.onnx"), "reference": Path("m.onnx")}, "is MODEL itself"),

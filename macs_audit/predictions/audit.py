@@ -19,6 +19,7 @@ from macs_audit.auditing import AuditOptions, AuditResult, Companions, SavedLogi
 from macs_audit.auditing.options import AUTO_BATCH_SIZE
 from macs_audit.auditing.parity import SavedReference
 from macs_audit.errors import InputError, UsageError
+from macs_audit.plan import COMPANION_OPTIONS, audit_options
 from macs_audit.predictions.files import Predictions, read_predictions
 from macs_audit.progress import ProgressFn
 from macs_audit.settings.resolve import Resolved
@@ -34,14 +35,6 @@ PREDICTION_OPTIONS = (
     "conformal_split",
     "raps",
     "batch_size",
-)
-# The predictions and their companions (--predictions' own options: an error without it).
-COMPANION_OPTIONS = (
-    "ood_predictions",
-    "unlabeled_predictions",
-    "shift_predictions",
-    "reference_predictions",
-    "label_column",
 )
 # What either audit takes alike: where its outputs go, the gate, the spec and the preset.
 RUN_OPTIONS = (
@@ -74,14 +67,8 @@ class PredictionsPlan:
 
 
 def check_options(r: Resolved) -> tuple[str, ...]:
-    """UsageError for an option a flag gave that needs a model (with --predictions) or for --predictions' own options
-    without it; the spec's options that need a model, which an audit of predictions leaves out."""
-    predictions = r["predictions"] is not None
-    if not predictions:
-        for name in COMPANION_OPTIONS:
-            if r.sources[name] == FLAG:
-                raise UsageError(f"{BY_NAME[name].flag} goes with --predictions FILE (an audit of saved predictions)")
-        return ()
+    """UsageError for an option a flag gave that needs a model; the spec's options that need a model, which an
+    audit of predictions leaves out. (--predictions' own options without it: plan.check_predictions_options.)"""
     given = [name for name in r.values if name not in APPLIES and r.sources[name] in (FLAG, SPEC)]
     flagged = [name for name in given if r.sources[name] == FLAG]
     if flagged:
@@ -96,7 +83,6 @@ def check_options(r: Resolved) -> tuple[str, ...]:
 def plan_predictions(r: Resolved) -> PredictionsPlan:
     """Check the resolved options and read the predictions and their companions (InputError, one line, for a file
     that does not fit; nothing is written)."""
-    from macs_audit.plan import audit_options
     from macs_audit.settings.parse import parse_shift_data
     from macs_audit.settings.resolve import naming_the_spec
 
@@ -218,8 +204,10 @@ def _pairing(found: Predictions, other: Predictions) -> np.ndarray:
     position = {sample: row for row, sample in enumerate(theirs)}
     missing = [sample for sample in mine if sample not in position]
     if missing or len(theirs) != len(mine):
-        extra = sorted(set(theirs) - set(mine))
-        what = f"id {missing[0]!r} is missing from {other.name}" if missing else f"{other.name} has id {extra[0]!r}"
+        extra = sorted(str(sample) for sample in set(theirs) - set(mine))
+        what = (
+            f"id {str(missing[0])!r} is missing from {other.name}" if missing else f"{other.name} has id {extra[0]!r}"
+        )
         raise InputError(
             f"the ids differ: {what} ({len(missing):,} of {found.name}'s ids are missing, {len(extra):,} extra); "
             "pair the two files on the same samples"
@@ -228,4 +216,4 @@ def _pairing(found: Predictions, other: Predictions) -> np.ndarray:
 
 
 def _sample(found: Predictions, row: int) -> str:
-    return f"{np.asarray(found.ids)[row]!r} (row {row})" if found.ids is not None else f"row {row}"
+    return f"{str(np.asarray(found.ids)[row])!r} (row {row})" if found.ids is not None else f"row {row}"

@@ -373,14 +373,14 @@ def _labels(name: str, values: np.ndarray, k: int, class_names: Sequence[str] | 
         if len(unknown):
             row = int(unknown[0])
             raise InputError(
-                f"{name}: label {array[row]!r} (row {row}) is not a class ({_shown(list(class_names))}); "
+                f"{name}: label {str(array[row])!r} (row {row}) is not a class ({_shown(list(class_names))}); "
                 f"{len(unknown):,} labels are not"
             )
         return np.array([index[label] for label in array], dtype=np.int64)
     if array.dtype.kind == "U":
         if not _all_integers(array):
             row = next(i for i, label in enumerate(array) if not _is_integer(label))
-            raise InputError(f"{name}: label {array[row]!r} (row {row}) is not a class index")
+            raise InputError(f"{name}: label {str(array[row])!r} (row {row}) is not a class index")
         array = array.astype(np.int64)
     elif array.dtype.kind == "b":
         array = array.astype(np.int64)
@@ -388,7 +388,7 @@ def _labels(name: str, values: np.ndarray, k: int, class_names: Sequence[str] | 
         whole = np.isfinite(array) & (array == np.round(array))
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
-            raise InputError(f"{name}: label {array[row]!r} (row {row}) is not a class index")
+            raise InputError(f"{name}: label {str(array[row])!r} (row {row}) is not a class index")
         array = array.astype(np.int64)
     elif array.dtype.kind not in "iu":
         raise InputError(f"{name}: labels must be class indices, got {array.dtype}")

@@ -691,7 +691,7 @@ ROWS: list[Row] = [
         "--calibration-split must be in [0, 1), got 1.5",
     ),
     Row("evaluate-batch-size-0", ("evaluate", "{model}", "--batch-size", "0"), 2, "Invalid value for '--batch-size'"),
-    Row("evaluate-no-model", ("evaluate",), 2, "give MODEL, or the model in the spec's evaluate table"),
+    Row("evaluate-no-model", ("evaluate",), 2, "give MODEL (or the model in the spec's evaluate table"),
     # moved from tests/cli/test_cli_corrupt.py
     Row(
         "cifar-c-other-labels",

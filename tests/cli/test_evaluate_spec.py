@@ -72,4 +72,4 @@ def test_no_model_and_no_spec_is_a_usage_error(tmp_path, monkeypatch):
     (tmp_path / ".git").mkdir()  # the search for a spec stops here
     result = runner.invoke(app, ["evaluate"])
     assert result.exit_code == 2
-    assert "give MODEL, or the model in the spec's evaluate table" in result.stderr
+    assert "give MODEL (or the model in the spec's evaluate table" in result.stderr
