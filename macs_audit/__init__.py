@@ -18,9 +18,11 @@ if TYPE_CHECKING:
         OutputError,
         Report,
         UsageError,
+        apply_calibration,
         audit,
         audit_predictions,
         calibrate,
+        calibrate_predictions,
         gate,
         load_report,
     )
@@ -33,9 +35,11 @@ __all__ = [
     "Report",
     "UsageError",
     "__version__",
+    "apply_calibration",
     "audit",
     "audit_predictions",
     "calibrate",
+    "calibrate_predictions",
     "gate",
     "load_report",
 ]

@@ -40,8 +40,10 @@ __all__ = [
     "Report",
     "UsageError",
     "audit",
+    "apply_calibration",
     "audit_predictions",
     "calibrate",
+    "calibrate_predictions",
     "gate",
     "load_report",
 ]
@@ -168,6 +170,7 @@ NOT_KEYWORDS = {
     "format": "call report.save(path, format=...)",
     "quiet": "the API never prints",
     "save_predictions": "use audit_predictions on logits you keep",
+    "predictions": "saved predictions have their own functions: audit_predictions(path), calibrate_predictions(path)",
     "gate": "call macs_audit.gate(report, thresholds)",
     "baseline": "pass it to macs_audit.gate(report, thresholds, baseline=...)",
     "use_interval": "pass it to macs_audit.gate(report, thresholds, use_interval=...)",
@@ -261,6 +264,44 @@ def calibrate(
     return Calibrated(
         run.model, fitted_name(run.calibrator), Report.of(run.before), Report.of(run.after), list(run.warnings)
     )
+
+
+def calibrate_predictions(
+    predictions: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str],
+    config: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Fit a post-hoc calibrator on saved predictions (a file as `evaluate --predictions` reads it: held-out samples
+    the model was not trained on) and write the portable calibration map to `out`/calibration_map.json, as
+    `macs-audit calibrate --predictions` does, with its options as keywords (method="all", select, holdout, seed,
+    force=True, force_calibration=True, label_column). Returns the map written (a dict: the method, its fitted
+    numbers, the class order, the fit and selection data's sizes and the never-worse decision), which
+    `apply_calibration` applies. Raises UsageError for a bad option, an output that exists without force=True, or no
+    map better than none on the held-out part (force_calibration=True writes the best anyway); InputError for
+    predictions that do not fit."""
+    from macs_audit.calibrating import calibrate_predictions_resolved
+    from macs_audit.settings.resolve import resolve
+    from macs_audit.settings.spec import read_spec
+
+    given = {name: _keyword("calibrate_predictions", "calibrate", name, value) for name, value in options.items()}
+    given["predictions"] = _path(predictions, "predictions", "a predictions file (.npz, .csv, .parquet)")
+    given["out"] = _path(out, "out", "the folder to write calibration_map.json to")
+    resolved = resolve("calibrate", given, read_spec(Path(config)) if config is not None else None)
+    return calibrate_predictions_resolved(resolved).map
+
+
+def apply_calibration(calibration_map: Mapping[str, Any] | str | os.PathLike[str], scores: Any) -> np.ndarray:
+    """The calibrated probabilities (N, K), float64, of `scores` under a calibration map (`calibrate_predictions`'
+    result, or the path of a calibration_map.json that `macs-audit calibrate --predictions` wrote). `scores` are
+    what the map was fitted on: logits (N, K), or probabilities where it was fitted on probabilities; a binary
+    classifier's map takes its positive class's column, (N,) or (N, 1). numpy and scipy only: it runs in any
+    Python process. np.log of the result are logits `audit_predictions` reads. Raises InputError for a file that is
+    not a calibration map, or scores of another shape or kind."""
+    from macs_audit.calibrators.portable import apply_calibration as apply
+
+    return apply(calibration_map, scores)
 
 
 def _keyword(function: str, command: str, name: str, value: Any) -> Any:

@@ -10,6 +10,10 @@ here prints. OUT is checked before anything is loaded: none of its files may be 
 sidecar, the data), and existing ones are replaced only with `force`. The "before" audit reads the
 original model before the calibrated one is written. A run that fails after it has written leaves none of
 its files, and an existing one it was to replace (--force) as it was.
+
+Two more ways in, with no second copy of the above: `calibrate_predictions` fits on a prediction file's scores and
+writes the portable map (OUT/calibration_map.json, calibrators/portable.py) with no model and no torch;
+`fold_calibration_map` folds such a map into a model instead of fitting one, then writes and audits as above.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from macs_audit.before_after import (
 from macs_audit.calibrators.base import LABELS, Calibrator, classes_below, fit_calibrator, shown_classes
 from macs_audit.calibrators.common import log_softmax, mean_nll
 from macs_audit.calibrators.held_out import Scores, contamination
+from macs_audit.calibrators.portable import calibration_map, read_calibration_map
 from macs_audit.calibrators.selection import DEFAULT_HOLDOUT, DEFAULT_SELECT, Selection, choose_on_holdout
 from macs_audit.compare import Comparison
 from macs_audit.data.loading import DataSpec, load_model_data
@@ -45,6 +50,8 @@ from macs_audit.models.calibrated import calibration_record, write_calibrated
 from macs_audit.models.export import model_files
 from macs_audit.models.predictor import ONNX_SUFFIXES
 from macs_audit.outputs import check_folder
+from macs_audit.pixels import to_unit_float
+from macs_audit.predictions.files import LABEL_COLUMN, read_predictions
 from macs_audit.progress import ProgressFn
 from macs_audit.report import Report
 from macs_audit.settings.resolve import Resolved
@@ -80,6 +87,7 @@ class CalibrateRun:
     fit_warnings: list[str] = dataclasses.field(default_factory=list)  # about the fit data, shown first
     selection: Selection | None = None  # the table the calibrator was chosen by (against the uncalibrated model)
     notes: list[str] = dataclasses.field(default_factory=list)  # how the fit data's classes met the outputs
+    map: Path | None = None  # the calibration map folded in (--map), in place of a fit
 
 
 def fitted_name(calibrator: Calibrator) -> str:
@@ -134,8 +142,13 @@ def contamination_warnings(
 ) -> list[str]:
     """[] when the model's scores on the fit data show nothing (calibrators.held_out); else UsageError, or with
     `force` the warning that the map is written anyway."""
-    temperature = calibrator.describe()["parameters"]["temperature"] if calibrator.method == "temperature" else None
     fit = Scores(fit_accuracy, len(labels), nll=mean_nll(log_softmax(logits), labels))
+    return fit_data_warnings(calibrator, before, fit, force)
+
+
+def fit_data_warnings(calibrator: Calibrator, before: Report, fit: Scores, force: bool) -> list[str]:
+    """contamination_warnings of the model's `fit` scores (a map's record of them, where it was fitted elsewhere)."""
+    temperature = calibrator.describe()["parameters"]["temperature"] if calibrator.method == "temperature" else None
     reason = contamination(fit, Scores.clean_of(before), temperature=temperature)
     if reason is None:
         return []
@@ -155,21 +168,25 @@ def choose_calibrator(
     holdout: float,
     seed: int,
     force: bool = False,
+    fit_option: str = "--data",
 ) -> tuple[Calibrator, Selection, list[str]]:
     """The map to write, the table it was chosen by, and a warning when it was forced: `methods` scored on a
     `holdout` part against the uncalibrated model and the chosen one fitted again on all of (logits, labels)
     (calibrators.selection.choose_on_holdout). When no map beats the uncalibrated model there, UsageError, or
-    with `force` the best map alone (`Selection.best_map`), fitted on all of them, and the warning."""
+    with `force` the best map alone (`Selection.best_map`), fitted on all of them, and the warning. `fit_option`:
+    the option the messages name for the fit data."""
     selection, calibrator = choose_on_holdout(logits, labels, methods, select, holdout, seed)
     if calibrator is not None:
         return calibrator, selection, []
-    what = f"no calibration map beats the uncalibrated model on the held-out {selection.n_eval:,} images of --data"
+    what = (
+        f"no calibration map beats the uncalibrated model on the held-out {selection.n_eval:,} images of {fit_option}"
+    )
     what += f" ({selection.reason})"
     more = "fit on more held-out data"
     if selection.too_few:  # the real reason: no selection split this small shows a map better or worse
         n = selection.n_fit + selection.n_eval
-        what = f"{selection.too_few} ({n:,} images in --data at --holdout {holdout:g}; {selection.reason})"
-        more = "give more --data (or a larger --holdout)"
+        what = f"{selection.too_few} ({n:,} images in {fit_option} at --holdout {holdout:g}; {selection.reason})"
+        more = f"give more {fit_option} (or a larger --holdout)"
     if not force:
         raise UsageError(f"{what}; nothing written: {more}, or write the best map anyway with --force-calibration")
     forced = fit_calibrator(selection.best_map, logits, labels)
@@ -212,8 +229,7 @@ def run_calibrate(
     which writes the map with a warning."""
     arch = flags.get("arch")
     inputs = run_inputs(models=[(model, arch)], data=[fit.path, eval_data.path])  # never replaced, --force or not
-    folders = [calibrated_name(model)] if writes_folder(model, arch) else []  # a Hugging Face model's folder
-    check_folder(out, output_names(model), inputs=inputs, force=settings.force, folders=folders)
+    folders = _check_out(model, arch, out, inputs, settings.force)
     # At the audits' precision: the map is fitted on the logits it is then audited on (a UsageError, before
     # anything is fitted, for a precision the device or the model format cannot run).
     predictor = settings.loading.load(model, flags, audit.precision)
@@ -243,70 +259,238 @@ def run_calibrate(
     # The before and after audits, alike but for the model; the comparison's paired intervals from their outputs.
     audits = BeforeAfter(eval_source, eval_info, audit, settings.loading, RunContext(progress))
     before = audit_model(model, flags, BEFORE, audits)
-    fit_warnings += contamination_warnings(
-        calibrator, before, float((logits.argmax(1) == labels).mean()), logits, labels, settings.force_calibration
+    accuracy = float((logits.argmax(1) == labels).mean())
+    fit_warnings += contamination_warnings(calibrator, before, accuracy, logits, labels, settings.force_calibration)
+    fit_data: dict[str, Any] = {"source": fit_source.name, "n": len(fit_source), **fit_info}
+    fit_data["class_matching"] = class_matching
+    fit_data["n_fitted_on"] = len(labels)  # chosen on a part, then fitted on all of it
+    fit_data["n_selected_on"] = selection.n_fit
+    fitted = _Fitted(
+        calibrator,
+        fit_data,
+        accuracy,
+        mean_nll(log_softmax(logits), labels),
+        mean_nll(calibrator.transform(logits), labels),
+        {**selection.to_dict(), "best_map": selection.best_map},  # best_map: what force writes
+        fit_warnings,
     )
-    # What it writes lands together: a run that fails from here on (the after-audit) leaves none of it, and an
-    # output it replaces (--force) comes back as it was.
+    run = _write_and_audit(model, predictor, fitted, out, folders, audits, before)
+    run.selection, run.notes = selection, notes
+    return run
+
+
+def _check_out(model: Path, arch: str | None, out: Path, inputs: tuple, force: bool) -> list[str]:
+    """Check OUT for what a calibration of `model` writes (output_names) before anything loads; the folders it
+    writes whole (a Hugging Face model's), which are returned."""
+    folders = [calibrated_name(model)] if writes_folder(model, arch) else []
+    check_folder(out, output_names(model), inputs=inputs, force=force, folders=folders)
+    return folders
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fitted:
+    """A calibrator to write into a model and the record of its fit: `fit_data` (the written model's metadata and
+    calibration.json keep it), the model's accuracy and mean NLL on the fit data (before and after the map; None
+    where not known), the selection it was chosen by, the fit's warnings, and `origin`: calibration.json's
+    entries on where the map came from."""
+
+    calibrator: Calibrator
+    fit_data: dict[str, Any]
+    accuracy: float | None
+    nll_before: float | None
+    nll_after: float | None
+    selection: dict[str, Any] | None
+    warnings: list[str]
+    origin: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _write_and_audit(
+    model: Path, predictor: Any, fitted: _Fitted, out: Path, folders: list[str], audits: BeforeAfter, before: Report
+) -> CalibrateRun:
+    """What run_calibrate and fold_calibration_map share once the calibrator is known and `before` audited: the
+    calibrated model written to `out` (write_calibrated, MODEL's format family), audited as `before` was,
+    calibration.json and the before/after audit. What it writes lands together: a run that fails from here on (the
+    after-audit) leaves none of it, and an output it replaces (--force) comes back as it was."""
+    calibrator = fitted.calibrator
     with all_or_nothing([out / file for file in [*output_names(model), *folders]]):
         out.mkdir(parents=True, exist_ok=True)
-        fit_data: dict[str, Any] = {"source": fit_source.name, "n": len(fit_source), **fit_info}
-        fit_data["class_matching"] = class_matching
-        fit_data["n_fitted_on"] = len(labels)  # chosen on a part, then fitted on all of it
-        fit_data["n_selected_on"] = selection.n_fit
-        calibrated = write_calibrated(model, predictor, calibrator, out, fit_data, name=calibrated_name(model))
+        calibrated = write_calibrated(model, predictor, calibrator, out, fitted.fit_data, name=calibrated_name(model))
         after = audit_model(calibrated, {}, AFTER, audits)
         name = fitted_name(calibrator)
-        warnings = held_out_warnings(before, after, name, float((logits.argmax(1) == labels).mean()))
+        # An accuracy not known (a map written elsewhere) compares as NaN: the warning then names no training data.
+        accuracy = fitted.accuracy if fitted.accuracy is not None else float("nan")
+        warnings = held_out_warnings(before, after, name, accuracy)
         record = {
-            **calibration_record(calibrator, fit_data),
-            "fit_nll_before": mean_nll(log_softmax(logits), labels),
-            "fit_nll_after": mean_nll(calibrator.transform(logits), labels),
+            **calibration_record(calibrator, fitted.fit_data),
+            "fit_nll_before": fitted.nll_before,
+            "fit_nll_after": fitted.nll_after,
             "model": str(model),
+            **fitted.origin,
             "calibrated_model": calibrated.name,
-            "selection": {**selection.to_dict(), "best_map": selection.best_map},  # best_map: what force writes
-            "warnings": fit_warnings + warnings,
+            "selection": fitted.selection,
+            "warnings": fitted.warnings + warnings,
         }
         write_text(out / CALIBRATION_FILE, json.dumps(record, indent=2) + "\n")
-        title = f"{name} of {model.name}: before / after on {eval_source.name}"
+        title = f"{name} of {model.name}: before / after on {audits.source.name}"
         comparison = write_before_after(out, before, after, title, outputs=audits.outputs)
         return CalibrateRun(
-            calibrator,
-            calibrated,
-            before,
-            after,
-            comparison,
-            title,
-            warnings,
-            selection=selection,
-            fit_warnings=fit_warnings,
-            notes=notes,
+            calibrator, calibrated, before, after, comparison, title, warnings, fit_warnings=fitted.warnings
         )
 
 
+def fold_calibration_map(
+    model: Path,
+    flags: dict,
+    map_path: Path,
+    eval_data: DataSpec,
+    out: Path,
+    audit: AuditOptions,
+    settings: CalibrateSettings = CalibrateSettings(),
+    *,
+    progress: ProgressFn | None = None,
+) -> CalibrateRun:
+    """`run_calibrate` with the calibrator read from a calibration map (`calibrate --predictions`'s,
+    calibrators/portable.py) in place of a fit: the map folded into `model` and written to `out`, both models audited
+    on `eval_data`; calibration.json records the map (`map`) and its fit. InputError for a file that is not a map, or a
+    map that does not fit the model (CalibrationMap.check_model: its classes, the kind of scores it reads), before
+    anything is written; the fit data looks trained on (by the map's record of the model's scores there, against
+    the evaluation data): UsageError unless settings.force_calibration, as run_calibrate."""
+    arch = flags.get("arch")
+    inputs = run_inputs(models=[(model, arch)], data=[eval_data.path], files=[map_path])
+    folders = _check_out(model, arch, out, inputs, settings.force)
+    fitted_map = read_calibration_map(map_path)
+    predictor = settings.loading.load(model, flags, audit.precision)
+    audit = sized(audit, predictor.config)
+    eval_source, eval_info = load_model_data(eval_data, predictor.config)
+    # One batch through the model: its output count, and whether it outputs logits or probabilities (detected on
+    # the first batch where not declared), which the written model's map reads as run_calibrate's fit pass would.
+    first = eval_source.images(np.arange(min(audit.batch_size, len(eval_source))))
+    outputs = predictor.predict(to_unit_float(first))
+    fitted_map.check_model(str(model), outputs.shape[1], predictor.config.class_names, predictor.output.kind)
+    calibrator, fit = fitted_map.calibrator, dict(fitted_map.record.get("fit") or {})
+    accuracy, nll_before, nll_after = (_known(fit.get(key)) for key in ("accuracy", "nll_before", "nll_after"))
+    fit_warnings = list(fitted_map.record.get("warnings", []))  # the map's fit's (forced, classes missing)
+    audits = BeforeAfter(eval_source, eval_info, audit, settings.loading, RunContext(progress))
+    before = audit_model(model, flags, BEFORE, audits)
+    fit_scores = Scores(accuracy, calibrator.fit_size, nll=nll_before)
+    fit_warnings += fit_data_warnings(calibrator, before, fit_scores, settings.force_calibration)
+    fitted = _Fitted(
+        calibrator,
+        {**fit, "map": Path(map_path).name},
+        accuracy,
+        nll_before,
+        nll_after,
+        fitted_map.record.get("selection"),
+        fit_warnings,
+        origin={"map": str(map_path)},
+    )
+    run = _write_and_audit(model, predictor, fitted, out, folders, audits, before)
+    run.map = Path(map_path)
+    fitted_on = f"fitted on {calibrator.fit_size:,} predictions" + (f" of {fit['source']}" if "source" in fit else "")
+    run.notes = [f"the calibration map {map_path} ({fitted_on}) folded into {model.name}, in place of a fit"]
+    return run
+
+
+def _known(value: Any) -> float | None:
+    """A map's record of a score: a number, or None where it has none."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+MAP_FILE = "calibration_map.json"  # what calibrate --predictions writes into OUT
+
+
+@dataclasses.dataclass
+class MapRun:
+    """What `calibrate --predictions` fitted and wrote: the calibrator, the map's path and its JSON, the table it
+    was chosen by, and the fit's warnings (in the map too)."""
+
+    calibrator: Calibrator
+    path: Path
+    map: dict[str, Any]
+    selection: Selection
+    warnings: list[str]
+
+
+def calibrate_predictions(
+    predictions: Path,
+    out: Path,
+    settings: CalibrateSettings = CalibrateSettings(),
+    *,
+    seed: int = 0,
+    label_column: str = LABEL_COLUMN,
+) -> MapRun:
+    """Fit `settings.methods` on a prediction file's scores and labels (predictions.files.read_predictions: an .npz,
+    .csv or .parquet of logits or probabilities; `label_column`: a table's label column), chosen as run_calibrate
+    chooses (choose_calibrator: on a `settings.holdout` part drawn with `seed`, against the uncalibrated scores, a
+    map written only where it beats them unless settings.force_calibration), and write the portable calibration map
+    to OUT/calibration_map.json (calibrators/portable.py), atomically. No model, no torch. UsageError when the map
+    would replace an input, or exists and settings.force is not set, and as choose_calibrator; InputError for a file
+    that is not predictions with labels. Nothing is written on an error."""
+    predictions, out = Path(predictions), Path(out)
+    check_folder(out, [MAP_FILE], inputs=run_inputs(files=[predictions]), force=settings.force)
+    found = read_predictions(predictions, labels=True, label_column=label_column)
+    logits, labels = found.logits, found.labels
+    assert labels is not None  # read_predictions requires them
+    warnings = missing_class_warnings(labels, found.num_classes)
+    calibrator, selection, forced = choose_calibrator(
+        logits,
+        labels,
+        list(settings.methods),
+        settings.select,
+        settings.holdout,
+        seed,
+        settings.force_calibration,
+        fit_option="--predictions",
+    )
+    warnings += forced
+    fit = {
+        "source": predictions.name,
+        "n": len(found),
+        "n_fitted_on": len(labels),  # chosen on a part, then fitted on all of it
+        "n_selected_on": selection.n_fit,
+        "accuracy": float((logits.argmax(1) == labels).mean()),
+        "nll_before": mean_nll(log_softmax(logits), labels),
+        "nll_after": mean_nll(calibrator.transform(logits), labels),
+    }
+    record = calibration_map(
+        calibrator,
+        class_names=found.class_names,
+        input_kind=found.kind,
+        binary=found.binary,
+        selection={**selection.to_dict(), "best_map": selection.best_map},
+        fit=fit,
+        warnings=warnings,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / MAP_FILE, json.dumps(record, indent=2) + "\n")
+    return MapRun(calibrator, out / MAP_FILE, record, selection, warnings)
+
+
 def calibrate_resolved(r: Resolved, *, progress: ProgressFn | None = None, debug: bool = False) -> CalibrateRun:
-    """`run_calibrate` of resolved calibrate options (settings/resolve.py): the calibrate command and
-    `macs_audit.calibrate()` both run through here, so an option means the same in either. Every value is checked
-    before the model loads; a bad one the spec set is said to come from the spec's key."""
+    """The model calibration resolved calibrate options (settings/resolve.py) ask for: `run_calibrate` (MODEL fitted
+    on --data) or `fold_calibration_map` (MODEL and --map). The calibrate command and `macs_audit.calibrate()` both
+    run through here, so an option means the same in either. Every value is checked before the model loads; a bad
+    one the spec set is said to come from the spec's key. --predictions is calibrate_predictions_resolved's."""
     from macs_audit.settings.resolve import naming_the_spec
 
     try:
+        _check_sources(r)
+        if r["predictions"] is not None:
+            raise UsageError("--predictions writes a calibration map, not a model: leave MODEL out")
         methods, flags, audit = _parsed(r)
     except UsageError as error:
         raise naming_the_spec(error, r) from None
-    settings = CalibrateSettings(
-        methods=tuple(methods),
-        select=r["select"],
-        holdout=r["holdout"],
-        force_calibration=r["force_calibration"],
-        force=r["force"],
-        loading=ModelLoading(r["device"], r["trust_pickled"], debug),
-    )
+    settings = _settings(r, methods, debug)
+    eval_data = DataSpec(r["eval_data"], "auto", "test", r["eval_limit"], r["seed"])
+    if r["map"] is not None:
+        return fold_calibration_map(
+            r["model"], flags, r["map"], eval_data, r["out"], audit, settings, progress=progress
+        )
     return run_calibrate(
         r["model"],
         flags,
         DataSpec(r["data"], r["data_format"], r["split"], r["limit"], r["seed"]),
-        DataSpec(r["eval_data"], "auto", "test", r["eval_limit"], r["seed"]),
+        eval_data,
         r["out"],
         audit,
         settings,
@@ -314,14 +498,78 @@ def calibrate_resolved(r: Resolved, *, progress: ProgressFn | None = None, debug
     )
 
 
-def _parsed(r: Resolved) -> tuple[list[str], dict[str, Any], AuditOptions]:
-    """The methods, the model's flags and the audits' options of resolved calibrate options, each checked."""
+def calibrate_predictions_resolved(r: Resolved) -> MapRun:
+    """`calibrate_predictions` of resolved calibrate options with --predictions (and no MODEL, --map or --data),
+    as calibrate_resolved checks them: what `calibrate --predictions` runs."""
+    from macs_audit.settings.resolve import naming_the_spec
+
+    try:
+        _check_sources(r)
+        if r["predictions"] is None:
+            raise UsageError("give --predictions FILE, the saved predictions to fit a calibration map on")
+        methods = _methods(r)
+    except UsageError as error:
+        raise naming_the_spec(error, r) from None
+    settings = _settings(r, methods)
+    return calibrate_predictions(r["predictions"], r["out"], settings, seed=r["seed"], label_column=r["label_column"])
+
+
+def _settings(r: Resolved, methods: list[str], debug: bool = False) -> CalibrateSettings:
+    return CalibrateSettings(
+        methods=tuple(methods),
+        select=r["select"],
+        holdout=r["holdout"],
+        force_calibration=r["force_calibration"],
+        force=r["force"],
+        loading=ModelLoading(r["device"], r["trust_pickled"], debug),
+    )
+
+
+def _check_sources(r: Resolved) -> None:
+    """One calibration asked for: MODEL fitted on --data, MODEL with --map, or --predictions alone (UsageError)."""
+    model, predictions, folded, data = r["model"], r["predictions"], r["map"], r["data"]
+    if predictions is not None and folded is not None:
+        raise UsageError(
+            "--map and --predictions do not go together: --predictions writes a calibration map, --map folds one "
+            "into MODEL"
+        )
+    if predictions is not None and model is not None:
+        raise UsageError(
+            "give MODEL or --predictions, not both: --predictions fits a calibration map with no model (fold it "
+            "into MODEL afterwards with --map)"
+        )
+    if folded is not None and model is None:
+        raise UsageError("--map folds a calibration map into a model: give MODEL")
+    if model is None and predictions is None:
+        raise UsageError(
+            "give MODEL (with --data, the fit data, or --map) to calibrate a model, or --predictions FILE to fit "
+            "a calibration map on saved predictions"
+        )
+    for option, given, why in (
+        ("--predictions", predictions, "the predictions are the fit data"),
+        ("--map", folded, "the map is fitted already; --eval-data is what the audits read"),
+    ):
+        if given is not None and data is not None:
+            raise UsageError(f"--data is not read with {option} ({why}); leave it out")
+    if model is not None and folded is None and data is None:
+        raise UsageError("give --data, or data in the spec's calibrate table")  # as the resolver says it
+
+
+def _methods(r: Resolved) -> list[str]:
+    """The methods, and the choice among them, of resolved calibrate options, each checked."""
     from macs_audit.calibrators.selection import check_holdout, check_select, parse_methods
-    from macs_audit.settings.parse import model_flags, parse_audit_options
 
     methods = parse_methods(r["method"])
     check_select(r["select"])
     check_holdout(r["holdout"])
+    return list(methods)
+
+
+def _parsed(r: Resolved) -> tuple[list[str], dict[str, Any], AuditOptions]:
+    """The methods, the model's flags and the audits' options of resolved calibrate options, each checked."""
+    from macs_audit.settings.parse import model_flags, parse_audit_options
+
+    methods = _methods(r)
     flags = model_flags(
         r["arch"], r["num_classes"], r["input_size"], r["mean"], r["std"], r["output_kind"], r["crop_pct"],
         r["interpolation"],
@@ -330,4 +578,4 @@ def _parsed(r: Resolved) -> tuple[list[str], dict[str, Any], AuditOptions]:
         r["batch_size"], r["calibration_split"], r["bootstrap"], r["seed"], r["perturbations"],
         r["sensitivity_samples"], r["corruptions"], r["severities"], precision=r["precision"],
     )  # fmt: skip
-    return list(methods), flags, audit
+    return methods, flags, audit

@@ -271,3 +271,47 @@ def test_a_wrong_argument_is_a_usage_error_naming_it(tmp_path):
         macs_audit.calibrate("model.onnx", "fit.npz", out=tmp_path / "out", quiet=True)
     with pytest.raises(UsageError, match="report must be a Report"):
         macs_audit.gate("report.json", {"max_ece": 0.1})
+
+
+# --- predictions: files, probabilities, companions, calibration maps ---------------------------------------------
+
+
+def test_audit_predictions_of_probabilities_and_of_a_file_are_those_of_the_logits(tmp_path):
+    rng = np.random.default_rng(5)
+    labels = np.arange(300) % 3
+    logits = rng.normal(size=(300, 3)) + 1.5 * np.eye(3)[labels]
+    probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    options = {"bootstrap": 30, "calibrators": ["temperature"]}
+    of_logits = macs_audit.audit_predictions(logits, labels, **options)
+    of_probabilities = macs_audit.audit_predictions(probabilities, labels, kind="probabilities", **options)
+    assert of_probabilities.clean.metrics["ece"] == pytest.approx(of_logits.clean.metrics["ece"], abs=1e-12)
+    np.savez(tmp_path / "p.npz", probabilities=probabilities, labels=labels)
+    of_file = macs_audit.audit_predictions(tmp_path / "p.npz", **options)
+    assert of_file.clean.metrics["nll"] == pytest.approx(of_logits.clean.metrics["nll"], abs=1e-12)
+    assert of_file.data.source == str(tmp_path / "p.npz") and of_file.settings.options["bootstrap"]["value"] == 30
+    shifted = macs_audit.audit_predictions(
+        logits, labels, shift={"half": (logits / 2, labels)}, reference_logits=logits * 3, bootstrap=0
+    )
+    assert shifted.shift.sets["half"].restricted.metrics["n"] == 300
+    assert shifted.parity.views[0].agreement == 1.0 and shifted.parity.paired_by == "row"
+    with pytest.raises(UsageError, match="labels come from the predictions file"):
+        macs_audit.audit_predictions(tmp_path / "p.npz", labels)
+    with pytest.raises(UsageError, match="kind must be 'logits' or 'probabilities'"):
+        macs_audit.audit_predictions(logits, labels, kind="scores")
+    with pytest.raises(UsageError, match="predictions is not an option of audit"):
+        macs_audit.audit("m.onnx", predictions=tmp_path / "p.npz")
+
+
+def test_a_calibration_map_fitted_on_predictions_applies_in_python(tmp_path):
+    rng = np.random.default_rng(6)
+    labels = np.arange(1200) % 4
+    logits = 3 * (rng.normal(size=(1200, 4)) + 1.2 * np.eye(4)[labels])  # overconfident: temperature helps
+    np.savez(tmp_path / "fit.npz", logits=logits[:800], labels=labels[:800])
+    fitted = macs_audit.calibrate_predictions(tmp_path / "fit.npz", out=tmp_path / "cal", method="temperature")
+    assert fitted["method"] == "temperature" and (tmp_path / "cal" / "calibration_map.json").exists()
+    calibrated = macs_audit.apply_calibration(tmp_path / "cal" / "calibration_map.json", logits[800:])
+    assert calibrated.shape == (400, 4) and np.allclose(calibrated.sum(axis=1), 1)
+    before = macs_audit.audit_predictions(logits[800:], labels[800:], bootstrap=0, calibrators="none")
+    after = macs_audit.audit_predictions(np.log(calibrated), labels[800:], bootstrap=0, calibrators="none")
+    assert after.clean.metrics["nll"] < before.clean.metrics["nll"]
+    assert after.clean.metrics["accuracy"] == before.clean.metrics["accuracy"]  # a temperature keeps the ranking

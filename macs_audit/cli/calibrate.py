@@ -1,6 +1,8 @@
-"""`macs-audit calibrate MODEL`: a post-hoc calibrator (temperature scaling by default, or the best of several)
-fitted on the fit data, folded into a written model, and the before/after audit. The options come from the table
-(settings/table.py) through the flags and the spec's calibrate table; the run itself is macs_audit.calibrating."""
+"""`macs-audit calibrate`: a post-hoc calibrator (temperature scaling by default, or the best of several) fitted on
+the fit data, folded into a written model, and the before/after audit; or, with --predictions, fitted on saved
+predictions and written as a portable calibration map (no model), which `calibrate MODEL --map` folds in. The
+options come from the table (settings/table.py) through the flags and the spec's calibrate table; the run itself is
+macs_audit.calibrating."""
 
 from __future__ import annotations
 
@@ -15,17 +17,26 @@ from macs_audit.cli.progress import Progress, show_progress
 @handle_errors
 @takes_options("calibrate")
 def calibrate(**values: Any) -> None:
-    """Fit a post-hoc calibrator on --data and write MODEL with it folded in, audited before and after. Options
-    not given come from the spec (its calibrate table; see --config)."""
+    """Fit a post-hoc calibrator on --data and write MODEL with it folded in, audited before and after; with
+    --predictions FILE (no MODEL), fit it on saved predictions and write OUT/calibration_map.json; with --map FILE,
+    fold such a map into MODEL. Options not given come from the spec (its calibrate table; see --config)."""
     from macs_audit.before_after import Fix, which_fix
-    from macs_audit.calibrating import calibrate_resolved, fitted_name
+    from macs_audit.calibrating import calibrate_predictions_resolved, calibrate_resolved, fitted_name
     from macs_audit.settings.resolve import resolve
 
     resolved = resolve("calibrate", *given_values(values))
+    if resolved["predictions"] is not None:  # no model: the table the map was chosen by, and the map
+        fitted = calibrate_predictions_resolved(resolved)
+        for message in fitted.warnings:  # also in the map
+            warn(message)
+        print_calibrators(fitted.selection.to_dict())
+        note(fitted.selection.reason)
+        note(f"{fitted_name(fitted.calibrator)}; calibration map written to {fitted.path}")
+        return
     with Progress(show_progress(resolved["quiet"])) as progress:
         run = calibrate_resolved(resolved, progress=progress, debug=state["debug"])
     warn_about_model(run.before.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
-    for message in run.notes:  # the fit data's classes in another order than the outputs: matched by name
+    for message in run.notes:  # the fit data's classes in another order than the outputs, or the map folded in
         note(message)
     for message in run.fit_warnings:  # fit data lacking classes: before the table that refuses maps for it
         warn(message)

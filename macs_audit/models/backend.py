@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from macs_audit.errors import InputError
+from macs_audit.scores import PROBABILITY_FLOOR, SUM_TOLERANCE
 
 # How long a library's message may grow inside one of our one-line errors before its middle is elided.
 CAUSE_CHARS = 400
@@ -93,13 +94,13 @@ class OutputAdapter:
         if not np.isfinite(out).all():
             raise InputError("the model produced NaN or infinite outputs")
         if self.kind is None:
-            looks_like_probs = out.min() >= 0 and np.allclose(out.sum(axis=1), 1.0, atol=1e-3)
+            looks_like_probs = out.min() >= 0 and np.allclose(out.sum(axis=1), 1.0, atol=SUM_TOLERANCE)
             self.kind = "probabilities" if looks_like_probs else "logits"
             self.detected = True
         if self.kind == "probabilities":
-            if out.min() < 0 or not np.allclose(out.sum(axis=1), 1.0, atol=1e-3):
+            if out.min() < 0 or not np.allclose(out.sum(axis=1), 1.0, atol=SUM_TOLERANCE):
                 raise InputError("the model was declared to output probabilities but its rows do not sum to 1")
-            return np.log(np.clip(out.astype(np.float64), 1e-300, None)).astype(np.float32)
+            return np.log(np.clip(out.astype(np.float64), PROBABILITY_FLOOR, None)).astype(np.float32)
         return out.astype(np.float32, copy=False)
 
     def describe(self) -> str:

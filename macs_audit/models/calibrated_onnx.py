@@ -26,7 +26,6 @@ from macs_audit.errors import InputError
 from macs_audit.models.calibration_map import (
     CALIBRATION_METADATA_KEY,
     LINEAR_METHODS,
-    PROBABILITY_FLOOR,
     TEMPERATURE_METADATA_KEY,
     Calibrator,
     calibration_record,
@@ -36,6 +35,7 @@ from macs_audit.models.calibration_map import (
     min_probability,
     one_vs_rest_tables,
 )
+from macs_audit.scores import PROBABILITY_FLOOR
 
 
 def _rewrite_onnx(

@@ -15,13 +15,13 @@ from macs_audit.errors import InputError
 from macs_audit.models.calibration_map import (
     FOLDABLE_METHODS,
     LINEAR_METHODS,
-    PROBABILITY_FLOOR,
     Calibrator,
     check_method,
     linear_map,
     min_probability,
     one_vs_rest_tables,
 )
+from macs_audit.scores import PROBABILITY_FLOOR
 
 
 def _fold_into_classifier(model, example, edit: Callable[[Any], None], expected: Callable[[Any], Any], what: str):

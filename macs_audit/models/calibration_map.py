@@ -19,7 +19,6 @@ from macs_audit.errors import InputError
 
 TEMPERATURE_METADATA_KEY = "macs_audit.temperature"  # informational; loaders ignore unknown keys
 CALIBRATION_METADATA_KEY = "macs_audit.calibration"  # JSON: calibration_record()
-PROBABILITY_FLOOR = 1e-300  # the clip under the log where the predictor reads probabilities (models/backend.py)
 LINEAR_METHODS = ("temperature", "vector", "matrix", "dirichlet")
 ONE_VS_REST_METHODS = ("isotonic", "histogram")
 FOLDABLE_METHODS = ("temperature", "vector", "matrix")  # maps of the logits that a linear head can absorb

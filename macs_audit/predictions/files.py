@@ -11,10 +11,8 @@ Three formats hold the same arrays:
   column `label` (or the one `label_column` names), an `id` column, one column per class named `logit_<class>` or
   `prob_<class>` (in file order; one kind per file), `feature_<j>` columns, and any other column as metadata.
 
-Probabilities become log-probabilities (log of max(p, PROBABILITY_FLOOR)): the softmax of them is p again. Rows of
-multi-class probabilities must sum to 1 within SUM_TOLERANCE and lie in [0, 1]. A single column is a binary
-classifier's positive class (label 1): a logit z becomes the logits (0, z) (softmax of them is the sigmoid of z for
-class 1), a probability p the log-probabilities (log(1 - p), log p); both classes are reported.
+Probabilities become log-probabilities and a single column is a binary classifier's positive class (label 1), both
+classes reported, by the one rule of macs_audit/scores.py.
 
 Every problem is one InputError line naming the file: NaN or infinite values (their count and the first), a label
 outside the classes, lengths that differ, probabilities whose rows do not sum to 1, duplicated ids, a table with no
@@ -33,10 +31,8 @@ from typing import Any
 import numpy as np
 
 from macs_audit.errors import InputError
-from macs_audit.models.calibration_map import PROBABILITY_FLOOR
+from macs_audit.scores import LOGITS, PROBABILITIES, as_logits, check_finite
 
-LOGITS, PROBABILITIES = "logits", "probabilities"
-SUM_TOLERANCE = 1e-3  # how far a row of probabilities may sum from 1 (the model audit's output check too)
 LABEL_COLUMN, ID_COLUMN = "label", "id"
 CLASS_PREFIXES = {"logit_": LOGITS, "prob_": PROBABILITIES}
 FEATURE_PREFIX, METADATA_PREFIX = "feature_", "metadata_"
@@ -296,57 +292,6 @@ def _metadata(values: np.ndarray) -> np.ndarray:
         return values
 
 
-def as_logits(name: str, kind: str, raw: np.ndarray) -> tuple[np.ndarray, bool]:
-    """(logits (N, K), binary) of the file's `kind` array: checked finite, probabilities in [0, 1] summing to 1."""
-    array = np.asarray(raw)
-    if array.dtype.kind not in "fiu" or array.dtype.kind == "b":
-        raise InputError(f"{name}: {kind} must be numbers, got {array.dtype}")
-    if array.ndim == 1:
-        array = array[:, None]
-    if array.ndim != 2:
-        raise InputError(f"{name}: {kind} must be (samples, classes), got shape {array.shape}")
-    if len(array) == 0:
-        raise InputError(f"{name}: {kind} hold no samples")
-    if array.dtype.kind != "f":
-        array = array.astype(np.float64)
-    check_finite(name, kind, array)
-    binary = array.shape[1] == 1
-    if kind == LOGITS:
-        if binary:  # softmax((0, z)) = (1 - sigmoid(z), sigmoid(z))
-            return np.concatenate([np.zeros_like(array), array], axis=1), True
-        return array, False
-    p = array.astype(np.float64)
-    outside = np.flatnonzero(((p < 0) | (p > 1)).any(axis=1))
-    if len(outside):
-        row = int(outside[0])
-        raise InputError(
-            f"{name}: probabilities must lie in [0, 1]; {len(outside):,} rows do not, the first row {row} "
-            f"(min {p[row].min():.6g}, max {p[row].max():.6g})"
-        )
-    if binary:
-        p = np.concatenate([1 - p, p], axis=1)
-    else:
-        sums = p.sum(axis=1)
-        off = np.flatnonzero(np.abs(sums - 1) > SUM_TOLERANCE)
-        if len(off):
-            row = int(off[0])
-            raise InputError(
-                f"{name}: probabilities must sum to 1 per row (within {SUM_TOLERANCE:g}); {len(off):,} rows do not, "
-                f"the first row {row} sums to {sums[row]:.6g}; give logits (logit_<class>) or normalised rows"
-            )
-    return np.log(np.clip(p, PROBABILITY_FLOOR, None)), binary
-
-
-def check_finite(name: str, what: str, array: np.ndarray) -> None:
-    """InputError with the count and the first (row, column) of the NaN or infinite values in a 2-D `array`."""
-    bad = ~np.isfinite(array)
-    if bad.any():
-        row, column = (int(i) for i in np.argwhere(bad)[0])
-        raise InputError(
-            f"{name}: {what} hold {int(bad.sum()):,} NaN or infinite values, the first at row {row}, column {column}"
-        )
-
-
 def _names(name: str, key: str, values: np.ndarray | None, k: int, binary: bool) -> list[str] | None:
     if values is None:
         return None
@@ -418,7 +363,7 @@ def _companion(name: str, key: str, values: np.ndarray, k: int) -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 2 or array.shape[1] != k or array.dtype.kind != "f" or len(array) == 0:
         raise InputError(f"{name}: {key} must be (samples, {k}) floating-point logits, got {array.dtype} {array.shape}")
-    check_finite(name, key, array)
+    check_finite(f"{name}: {key}", array)
     return array
 
 
@@ -447,7 +392,7 @@ def _checked(found: Predictions) -> Predictions:
         features = np.asarray(found.features)
         if features.ndim != 2 or features.dtype.kind not in "fiu":
             raise InputError(f"{name}: features must be (samples, dimensions) numbers, got shape {features.shape}")
-        check_finite(name, "features", features.astype(np.float64, copy=False))
+        check_finite(f"{name}: features", features.astype(np.float64, copy=False))
     if found.ids is not None:
         check_unique_ids(name, found.ids)
     return found

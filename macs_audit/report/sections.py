@@ -462,7 +462,7 @@ class Parity(Section):
     # What pairing the two models' preprocessing said (3.1): a side that took the other's settings, a reference
     # left with CIFAR-10's built-in mean/std (auditing/parity.py's pair_preprocessing).
     warnings: list[str] | None = None
-    # How the reference's outputs met the candidate's (3.2): null where both models scored the same images in one
+    # How the reference's outputs met the candidate's (3.3): null where both models scored the same images in one
     # pass; "id" or "row" for saved predictions (--reference-predictions), paired by the files' ids or by row.
     paired_by: str | None = None
 

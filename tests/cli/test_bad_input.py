@@ -1029,7 +1029,7 @@ ROWS: list[Row] = [
         "report-schema-1-x",  # read by 2.x for one major version; 3.0 reads 2.x and 3.x only
         ("report", "old.json"),
         3,
-        "old.json: report schema 1.2 is not supported (this version writes 3.2 and reads 2.x and 3.x)",
+        "old.json: report schema 1.2 is not supported (this version writes 3.3 and reads 2.x and 3.x)",
         _report_json("old.json", _put("schema_version", "1.2")),
     ),
     Row("report-missing-named-with-escapes", ("report", f"{ESC}gone.json"), 3, f"not found: {ESC_SHOWN}gone.json"),
@@ -1332,15 +1332,15 @@ def test_os_errors_on_write_name_the_users_path(workdir, monkeypatch, command, c
 
 
 def test_a_full_disk_while_saving_predictions_names_the_users_path(workdir, monkeypatch):
-    import macs_audit.cli.evaluate as evaluate_module
+    import macs_audit.predictions.files as files_module
 
-    def full(path, logits, labels, target_logits=None):
+    def full(path, result):
         from macs_audit.atomic import atomic_path
 
         with atomic_path(path):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # what write() on a full disk raises
 
-    monkeypatch.setattr(evaluate_module, "save_predictions", full)
+    monkeypatch.setattr(files_module, "write_predictions", full)
     result = runner.invoke(app, [_fill(a, workdir) for a in QUICK] + ["--save-predictions", "p.npz"])
     assert result.exit_code == 3
     assert "error: cannot write p.npz: No space left on device (free some space" in result.stderr

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from macs_audit.errors import InputError
-from macs_audit.predictions.files import SUM_TOLERANCE, read_predictions
+from macs_audit.predictions.files import read_predictions
+from macs_audit.scores import SUM_TOLERANCE
 
 RNG = np.random.default_rng(0)
 LABELS = np.arange(12) % 3
