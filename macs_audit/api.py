@@ -371,6 +371,13 @@ def audit_predictions(
     from macs_audit.predictions.files import LOGITS, PROBABILITIES, as_logits
 
     if isinstance(logits, (str, os.PathLike)):
+        arrays: dict[str, Any] = {"class_names": class_names, "ood_logits": ood_logits, "shift": shift}
+        arrays |= {"unlabeled_logits": unlabeled_logits, "reference_logits": reference_logits}
+        given = [name for name, value in arrays.items() if value is not None] + (["kind"] if kind != "logits" else [])
+        if given:
+            raise UsageError(
+                f"{given[0]} goes with logits as arrays; a predictions file holds its own (docs/predictions.md)"
+            )
         return _audit_file(Path(logits), labels, options)
     audit = prediction_options(options)
     if kind not in (LOGITS, PROBABILITIES):

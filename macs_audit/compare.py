@@ -47,6 +47,7 @@ SECTIONS = (
     Place.UNLABELED.value,
     Place.SHIFT.value,
     Place.REAL_LABELS.value,
+    Place.REPRESENTATION.value,
     "parity",
 )
 PER_VIEW = ("accuracy", "ece")  # compared for each perturbation view and each corruption
@@ -299,7 +300,7 @@ def compare(
     cb = b.corruption_summary.corruptions if b.corruption_summary is not None else {}
     for name in dict.fromkeys([*ca, *cb]):
         built.add_per_view(Place.CORRUPTION.value, name, ca.get(name), cb.get(name), _summary_value)
-    for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT, Place.REAL_LABELS):
+    for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT, Place.REAL_LABELS, Place.REPRESENTATION):
         built.add_metrics(place)
     rows = built.rows + _parity_rows(a, b)
     if gate is not None:

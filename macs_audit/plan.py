@@ -41,6 +41,7 @@ from macs_audit.settings.parse import (
 from macs_audit.settings.resolve import Resolved
 from macs_audit.settings.table import BY_NAME, FLAG
 
+FEATURE_MODES = ("auto", "on", "off")
 # --predictions' companions and reading options (predictions/audit.py): with a model, a flag giving one is an error.
 COMPANION_OPTIONS = (
     "ood_predictions",
@@ -72,7 +73,13 @@ class AuditPlan:
         model = [(self.model, r["arch"])] if isinstance(self.model, (str, Path)) else []
         return run_inputs(
             models=[*model, (r["reference"], r["arch"])],
-            data=[self.data.path, r["ood_data"], r["unlabeled"], *(folder for _, folder in self.shift_sets)],
+            data=[
+                self.data.path,
+                r["ood_data"],
+                r["unlabeled"],
+                r["feature_fit_data"],
+                *(folder for _, folder in self.shift_sets),
+            ],
             files=[
                 r["corruption_baseline"],
                 r["corrupted_data"],
@@ -109,6 +116,8 @@ def audit_options(r: Resolved) -> AuditOptions:
         conformal_split=check_conformal_split(r["conformal_split"]),
         raps=parse_raps(r["raps"]),
         precision=r["precision"],
+        features=parse_features(r["features"]),
+        feature_layer=r["feature_layer"],
     )
 
 
@@ -265,11 +274,24 @@ def load_audit(plan: AuditPlan, ctx: Context = SINGLE, *, debug: bool = False) -
         if r["real_labels"] or r["real_labels_file"]
         else None,
         corruption_baseline=load_report(r["corruption_baseline"]) if r["corruption_baseline"] else None,
+        feature_fit_source=_labelled(r["feature_fit_data"], config),
     )
     if plan.class_map is not None:  # a map that names no class, then --data matched as run_audit does
         matched = functools.partial(match_classes, predictor, source, plan.class_map, map_name)
         check_class_map_used(plan.class_map, map_name, source, matched, inputs.shift_sets)
     return LoadedAudit(predictor, reference, source, data_info, inputs)
+
+
+def _labelled(path: Path | None, config: Any) -> Source | None:
+    """A labelled data set in the model's preprocessing (--feature-fit-data), or None where not given."""
+    return load_model_data(DataSpec(path), config)[0] if path is not None else None
+
+
+def parse_features(value: str) -> str:
+    """--features: auto, on or off (UsageError otherwise)."""
+    if value not in FEATURE_MODES:
+        raise UsageError(f"--features must be one of {', '.join(FEATURE_MODES)}, got {value!r}")
+    return value
 
 
 def run_planned(

@@ -51,7 +51,9 @@ HP = dict(
     init="",  # start from these safetensors weights (phase 2 continues phase 1)
     val_fraction=0.1,  # held out of --data, never trained on (finetune's default validation split)
     split_seed=0,
+    classes="",  # the CIFAR-10 classes to train on, e.g. "0,1,2,3,8,9" (labels renumbered in that order); "": all ten
 )
+CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
 def main() -> None:
@@ -68,7 +70,8 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
-    train = np.load(args.data)
+    kept = [int(c) for c in args.classes.split(",")] if args.classes else list(range(10))
+    train = kept_classes(dict(np.load(args.data)), kept)
     held_out, train_idx = stratified_split(train["y"].astype(np.int64), args.val_fraction, args.split_seed)
     mean = torch.tensor(CIFAR10_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(CIFAR10_STD).view(1, 3, 1, 1)
@@ -76,7 +79,7 @@ def main() -> None:
     y_train = torch.from_numpy(train["y"][train_idx]).long()
     print(f"training on {len(train_idx)} images; {len(held_out)} held out", flush=True)
 
-    model = timm.create_model(args.arch, pretrained=False, num_classes=10)
+    model = timm.create_model(args.arch, pretrained=False, num_classes=len(kept))
     if args.init:
         from safetensors.torch import load_file
 
@@ -111,33 +114,42 @@ def main() -> None:
             flush=True,
         )
 
-    acc = held_out_accuracy(model, args.test, mean, std)
+    acc = held_out_accuracy(model, kept_classes(dict(np.load(args.test)), kept), mean, std)
     print(f"test accuracy {acc:.4f}; train time {time.time() - start:.0f}s", flush=True)
-    write_model(model, args, start)
+    write_model(model, args, start, [CIFAR10_CLASSES[c] for c in kept])
     print(json.dumps({"test_accuracy": acc}))
 
 
-def held_out_accuracy(model, path: str, mean: torch.Tensor, std: torch.Tensor) -> float:
-    """`model`'s accuracy on the test set's npz at `path`, normalised by `mean` and `std`."""
+def kept_classes(data: dict, kept: list[int]) -> dict:
+    """The images of the `kept` classes of `data` (x, y), their labels renumbered 0, 1, ... in `kept`'s order."""
+    if kept == list(range(10)):
+        return data
+    index = np.flatnonzero(np.isin(data["y"], kept))
+    renumber = np.full(10, -1)
+    renumber[kept] = np.arange(len(kept))
+    return {"x": data["x"][index], "y": renumber[data["y"][index]]}
+
+
+def held_out_accuracy(model, test: dict, mean: torch.Tensor, std: torch.Tensor) -> float:
+    """`model`'s accuracy on the test set `test` (x, y), normalised by `mean` and `std`."""
     model.eval()
-    test = np.load(path)
     x_test = torch.from_numpy(test["x"]).permute(0, 3, 1, 2).float().div_(255)
     with torch.no_grad():
         logits = torch.cat([model((x_test[i : i + 1000] - mean) / std) for i in range(0, len(x_test), 1000)])
     return float((logits.argmax(1).numpy() == test["y"]).mean())
 
 
-def write_model(model, args: argparse.Namespace, start: float) -> None:
+def write_model(model, args: argparse.Namespace, start: float, class_names: list[str]) -> None:
     """NAME.safetensors, its sidecar (the run's hyperparameters and time since `start`) and NAME.onnx in --out."""
     out = Path(args.out)
     meta = dict(
         arch=args.arch,
-        num_classes=10,
+        num_classes=len(class_names),
         input_size=[32, 32],
         mean=list(CIFAR10_MEAN),
         std=list(CIFAR10_STD),
         output="logits",
-        class_names=["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"],
+        class_names=class_names,
     )
     save_safetensors(model, out / f"{args.name}.safetensors")
     # Data files by name only: the sidecar must not record a folder of the machine that trained it.

@@ -44,6 +44,16 @@ class ViewObserver(Protocol):
     def summarise(self, scored: ScoredView) -> None: ...
 
 
+class FeatureSink(Protocol):
+    """Takes the penultimate features of every batch the loop scores (auditing/features.py): `observe` each batch's
+    (N, D) float32 features at its data-set position, then `finish` the pass, named by its stage (the view's name,
+    or the pass's description: "ood data", "shift: NAME"), gathered across ranks."""
+
+    def observe(self, start: int, features: np.ndarray) -> None: ...
+
+    def finish(self, name: str, view: View, ctx: Context) -> None: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Loop:
     """How the loop runs a pass, the same for every pass of a run: `batch_size` images a model call, ImageFolder
@@ -55,11 +65,15 @@ class Loop:
     ctx: Context = SINGLE
     progress: ProgressFn | None = None
     observer: ViewObserver | None = None
+    features: FeatureSink | None = None  # the predictor's features of every batch (it must give them: enabled)
 
     @classmethod
     def of_audit(cls, options: AuditOptions, context: RunContext, observer: ViewObserver | None = None) -> Loop:
-        """The audit's passes: its batch size and decoding processes, its context's processes and progress."""
-        return cls(options.batch_size, workers(options, context.ctx), context.ctx, context.progress, observer)
+        """The audit's passes: its batch size and decoding processes, its context's processes, progress and feature
+        sink."""
+        return cls(
+            options.batch_size, workers(options, context.ctx), context.ctx, context.progress, observer, context.features
+        )
 
 
 def evaluate_view(
@@ -107,9 +121,9 @@ def evaluate_view(
         overlap=device.startswith("cuda"),
     ):
         if mapped is not None and isinstance(acc, MappedAccumulator):
-            logits = acc.update_both(mapped.inner.predict(images), labels)
+            logits = acc.update_both(_predict(mapped.inner, images, start, loop.features), labels)
         else:
-            logits = predictor.predict(images)
+            logits = _predict(predictor, images, start, loop.features)
             if logits.shape[1] != num_classes:
                 raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
             if acc is not None:
@@ -122,11 +136,22 @@ def evaluate_view(
         done += len(labels)
         if progress:
             progress(stage, done, total)
+    if loop.features is not None:
+        loop.features.finish(stage.name, view, ctx)
     if acc is not None:
         acc = acc.reduce(starts, ctx)
     if keep_logits:
         kept = distributed.gather_in_order(kept, starts, ctx)
     return acc, (np.concatenate(kept) if keep_logits else None)
+
+
+def _predict(predictor: Any, images: Any, start: int, features: FeatureSink | None) -> np.ndarray:
+    """The predictor's logits of a batch; with a feature sink, in the same call its features, which the sink takes."""
+    if features is None:
+        return predictor.predict(images)
+    logits, taken = predictor.predict_with_features(images)
+    features.observe(start, taken)
+    return logits
 
 
 def intervals_stage(view: View) -> Stage:

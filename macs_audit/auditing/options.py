@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
+from typing import Any
 
 from macs_audit.data.label_space import MappedSource
 from macs_audit.data.real_labels import RealLabelSets
@@ -72,6 +73,11 @@ class AuditOptions:
     # Torch models' precision (--precision fp32|bf16|fp16) where the audit loads the model itself (before_after:
     # finetune's and calibrate's audits); evaluate loads its model at --precision. The report records it.
     precision: str = "fp32"
+    # The penultimate features (models/features.py) for the feature-space OOD scores and the representation shift:
+    # "auto" where the model gives them, "on" (an error where it cannot), "off" (the library's default; the CLI's
+    # is "auto").
+    features: str = "off"
+    feature_layer: str | None = None  # the layer whose input they are; None: the source's rule finds the last one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,16 +92,19 @@ class AuditInputs:
     class_map_name: str = "--class-map"  # what an error about the map names it by (its file)
     real_labels: RealLabelSets | None = None  # ImageNet ReaL labels of the evaluated images (--real-labels)
     corruption_baseline: Report | None = None  # for CE / relative mCE
+    feature_fit_source: Source | None = None  # --feature-fit-data: what the feature OOD detectors are fitted on
 
 
 @dataclasses.dataclass(frozen=True)
 class RunContext:
     """Where a run reports and how it is spread, the same for each of its steps: `progress` (macs_audit.progress),
-    the torch.distributed processes (`ctx`), and `on_warning`, told what the user should know as the run goes."""
+    the torch.distributed processes (`ctx`), `on_warning`, told what the user should know as the run goes, and
+    `features`, where every pass's penultimate features go when the audit reads them."""
 
     progress: ProgressFn | None = None
     ctx: Context = SINGLE
     on_warning: Callable[[str], None] | None = None
+    features: Any = None  # the features' sink of every pass (auditing/features.py: inference.FeatureSink), if read
 
 
 DEFAULT_CONTEXT = RunContext()  # one process, no progress callback, warnings unheard

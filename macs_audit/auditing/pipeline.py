@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,14 @@ from macs_audit.auditing.calibration import (
 )
 from macs_audit.auditing.classes import CONVENTION as CLASS_MATCHING
 from macs_audit.auditing.classes import match_classes, matching_record, restricted
+from macs_audit.auditing.features import (
+    FeatureTaps,
+    default_fit,
+    feature_fit,
+    features_conventions,
+    read_features,
+    with_feature_scores,
+)
 from macs_audit.auditing.inference import Loop, ViewObserver, evaluate_view, view_result
 from macs_audit.auditing.options import DEFAULT_CONTEXT, AuditInputs, AuditOptions, RunContext, sized
 from macs_audit.auditing.parity import ParityRecorder, check_pair
@@ -62,6 +71,10 @@ class AuditResult:
     labels: np.ndarray
     target_logits: dict = dataclasses.field(default_factory=dict)  # the --ood-data and --unlabeled logits
     output_names: list[str] | None = None  # the logits' columns' names, where they are not the data's class names
+    # The penultimate features the audit read ("clean", "ood", "unlabeled": float32 (N, D)) and the layer they
+    # feed (models/features.FeatureHead), for --save-predictions; empty and None without them.
+    features: dict = dataclasses.field(default_factory=dict)
+    head: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +179,9 @@ def run_audit(
     # The data's classes met the model's outputs by name, index, class map or position (auditing/classes.py); the
     # predictor scores them in the data's class order, restricted to them: every view, fit and set below.
     space = match_classes(predictor, source, inputs.class_map, inputs.class_map_name)
+    head, features_absent = read_features(predictor, options)  # before the restriction: its inner model gives them
+    taps = FeatureTaps(options.seed) if head is not None else None
+    context = dataclasses.replace(context, features=taps)  # every pass of the audit hands them its features
     full_predictor, predictor = predictor, restricted(predictor, space)
     num_classes = len(space.classes)
     if not space.is_identity and inputs.real_labels is not None:
@@ -198,6 +214,7 @@ def run_audit(
         predictor, source, num_classes, Loop.of_audit(options, context, recorder), keep_logits=True
     )
     assert logits is not None
+    fit = feature_fit(predictor, source, inputs, num_classes, options, context) if taps is not None else None
     # The output names are indexed by the logits' columns: the model's outputs in order (its own class names, else
     # the data's, matched by position then), or the data's classes where the predictor is restricted to them.
     output_names = (space.is_identity and full_predictor.config.class_names) or source.class_names
@@ -225,6 +242,11 @@ def run_audit(
     if parameters is not None:  # the corruption grid ran
         summary = corruption_summary(robustness.views, sections.clean, options, parameters, inputs.corruption_baseline)
     trust = sections.trust
+    ood = sections.trust.ood
+    if taps is not None and ood is not None:
+        fit_data, rows = fit or default_fit(taps, logits, source.labels, split)
+        scored = (taps.kept["clean"][rows], logits[rows])
+        ood = with_feature_scores(ood, head, fit_data, scored, (taps.kept["ood"], trust.target_logits["ood"]), options)
     # The shift sets map to the model's own outputs; the clean sets are scored on them where they were fitted there.
     shift, shift_conventions = audit_shift(
         full_predictor,
@@ -275,9 +297,10 @@ def run_audit(
             shift_conventions,
             real_conventions,
             {"class_matching": CLASS_MATCHING} if space.is_subset else {},
+            features_conventions(head, features_absent, ood),
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
-        **sections.report_fields(),
+        **{**sections.report_fields(), "ood": ood},
         views=robustness.views,
         robustness=robustness.section,
         corruption_summary=summary,
@@ -285,6 +308,7 @@ def run_audit(
         shift=shift,
         real_labels=real,
         parity=recorder.section() if recorder is not None else None,
+        representation_shift=taps.section(head) if taps is not None else None,
         tool=Tool.of(name="macs-audit", version=__version__),
         created=now(),
     )
@@ -294,6 +318,8 @@ def run_audit(
         labels=source.labels.copy(),
         target_logits=trust.target_logits,
         output_names=list(output_names) if output_names is not None else None,
+        features={k: v for k, v in taps.kept.items() if k != "fit"} if taps is not None else {},
+        head=head,
     )
 
 

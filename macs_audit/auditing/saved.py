@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from macs_audit.auditing.calibration import calibration_split
+from macs_audit.auditing.calibration import Split, calibration_split
+from macs_audit.auditing.features import FeatureTaps, default_fit, features_conventions, with_feature_scores
 from macs_audit.auditing.options import AUTO_BATCH_SIZE, AuditOptions
 from macs_audit.auditing.parity import ParityRecorder, SavedReference
 from macs_audit.auditing.pipeline import (
@@ -28,7 +30,8 @@ from macs_audit.auditing.trust import Target
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import accumulators
 from macs_audit.progress import ProgressFn
-from macs_audit.report import DataInfo, ModelInfo, Report, Runtime, Tool
+from macs_audit.report import DataInfo, ModelInfo, OODDetection, Report, Runtime, Tool
+from macs_audit.scores import check_finite
 from macs_audit.version import __version__
 from macs_audit.views.view import CLEAN
 
@@ -66,6 +69,7 @@ class SavedSet:
     logits: np.ndarray
     labels: np.ndarray | None = None
     format: str = PREDICTIONS
+    features: np.ndarray | None = None  # its penultimate features, where saved
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +81,10 @@ class Companions:
     unlabeled: SavedSet | None = None
     shift: dict[str, SavedSet] = dataclasses.field(default_factory=dict)
     reference: SavedReference | None = None
+    # The audited samples' penultimate features (N, D) and the final layer they feed (weight, bias, layer, source:
+    # models/features.FeatureHead's fields): the feature-space OOD scores and the representation shift.
+    features: np.ndarray | None = None
+    head: Any = None
 
 
 def audit_logits(
@@ -135,6 +143,9 @@ def audit_logits(
     clean = CleanPass(acc, logits, labels, saved.class_names, saved.output_names or saved.class_names)
     sections = logits_sections(clean, split, options, targets=targets, progress=progress, observer=recorder)
     shift, shift_conventions = saved_shift_section(shift_sets, options, sets=sections.sets, progress=progress)
+    ood, taps = sections.trust.ood, None
+    if companions.features is not None:  # the model audit's features half, on the saved features
+        ood, taps = saved_features(companions, ood, logits, labels, split, options)
     parity = recorder.section() if recorder is not None else None
     present = {"shift": shift is not None, "parity": parity is not None}
     absent = {section: why for section, why in ABSENT_FROM_LOGITS.items() if not present.get(section)}
@@ -159,17 +170,54 @@ def audit_logits(
             sections.temperature,
             trust.conventions,
             shift_conventions,
+            features_conventions(companions.head, None, ood) if taps is not None else {},
             {"absent_sections": absent},
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **trust.seeds},
-        **sections.report_fields(),
+        **{**sections.report_fields(), "ood": ood},
         conformal=trust.conformal,
+        representation_shift=taps.section(companions.head) if taps is not None else None,
         shift=shift,
         parity=parity,
         tool=Tool.of(name="macs-audit", version=__version__),
         created=now(),
     )
     return AuditResult(report=report, logits=logits, labels=labels, target_logits=trust.target_logits)
+
+
+def saved_features(
+    companions: Companions,
+    ood: OODDetection | None,
+    logits: np.ndarray,
+    labels: np.ndarray,
+    split: Split | None,
+    options: AuditOptions,
+) -> tuple[OODDetection | None, FeatureTaps]:
+    """The OOD section with the feature detectors' scores (where the OOD set's features and the head are saved),
+    and the representation shift of the OOD and unlabeled sets' saved features: as the model audit computes them
+    from the same features, fitted on the calibration split's fit part."""
+    assert companions.features is not None
+    features = checked_features("features", companions.features, len(logits))
+    taps = FeatureTaps(options.seed)
+    taps.kept["clean"] = features
+    for purpose, given in (("ood", companions.ood), ("unlabeled", companions.unlabeled)):
+        if given is not None and given.features is not None:
+            taps.kept[purpose] = checked_features(f"{purpose}_features", given.features, len(given.logits))
+            taps.test(purpose, purpose, taps.kept[purpose])
+    if ood is not None and companions.head is not None and "ood" in taps.kept and companions.ood is not None:
+        fit, rows = default_fit(taps, logits, labels, split)
+        scored, out = (features[rows], logits[rows]), (taps.kept["ood"], companions.ood.logits)
+        ood = with_feature_scores(ood, companions.head, fit, scored, out, options)
+    return ood, taps
+
+
+def checked_features(name: str, features: np.ndarray, rows: int) -> np.ndarray:
+    """Saved features as float32 (N, D), one row per sample, finite (InputError, one line)."""
+    array = np.asarray(features)
+    if array.ndim != 2 or len(array) != rows or array.dtype.kind not in "fiu":
+        raise InputError(f"{name} must be ({rows}, dimensions) numbers, got {array.dtype} {array.shape}")
+    check_finite(name, array)
+    return array.astype(np.float32, copy=False)
 
 
 def checked_logits(name: str, logits: np.ndarray, columns: int | None = None) -> np.ndarray:

@@ -116,9 +116,16 @@ def audit_trust(
         about.update(bootstrap_resamples=options.bootstrap, seed=options.seed)
         finish = step(progress, OOD_STAGE if purpose == "ood" else LABEL_FREE_STAGE, max(1, options.bootstrap))
         if purpose == "ood":
-            scores = ood.ood_section(logits, target.logits, options.bootstrap, options.seed)
+            scores_in, scores_out = ood.scores(logits), ood.scores(target.logits)
+            scores = ood.scores_section(scores_in, scores_out, options.bootstrap, options.seed)
             finish()
-            ood_section = OODDetection.of(**about, n_in=len(logits), n_out=len(target.logits), scores=scores)
+            ood_section = OODDetection.of(
+                **about,
+                n_in=len(logits),
+                n_out=len(target.logits),
+                scores=scores,
+                histograms=ood.histograms(scores_in, scores_out),
+            )
             conventions["ood"] = ood.CONVENTION
         else:
             estimates = label_free.estimates(

@@ -101,6 +101,7 @@ _SECTIONS = {
     Place.UNLABELED: "unlabeled",
     Place.SHIFT: "shift",
     Place.REAL_LABELS: "real_labels",
+    Place.REPRESENTATION: "representation_shift",
 }
 _VIEW_PLACES = (Place.CLEAN, Place.SELECTIVE)  # values in report.clean.metrics
 

@@ -43,6 +43,7 @@ class Place(enum.Enum):
     UNLABELED = "unlabeled"  # report.unlabeled
     SHIFT = "shift"  # report.shift: means over the natural-shift sets
     REAL_LABELS = "real_labels"  # report.real_labels: ImageNet ReaL labels' scores
+    REPRESENTATION = "representation_shift"  # report.representation_shift: the features' two-sample tests
 
 
 @dataclasses.dataclass(frozen=True)

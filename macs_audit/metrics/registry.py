@@ -14,7 +14,18 @@ from macs_audit.metrics.metric_row import Metric, Place, Unit
 from macs_audit.report import DEFAULT_ROBUST_VIEW
 
 _CALIBRATION_SPLIT, _OOD_DATA, _UNLABELED_DATA = "--calibration-split F, F > 0", "--ood-data", "--unlabeled"
-_OOD_SCORES = {"msp": "max softmax", "max_logit": "max logit", "energy": "energy"}
+_OOD_SCORES = {
+    "msp": "max softmax",
+    "max_logit": "max logit",
+    "energy": "energy",
+    # The feature-space detectors (metrics/feature_ood.py; --features, the model's penultimate features).
+    "mahalanobis": "Mahalanobis",
+    "rmds": "RMDS",  # relative Mahalanobis
+    "knn": "KNN",
+    "vim": "ViM",
+    "react": "ReAct",
+    "ash_s": "ASH-S",
+}
 
 
 # How tables name the conformal methods (metrics/conformal.py REPORTED); CC: class-conditional (Mondrian).
@@ -400,6 +411,19 @@ METRICS: dict[str, Metric] = {
                 ("aupr", "AUPR-In", True),
                 ("fpr95", "FPR at 95% TPR", False),
             )
+        ),
+        # report.representation_shift (auditing/features.py): the --unlabeled or --shift-data set whose features lie
+        # farthest from the clean evaluation features'.
+        Metric(
+            "representation_mmd",
+            "largest MMD of the features",
+            unit=Unit.NUMBER,
+            higher_is_better=False,
+            place=Place.REPRESENTATION,
+            gate=True,
+            key="largest.mmd",
+            named="representation shift (features MMD)",
+            made_by="--unlabeled or --shift-data, with the model's features (--features)",
         ),
         # report.shift (auditing/shift.py): means over the sets; per set under [gate.shift.<name>].
         _shift(

@@ -59,6 +59,11 @@ class CifarResNet9(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.features(x)) * self.logit_scale
 
+    def feature_head(self) -> tuple[str, torch.Tensor, None]:
+        """The features' layer and the map to the logits (models/features.py): fc's input, fc's weight times the
+        logit scale."""
+        return "fc", self.fc.weight * self.logit_scale, None
+
 
 def _resnet9(name: str, widths: tuple[int, ...], pretrained: bool, num_classes: int, **kwargs) -> CifarResNet9:
     """A CifarResNet-9 of `widths` as timm builds a registered model (its pretrained-config keys dropped)."""

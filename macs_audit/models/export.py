@@ -84,19 +84,31 @@ def strip_build_metadata(proto) -> None:
 
 
 def export_onnx(
-    model, path: str | Path, meta: dict[str, Any], opset: int = DEFAULT_OPSET, sources: dict[str, str] | None = None
+    model,
+    path: str | Path,
+    meta: dict[str, Any],
+    opset: int = DEFAULT_OPSET,
+    sources: dict[str, str] | None = None,
+    feature_layer: str | None = None,
 ) -> None:
     """Export an eval-mode torch model to one self-contained ONNX file with a dynamic batch axis.
 
     `meta` (arch, num_classes, input_size, mean, std, output, class_names) goes into the file's
     metadata properties, which `evaluate` reads, so the file needs no sidecar; `sources` (where each value
     was set: a flag, the sidecar, the model's own config) into `macs_audit.sources`, for the record.
+    With `feature_layer` (a module of `model`), the input of that module is a second output, `features`
+    (models/features.py's FEATURES_OUTPUT), which `evaluate` reads as the model's penultimate features.
     """
     import onnx
     import torch
 
+    from macs_audit.models.features import FEATURES_OUTPUT, features_module
+
     check_opset(opset)
     model = model.eval()
+    outputs = ["logits"]
+    if feature_layer is not None:
+        model, outputs = features_module(model, feature_layer), ["logits", FEATURES_OUTPUT]
     h, w = meta.get("input_size", (32, 32))
     example = torch.zeros(2, len(meta.get("mean", (0, 0, 0))), h, w)
     try:
@@ -105,7 +117,7 @@ def export_onnx(
             (example,),
             None,
             input_names=["images"],
-            output_names=["logits"],
+            output_names=outputs,
             dynamic_shapes=({0: torch.export.Dim("batch")},),  # by position: forward(x), forward(input), ...
             dynamo=True,
             opset_version=opset,
@@ -150,12 +162,17 @@ def export_checkpoint(
     force: bool = False,
     on_warning: Callable[[str], None] | None = None,
     inputs: Inputs = (),
+    feature_layer: str | None = None,
 ) -> Path:
     """Export a PyTorch checkpoint, read as `reading` says, to one ONNX file (`out`, default: CHECKPOINT with
     .onnx) with its metadata. The output is checked first: never one of the run's `inputs` (inputs.run_inputs:
     the checkpoint, its sidecar or folder, the hub cache's files of an hf-hub: --arch, --class-prompts, a build's
     data); an existing file only with `force`.
-    `on_warning` hears what `evaluate` warns of the model (CIFAR-10's mean/std on a model that declares none)."""
+    `on_warning` hears what `evaluate` warns of the model (CIFAR-10's mean/std on a model that declares none), and
+    that the file has no `features` output where the model's final linear layer is not found (models/features.py;
+    `feature_layer` names it, and an error follows where that is no linear layer)."""
+    from macs_audit.models.features import FEATURES_OUTPUT, torch_head
+
     if checkpoint.suffix.lower() in ONNX_SUFFIXES:
         raise UsageError(f"{checkpoint} is already an ONNX model")
     check_opset(opset)
@@ -177,9 +194,17 @@ def export_checkpoint(
     if meta.get("output") == "auto":
         meta.pop("output")
     sources = {k: v for k, v in predictor.config.declared_sources().items() if k in meta}
-    export_onnx(predictor.model.cpu().eval(), path, meta, opset=opset, sources=sources)
+    model = predictor.model.cpu().eval()
+    try:  # the penultimate features as a second output, where the final linear layer is found
+        layer: str | None = torch_head(model, feature_layer, str(checkpoint))[0]
+        unfound = None
+    except InputError as exc:
+        if feature_layer is not None:
+            raise
+        layer, unfound = None, f"the ONNX file has no {FEATURES_OUTPUT} output: {exc}"
+    export_onnx(model, path, meta, opset=opset, sources=sources, feature_layer=layer)
     if on_warning is not None:
-        for message in predictor.info.get("warnings", []):
+        for message in [*predictor.info.get("warnings", []), *([unfound] if unfound else [])]:
             on_warning(message)
     return path
 

@@ -11,6 +11,7 @@ import numpy as np
 from macs_audit.errors import InputError, UsageError
 from macs_audit.models import config as model_config
 from macs_audit.models.backend import OutputAdapter, file_sha256, one_line, record_warnings
+from macs_audit.models.features import FeatureReader, require_features
 from macs_audit.models.preprocessing import resize_and_normalize
 
 # `--provider` names and onnxruntime's: the GPU providers fall back to the ones after them for the operators
@@ -165,6 +166,8 @@ class OnnxPredictor:
         static_hw = tuple(shape[2:]) if all(isinstance(d, int) for d in shape[2:]) else None
         if static_hw and "input_size" not in metadata:
             metadata["input_size"] = list(static_hw)
+        self.output_name = session.get_outputs()[0].name  # the logits; models/features.py may add an output
+        self.features: FeatureReader | None = None  # set by models/features.py's enable_features
         out_shape = session.get_outputs()[0].shape
         if len(out_shape) == 2 and isinstance(out_shape[1], int) and "num_classes" not in metadata:
             metadata["num_classes"] = out_shape[1]
@@ -207,30 +210,41 @@ class OnnxPredictor:
         return self.config.num_classes
 
     def predict(self, images: np.ndarray) -> np.ndarray:
+        return self._predict(images, [])[0]
+
+    def predict_with_features(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The logits `predict` returns and, from the same run, the features (N, D) float32 that
+        models/features.py's enable_features turned on."""
+        reader = require_features(self)
+        logits, features = self._predict(images, [reader.output])
+        return logits, reader.read(features, logits, self.output.kind == "probabilities")
+
+    def _predict(self, images: np.ndarray, extra: list) -> list[np.ndarray]:
+        """The logits of `images` and the graph's `extra` outputs of the same run."""
         cfg = self.config
         x = resize_and_normalize(
             np.asarray(images, dtype=np.float32), cfg.input_size, cfg.mean, cfg.std, cfg.interpolation
         )
         try:
-            out = self._run(x)
+            out, *others = self._run(x, [self.output_name, *extra])
         except Exception as exc:
             raise InputError(f"onnxruntime failed on a batch of shape {x.shape}: {one_line(exc)}") from None
         logits = self.output(out)
         if self.config.num_classes is None:
             self.config.num_classes = self.output.num_classes = logits.shape[1]
             self._record_warnings()  # the class count is known now
-        return logits
+        return [logits, *others]
 
-    def _run(self, x: np.ndarray) -> np.ndarray:
-        """The graph's output for the batch `x`, in chunks of the static batch size where the graph has one."""
+    def _run(self, x: np.ndarray, names: list[str]) -> list[np.ndarray]:
+        """The graph's outputs `names` for the batch `x`, in chunks of the static batch size where the graph has one."""
         size = self.static_batch
         if size is None or len(x) == size:
-            return self.session.run(None, {self.input_name: x})[0]
+            return self.session.run(names, {self.input_name: x})
         outputs = []
         for start in range(0, len(x), size):
             chunk = x[start : start + size]
             short = size - len(chunk)
             if short:  # the last chunk: padded with copies of its last image, their outputs dropped
                 chunk = np.concatenate([chunk, np.repeat(chunk[-1:], short, axis=0)])
-            outputs.append(self.session.run(None, {self.input_name: chunk})[0][: size - short])
-        return np.concatenate(outputs)
+            outputs.append([out[: size - short] for out in self.session.run(names, {self.input_name: chunk})])
+        return [np.concatenate(parts) for parts in zip(*outputs, strict=True)]

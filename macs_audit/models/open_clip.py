@@ -84,10 +84,16 @@ def zero_shot_module(model: Any, classifier: Any) -> Any:
             super().__init__()
             self.clip = clip
             self.register_buffer("class_embeddings", weights)
+            self.image_embedding = torch.nn.Identity()  # its input, the normalised embedding, are the features
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            features = torch.nn.functional.normalize(self.clip.encode_image(x), dim=-1)
+            features = self.image_embedding(torch.nn.functional.normalize(self.clip.encode_image(x), dim=-1))
             return self.clip.logit_scale.exp() * features @ self.get_buffer("class_embeddings").T
+
+        def feature_head(self) -> tuple[str, torch.Tensor, None]:
+            """The features' layer and the map to the logits (models/features.py): the normalised image embedding,
+            and the class embeddings times the logit scale."""
+            return "image_embedding", self.clip.logit_scale.exp() * self.get_buffer("class_embeddings"), None
 
     return ZeroShot(model, classifier)
 

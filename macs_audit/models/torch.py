@@ -34,6 +34,7 @@ from macs_audit.models.backend import (
     record_warnings,
     summarise_keys,
 )
+from macs_audit.models.features import FeatureReader, require_features
 from macs_audit.models.preprocessing import resize_and_normalize
 
 UNSAFE_FLAG = "--trust-pickled-model-code"
@@ -387,6 +388,7 @@ class TorchPredictor:
         self.model = model.to(self.torch_device).eval()
         self.output = OutputAdapter(cfg.output, cfg.num_classes)
         self._normalised: tuple = ()  # the (mean, std) of the tensors `normalisation` made
+        self.features: FeatureReader | None = None  # set by models/features.py's enable_features
         # fp32 unless --precision asks for CUDA autocast (bf16 or fp16); the logits are upcast either way.
         self.autocast = amp_dtype is not None
         self.amp_dtype = amp_dtype or torch.bfloat16
@@ -456,6 +458,15 @@ class TorchPredictor:
             self.config.num_classes = self.output.num_classes = logits.shape[1]
             record_warnings(self.info, self.config)  # the class count is known now
         return logits
+
+    def predict_with_features(self, images) -> tuple[np.ndarray, np.ndarray]:
+        """The logits `predict` returns and, recorded in the same forward, the features (N, D) float32 on the CPU
+        that models/features.py's enable_features turned on."""
+        reader = require_features(self)
+        assert reader.recorder is not None  # a torch predictor's features are a module's input
+        with reader.recorder.recording():
+            logits = self.predict(images)
+        return logits, reader.read(reader.recorder.taken(), logits, self.output.kind == "probabilities")
 
 
 def _describe_output(out: Any) -> str:

@@ -49,6 +49,7 @@ RUN_OPTIONS = (
     "use_interval",
     "config",
     "preset",
+    "features",
 )
 APPLIES = frozenset((*PREDICTION_OPTIONS, *COMPANION_OPTIONS, *RUN_OPTIONS))
 
@@ -101,6 +102,9 @@ def plan_predictions(r: Resolved) -> PredictionsPlan:
         unlabeled=_companion(predictions, "unlabeled", r["unlabeled_predictions"], label_column),
         shift={name: _shift_set(predictions, name, path, label_column) for name, path in shift},
         reference=_reference(predictions, r["reference_predictions"], label_column),
+        # The features half where the file holds features (and --features is not off): models/features's head.
+        features=predictions.features if options.features != "off" else None,
+        head=predictions.head if options.features != "off" else None,
     )
     record = r.record()
     record["options"] = {name: value for name, value in record["options"].items() if name in APPLIES}
@@ -138,14 +142,16 @@ def _companion(found: Predictions, purpose: str, path: Path | None, label_column
     logits; not both."""
     saved = found.companions.get(purpose)
     if path is None:
-        return SavedSet(saved.source, saved.logits, format=saved.format) if saved is not None else None
+        if saved is None:
+            return None
+        return SavedSet(saved.source, saved.logits, format=saved.format, features=saved.features)
     if saved is not None:
         raise UsageError(
             f"{found.name} holds {purpose}_logits and --{purpose}-predictions gives them too; give one of the two"
         )
     other = read_predictions(path, labels=False, label_column=label_column)
     _check_classes(found, other)
-    return SavedSet(other.name, other.logits)
+    return SavedSet(other.name, other.logits, features=other.features)
 
 
 def _shift_set(found: Predictions, name: str, path: Path, label_column: str) -> SavedSet:

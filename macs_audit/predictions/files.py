@@ -37,6 +37,8 @@ LABEL_COLUMN, ID_COLUMN = "label", "id"
 CLASS_PREFIXES = {"logit_": LOGITS, "prob_": PROBABILITIES}
 FEATURE_PREFIX, METADATA_PREFIX = "feature_", "metadata_"
 COMPANIONS = ("ood", "unlabeled")  # the companion sets' logits an .npz may carry: `<purpose>_logits`
+# The layer the features feed (models/features.FeatureHead), which a model audit saves beside them.
+HEAD_ARRAYS = ("head_weight", "head_bias", "feature_layer", "feature_source")
 NPZ_ARRAYS = (
     LOGITS,
     PROBABILITIES,
@@ -46,7 +48,8 @@ NPZ_ARRAYS = (
     "ids",
     "features",
     "batch_size",
-    *(f"{purpose}_{what}" for purpose in COMPANIONS for what in ("logits", "source", "format")),
+    *(f"{purpose}_{what}" for purpose in COMPANIONS for what in ("logits", "source", "format", "features")),
+    *HEAD_ARRAYS,
 )
 SUFFIXES = (".npz", ".csv", ".parquet")
 PREDICTIONS_FORMAT = "predictions"  # the format a set read from a predictions file is recorded with
@@ -60,6 +63,18 @@ class Companion:
     source: str
     format: str
     logits: np.ndarray
+    features: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedHead:
+    """The final layer the saved features feed: logits = features @ weight.T + bias (models/features.FeatureHead's
+    numbers), the layer's name and how it was found."""
+
+    weight: np.ndarray
+    bias: np.ndarray | None
+    layer: str
+    source: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +93,7 @@ class Predictions:
     metadata: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # name -> (N,)
     companions: dict[str, Companion] = dataclasses.field(default_factory=dict)  # by purpose: "ood", "unlabeled"
     batch_size: int | None = None  # the model audit's batch size, where --save-predictions recorded it
+    head: SavedHead | None = None  # the layer `features` feed, where --save-predictions recorded it
 
     def __len__(self) -> int:
         return len(self.logits)
@@ -143,12 +159,14 @@ def _read_npz(path: Path) -> Predictions:
             _text(read.get(f"{purpose}_source")) or f"{name} ({purpose}_logits)",
             _text(read.get(f"{purpose}_format")) or PREDICTIONS_FORMAT,
             _companion(name, f"{purpose}_logits", read[f"{purpose}_logits"], k),
+            read.get(f"{purpose}_features"),
         )
         for purpose in COMPANIONS
         if f"{purpose}_logits" in read
     }
     features = read.pop("features", None)
     ids = read.pop("ids", None)
+    head = _head(name, read, features, k)
     metadata = {key[len(METADATA_PREFIX) :]: value for key, value in read.items() if key.startswith(METADATA_PREFIX)}
     return _checked(
         Predictions(
@@ -164,6 +182,7 @@ def _read_npz(path: Path) -> Predictions:
             metadata=metadata,
             companions=companions,
             batch_size=_batch_size(name, batch_size),
+            head=head,
         )
     )
 
@@ -326,7 +345,7 @@ def _labels(name: str, values: np.ndarray, k: int, class_names: Sequence[str] | 
         if not _all_integers(array):
             row = next(i for i, label in enumerate(array) if not _is_integer(label))
             raise InputError(f"{name}: label {str(array[row])!r} (row {row}) is not a class index")
-        array = array.astype(np.int64)
+        array = np.array([int(float(label)) for label in array], dtype=np.int64)
     elif array.dtype.kind == "b":
         array = array.astype(np.int64)
     elif array.dtype.kind == "f":
@@ -334,7 +353,7 @@ def _labels(name: str, values: np.ndarray, k: int, class_names: Sequence[str] | 
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
             raise InputError(f"{name}: label {str(array[row])!r} (row {row}) is not a class index")
-        array = array.astype(np.int64)
+        array = np.array([int(float(label)) for label in array], dtype=np.int64)
     elif array.dtype.kind not in "iu":
         raise InputError(f"{name}: labels must be class indices, got {array.dtype}")
     outside = np.flatnonzero((array < 0) | (array >= k))
@@ -348,11 +367,12 @@ def _labels(name: str, values: np.ndarray, k: int, class_names: Sequence[str] | 
 
 
 def _is_integer(text: str) -> bool:
+    """Whether `text` is a whole number: "3", or "3.0" as pandas writes a float column of labels."""
     try:
-        int(text)
+        value = float(text)
     except ValueError:
         return False
-    return True
+    return value.is_integer()
 
 
 def _all_integers(values: np.ndarray) -> bool:
@@ -365,6 +385,27 @@ def _companion(name: str, key: str, values: np.ndarray, k: int) -> np.ndarray:
         raise InputError(f"{name}: {key} must be (samples, {k}) floating-point logits, got {array.dtype} {array.shape}")
     check_finite(f"{name}: {key}", array)
     return array
+
+
+def _head(name: str, read: dict[str, np.ndarray], features: np.ndarray | None, k: int) -> SavedHead | None:
+    """The saved final layer (HEAD_ARRAYS), checked against the features' dimension and the classes."""
+    if "head_weight" not in read:
+        return None
+    weight = np.asarray(read["head_weight"], dtype=np.float64)
+    bias = read.get("head_bias")
+    dimension = None if features is None else np.asarray(features).shape[-1]
+    if weight.ndim != 2 or weight.shape[0] != k or (dimension is not None and weight.shape[1] != dimension):
+        raise InputError(
+            f"{name}: head_weight must be (classes {k}, feature dimension {dimension}), got {weight.shape}"
+        )
+    if bias is not None and np.asarray(bias).shape != (k,):
+        raise InputError(f"{name}: head_bias must be ({k},), got {np.asarray(bias).shape}")
+    return SavedHead(
+        weight,
+        None if bias is None else np.asarray(bias, dtype=np.float64),
+        _text(read.get("feature_layer")) or "the saved head",
+        _text(read.get("feature_source")) or "saved with the predictions",
+    )
 
 
 def _text(value: np.ndarray | None) -> str | None:
@@ -393,6 +434,13 @@ def _checked(found: Predictions) -> Predictions:
         if features.ndim != 2 or features.dtype.kind not in "fiu":
             raise InputError(f"{name}: features must be (samples, dimensions) numbers, got shape {features.shape}")
         check_finite(f"{name}: features", features.astype(np.float64, copy=False))
+    for purpose, companion in found.companions.items():
+        if companion.features is None:
+            continue
+        shape, rows = np.asarray(companion.features).shape, len(companion.logits)
+        dimension = None if found.features is None else np.asarray(found.features).shape[1]
+        if len(shape) != 2 or shape[0] != rows or (dimension is not None and shape[1] != dimension):
+            raise InputError(f"{name}: {purpose}_features must be ({rows}, {dimension}), got {shape}")
     if found.ids is not None:
         check_unique_ids(name, found.ids)
     return found
@@ -425,11 +473,20 @@ def write_predictions(path: Path, result: Any) -> None:
         arrays["output_names"] = np.array(output_names, dtype=str)
     if report.runtime.batch_size is not None:
         arrays["batch_size"] = np.array(report.runtime.batch_size, dtype=np.int64)
+    if result.head is not None:  # the features the audit read, and the layer they feed
+        arrays["features"] = result.features["clean"]
+        arrays["head_weight"] = result.head.weight
+        if result.head.bias is not None:
+            arrays["head_bias"] = result.head.bias
+        arrays["feature_layer"] = np.array(result.head.layer, dtype=str)
+        arrays["feature_source"] = np.array(result.head.source, dtype=str)
     for purpose, logits in (result.target_logits or {}).items():
         arrays[f"{purpose}_logits"] = logits
         section = getattr(report, purpose)
         arrays[f"{purpose}_source"] = np.array(section.source, dtype=str)
         if section.format is not None:
             arrays[f"{purpose}_format"] = np.array(section.format, dtype=str)
+        if purpose in result.features:
+            arrays[f"{purpose}_features"] = result.features[purpose]
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)

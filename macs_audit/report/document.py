@@ -24,6 +24,7 @@ from macs_audit.report.sections import (
     OODDetection,
     Parity,
     RealLabels,
+    RepresentationShift,
     Robustness,
     Runtime,
     Settings,
@@ -59,6 +60,7 @@ class Report:
     real_labels: RealLabels | None = added_in("3.0")
     parity: Parity | None = added_in("3.0")
     settings: Settings | None = added_in("3.2")
+    representation_shift: RepresentationShift | None = added_in("3.3")
     tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""
     schema_version: str = SCHEMA_VERSION

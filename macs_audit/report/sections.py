@@ -364,9 +364,28 @@ class Conformal(Section):
 
 
 @dataclasses.dataclass(kw_only=True)
+class FeatureDetectors(Section):
+    """The feature-space OOD detectors (3.3; metrics/feature_ood.py): the layer whose input the features are and
+    how it was found, what they were fitted on (`fit`, `n_fit`), the in-distribution samples they scored (`n_in`:
+    the calibration split's other part when fitted on its fit part), the features' dimension, one-line notes (k,
+    principal dimension, thresholds, shrinkage) and each detector's fitted settings."""
+
+    layer: str
+    source: str
+    fit: str
+    n_fit: int
+    n_in: int
+    dimension: int
+    notes: list[str] = dataclasses.field(default_factory=list)
+    settings: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True)
 class OODDetection(Section):
     """Out-of-distribution detection against a second data set (metrics/ood.py): `scores` maps a score (msp,
-    max_logit, energy) to {auroc, aupr, fpr95, intervals: {auroc, aupr, fpr95: [low, high]}}."""
+    max_logit, energy, gen; with the model's features the feature detectors too: mahalanobis, rmds, knn, vim,
+    react, ash_s) to {auroc, aupr, fpr95, intervals: {auroc, aupr, fpr95: [low, high]}}; `histograms`, each
+    score's in- and out-of-distribution counts over shared bins (3.3), for the HTML's plots."""
 
     source: str
     format: str | None = None
@@ -375,6 +394,39 @@ class OODDetection(Section):
     scores: dict[str, DetectionScores]
     bootstrap_resamples: int | None = None
     seed: int | None = None
+    features: FeatureDetectors | None = None
+    histograms: dict[str, dict[str, list[float]]] | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class ShiftTest(Section):
+    """One view's features against the clean evaluation features (metrics/two_sample.py): the unbiased MMD^2,
+    the MMD (the effect size), the permutation p-value, the kernel's bandwidth, the samples each side used."""
+
+    name: str
+    kind: str  # the view's kind: perturbation, corruption, shift, ood, unlabeled
+    n: int
+    n_reference: int
+    mmd2: float
+    mmd: float
+    p_value: float
+    bandwidth: float
+
+
+@dataclasses.dataclass(kw_only=True)
+class RepresentationShift(Section):
+    """Is the data a view meets what the model was validated on (3.3)? Each view's penultimate features tested
+    against the clean evaluation features' (`reference`), per `tests`; `largest`, the test of the --unlabeled and
+    --shift-data sets with the largest MMD (the gate's `max_representation_mmd`), absent without them."""
+
+    layer: str
+    reference: str
+    test: str
+    max_samples: int
+    permutations: int
+    seed: int
+    tests: list[ShiftTest]
+    largest: ShiftTest | None = None
 
 
 @dataclasses.dataclass(kw_only=True)

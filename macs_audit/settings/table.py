@@ -340,6 +340,15 @@ OPTIONS: tuple[Option, ...] = (
         reads=True,
     ),
     _opt(
+        "feature_layer",
+        "--feature-layer",
+        str,
+        "The layer whose input are the features (--features): a module name of a torch model, a node or tensor name "
+        "of an ONNX graph. Default: the model's final classifier layer, found by its source's rule.",
+        MODEL,
+        "evaluate",
+    ),
+    _opt(
         "reference_predictions",
         "--reference-predictions",
         Path,
@@ -1081,6 +1090,27 @@ OPTIONS: tuple[Option, ...] = (
         "conformal fit part).",
         ANALYSIS,
         "evaluate",
+    ),
+    _opt(
+        "features",
+        "--features",
+        str,
+        "The penultimate features (the input of the model's last layer, read in the same pass as the logits) for "
+        "the feature-space OOD scores and the representation shift: auto (where the model gives them: ONNX, timm, "
+        "torchvision, Hugging Face, OpenCLIP, a predictions file's features), on (an error where it cannot), off.",
+        ANALYSIS,
+        "evaluate",
+        default="auto",
+    ),
+    _opt(
+        "feature_fit_data",
+        "--feature-fit-data",
+        Path,
+        "The in-distribution images the feature-space OOD detectors are fitted on (a training set; formats as "
+        "--data, labels needed). Default: the calibration split of --data, as the report says.",
+        ANALYSIS,
+        "evaluate",
+        reads=True,
     ),
     _opt(
         "ood_data",

@@ -58,7 +58,10 @@ def test_the_report_holds_every_section(audited):
         ) - {"n"}
     assert cf.corruption_mean["lac"]["lowest_view"] == "gaussian_noise@2"
     assert report.ood.n_in == 200 and report.ood.n_out == 60 and report.ood.format == "npz"
-    assert set(report.ood.scores) == {"msp", "max_logit", "energy"}
+    logit_scores, feature_scores = {"msp", "max_logit", "energy", "gen"}, {"mahalanobis", "rmds", "knn", "vim"}
+    assert set(report.ood.scores) == logit_scores | feature_scores | {"react", "ash_s"}  # the CLI reads features
+    assert report.ood.features.n_fit + report.ood.features.n_in == 200  # fitted on the split's fit part
+    assert set(report.ood.histograms) == set(report.ood.scores)
     assert report.unlabeled.n == 30 and report.unlabeled.format == "imagefolder"
     assert set(report.unlabeled.estimates) == {"atc_mc", "atc_ne", "doc"}
     assert {"selective", "conformal", "ood", "label_free"} <= set(report.conventions.to_dict())

@@ -121,6 +121,8 @@ def _set_metric(report, name, value):
         table[last] = value
     elif metric.place is Place.REAL_LABELS:
         setattr(out.real_labels, metric.report_key, value)
+    elif metric.place is Place.REPRESENTATION:
+        setattr(out.representation_shift.largest, metric.report_key.split(".")[-1], value)
     elif name == "robust_ece":
         out.view("noise+blur").metrics["ece"] = value
     else:

@@ -52,6 +52,8 @@ REPORT_ARGS = [
     "cifar-c",
     "--severities",
     "3",
+    "--features",
+    "off",  # the features half (its MMDs and detectors) is tested on its own: tests/auditing/test_features.py
     "--quiet",
 ]
 # What differs between runs or machines and is not a computed result: when and where it ran, and how it was

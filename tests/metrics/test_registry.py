@@ -24,6 +24,7 @@ from macs_audit.report import (
     CorruptionSummary,
     OODDetection,
     RealLabels,
+    RepresentationShift,
     Robustness,
     Shift,
     TemperatureFit,
@@ -65,6 +66,7 @@ def test_every_metric_names_a_key_its_section_has():
         Place.UNLABELED: Unlabeled,
         Place.SHIFT: Shift,
         Place.REAL_LABELS: RealLabels,
+        Place.REPRESENTATION: RepresentationShift,
     }
     for metric in METRICS.values():
         # a view's metrics; the robust view's ECE
