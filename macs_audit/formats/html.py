@@ -182,7 +182,11 @@ EXPLAIN = {
     "conformal": "Prediction sets that hold the true class with the target probability (90% by default). Coverage "
     "should meet the target; smaller sets are more useful. The worst class's coverage shows which class the "
     "guarantee leaves behind. evaluate --coverage sets the target.",
-    "ood": "How well the confidence tells the test images from a second, unrelated data set (evaluate --ood-data).",
+    "ood": "How well the confidence tells the test images from a second, unrelated data set (evaluate --ood-data); "
+    "with the model's features, the feature-space detectors too, which see what the logits hide.",
+    "representation": "Whether the data a view or set brings is what the model was validated on, without labels: "
+    "its penultimate features tested against the clean images' (MMD, a permutation p-value). A large MMD on "
+    "--unlabeled or --shift-data is a distribution the audit's numbers may not carry over to.",
     "unlabeled": "Accuracy estimated on images without labels (evaluate --unlabeled), fitted on the labelled data.",
     "parity": "A deployed build (export, FP16, INT8) against its reference on the same images: agreement, flips and "
     "the change in calibration, with paired intervals.",
@@ -286,6 +290,14 @@ def _risk_coverage(report: Report) -> str:
     )
 
 
+def _ood_histograms(report: Report) -> str:
+    return _image(
+        plots.ood_histograms(report),
+        "OOD score histograms",
+        "Each score over the evaluation images (in, blue) and the OOD set (out, red); higher means in-distribution.",
+    )
+
+
 # The plots, by section key: under the section's tables, or above them (ABOVE); in ROW, the tables and the
 # plot stand side by side (the trust sections keep that layout with or without a plot).
 FIGURES: dict[str, Callable[[Report], str]] = {
@@ -295,6 +307,7 @@ FIGURES: dict[str, Callable[[Report], str]] = {
     "robustness": _robust_reliability,
     "corruptions": _heatmap,
     "selective": _risk_coverage,
+    "ood": _ood_histograms,
 }
 ABOVE = {"corruptions"}
 ROW = {"clean", "temperature", "selective", "conformal", "ood", "unlabeled"}

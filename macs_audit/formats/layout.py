@@ -123,7 +123,11 @@ def _conformal_detail(cf: Conformal) -> str:
 
 
 def _ood_detail(o: OODDetection) -> str:
-    return f"{o.n_in:,} evaluation images (positive) against {o.n_out:,} of {o.source}"
+    detail = f"{o.n_in:,} evaluation images (positive) against {o.n_out:,} of {o.source}"
+    if o.features is not None:
+        f = o.features
+        detail += f"; feature scores fitted on {f.n_fit:,} of {f.fit}, scored on {f.n_in:,} ({f.dimension} features)"
+    return detail
 
 
 def _unlabeled_detail(u: Unlabeled) -> str:
@@ -185,6 +189,25 @@ def _parity(report: Report) -> Content | None:
     return Content(tuple(found), detail, caption)
 
 
+REPRESENTATION_ROWS = 8  # the corruption and perturbation views shown: those farthest from the clean features
+
+
+def _representation(report: Report) -> Content | None:
+    section = report.representation_shift
+    if section is None:
+        return None
+    data = [t for t in section.tests if t.kind in ("ood", "unlabeled", "shift")]
+    views = sorted((t for t in section.tests if t not in data), key=lambda t: -t.mmd2)
+    shown = data + views[:REPRESENTATION_ROWS]
+    rows = [[t.name, t.kind, f"{t.n:,}", f"{t.mmd:.4f}", f"{t.p_value:.4f}"] for t in shown]
+    note = (
+        f"{len(views) - REPRESENTATION_ROWS} more views in the JSON report" if len(views) > REPRESENTATION_ROWS else ""
+    )
+    table = Table(["set or view", "kind", "n", "MMD", "p-value"], rows, text_columns=2, note=note)
+    detail = f"features of {section.layer} against the clean images' ({section.permutations} permutations)"
+    return Content((table,), detail)
+
+
 def _real_labels_detail(real: RealLabels) -> str:
     return f"{real.n:,} images with ReaL labels ({real.n_without_labels:,} without, left out), from {real.source}"
 
@@ -218,6 +241,7 @@ SECTIONS: tuple[Part, ...] = (
     Part("selective", "Selective prediction", _selective),
     Part("conformal", "Conformal sets", _conformal),
     Part("ood", "OOD detection", _ood),
+    Part("representation", "Representation shift", _representation),
     Part("unlabeled", "Accuracy without labels", _unlabeled),
     Part("parity", "Deployment parity", _parity),
 )

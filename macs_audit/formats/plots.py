@@ -148,6 +148,31 @@ def margin_histogram(report: Report) -> bytes | None:
     return _png(fig)
 
 
+def ood_histograms(report: Report) -> bytes | None:
+    """Each OOD score's histogram, the evaluation images (in) against the OOD set (out), one small panel a score."""
+    ood = report.ood
+    if ood is None or not ood.histograms:
+        return None
+    names = list(ood.histograms)
+    columns = min(3, len(names))
+    rows = -(-len(names) // columns)
+    fig = _figure(3.0 * columns, 2.2 * rows)
+    axes = fig.subplots(rows, columns, squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        hist = ood.histograms[name]
+        edges = hist["edges"]
+        widths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        ax.bar(edges[:-1], hist["in"], width=widths, align="edge", color="#3366cc", alpha=0.6, label="in")
+        ax.bar(edges[:-1], hist["out"], width=widths, align="edge", color="#cc3333", alpha=0.6, label="out")
+        auroc = ood.scores.get(name, {}).get("auroc")
+        ax.set_title(f"{_text(name)}" + (f" (AUROC {auroc:.3f})" if isinstance(auroc, float) else ""), fontsize=8)
+        ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=6)
+    return _png(fig)
+
+
 def corruption_heatmap(report: Report) -> bytes | None:
     """Accuracy and ECE per corruption (rows) and severity (columns), side by side (corruption_figure)."""
     fig = corruption_figure(report)

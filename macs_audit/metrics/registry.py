@@ -18,6 +18,7 @@ _OOD_SCORES = {
     "msp": "max softmax",
     "max_logit": "max logit",
     "energy": "energy",
+    "gen": "GEN",
     # The feature-space detectors (metrics/feature_ood.py; --features, the model's penultimate features).
     "mahalanobis": "Mahalanobis",
     "rmds": "RMDS",  # relative Mahalanobis
