@@ -51,6 +51,7 @@ def export(**values: Any) -> None:
         opset=r["opset"],
         force=r["force"],
         on_warning=warn,
+        feature_layer=r["feature_layer"],
     )
     calibration_data = r["calibration_data"]
     builtin = calibration_data is not None and str(calibration_data) == "builtin"

@@ -346,7 +346,13 @@ OPTIONS: tuple[Option, ...] = (
         "The layer whose input are the features (--features): a module name of a torch model, a node or tensor name "
         "of an ONNX graph. Default: the model's final classifier layer, found by its source's rule.",
         MODEL,
-        "evaluate",
+        "evaluate export",
+        per_command={
+            "export": {
+                "help": "The module whose input the exported file's `features` output is (evaluate reads it for "
+                "--features). Default: the model's final classifier layer."
+            }
+        },
     ),
     _opt(
         "reference_predictions",
