@@ -58,8 +58,9 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     files = subsets(args.train, args.test, args.out)
-    # The covariate set: the in-distribution test images at severity 5 of Gaussian noise (macs-audit corrupt).
-    run("corrupt", "--data", files["in"], "--corruptions", "gaussian_noise", "--severities", "5", "--out",
+    # The covariate set: the in-distribution test images at severity 5 of Gaussian noise (macs-audit corrupt writes
+    # the CIFAR-C layout, the five severities stacked: the last block is severity 5).
+    run("corrupt", "--data", files["in"], "--corruptions", "gaussian_noise", "--severities", "1-5", "--out",
         args.out / "corrupted", "--quiet")  # fmt: skip
     corrupted = np.load(args.out / "corrupted" / "gaussian_noise.npy")
     files["covariate"] = args.out / "covariate.npz"

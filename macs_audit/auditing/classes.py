@@ -131,6 +131,11 @@ class RestrictedPredictor:
     def predict(self, images: np.ndarray) -> np.ndarray:
         return self.space.restrict(self.inner.predict(images))
 
+    def predict_with_features(self, images: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The restricted logits and the inner model's features (models/features.py), in one call."""
+        logits, features = self.inner.predict_with_features(images)  # type: ignore[attr-defined]
+        return self.space.restrict(logits), features
+
     def forward(self, images: Any, amp: bool | None = None) -> Any:
         import torch
 

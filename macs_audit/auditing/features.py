@@ -59,8 +59,9 @@ class FeatureTaps:
     """The features of every pass (inference.FeatureSink): the clean, OOD, unlabeled and fit passes' kept whole,
     every other pass tested against the clean features (its stage name, its view's kind)."""
 
-    def __init__(self, seed: int):
-        self.seed = seed
+    def __init__(self, seed: int, strict: bool = False):
+        self.seed, self.strict = seed, strict  # strict (--features on): a test that cannot run is an error
+        self.notes: list[str] = []  # what could not be tested, and why (--features auto)
         self.kept: dict[str, np.ndarray] = {}
         self.tests: list[ShiftTest] = []
         self._batches: list[np.ndarray] = []
@@ -83,15 +84,21 @@ class FeatureTaps:
 
     def test(self, name: str, kind: str, features: np.ndarray) -> None:
         """The two-sample test of a pass's features against the clean features (none before the clean pass)."""
-        if CLEAN_PASS not in self.kept:
+        if CLEAN_PASS not in self.kept or min(len(features), len(self.kept[CLEAN_PASS])) < 2:
+            return  # nothing to test against, or a set of one image: no two-sample test
+        try:
+            result = two_sample.mmd_test(
+                features,
+                self.kept[CLEAN_PASS],
+                seed=self.seed,
+                permutations=SHIFT_PERMUTATIONS,
+                max_samples=SHIFT_MAX_SAMPLES,
+            )
+        except InputError as error:
+            if self.strict:
+                raise
+            self.notes.append(f"{name}: {error}")
             return
-        result = two_sample.mmd_test(
-            features,
-            self.kept[CLEAN_PASS],
-            seed=self.seed,
-            permutations=SHIFT_PERMUTATIONS,
-            max_samples=SHIFT_MAX_SAMPLES,
-        )
         self.tests.append(
             ShiftTest.of(
                 name=name,
@@ -161,15 +168,28 @@ def _shown(names: Any, limit: int = 4) -> str:
     return ", ".join(names[:limit]) + (f", ... ({len(names)})" if len(names) > limit else "")
 
 
-def features_conventions(head: Any, absent: str | None, ood: OODDetection | None) -> dict[str, str]:
+def features_conventions(
+    head: Any,
+    absent: str | None,
+    ood: OODDetection | None,
+    taps: FeatureTaps | None = None,
+    unfitted: str | None = None,
+) -> dict[str, Any]:
     """The report's conventions of the features: the feature detectors' and the two-sample test's, or why the
-    features were not read ("features": the reason, where --features auto found none)."""
+    features were not read ("features": the reason, where --features auto found none), why the detectors were not
+    fitted, and the sets the two-sample test could not run on."""
     if head is None:
         return {"features": f"not read: {absent}"} if absent else {}
-    found = {"features": f"the input of {head.layer} ({head.source}), float32, read in the logits' pass"}
+    found: dict[str, Any] = {
+        "features": f"the input of {head.layer} ({head.source}), float32, read in the logits' pass"
+    }
     found["representation_shift"] = two_sample.CONVENTION.replace("2,000", f"{SHIFT_MAX_SAMPLES:,}")
     if ood is not None and ood.features is not None:
         found["feature_ood"] = feature_ood.CONVENTION
+    elif unfitted is not None:
+        found["feature_ood"] = unfitted
+    if taps is not None and taps.notes:
+        found["representation_shift_not_tested"] = taps.notes
     return found
 
 
@@ -185,6 +205,17 @@ def default_fit(
         return FitData(features, labels, logits, "every image of --data (no calibration split: optimistic)"), every
     fit = FitData(features[split.fit], labels[split.fit], logits[split.fit], FIT_SPLIT)
     return fit, np.asarray(split.scored)
+
+
+def scored_if_possible(ood: OODDetection, strict: bool, score: Any) -> tuple[OODDetection, str | None]:
+    """`score()` (the OOD section with the feature scores), or, where the detectors cannot be fitted on these
+    features (too few, constant) and `strict` is off (--features auto), `ood` as it was and why."""
+    try:
+        return score(), None
+    except InputError as error:
+        if strict:
+            raise
+        return ood, f"not fitted: {error}"
 
 
 def with_feature_scores(

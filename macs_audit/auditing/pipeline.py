@@ -29,6 +29,7 @@ from macs_audit.auditing.features import (
     feature_fit,
     features_conventions,
     read_features,
+    scored_if_possible,
     with_feature_scores,
 )
 from macs_audit.auditing.inference import Loop, ViewObserver, evaluate_view, view_result
@@ -180,7 +181,7 @@ def run_audit(
     # predictor scores them in the data's class order, restricted to them: every view, fit and set below.
     space = match_classes(predictor, source, inputs.class_map, inputs.class_map_name)
     head, features_absent = read_features(predictor, options)  # before the restriction: its inner model gives them
-    taps = FeatureTaps(options.seed) if head is not None else None
+    taps = FeatureTaps(options.seed, strict=options.features == "on") if head is not None else None
     context = dataclasses.replace(context, features=taps)  # every pass of the audit hands them its features
     full_predictor, predictor = predictor, restricted(predictor, space)
     num_classes = len(space.classes)
@@ -242,11 +243,13 @@ def run_audit(
     if parameters is not None:  # the corruption grid ran
         summary = corruption_summary(robustness.views, sections.clean, options, parameters, inputs.corruption_baseline)
     trust = sections.trust
-    ood = sections.trust.ood
+    ood, unfitted = sections.trust.ood, None
     if taps is not None and ood is not None:
         fit_data, rows = fit or default_fit(taps, logits, source.labels, split)
-        scored = (taps.kept["clean"][rows], logits[rows])
-        ood = with_feature_scores(ood, head, fit_data, scored, (taps.kept["ood"], trust.target_logits["ood"]), options)
+        scored, out = (taps.kept["clean"][rows], logits[rows]), (taps.kept["ood"], trust.target_logits["ood"])
+        ood, unfitted = scored_if_possible(
+            ood, taps.strict, lambda: with_feature_scores(ood, head, fit_data, scored, out, options)
+        )
     # The shift sets map to the model's own outputs; the clean sets are scored on them where they were fitted there.
     shift, shift_conventions = audit_shift(
         full_predictor,
@@ -297,7 +300,7 @@ def run_audit(
             shift_conventions,
             real_conventions,
             {"class_matching": CLASS_MATCHING} if space.is_subset else {},
-            features_conventions(head, features_absent, ood),
+            features_conventions(head, features_absent, ood, taps, unfitted),
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
         **{**sections.report_fields(), "ood": ood},

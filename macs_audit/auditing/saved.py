@@ -14,7 +14,13 @@ from typing import Any
 import numpy as np
 
 from macs_audit.auditing.calibration import Split, calibration_split
-from macs_audit.auditing.features import FeatureTaps, default_fit, features_conventions, with_feature_scores
+from macs_audit.auditing.features import (
+    FeatureTaps,
+    default_fit,
+    features_conventions,
+    scored_if_possible,
+    with_feature_scores,
+)
 from macs_audit.auditing.options import AUTO_BATCH_SIZE, AuditOptions
 from macs_audit.auditing.parity import ParityRecorder, SavedReference
 from macs_audit.auditing.pipeline import (
@@ -207,7 +213,8 @@ def saved_features(
     if ood is not None and companions.head is not None and "ood" in taps.kept and companions.ood is not None:
         fit, rows = default_fit(taps, logits, labels, split)
         scored, out = (features[rows], logits[rows]), (taps.kept["ood"], companions.ood.logits)
-        ood = with_feature_scores(ood, companions.head, fit, scored, out, options)
+        head = companions.head
+        ood, _ = scored_if_possible(ood, False, lambda: with_feature_scores(ood, head, fit, scored, out, options))
     return ood, taps
 
 
