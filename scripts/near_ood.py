@@ -23,6 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "sample_models" / "resnet9_c6_ce.onnx"
 SEEN, UNSEEN = (0, 1, 2, 3, 8, 9), (4, 5, 6, 7)
+CIFAR10 = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 FIT_PER_CLASS = 1000  # training images per seen class the detectors are fitted on
 FAR_IMAGES = 2000
 SCORES = ("msp", "max_logit", "energy", "gen", "mahalanobis", "rmds", "knn", "vim", "react", "ash_s")
@@ -36,13 +37,14 @@ def subsets(train: Path, test: Path, out: Path) -> dict[str, Path]:
     renumber[list(SEEN)] = np.arange(len(SEEN))
     seen = np.isin(y, SEEN)
     files = {"in": out / "in.npz", "fit": out / "fit.npz", "near": out / "near.npz", "far": out / "far.npz"}
-    np.savez(files["in"], x=x[seen], y=renumber[y[seen]])
+    names = np.array([CIFAR10[c] for c in SEEN])  # the model's class names: the data's classes meet them by name
+    np.savez(files["in"], x=x[seen], y=renumber[y[seen]], class_names=names)
     np.savez(files["near"], x=x[~seen])
     rng = np.random.default_rng(0)
     np.savez(files["far"], x=rng.integers(0, 256, (FAR_IMAGES, *x.shape[1:]), dtype=np.uint8))
     tx, ty = (np.load(train)[k] for k in ("x", "y"))
     rows = np.concatenate([np.flatnonzero(ty == c)[:FIT_PER_CLASS] for c in SEEN])
-    np.savez(files["fit"], x=tx[rows], y=renumber[ty[rows]])
+    np.savez(files["fit"], x=tx[rows], y=renumber[ty[rows]], class_names=names)
     return files
 
 
