@@ -153,7 +153,7 @@ def write_model(model, args: argparse.Namespace, start: float, class_names: list
     )
     save_safetensors(model, out / f"{args.name}.safetensors")
     # Data files by name only: the sidecar must not record a folder of the machine that trained it.
-    hp = {k: Path(v).name if k in ("data", "test") else v for k, v in vars(args).items()}
+    hp = {k: Path(v).name if k in ("data", "test", "out") else v for k, v in vars(args).items()}
     training = dict(HP=hp, seconds=round(time.time() - start))
     write_sidecar(out / f"{args.name}.json", dict(meta, training=training))
     export_onnx(model, out / f"{args.name}.onnx", meta)
