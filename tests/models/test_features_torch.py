@@ -162,6 +162,7 @@ def test_torchvision_classifier_last_and_heads_head(name, layer, kwargs):
 
 
 def test_hugging_face_features_are_the_pooled_output_its_classifier_reads(tmp_path):
+    pytest.importorskip("transformers", reason="the hf extra (pip install -e '.[hf]')")
     model, _ = hf_folder(tmp_path / "hf", processor="vit")
     predictor = load_predictor(tmp_path / "hf", device="cpu")
     x = images(2, 224)
