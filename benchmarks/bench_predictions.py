@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_startup import seconds  # benchmarks/ is on sys.path: the script's own folder
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "sample_models" / "resnet9_c10_ce.onnx"
@@ -66,14 +67,6 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
         if code != 0:
             raise SystemExit(f"{' '.join(cmd)} failed (exit {code}):\n{text[-2000:]}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text  # Linux reports KiB
-
-
-def seconds(text: str) -> float:
-    """'2.5 s' or '1:52' (a progress line's duration) in seconds."""
-    if text.endswith(" s"):
-        return float(text[:-2])
-    parts = [int(p) for p in text.split(":")]
-    return float(sum(p * 60**i for i, p in enumerate(reversed(parts))))
 
 
 def stages(log: str) -> dict[str, float]:

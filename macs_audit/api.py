@@ -48,18 +48,6 @@ __all__ = [
     "load_report",
 ]
 
-# The AuditOptions an audit of predictions reads (audit.audit_logits): the others need a model or images.
-PREDICTION_OPTIONS = (
-    "bootstrap",
-    "seed",
-    "calibration_split",
-    "calibrators",
-    "coverage",
-    "conformal_split",
-    "raps",
-    "batch_size",
-)
-
 
 class Report(schema.Report):
     """A report (the schema: macs_audit.report.Report, docs/report-schema.md) that saves and renders itself.
@@ -420,11 +408,8 @@ def _audit_file(path: Path, labels: Any, options: Mapping[str, Any]) -> Report:
     if labels is not None:
         raise UsageError("labels come from the predictions file; pass labels only with logits as arrays")
     prediction_options(options)  # the options' names and values checked as for arrays
+    # Each value as its flag's: a (k_reg, penalty) or a list of methods joined as the flag writes it (_keyword).
     given = {name: _keyword("audit_predictions", "evaluate", name, value) for name, value in options.items()}
-    if isinstance(given.get("raps"), (tuple, list)):
-        given["raps"] = ",".join(str(part) for part in given["raps"])
-    if isinstance(given.get("calibrators"), (tuple, list)):
-        given["calibrators"] = ",".join(given["calibrators"])
     plan = plan_predictions(resolve("evaluate", {**given, "predictions": path}))
     return Report.of(run_predictions(plan).report)
 
@@ -433,6 +418,7 @@ def prediction_options(options: Mapping[str, Any]) -> AuditOptions:
     """The AuditOptions of an audit of predictions: PREDICTION_OPTIONS set from `options`, the rest defaults.
     UsageError for a key that is none of them: one that needs a model says so, another names the closest."""
     from macs_audit.auditing import AuditOptions
+    from macs_audit.predictions.audit import PREDICTION_OPTIONS
 
     known = {field.name for field in dataclasses.fields(AuditOptions)}
     for key in options:
@@ -448,9 +434,6 @@ def prediction_options(options: Mapping[str, Any]) -> AuditOptions:
     from macs_audit.metrics.conformal import check_coverage
     from macs_audit.settings.table import defaults_of
 
-    raps = options.get("raps")
-    if isinstance(raps, (tuple, list)):  # (k_reg, penalty), as AuditOptions holds it
-        options = {**options, "raps": ",".join(str(part) for part in raps)}
     # evaluate's defaults where not given (calibrators "all"), each value checked as its flag's would be.
     given = {name: _keyword("audit_predictions", "evaluate", name, value) for name, value in options.items()}
     values = {**{name: defaults_of("evaluate")[name] for name in PREDICTION_OPTIONS}, **given}
@@ -468,6 +451,8 @@ def prediction_options(options: Mapping[str, Any]) -> AuditOptions:
 
 
 def _listed() -> str:
+    from macs_audit.predictions.audit import PREDICTION_OPTIONS
+
     return ", ".join(PREDICTION_OPTIONS)
 
 

@@ -30,3 +30,10 @@ def or_list(names: Iterable[str], last: str = "or") -> str:
     """'a, b or c': names read from their registry (so that a new entry is listed too) as a help text says them."""
     *rest, final = list(names)
     return f"{', '.join(rest)} {last} {final}" if rest else final
+
+
+def shortened(names: Iterable[object], limit: int = 6, unit: str = "classes") -> str:
+    """'cat, dog, owl', or 'a, b, c, ... (1,000 classes)' past `limit` names: a list a one-line message quotes."""
+    items = [str(name) for name in names]
+    head = ", ".join(items[:limit])
+    return head + (f", ... ({len(items):,} {unit})" if len(items) > limit else "")

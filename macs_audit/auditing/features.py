@@ -27,6 +27,7 @@ from macs_audit.errors import InputError
 from macs_audit.metrics import feature_ood, two_sample
 from macs_audit.metrics import ood as ood_metrics
 from macs_audit.report import FeatureDetectors, OODDetection, RepresentationShift, ShiftTest
+from macs_audit.text import shortened
 from macs_audit.views.view import View
 
 CLEAN_PASS, FIT_PASS = "clean", "feature fit data"  # stage names of passes (inference.evaluate_view)
@@ -149,8 +150,8 @@ def feature_fit(
         return None
     if list(fit_source.class_names) != list(source.class_names):
         raise InputError(
-            f"--feature-fit-data {fit_source.name} has the classes {_shown(fit_source.class_names)} but --data "
-            f"{_shown(source.class_names)}: fit the detectors on data of the audited classes, in their order"
+            f"--feature-fit-data {fit_source.name} has the classes {shortened(fit_source.class_names, 4)} but --data "
+            f"{shortened(source.class_names, 4)}: fit the detectors on data of the audited classes, in their order"
         )
     from macs_audit.auditing.inference import Loop, evaluate_view
 
@@ -161,11 +162,6 @@ def feature_fit(
     taps = context.features
     fit = FitData(taps.kept["fit"], np.asarray(fit_source.labels, dtype=np.int64), logits, fit_source.name)
     return fit, np.arange(len(source))
-
-
-def _shown(names: Any, limit: int = 4) -> str:
-    names = [str(n) for n in names]
-    return ", ".join(names[:limit]) + (f", ... ({len(names)})" if len(names) > limit else "")
 
 
 def features_conventions(

@@ -33,6 +33,7 @@ from macs_audit.calibrators.vector import VectorScaling
 from macs_audit.errors import InputError
 from macs_audit.models.calibration_map import Calibrator
 from macs_audit.scores import LOGITS, PROBABILITIES, as_logits
+from macs_audit.text import shortened
 from macs_audit.version import __version__
 
 FORMAT = "macs-audit calibration map"
@@ -143,7 +144,7 @@ class CalibrationMap:
             )
         if not self.binary and (z.ndim != 2 or z.shape[1] != self.n_classes):
             raise InputError(
-                f"this calibration map was fitted on {self.n_classes} classes ({_shown(self.names())}); give "
+                f"this calibration map was fitted on {self.n_classes} classes ({shortened(self.names())}); give "
                 f"{self.inputs} of shape (N, {self.n_classes}), got {z.shape}"
             )
         return as_logits("the scores to calibrate", self.inputs, z)[0].astype(np.float64, copy=False)
@@ -171,8 +172,8 @@ class CalibrationMap:
             if list(class_names) != self.class_names:
                 order = " in another order" if sorted(class_names) == sorted(self.class_names) else ""
                 raise InputError(
-                    f"the calibration map's classes ({_shown(self.class_names)}) are not {model}'s "
-                    f"({_shown(list(class_names))}){order}; fold a map fitted on this model's predictions"
+                    f"the calibration map's classes ({shortened(self.class_names)}) are not {model}'s "
+                    f"({shortened(class_names)}){order}; fold a map fitted on this model's predictions"
                 )
         kind = output_kind or LOGITS
         fitted_on = f"{self.inputs} of a binary classifier's one column" if self.binary else self.inputs
@@ -354,7 +355,3 @@ def _rebuild(name: str, method: str, numbers: _Numbers, k: int, fit_size: int) -
     if options.get("n_bins") != bins or options.get("strategy") not in STRATEGIES:
         raise InputError(f"{name}: the histogram map's options must hold n_bins = {bins} and a strategy")
     return HistogramBinning(edges=edges, values=bin_values, fit_size=fit_size, options=options)
-
-
-def _shown(names: list[str], limit: int = 6) -> str:
-    return ", ".join(names[:limit]) + (f", ... ({len(names):,} classes)" if len(names) > limit else "")

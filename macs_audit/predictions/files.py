@@ -32,6 +32,7 @@ import numpy as np
 
 from macs_audit.errors import InputError
 from macs_audit.scores import LOGITS, PROBABILITIES, as_logits, check_finite
+from macs_audit.text import shortened
 
 LABEL_COLUMN, ID_COLUMN = "label", "id"
 CLASS_PREFIXES = {"logit_": LOGITS, "prob_": PROBABILITIES}
@@ -244,7 +245,7 @@ def _from_columns(name: str, columns: dict[str, np.ndarray], label_column: str) 
     if not class_columns:
         raise InputError(
             f"{name}: no class columns: name one per class logit_<class> or prob_<class> "
-            f"(columns: {_shown(list(columns))})"
+            f"(columns: {shortened(columns, 8, 'columns')})"
         )
     kinds = {CLASS_PREFIXES[next(p for p in CLASS_PREFIXES if c.startswith(p))] for c in class_columns}
     if len(kinds) > 1:
@@ -280,10 +281,6 @@ def _from_columns(name: str, columns: dict[str, np.ndarray], label_column: str) 
 def _binary_names(positive: str) -> list[str]:
     """A binary classifier's class names from its one column's: ["0", "1"] for `prob_1`, else [not X, X]."""
     return ["0", "1"] if positive == "1" else [f"not {positive}", positive]
-
-
-def _shown(names: list[str], limit: int = 8) -> str:
-    return ", ".join(names[:limit]) + (f", ... ({len(names)} columns)" if len(names) > limit else "")
 
 
 def _numbers(name: str, column: str, values: np.ndarray) -> np.ndarray:
@@ -337,7 +334,7 @@ def _labels(name: str, values: np.ndarray, k: int, class_names: Sequence[str] | 
         if len(unknown):
             row = int(unknown[0])
             raise InputError(
-                f"{name}: label {str(array[row])!r} (row {row}) is not a class ({_shown(list(class_names))}); "
+                f"{name}: label {str(array[row])!r} (row {row}) is not a class ({shortened(class_names, 8)}); "
                 f"{len(unknown):,} labels are not"
             )
         return np.array([index[label] for label in array], dtype=np.int64)
