@@ -52,6 +52,9 @@ KNN_K_FIT_SIZE = 50_000  # ... whose training set has 50,000 images: k = max(1, 
 # Candidates beyond k that the float32 search hands to the float64 re-measurement: the k-th distance is exact
 # unless more than these many fit features lie within float32 rounding (~1e-6) of it.
 KNN_CANDIDATES = 32
+# The search's selection: columns are dealt into groups of KNN_GROUP (column j to group j mod M // KNN_GROUP); the
+# c most similar lie in the c groups with the largest maxima, so only those groups' columns are partitioned.
+KNN_GROUP = 16
 REACT_PERCENTILE = 90.0  # Sun et al. 2021's clipping percentile
 ASH_PERCENTILE = 90.0  # ASH-S prunes this percentage of each sample's activations (Djurisic et al. 2023's ImageNet)
 VIM_DIMENSIONS = ((2048, 1000), (768, 512))  # ViM's principal dimension: (feature dim at least, dimension); else D // 2
@@ -452,10 +455,9 @@ class _KNN:
 
     def score_rows(self, features: np.ndarray, logits: np.ndarray) -> np.ndarray:
         query = _unit(features)
-        m, c = len(self.fit), self.candidates
+        c = self.candidates
         similarity = query.astype(np.float32) @ self.unit32.T  # (rows, M)
-        # the c most similar by float32, measured again in float64
-        nearest = np.argpartition(similarity, m - c, axis=1)[:, m - c :].copy()
+        nearest = _most_similar(similarity, c)  # by float32, measured again in float64
         del similarity
         dot = np.einsum("rcd,rd->rc", self.fit[nearest], query, dtype=np.float64) * self.inverse_norm[nearest]
         squared = (query**2).sum(axis=1)[:, None] + self.unit_squared[nearest] - 2 * dot
@@ -464,6 +466,26 @@ class _KNN:
 
     def settings(self) -> dict[str, Any]:
         return {"k": self.k, "fit_samples": len(self.fit)}
+
+
+def _most_similar(similarity: np.ndarray, c: int) -> np.ndarray:
+    """The columns of each row's c largest values, (rows, c), in no order (ties broken arbitrarily).
+
+    Exact: a group holding one of the c largest has a maximum at least the c-th largest, so it is among the c groups
+    of largest maxima. Partitioning those groups' c * KNN_GROUP columns instead of all M is ~7x faster on 50,000."""
+    rows, m = similarity.shape
+    groups = m // KNN_GROUP
+    if groups < 4 * c:  # too few groups to save anything
+        return np.argpartition(similarity, m - c, axis=1)[:, m - c :]
+    dealt = similarity[:, : groups * KNN_GROUP].reshape(rows, KNN_GROUP, groups)  # group j: columns j, j + groups, ...
+    best_groups = np.argpartition(dealt.max(axis=1), groups - c, axis=1)[:, groups - c :]
+    columns = (best_groups[:, None, :] + groups * np.arange(KNN_GROUP)[:, None]).reshape(rows, c * KNN_GROUP)
+    if m > groups * KNN_GROUP:  # the columns left over from the dealing are always candidates
+        left_over = np.broadcast_to(np.arange(groups * KNN_GROUP, m), (rows, m - groups * KNN_GROUP))
+        columns = np.concatenate([columns, left_over], axis=1)
+    values = np.take_along_axis(similarity, columns, axis=1)
+    picked = np.argpartition(values, values.shape[1] - c, axis=1)[:, values.shape[1] - c :]
+    return np.take_along_axis(columns, picked, axis=1)
 
 
 def _fit_knn(fit: _FitSet) -> tuple[Detector, list[str]]:

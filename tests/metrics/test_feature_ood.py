@@ -84,6 +84,19 @@ def test_knn_is_its_direct_computation_in_any_chunks(digits, k, monkeypatch):
     np.testing.assert_allclose(scores(digits, ["knn"], knn_k=k)["knn"], expected, rtol=1e-12)
     monkeypatch.setattr(feature_ood, "CHUNK_ELEMENTS", 5000)  # one scored row per chunk
     np.testing.assert_allclose(scores(digits, ["knn"], knn_k=k)["knn"], expected, rtol=1e-12)
+    monkeypatch.setattr(feature_ood, "KNN_GROUP", 2)  # enough groups on the digits for the grouped selection
+    np.testing.assert_allclose(scores(digits, ["knn"], knn_k=k)["knn"], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("columns", "c"), [(5003, 20), (4800, 75), (300, 20)])
+def test_the_grouped_selection_finds_each_rows_largest_values(columns, c):
+    """The c largest of each row (as values: ties may pick either column), grouped or, for few columns, not."""
+    similarity = np.random.default_rng(columns).standard_normal((40, columns)).astype(np.float32)
+    similarity[3] = 0.5  # a row of ties
+    picked = feature_ood._most_similar(similarity, c)
+    assert picked.shape == (40, c) and all(len(set(row)) == c for row in picked)
+    ours = np.sort(np.take_along_axis(similarity, picked, axis=1), axis=1)
+    np.testing.assert_array_equal(ours, np.sort(similarity, axis=1)[:, -c:])
 
 
 def test_knn_scores_a_fit_feature_at_distance_zero(digits):
