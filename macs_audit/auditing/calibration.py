@@ -90,13 +90,11 @@ def temperature_section(
     fit, scored = split.fit, split.scored
     finish = step(progress, TEMPERATURE_STAGE)
     t = optimal_temperature(logits[fit], labels[fit])
-    raw = accumulators.calibration_metrics(logits[scored], labels[scored], num_classes)
-    scaled = accumulators.calibration_metrics(logits[scored] / t, labels[scored], num_classes)
-    bins = []
-    for z in (logits[scored], logits[scored] / t):
-        acc = accumulators.CalibrationAccumulator(num_classes)
-        acc.update(z, labels[scored])
-        bins.append(Reliability.from_dict(acc.reliability()))
+    before, after = accumulators.CalibrationAccumulator(num_classes), accumulators.CalibrationAccumulator(num_classes)
+    before.update(logits[scored], labels[scored])
+    after.update(logits[scored] / t, labels[scored])
+    raw, scaled = before.compute(), after.compute()
+    bins = [Reliability.from_dict(before.reliability()), Reliability.from_dict(after.reliability())]
     finish()
     return TemperatureFit.of(
         temperature=t,

@@ -166,16 +166,20 @@ class CalibrationAccumulator:
         pred = p.argmax(axis=1)
         conf = p[rows, pred]
         hit = pred == labels
+        p_label = p[rows, labels]
         nll = -log_p[rows, labels]
-        onehot = np.zeros_like(p)
-        onehot[rows, labels] = 1.0
+        del log_p
         z = logits.astype(np.float64)
         margin = logit_margin(z, labels)
 
         self.count += n
         self.correct_count += int(hit.sum())
         self.nll_sum += float(nll.sum())
-        brier = ((p - onehot) ** 2).sum(axis=1)
+        residual = p.copy()  # p - one-hot(label), squared in place
+        residual[rows, labels] -= 1.0
+        np.square(residual, out=residual)
+        brier = residual.sum(axis=1)
+        del residual
         self.brier_sum += float(brier.sum())
         self.margin_sum += float(margin.sum())
         self.margin_below += int((margin < self.margin_target).sum())
@@ -185,17 +189,32 @@ class CalibrationAccumulator:
         self.bin_count += np.bincount(b, minlength=self.n_bins)
         self.bin_conf_sum += np.bincount(b, weights=conf, minlength=self.n_bins)
         self.bin_correct_sum += np.bincount(b, weights=hit, minlength=self.n_bins)
-        # Classwise: every (sample, class) probability goes into that class's bins.
-        flat = (np.arange(k)[None, :] * self.n_bins + bin_index(p, self.n_bins)).ravel()
-        size = k * self.n_bins
-        self.class_bin_count += np.bincount(flat, minlength=size).reshape(k, -1)
-        self.class_bin_prob_sum += np.bincount(flat, weights=p.ravel(), minlength=size).reshape(k, -1)
-        self.class_bin_hit_sum += np.bincount(flat, weights=onehot.ravel(), minlength=size).reshape(k, -1)
+        self._add_classwise(p, labels, p_label)
         self.confidence.append(conf)
         self.correct.append(hit)
         self.nll.append(nll)
         self.brier.append(brier)
         self.margin.append(margin)
+
+    def _add_classwise(self, p: np.ndarray, labels: np.ndarray, p_label: np.ndarray) -> None:
+        """Every (sample, class) probability into that class's bins.
+
+        Few probabilities leave the first bin (at most n_bins - 1 a row: they sum to 1), so only those are binned:
+        the first bin gets each class's count and sum less the others'. The hits are the labels' probabilities."""
+        k, n_bins = self.num_classes, self.n_bins
+        rows, classes = np.nonzero(p > np.linspace(0.0, 1.0, n_bins + 1)[1])
+        above = p[rows, classes]
+        flat = classes * n_bins + bin_index(above, n_bins)
+        count = np.bincount(flat, minlength=k * n_bins).reshape(k, n_bins)
+        # float64 even when no probability leaves the first bin (bincount of nothing is int64)
+        prob_sum = np.bincount(flat, weights=above, minlength=k * n_bins).astype(np.float64).reshape(k, n_bins)
+        count[:, 0] = len(p) - count[:, 1:].sum(axis=1)
+        prob_sum[:, 0] = p.sum(axis=0) - prob_sum[:, 1:].sum(axis=1)
+        self.class_bin_count += count
+        self.class_bin_prob_sum += prob_sum
+        self.class_bin_hit_sum += np.bincount(
+            labels * n_bins + bin_index(p_label, n_bins), minlength=k * n_bins
+        ).reshape(k, n_bins)
 
     def merge(self, other: "CalibrationAccumulator") -> "CalibrationAccumulator":
         """Add `other` into self (samples of `other` come after those of self)."""

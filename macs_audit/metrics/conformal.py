@@ -48,6 +48,7 @@ METHODS = ("lac", "aps", "raps")  # the marginal methods reported by default, ea
 CLASS_CONDITIONAL = {"lac_class_conditional": "lac"}  # Mondrian methods and the score they threshold per class
 REPORTED = (*METHODS, *CLASS_CONDITIONAL)
 SCORES = ("lac", "aps", "raps", "aps_deterministic")  # the scores class_scores computes
+RANKED = ("aps", "raps", "aps_deterministic")  # the scores that sum over each row's classes ranked (`descending`)
 RANDOMISED = ("aps", "raps")
 DEFAULT_COVERAGE = 0.9
 DEFAULT_SEED = 0  # the randomised scores' seed where the caller gives none
@@ -94,17 +95,29 @@ def uniforms(n: int, seed: int = DEFAULT_SEED) -> np.ndarray:
     return np.random.default_rng(derive_seed("conformal", seed)).random(n)
 
 
-def class_scores(
-    probabilities: np.ndarray, method: str, u: np.ndarray | None = None, *, k_reg: int = 0, penalty: float = 0.0
+def descending(probabilities: np.ndarray) -> np.ndarray:
+    """Each row's classes by decreasing probability, ties by class index (N, K): the ranking APS and RAPS sum in.
+    The costly step of their scores on many classes: computed once per set of probabilities and passed on."""
+    return np.argsort(-np.asarray(probabilities, dtype=np.float64), axis=1, kind="stable")
+
+
+def class_scores(  # noqa: PLR0913 (the scores' parameters, and the ranking when the caller has it)
+    probabilities: np.ndarray,
+    method: str,
+    u: np.ndarray | None = None,
+    *,
+    k_reg: int = 0,
+    penalty: float = 0.0,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """The score s(x, j) of every class j (N, K) under `method`; `u` (N,) for the randomised scores
-    (default: uniforms(N))."""
+    (default: uniforms(N)); `order`: `descending(probabilities)` where the caller has it."""
     p = np.asarray(probabilities, dtype=np.float64)
     if method == "lac":
         return 1.0 - p
     if method not in SCORES:
         raise UsageError(f"unknown conformal method {method!r}; choose from {', '.join(SCORES)}")
-    order = np.argsort(-p, axis=1, kind="stable")
+    order = descending(p) if order is None else order
     ranked = np.take_along_axis(p, order, axis=1)
     if method == "aps_deterministic":
         ranked_scores = np.cumsum(ranked, axis=1)
@@ -134,18 +147,22 @@ def conformal_threshold(scores: np.ndarray, coverage: float) -> float:
 
 
 def prediction_sets(
-    probabilities: np.ndarray, threshold: float, method: str, u: np.ndarray | None = None
+    probabilities: np.ndarray,
+    threshold: float,
+    method: str,
+    u: np.ndarray | None = None,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """Boolean (N, K): which classes each input's set holds. A Threshold's seed gives the default `u`; its
-    k_reg and penalty RAPS's score."""
+    k_reg and penalty RAPS's score; `order`: `descending(probabilities)` where the caller has it."""
     p = np.asarray(probabilities, dtype=np.float64)
     seed = getattr(threshold, "seed", DEFAULT_SEED)
     if method in RANDOMISED and u is None:
         u = uniforms(len(p), seed)
     if method == "raps" and isinstance(threshold, Threshold):
-        scores = class_scores(p, method, u, k_reg=threshold.k_reg, penalty=threshold.penalty)
+        scores = class_scores(p, method, u, k_reg=threshold.k_reg, penalty=threshold.penalty, order=order)
     else:
-        scores = class_scores(p, method, u)
+        scores = class_scores(p, method, u, order=order)
     return scores <= threshold
 
 
@@ -190,17 +207,19 @@ def _split_for_tuning(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[:cut]), np.sort(order[cut:])
 
 
-def raps_parameters(p: np.ndarray, labels: np.ndarray, u: np.ndarray, coverage: float) -> tuple[int, float]:
+def raps_parameters(
+    p: np.ndarray, labels: np.ndarray, u: np.ndarray, coverage: float, order: np.ndarray | None = None
+) -> tuple[int, float]:
     """(k_reg, penalty) by Angelopoulos et al.'s rule on these (tuning) images: k_reg the finite-sample
     `coverage` quantile of the true class's rank; the penalty of RAPS_PENALTIES whose sets, fitted and scored
     here, are smallest on average (ties: the smaller penalty)."""
-    order = np.argsort(-p, axis=1, kind="stable")
+    order = descending(p) if order is None else order
     ranks = np.argmax(order == np.asarray(labels)[:, None], axis=1) + 1
     k = conformal_threshold(ranks.astype(np.float64), coverage)
     k_reg = int(k) if math.isfinite(k) else p.shape[1]
     best, best_size = RAPS_PENALTIES[0], math.inf
     for penalty in RAPS_PENALTIES:
-        scores = class_scores(p, "raps", u, k_reg=k_reg, penalty=penalty)
+        scores = class_scores(p, "raps", u, k_reg=k_reg, penalty=penalty, order=order)
         q = conformal_threshold(scores[np.arange(len(labels)), labels], coverage)
         size = float((scores <= q).sum(axis=1).mean())
         if size < best_size:
@@ -224,17 +243,25 @@ def fit_thresholds(
     p, _ = softmax_with_log(logits)
     labels = np.asarray(labels, dtype=np.int64)
     u = uniforms(len(p), seed) if u is None else u
+    order = descending(p)
     out: dict[str, float] = {}
     for method in METHODS:
         if method != "raps":
-            out[method] = Threshold(conformal_threshold(true_class_scores(p, labels, method, u), coverage), seed)
+            scores = true_class_scores(p, labels, method, u, order=order)
+            out[method] = Threshold(conformal_threshold(scores, coverage), seed)
             continue
         rest = np.arange(len(p))
         if raps is None:
             tuning, rest = _split_for_tuning(len(p), seed)
-            raps = raps_parameters(p[tuning], labels[tuning], u[tuning], coverage) if len(tuning) else (0, 0.0)
+            raps = (
+                raps_parameters(p[tuning], labels[tuning], u[tuning], coverage, order[tuning])
+                if len(tuning)
+                else (0, 0.0)
+            )
         k_reg, penalty = raps
-        scores = true_class_scores(p[rest], labels[rest], "raps", u[rest], k_reg=k_reg, penalty=penalty)
+        scores = true_class_scores(
+            p[rest], labels[rest], "raps", u[rest], k_reg=k_reg, penalty=penalty, order=order[rest]
+        )
         out["raps"] = Threshold(conformal_threshold(scores, coverage), seed, int(k_reg), float(penalty))
     return out
 
@@ -270,7 +297,8 @@ def evaluate_sets(
     if len(labels) == 0:
         raise InputError("conformal prediction needs at least one held-out sample")
     p, _ = softmax_with_log(logits)
-    out = {m: set_statistics(prediction_sets(p, q, m, u), labels) for m, q in thresholds.items()}
+    order = descending(p) if any(method in RANKED for method in thresholds) else None
+    out = {m: set_statistics(prediction_sets(p, q, m, u, order), labels) for m, q in thresholds.items()}
     for method, per_class in (class_thresholds or {}).items():
         out[method] = set_statistics(class_conditional_sets(p, per_class, method), labels)
     return out

@@ -16,8 +16,8 @@ def logit_margin(logits: Any, labels: Any) -> Any:
         true = logits.gather(1, labels[:, None])[:, 0]
         others = logits.scatter(1, labels[:, None], float("-inf"))
         return true - others.max(dim=1).values
-    z = np.asarray(logits, dtype=np.float64)
+    others = np.array(logits, dtype=np.float64)  # one float64 copy, its true-class entries then set to -inf
     rows = np.arange(len(labels))
-    others = z.copy()
+    true = others[rows, labels]
     others[rows, labels] = -np.inf
-    return z[rows, labels] - others.max(axis=1)
+    return true - others.max(axis=1)

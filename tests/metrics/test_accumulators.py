@@ -114,6 +114,23 @@ def test_classwise_ece_hand_computed():
     assert m["classwise_ece"] == pytest.approx((0.9 + 0.9) / 2 / 2)
 
 
+@pytest.mark.parametrize(("n", "k", "scale"), [(400, 10, 3.0), (300, 2, 5.0), (300, 100, 0.01), (200, 1000, 8.0)])
+def test_classwise_bins_are_every_probabilitys_bin(n, k, scale):
+    """The per-class bins against every (sample, class) probability binned directly: also where no probability
+    leaves the first bin (100 near-uniform classes) and where most rows have one above it (1,000 classes)."""
+    logits, labels = random_case(n, k, seed=k, scale=scale)
+    acc = CalibrationAccumulator(k)
+    acc.update(logits, labels)
+    p = probs64(logits)
+    flat = (np.arange(k)[None, :] * 15 + bin_index(p)).ravel()
+    hits = (labels[:, None] == np.arange(k)[None, :]).ravel()
+    np.testing.assert_array_equal(acc.class_bin_count, np.bincount(flat, minlength=k * 15).reshape(k, 15))
+    np.testing.assert_array_equal(acc.class_bin_hit_sum, np.bincount(flat, hits, minlength=k * 15).reshape(k, 15))
+    prob_sum = np.bincount(flat, p.ravel(), minlength=k * 15).reshape(k, 15)
+    assert acc.class_bin_prob_sum.dtype == np.float64
+    np.testing.assert_allclose(acc.class_bin_prob_sum, prob_sum, rtol=1e-12, atol=1e-12 * n)
+
+
 def test_adaptive_ece_hand_computed():
     conf = np.array([0.9, 0.6, 0.95, 0.55])
     hit = np.array([True, False, True, True])
