@@ -27,6 +27,8 @@ FORMATS: dict[str, str] = {
     "md": "macs_audit.formats.markdown",
     "junit": "macs_audit.formats.junit",
     "html": "macs_audit.formats.html",
+    # A Hugging Face README.md (huggingface_hub, the `hf` extra); no extension names it: .md is Markdown's.
+    "model-card": "macs_audit.formats.model_card",
 }
 # Other names a user may type for a format, and the file extensions that name one (`--output` alone).
 ALIASES = {"markdown": "md", "xml": "junit", "txt": "terminal", "text": "terminal"}

@@ -1343,6 +1343,18 @@ OPTIONS: tuple[Option, ...] = (
         per_command=dict.fromkeys(GATES.split(), {"help": f"Output format: {or_list(FORMATS)}. Repeatable."}),
     ),
     _opt(
+        "into",
+        "--into",
+        Path,
+        "Merge a model card into this existing README.md and write it back (atomically; to --output where given): "
+        "only its macs-audit section and the model-index results whose source is macs-audit are replaced, the "
+        "rest of the text keeps its bytes. Implies --format model-card.",
+        OUTPUTS,
+        "report",
+        reads=True,
+        in_spec=False,
+    ),
+    _opt(
         "step_summary",
         "--step-summary/--no-step-summary",
         bool,
