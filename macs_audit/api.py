@@ -162,6 +162,11 @@ NOT_KEYWORDS = {
     "gate": "call macs_audit.gate(report, thresholds)",
     "baseline": "pass it to macs_audit.gate(report, thresholds, baseline=...)",
     "use_interval": "pass it to macs_audit.gate(report, thresholds, use_interval=...)",
+    # The report is returned, never lost to a logging failure: it is logged on its own (docs/mlflow.md).
+    **dict.fromkeys(
+        ("mlflow", "mlflow_tracking_uri", "mlflow_experiment", "mlflow_run_name"),
+        "log the report with macs_audit.integrations.mlflow.log_report(report)",
+    ),
 }
 
 

@@ -29,3 +29,10 @@ class OutputError(MacsAuditError):
     """
 
     exit_code = 3
+
+
+class IntegrationError(MacsAuditError):
+    """A service the run reports to (an MLflow tracking store) could not be reached or refused what was logged
+    (exit 4). Raised only after the run's own outputs are written: the audit is never lost to it."""
+
+    exit_code = 4

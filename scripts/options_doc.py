@@ -26,7 +26,8 @@ page is written from it by `python scripts/options_doc.py`. The key of an option
 (`[tool.macs-audit.<command>]` of a pyproject.toml, or `[<command>]` of a macs-audit.toml) and the keyword of
 the Python API is its name; a value given on the command line wins over the spec, the spec over a preset, a
 preset over the default. Relative paths in a spec are relative to the spec file's folder. Options marked
-"command line only" are not read from a spec.
+"command line only" are not read from a spec; an option whose help ends "(spec: KEY in [tool.macs-audit.TABLE])"
+is set in that shared table, for every command that takes it.
 """
 
 
@@ -52,6 +53,8 @@ def render() -> str:
         for option in options:
             flags = option.name.upper() if option.argument else ", ".join(f"`{flag}`" for flag in option.flags)
             note = "" if option.in_spec else " (command line only)"
+            if option.spec_table is not None:
+                note = f" (spec: `{option.spec_key}` in `[tool.macs-audit.{option.spec_table}]`)"
             lines.append(f"| `{option.name}` | {flags} | {_default(option)} | {_cell(option.help)}{note} |")
         presets = PRESETS.get(command)
         if presets:

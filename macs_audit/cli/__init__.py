@@ -1,6 +1,7 @@
 """The command-line interface: the only layer that prints, draws progress and picks exit codes.
 
-Exit codes: 0 success / gate passed, 1 gate failed, 2 usage error, 3 input or runtime error.
+Exit codes: 0 success / gate passed, 1 gate failed, 2 usage error, 3 input or runtime error, 4 integration
+error (--mlflow: the outputs are written, logging them failed).
 Help is click's plain layout (rich_markup_mode=None): it never cuts option names at 80 columns, keeps
 [brackets] such as [tool.macs-audit.gate] as written, and shows no type for flags.
 Each command module holds its commands as plain functions; the app is built here, every command

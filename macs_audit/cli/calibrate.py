@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from macs_audit.cli.console import handle_errors, note, state, warn, warn_about_model
-from macs_audit.cli.output import print_before_after, print_calibrators
+from macs_audit.cli.output import log_to_mlflow, print_before_after, print_calibrators
 from macs_audit.cli.parameters import given_values, takes_options
 from macs_audit.cli.progress import Progress, show_progress
 
@@ -20,11 +20,18 @@ def calibrate(**values: Any) -> None:
     """Fit a post-hoc calibrator on --data and write MODEL with it folded in, audited before and after; with
     --predictions FILE (no MODEL), fit it on saved predictions and write OUT/calibration_map.json; with --map FILE,
     fold such a map into MODEL. Options not given come from the spec (its calibrate table; see --config)."""
-    from macs_audit.before_after import Fix, which_fix
-    from macs_audit.calibrating import calibrate_predictions_resolved, calibrate_resolved, fitted_name
+    from macs_audit.before_after import BEFORE, BEFORE_AFTER_FILES, Fix, which_fix
+    from macs_audit.calibrating import (
+        CALIBRATION_FILE,
+        calibrate_predictions_resolved,
+        calibrate_resolved,
+        fitted_name,
+    )
+    from macs_audit.integrations.mlflow import RunRecord, Tracking, before_after_record
     from macs_audit.settings.resolve import resolve
 
     resolved = resolve("calibrate", *given_values(values))
+    tracking = Tracking.of(resolved)  # the mlflow extra, before the fit
     if resolved["predictions"] is not None:  # no model: the table the map was chosen by, and the map
         fitted = calibrate_predictions_resolved(resolved)
         for message in fitted.warnings:  # also in the map
@@ -32,6 +39,9 @@ def calibrate(**values: Any) -> None:
         print_calibrators(fitted.selection.to_dict())
         note(fitted.selection.reason)
         note(f"{fitted_name(fitted.calibrator)}; calibration map written to {fitted.path}")
+        # No audit: the options, the tags and the map.
+        name = resolved["predictions"].stem
+        log_to_mlflow(tracking, RunRecord("calibrate", resolved.values, name=name, files=[fitted.path]))
         return
     with Progress(show_progress(resolved["quiet"])) as progress:
         run = calibrate_resolved(resolved, progress=progress, debug=state["debug"])
@@ -51,3 +61,5 @@ def calibrate(**values: Any) -> None:
         warn(message)
     written = f"{fitted_name(run.calibrator)}; calibrated model written to {run.model}"
     note(written + (f"; which fix: {which}" if which else ""))
+    files = [resolved["out"] / name for name in (*BEFORE_AFTER_FILES, CALIBRATION_FILE)]
+    log_to_mlflow(tracking, before_after_record("calibrate", resolved.values, run, files, which, {BEFORE: run.before}))

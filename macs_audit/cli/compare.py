@@ -54,15 +54,13 @@ def compare(**values: Any) -> None:
     comparison = compare_reports(a, b, a_path.name, b_path.name, gate=gate)
 
     def render(name: str):
-        from macs_audit.formats import html, json_report, junit, terminal
+        from macs_audit import formats
+        from macs_audit.formats import terminal
 
-        return {
-            "terminal": terminal.comparison_table,
-            "json": json_report.render_comparison,
-            "md": markdown.render_comparison,
-            "junit": junit.render_comparison,
-            "html": html.render_comparison,
-        }[name](comparison)
+        if name == "terminal":
+            return terminal.comparison_table(comparison)
+        # A format with no comparison (a model card, a pull-request comment) raises the UsageError that says so.
+        return formats.render_comparison(name, comparison)
 
     emit(targets, render)
     if r["step_summary"] and os.environ.get("GITHUB_STEP_SUMMARY"):

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from macs_audit.cli.console import handle_errors, note, state, stderr, stdout, warn, warn_about_model
-from macs_audit.cli.output import emit, render_report, report_targets
+from macs_audit.cli.output import emit, log_to_mlflow, render_report, report_targets
 from macs_audit.cli.parameters import given_values, takes_options
 from macs_audit.cli.progress import Progress, show_progress
 from macs_audit.progress import Stage, step
@@ -61,6 +61,13 @@ class Writing:
             return None if gated else terminal.verdict_line(result.report)
         return terminal.renderable(result.report, verdict=not gated)  # else the gate's ends it
 
+    def files(self) -> list[Path]:
+        """The files the run writes (its streams left out): what --mlflow logs as they are."""
+        from macs_audit.atomic import destination
+
+        paths = [path for _, path in self.targets] + [self.predictions]
+        return [path for path in paths if path is not None and destination(path).file is not None]
+
     def notes(self, report: Any) -> None:
         from macs_audit.atomic import destination
 
@@ -96,6 +103,7 @@ def evaluate(**values: Any) -> None:
     Options not given come from the spec (its evaluate table; see --config), then --preset."""
     from macs_audit import distributed
     from macs_audit.formats.summary import parse_bars
+    from macs_audit.integrations.mlflow import Tracking
     from macs_audit.plan import load_audit, plan_audit, run_planned
     from macs_audit.settings.resolve import resolve
 
@@ -104,6 +112,7 @@ def evaluate(**values: Any) -> None:
         return _evaluate_predictions(resolved)
     plan = plan_audit(resolved)  # every option checked, nothing loaded
     gate = _gate(resolved)
+    tracking = Tracking.of(resolved)  # the mlflow extra, before the audit
     bars = parse_bars(resolved["problem_bars"]) if resolved["problem_bars"] is not None else None
     writing = Writing.check(resolved.values, plan.files() + tuple(gate.inputs if gate else ()))
     ctx = distributed.init_from_env(resolved["device"])  # torchrun: one shard of every view per process
@@ -114,17 +123,19 @@ def evaluate(**values: Any) -> None:
         if not ctx.is_main:  # every rank holds the same report; rank 0 alone writes and prints
             return
         tables = _write(result, writing, bars, gate, progress)
-    _finish(result, resolved, writing, tables, gate)
+    _finish(result, resolved, writing, tables, gate, tracking)
 
 
 def _evaluate_predictions(resolved: Any) -> None:
     """`evaluate --predictions FILE`: the audit of saved predictions (predictions/audit.py), written and gated as a
     model's audit is. Nothing here imports torch."""
     from macs_audit.formats.summary import parse_bars
+    from macs_audit.integrations.mlflow import Tracking
     from macs_audit.predictions.audit import plan_predictions, run_predictions
 
     plan = plan_predictions(resolved)  # the options checked and the files read, nothing written
     gate = _gate(resolved)
+    tracking = Tracking.of(resolved)  # the mlflow extra, before the audit
     bars = parse_bars(resolved["problem_bars"]) if resolved["problem_bars"] is not None else None
     writing = Writing.check(resolved.values, plan.files + tuple(gate.inputs if gate else ()))
     if plan.ignored:
@@ -133,7 +144,7 @@ def _evaluate_predictions(resolved: Any) -> None:
     with Progress(show_progress(resolved["quiet"])) as progress:
         result = run_predictions(plan, progress=progress)
         tables = _write(result, writing, bars, gate, progress)
-    _finish(result, resolved, writing, tables, gate)
+    _finish(result, resolved, writing, tables, gate, tracking)
 
 
 def _write(result: Any, writing: Writing, bars: Any, gate: Any, progress: Any) -> Any:
@@ -148,16 +159,24 @@ def _write(result: Any, writing: Writing, bars: Any, gate: Any, progress: Any) -
     return tables
 
 
-def _finish(result: Any, resolved: Any, writing: Writing, tables: Any, gate: Any) -> None:
-    """What follows the written report: the notes, the model's warnings, the tables, and the gate's verdict."""
+def _finish(result: Any, resolved: Any, writing: Writing, tables: Any, gate: Any, tracking: Any) -> None:
+    """What follows the written report: the notes, the model's warnings, the tables, the gate's verdict, and the
+    run logged to MLflow (--mlflow)."""
+    from macs_audit.integrations.mlflow import RunRecord
+
     writing.notes(result.report)
     warn_about_model(result.report.model.warnings)  # e.g. CIFAR-10's mean/std on a model they do not fit
     if tables is not None:
         # Lines kept whole (a suggested command, the verdict) are not cut; the verdict alone is one line.
         writing.console.print(tables, crop=False, soft_wrap=writing.brief)
+    code, gated = 0, None
     if gate is not None:
         from macs_audit.cli.output import gate_report
 
-        raise typer.Exit(
-            gate_report(result.report, gate, resolved["use_interval"], console=writing.console, quiet=writing.brief)
-        )
+        gated = gate.run(result.report, resolved["use_interval"])
+        code = gate_report(result.report, gate, console=writing.console, quiet=writing.brief, result=gated)
+    # The options as the report records them: those that applied (an audit of predictions leaves the model's out).
+    record = RunRecord("evaluate", None, result.report, gate=gated, files=writing.files())
+    log_to_mlflow(tracking, record, quiet=writing.brief, exit_code=code)
+    if gate is not None:
+        raise typer.Exit(code)

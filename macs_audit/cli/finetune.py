@@ -4,10 +4,11 @@ table and the MaCS presets; the run itself is macs_audit.finetune.run."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from macs_audit.cli.console import handle_errors, note, state, warn, warn_about_model
-from macs_audit.cli.output import print_before_after
+from macs_audit.cli.output import log_to_mlflow, print_before_after
 from macs_audit.cli.parameters import given_values, takes_options
 from macs_audit.cli.progress import Progress, show_progress
 
@@ -71,14 +72,23 @@ def finetune(**values: Any) -> None:
     given come from the spec (its finetune table; see --config), then --preset."""
     from macs_audit import distributed
     from macs_audit.auditing import RunContext
-    from macs_audit.before_after import ModelLoading, fixes_table, which_fix
+    from macs_audit.before_after import (
+        BEFORE,
+        BEFORE_AFTER_FILES,
+        TEMPERATURE_ONLY_FILE,
+        ModelLoading,
+        fixes_table,
+        which_fix,
+    )
     from macs_audit.data.loading import DataSpec
-    from macs_audit.finetune.run import FinetuneData, FinetuneSettings, run_finetune
+    from macs_audit.finetune.run import RUN_CONFIG_FILE, FinetuneData, FinetuneSettings, run_finetune
+    from macs_audit.integrations.mlflow import Tracking, TrainingCurve, before_after_record
     from macs_audit.models.torch import check_torch_precision
     from macs_audit.settings.parse import model_flags, parse_audit_options
     from macs_audit.settings.resolve import resolve
 
     r = resolve("finetune", *given_values(values))
+    tracking = Tracking.of(r)  # the mlflow extra, before the training
     flags = model_flags(r["arch"], r["num_classes"], r["input_size"], r["mean"], r["std"], "logits")
     options = training_options(r)
     audit = parse_audit_options(
@@ -98,6 +108,7 @@ def finetune(**values: Any) -> None:
     data = DataSpec(r["data"], r["data_format"], r["split"], None, r["seed"])
     val_data = DataSpec(r["val_data"], r["data_format"], r["split"], None, r["seed"]) if r["val_data"] else None
     with Progress(show_progress(r["quiet"]) and ctx.is_main) as progress:
+        curve = TrainingCurve(progress) if tracking is not None else None  # each step's loss terms, for MLflow
         run = run_finetune(
             r["model"],
             flags,
@@ -113,7 +124,7 @@ def finetune(**values: Any) -> None:
                 force_temperature=r["force_temperature"],
                 loading=ModelLoading(device, r["trust_pickled"], state["debug"]),
             ),
-            context=RunContext(progress, ctx),
+            context=RunContext(curve or progress, ctx),
         )
     distributed.shutdown(ctx)
     if run.comparison is None:  # not rank 0: rank 0 prints
@@ -131,3 +142,8 @@ def finetune(**values: Any) -> None:
     scaled = f" (temperature T = {run.temperature:.4f} folded in)" if run.temperature is not None else ""
     written = f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else "") + scaled
     note(written + (f"; which fix: {which}" if which else ""))
+    compared = {BEFORE: run.before, **({"temperature_only": run.baseline} if run.baseline is not None else {})}
+    files = [r["out"] / name for name in (*BEFORE_AFTER_FILES, TEMPERATURE_ONLY_FILE, RUN_CONFIG_FILE)]
+    record = before_after_record("finetune", r.values, run, files, which, compared)
+    points = curve.points(run.history) if curve is not None else []
+    log_to_mlflow(tracking, dataclasses.replace(record, curve=points))

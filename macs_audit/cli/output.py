@@ -5,7 +5,8 @@ Output (the options are declared in settings/table.py): `--format` (repeatable) 
 without `--output` every format goes to stdout; with `--output` (repeatable) the i-th output file gets the i-th
 format, or the format its extension names (formats.EXTENSIONS) when no --format is given. `-o -` (or
 /dev/stdout) is standard output; a stream without an extension gets the command's default format.
-Every output is checked (macs_audit.outputs) before any report is read.
+Every output is checked (macs_audit.outputs) before any report is read. What a run wrote is then logged to MLflow
+where --mlflow asks (`log_to_mlflow`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import typer
 from macs_audit.atomic import destination
 from macs_audit.cli.console import note, stderr, stdout, warn
 from macs_audit.errors import UsageError
-from macs_audit.formats import ALIASES, EXTENSIONS, FORMATS
+from macs_audit.formats import ALIASES, EXTENSIONS, FORMATS, GATE_FORMATS
 from macs_audit.outputs import check_distinct, check_file
 from macs_audit.text import printable
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from macs_audit.gating import ConfiguredGate, GateResult
+    from macs_audit.integrations.mlflow import RunRecord, Tracking
     from macs_audit.report import Report
 
 
@@ -36,15 +38,18 @@ def report_targets(
 ) -> list[tuple[str, Path | None]]:
     """Where `evaluate` writes its report (resolve_outputs): each --output in its format (JSON where neither
     --format nor its extension names one), each --format without --output to stdout; [] when neither is
-    given (the tables alone). JUnit lists gate checks, which `gate` writes: a usage error here."""
+    given (the tables alone). JUnit and the pull-request comment list gate checks, which `gate` writes: a usage
+    error here."""
     if not formats and not outputs:
         return []
     targets = resolve_outputs(formats, outputs, "json", inputs, fallback="json")
-    if any(name == "junit" for name, _ in targets):
-        raise UsageError(
-            "JUnit output lists gate checks: write the JSON report (-o report.json), then "
-            "`macs-audit gate report.json -o checks.xml`"
-        )
+    for name, _ in targets:
+        if name in GATE_FORMATS:
+            what, then = ("JUnit output", "-o checks.xml") if name == "junit" else (name, f"--format {name} -o FILE")
+            raise UsageError(
+                f"{what} lists gate checks: write the JSON report (-o report.json), then "
+                f"`macs-audit gate report.json {then}`"
+            )
     return targets
 
 
@@ -161,8 +166,10 @@ def gate_report(
     step_summary: bool = True,
     console: Console | None = None,
     quiet: bool = False,
+    result: GateResult | None = None,
 ) -> int:
-    """Gate `report`, write the requested formats, print the verdict; return the exit code (0 or 1).
+    """Gate `report`, write the requested formats, print the verdict; return the exit code (0 or 1). `result`: the
+    gate's result where the caller ran it already (`evaluate --mlflow` logs it too).
 
     `gate`: the thresholds and baseline, loaded before the report was read or made (ConfiguredGate.load;
     `evaluate --gate` loads them before the audit runs). `targets`: where each format goes (`resolve_outputs`,
@@ -173,7 +180,7 @@ def gate_report(
     from macs_audit.formats import markdown, tables
 
     targets = resolve_outputs(None, None) if targets is None else targets
-    result = gate.run(report, use_interval)
+    result = gate.run(report, use_interval) if result is None else result
     for message in result.notes:  # deprecated keys of the config and the baseline report
         warn(message)
     if quiet:
@@ -189,6 +196,24 @@ def gate_report(
     if step_summary and os.environ.get("GITHUB_STEP_SUMMARY"):
         append_step_summary(markdown.render(report, result))
     return 0 if result.passed else 1
+
+
+def log_to_mlflow(tracking: Tracking | None, record: RunRecord, *, quiet: bool = False, exit_code: int = 0) -> None:
+    """Log the run to MLflow (integrations/mlflow.py) after its outputs are written, and say where (`quiet`: not);
+    nothing without --mlflow (`tracking` None). A failure is the IntegrationError's one line and exit 4, or
+    `exit_code` where the run has another answer already: a failed gate's 1 is the verdict a CI job acts on."""
+    if tracking is None:
+        return
+    from macs_audit.errors import IntegrationError
+    from macs_audit.integrations.mlflow import log_run
+
+    try:
+        logged = log_run(tracking, record)
+    except IntegrationError as exc:
+        exc.exit_code = exit_code or exc.exit_code
+        raise
+    if not quiet:
+        note(logged.describe())
 
 
 def print_calibrators(selection: dict) -> None:

@@ -178,6 +178,7 @@ class FinetuneRun:
     # A forced temperature on contaminated data; a fitted T not folded because it did not beat no temperature.
     warnings: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)  # how the training data's classes met the outputs
+    history: list[dict] = dataclasses.field(default_factory=list)  # one entry per epoch, finetune_config.json's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -522,4 +523,5 @@ def run_finetune(
             fixes,
             warnings,
             loaded.notes,
+            result.history,
         )

@@ -29,7 +29,11 @@ FORMATS: dict[str, str] = {
     "html": "macs_audit.formats.html",
     # A Hugging Face README.md (huggingface_hub, the `hf` extra); no extension names it: .md is Markdown's.
     "model-card": "macs_audit.formats.model_card",
+    # A pull request's comment: the gate's verdict and values (action.yml posts it); no extension names it.
+    "pr-comment": "macs_audit.formats.pr_comment",
 }
+# The formats that list the gate's checks: without gate results they have nothing to say (a UsageError).
+GATE_FORMATS = ("junit", "pr-comment")
 # Other names a user may type for a format, and the file extensions that name one (`--output` alone).
 ALIASES = {"markdown": "md", "xml": "junit", "txt": "terminal", "text": "terminal"}
 EXTENSIONS = {

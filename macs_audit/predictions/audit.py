@@ -36,7 +36,7 @@ PREDICTION_OPTIONS = (
     "raps",
     "batch_size",
 )
-# What either audit takes alike: where its outputs go, the gate, the spec and the preset.
+# What either audit takes alike: where its outputs go, the gate, the spec and the preset, the MLflow logging.
 RUN_OPTIONS = (
     "predictions",
     "output",
@@ -50,6 +50,10 @@ RUN_OPTIONS = (
     "config",
     "preset",
     "features",
+    "mlflow",
+    "mlflow_tracking_uri",
+    "mlflow_experiment",
+    "mlflow_run_name",
 )
 APPLIES = frozenset((*PREDICTION_OPTIONS, *COMPANION_OPTIONS, *RUN_OPTIONS))
 

@@ -3,7 +3,8 @@ pyproject.toml or `[<command>]` of a macs-audit.toml (the file the gate's thresh
 way). Each table is validated against the options table (settings/table.py) with the gate config's one-line
 errors: an unknown key names the closest one, a wrong type or a value out of range names the key and the file.
 Relative paths in a spec are relative to the spec file's folder, so `macs-audit evaluate` runs the same audit
-from any folder of the repository."""
+from any folder of the repository. A shared table (`[tool.macs-audit.mlflow]`) sets options of every command that
+takes them, under its own keys (settings/table.py, Option.spec_table)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 
 from macs_audit.errors import UsageError
 from macs_audit.gating.config import PYPROJECT_TOML, find_project_file, read_toml
-from macs_audit.settings.table import BY_NAME, COMMANDS, Option, options_of
+from macs_audit.settings.table import BY_NAME, COMMANDS, SHARED_TABLES, Option, options_of
 
 TOOL = "macs-audit"
 
@@ -35,22 +36,45 @@ class Spec:
         return f"{self.path} [{self.prefix}{command}]"
 
     def values(self, command: str) -> dict[str, Any]:
-        """The validated values of `command`'s table (empty where the spec has none): paths made absolute from
+        """The validated values of `command`'s table (empty where the spec has none) and of the shared tables'
+        keys of the options it takes (Option.spec_table: [mlflow] enabled sets `mlflow`): paths made absolute from
         the spec's folder, arrays of a repeatable option as lists, of a comma-list option joined."""
-        table = self.tables.get(command)
+        options = [option for option in options_of(command) if option.in_spec]
+        known = {option.name: option for option in options if option.spec_table is None}
+        values: dict[str, Any] = {}
+        for key, value, where in self._keys(command):
+            elsewhere = BY_NAME.get(key)
+            if elsewhere is not None and elsewhere.spec_table is not None:  # mlflow = true under [evaluate]
+                table = f"[{self.prefix}{elsewhere.spec_table}]"
+                raise UsageError(f"{key!r} in {where} is set in the spec's {table} table, as {elsewhere.spec_key}")
+            values[key] = _value(key, value, known, where, self.path.parent)
+        taken = {option.name for option in options}
+        for shared in dict.fromkeys(option.spec_table for option in options if option.spec_table is not None):
+            by_key = {o.spec_key: o for o in BY_NAME.values() if o.spec_table == shared}
+            for key, value, where in self._keys(shared):
+                option = by_key.get(key)
+                if option is None:
+                    raise unknown_key(key, by_key, where)
+                if option.name in taken:  # checked as the option, its messages naming the key as the table spells it
+                    named = dataclasses.replace(option.of(command), name=key)
+                    values[option.name] = checked_value(named, value, f"in {where}", self.path.parent)
+        return values
+
+    def _keys(self, name: str) -> list[tuple[str, Any, str]]:
+        """(key, value, where) of each key of table `name` (none where the spec has no such table)."""
+        table = self.tables.get(name)
         if table is None:
-            return {}
-        where = self.where(command)
+            return []
+        where = self.where(name)
         if not isinstance(table, dict):
             raise UsageError(f"{where} must be a table of options, got {type(table).__name__}")
-        known = {option.name: option for option in options_of(command) if option.in_spec}
-        return {key: _value(key, value, known, where, self.path.parent) for key, value in table.items()}
+        return [(key, value, where) for key, value in table.items()]
 
 
 def _tables(doc: dict, path: Path) -> tuple[dict[str, dict[str, Any]], str]:
     """The command tables of a parsed spec and their prefix: [tool.macs-audit.*] (any file), else the top-level
     tables of any file but a pyproject.toml (a macs-audit.toml, or the file --config names). A table that names
-    no command is an unknown key."""
+    no command and is no shared table (settings/table.py SHARED_TABLES) is an unknown key."""
     tool = doc.get("tool", {}).get(TOOL) if isinstance(doc.get("tool"), dict) else None
     if isinstance(tool, dict):
         tables, where, prefix = tool, f"{path} [tool.{TOOL}]", f"tool.{TOOL}."
@@ -59,8 +83,8 @@ def _tables(doc: dict, path: Path) -> tuple[dict[str, dict[str, Any]], str]:
     else:
         return {}, f"tool.{TOOL}."
     for key in tables:
-        if key not in COMMANDS:
-            raise unknown_key(key, COMMANDS, where)
+        if key not in COMMANDS and key not in SHARED_TABLES:
+            raise unknown_key(key, (*COMMANDS, *SHARED_TABLES), where)
     return tables, prefix
 
 

@@ -47,7 +47,8 @@ class Option:
     replace). `in_spec`: settable in the spec (False for what only makes sense on one command line: --output,
     --quiet, --force). `core`: the core value this default must equal: "Class.field" of a core dataclass, or
     "module:NAME" of a constant. `per_command`: command -> {"help"/"default"/"required"/...} where one command's
-    sense of the option differs (said in its help)."""
+    sense of the option differs (said in its help). `spec_table`, `spec_key`: the shared spec table and key that
+    set it, where not the command's own table and the option's name."""
 
     name: str
     flags: tuple[str, ...]
@@ -65,6 +66,10 @@ class Option:
     in_spec: bool = True
     core: str | None = None
     named_path: bool = False  # NAME=PATH values: a spec's relative PATH is from the spec's folder
+    # A table the commands that take it share ([tool.macs-audit.mlflow]), where the option's key is `spec_key`,
+    # in place of each command's own table: one setting for every command it applies to.
+    spec_table: str | None = None
+    spec_key: str | None = None
     per_command: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
@@ -161,6 +166,7 @@ GATE_CONFIG_HELP = (
     "([tool.macs-audit.gate]). Default: searched from the current directory."
 )
 REPORT_HELP = "A report written by `evaluate -o`."
+MLFLOW_TABLE = "mlflow"  # [tool.macs-audit.mlflow]: the MLflow options of every command that logs
 FINETUNE_PRESETS = PRESETS["finetune"]
 
 OPTIONS: tuple[Option, ...] = (
@@ -1394,6 +1400,52 @@ OPTIONS: tuple[Option, ...] = (
         default=False,
         in_spec=False,
     ),
+    # MLflow (integrations/mlflow.py): set for every command that takes them in the spec's [mlflow] table.
+    _opt(
+        "mlflow",
+        "--mlflow/--no-mlflow",
+        bool,
+        "Log the run to MLflow after its outputs are written (the mlflow extra): the metrics, the options as "
+        "parameters, the verdict and the gate as tags, the reports, plots and predictions as artifacts "
+        "(docs/mlflow.md). Into the active run where there is one, else a new run. A logging failure is exit 4; "
+        "the outputs stay written.",
+        OUTPUTS,
+        "evaluate finetune calibrate",
+        default=False,
+        spec_table=MLFLOW_TABLE,
+        spec_key="enabled",
+    ),
+    _opt(
+        "mlflow_tracking_uri",
+        "--mlflow-tracking-uri",
+        str,
+        "Where --mlflow logs: an MLflow tracking server (http://HOST:PORT) or store (sqlite:///mlflow.db). "
+        "Default: $MLFLOW_TRACKING_URI, else MLflow's own default.",
+        OUTPUTS,
+        "evaluate finetune calibrate",
+        spec_table=MLFLOW_TABLE,
+        spec_key="tracking_uri",
+    ),
+    _opt(
+        "mlflow_experiment",
+        "--mlflow-experiment",
+        str,
+        "The MLflow experiment of a new run (created if missing). Default: the model's name.",
+        OUTPUTS,
+        "evaluate finetune calibrate",
+        spec_table=MLFLOW_TABLE,
+        spec_key="experiment",
+    ),
+    _opt(
+        "mlflow_run_name",
+        "--mlflow-run-name",
+        str,
+        "The name of a new MLflow run. Default: the model's name and the command (resnet9 evaluate).",
+        OUTPUTS,
+        "evaluate finetune calibrate",
+        spec_table=MLFLOW_TABLE,
+        spec_key="run_name",
+    ),
     # Where the work runs.
     _opt(
         "batch_size",
@@ -1492,6 +1544,8 @@ OPTIONS: tuple[Option, ...] = (
 
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
 COMMANDS = ("evaluate", "finetune", "calibrate", "export", "corrupt", "gate", "report", "compare", "init")
+# The spec's tables that are no command's: each holds the options that name it (Option.spec_table).
+SHARED_TABLES: tuple[str, ...] = tuple(dict.fromkeys(o.spec_table for o in OPTIONS if o.spec_table is not None))
 
 
 def options_of(command: str) -> tuple[Option, ...]:

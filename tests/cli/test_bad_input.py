@@ -515,6 +515,7 @@ ROWS: list[Row] = [
     Row("evaluate-output-is-a-directory", (*QUICK, "-o", "{tmp}"), 2, "is a directory"),
     Row("evaluate-output-is-the-model", (*QUICK, "-o", "{model}"), 2, "would replace the input"),
     Row("evaluate-output-junit", (*QUICK, "-o", "checks.xml"), 2, "JUnit output lists gate checks"),
+    Row("evaluate-output-pr-comment", (*QUICK, "-f", "pr-comment", "-o", "c.md"), 2, "pr-comment lists gate checks"),
     Row("evaluate-unknown-format", (*QUICK, "-o", "r.json", "--format", "pdf"), 2, "unknown --format 'pdf'"),
     Row("evaluate-predictions-is-the-data", (*QUICK, "--save-predictions", "{data}"), 2, "would replace the input"),
     Row("evaluate-raps-malformed", (*QUICK, "--raps", "2"), 2, "--raps must be K_REG,PENALTY"),
@@ -745,6 +746,7 @@ ROWS: list[Row] = [
         _file("pass.toml", PASSING),
     ),
     Row("report-junit", ("report", "{report}", "-f", "junit"), 2, "JUnit output lists gate checks"),
+    Row("report-pr-comment", ("report", "{report}", "-f", "pr-comment"), 2, "comment reports the gate's checks"),
     Row("report-not-json", ("report", "{config}"), 3, "not valid JSON"),
     Row("compare-missing-report", ("compare", "{report}", "missing.json"), 3, "report not found"),
     # moved from tests/cli/test_export.py and tests/finetune/test_finetune.py
