@@ -15,7 +15,10 @@ Also here, for the help texts and messages that name a registry's entries: `or_l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+
+_CREDENTIALS = re.compile(r"(?<=//)[^/@\s]+@")  # the `user:password@` of a URL's authority
 
 
 def printable(text: object) -> str:
@@ -37,3 +40,9 @@ def shortened(names: Iterable[object], limit: int = 6, unit: str = "classes") ->
     items = [str(name) for name in names]
     head = ", ".join(items[:limit])
     return head + (f", ... ({len(items):,} {unit})" if len(items) > limit else "")
+
+
+def without_credentials(text: str) -> str:
+    """`text` with the user name and password of every URL in it removed (`https://u:p@host/x` ->
+    `https://host/x`): for messages, reports and logs, which a tracking URI's secret must not reach."""
+    return _CREDENTIALS.sub("", text)

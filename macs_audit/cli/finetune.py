@@ -143,7 +143,8 @@ def finetune(**values: Any) -> None:
     written = f"fine-tuned model written to {run.weights}" + (f" and {run.onnx}" if run.onnx else "") + scaled
     note(written + (f"; which fix: {which}" if which else ""))
     compared = {BEFORE: run.before, **({"temperature_only": run.baseline} if run.baseline is not None else {})}
-    files = [r["out"] / name for name in (*BEFORE_AFTER_FILES, TEMPERATURE_ONLY_FILE, RUN_CONFIG_FILE)]
+    names = (*BEFORE_AFTER_FILES, *((TEMPERATURE_ONLY_FILE,) if run.baseline is not None else ()), RUN_CONFIG_FILE)
+    files = [r["out"] / name for name in names]  # this run's files only: never a stale one left in OUT
     record = before_after_record("finetune", r.values, run, files, which, compared)
     points = curve.points(run.history) if curve is not None else []
     log_to_mlflow(tracking, dataclasses.replace(record, curve=points))

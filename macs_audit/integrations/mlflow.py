@@ -1,5 +1,6 @@
 """A run logged to MLflow (the `mlflow` extra) once its own outputs are written: `evaluate`, `calibrate` and
-`finetune` with --mlflow, and the API's audit(mlflow=True). docs/mlflow.md says what is logged and how to read it.
+`finetune` with --mlflow, and `log_report` for a script's own audit (the API's audit() takes no mlflow option:
+a logging failure would lose the report it returns). docs/mlflow.md says what is logged and how to read it.
 
 Where: into the active run where there is one (`mlflow.active_run()` in this process, else the run
 $MLFLOW_RUN_ID names), which is left running; else a new run in the experiment --mlflow-experiment names (default:
@@ -52,13 +53,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from macs_audit.errors import IntegrationError, MacsAuditError, UsageError
 from macs_audit.gating.checks import locate
 from macs_audit.metrics.metric_row import Metric, Place
 from macs_audit.metrics.registry import METRICS, VIEW_METRICS
 from macs_audit.progress import ProgressFn, Stage
+from macs_audit.text import without_credentials
 
 if TYPE_CHECKING:
     from macs_audit.gating import GateResult
@@ -311,20 +312,22 @@ def log_run(tracking: Tracking, record: RunRecord) -> Logged:
     """Log `record` to MLflow (the module's docstring says where and how); what was logged. IntegrationError (one
     line) where the store cannot be reached or refuses it; UsageError where mlflow is not installed."""
     mlflow = require_mlflow()
-    metrics = metric_names(record.report) if record.report is not None else {}
-    for prefix, report in record.compared.items():
-        metrics.update(metric_names(report, f"{prefix}/"))
-    options = record.options if record.options is not None else recorded_options(record.report)
-    content = _Content(metrics, param_values(record.command, options), run_tags(record), documents_of(record), record)
     uri = mlflow.get_tracking_uri() if tracking.tracking_uri is None or mlflow.active_run() else tracking.tracking_uri
-    try:
+    try:  # the content too: whatever fails here is the logging's failure (exit 4), never the audit's
+        metrics = metric_names(record.report) if record.report is not None else {}
+        for prefix, report in record.compared.items():
+            metrics.update(metric_names(report, f"{prefix}/"))
+        options = record.options if record.options is not None else recorded_options(record.report)
+        params = param_values(record.command, options)
+        content = _Content(metrics, params, run_tags(record), documents_of(record), record)
         with _quiet_client():
             return _log(mlflow, tracking, content, str(uri))
     except MacsAuditError:
         raise
     except Exception as exc:  # whatever the store or the network raised: the outputs are written, say why not this
         raise IntegrationError(
-            f"MLflow logging to {shown_uri(str(uri))} failed ({_reason(exc)}); the run's outputs are written: check "
+            f"MLflow logging to {shown_uri(str(uri))} failed ({without_credentials(_reason(exc))}); the run's outputs "
+            "are written: check "
             "--mlflow-tracking-uri (or $MLFLOW_TRACKING_URI) and the server, or drop --mlflow"
         ) from exc
 
@@ -429,10 +432,7 @@ def safe_path(name: str) -> str:
 
 def shown_uri(uri: str) -> str:
     """A tracking URI as messages show it: without the user name and password a URL may carry."""
-    parts = urlsplit(uri)
-    if parts.username is None and parts.password is None:
-        return uri
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return without_credentials(uri)
 
 
 def _reason(exc: BaseException) -> str:

@@ -14,6 +14,7 @@ from macs_audit.errors import UsageError
 from macs_audit.settings.presets import PRESETS
 from macs_audit.settings.spec import Spec, unknown_key
 from macs_audit.settings.table import DEFAULT, FLAG, PRESET, SPEC, options_of
+from macs_audit.text import without_credentials
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,9 +35,10 @@ class Resolved:
 
     def record(self) -> dict[str, Any]:
         """The report's record of the run's settings: the spec file and its hash, the preset, and each option's
-        value (paths as text) and source. Options left at a default of None are omitted."""
+        value (paths as text; a URL without the user name and password it may carry, as --mlflow-tracking-uri's)
+        and source. Options left at a default of None are omitted."""
         options = {
-            name: {"value": _plain(value), "source": self.sources[name]}
+            name: {"value": _recorded(value), "source": self.sources[name]}
             for name, value in self.values.items()
             if value is not None or self.sources[name] != DEFAULT
         }
@@ -47,6 +49,12 @@ class Resolved:
             "preset": self.values.get("preset"),
             "options": options,
         }
+
+
+def _recorded(value: Any) -> Any:
+    """An option's value as the report records it: `_plain`, and text without a URL's credentials."""
+    plain = _plain(value)
+    return without_credentials(plain) if isinstance(plain, str) else plain
 
 
 def _plain(value: Any) -> Any:

@@ -122,3 +122,12 @@ def test_an_input_naming_a_missing_file_stops_the_action_first_with_one_line(tmp
         "::error title=macs-audit::input model: models/missing.onnx not found in the workspace (is it checked out?)"
     ]
     assert steps["action: Audit the model"]["exit"] is None and steps["step summary"]["output"] == ""
+
+
+def test_args_that_do_not_split_stop_the_audit_with_one_line(tmp_path):
+    """An unclosed quote in `args`: the audit step fails (exit 2) with shlex's reason, and no audit runs with the
+    words left out."""
+    code, outputs, steps = run_action(CE, MACS, tmp_path / "args", "args=--bootstrap '100", limit=100)
+    audit = steps["action: Audit the model"]
+    assert code == 1 and audit["exit"] == 2 and outputs["verdict"] == ""
+    assert audit["output"].strip().splitlines() == ["::error title=macs-audit::input args: No closing quotation"]

@@ -30,6 +30,14 @@ def test_flag_over_spec_over_preset_over_default(tmp_path):
     assert record["options"]["bootstrap"] == {"value": 50, "source": "flag"}
 
 
+def test_the_record_keeps_no_password_of_a_url():
+    """The tracking URI's user name and password never reach the report's settings (nor its MLflow artifact)."""
+    uri = "https://ci-bot:s3cret@mlflow.example.com:5000/prefix"
+    record = resolve("evaluate", {"mlflow_tracking_uri": uri, "mlflow": True}).record()
+    assert record["options"]["mlflow_tracking_uri"]["value"] == "https://mlflow.example.com:5000/prefix"
+    assert "s3cret" not in str(record)
+
+
 def test_an_unknown_preset_or_keyword_is_a_usage_error():
     with pytest.raises(UsageError, match="unknown preset 'fast' for evaluate; presets: quick, full, imagenet"):
         resolve("evaluate", {"preset": "fast"})
