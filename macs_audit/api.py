@@ -91,7 +91,7 @@ class Report(schema.Report):
 def _format_of(path: Path, name: str | None) -> str:
     """The format `name` gives (an alias read as its format), else the one `path`'s extension names."""
     if name is not None:
-        name = formats.ALIASES.get(name.lower(), name.lower())
+        name = formats.canonical(name)
         formats.format_module(name)  # an unknown name: the UsageError that lists the formats
         return name
     found = formats.EXTENSIONS.get(path.suffix.lower())

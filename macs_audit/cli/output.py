@@ -21,7 +21,7 @@ import typer
 from macs_audit.atomic import destination
 from macs_audit.cli.console import note, stderr, stdout, warn
 from macs_audit.errors import UsageError
-from macs_audit.formats import ALIASES, EXTENSIONS, FORMATS, GATE_FORMATS
+from macs_audit.formats import EXTENSIONS, FORMATS, GATE_FORMATS, canonical
 from macs_audit.outputs import check_distinct, check_file
 from macs_audit.text import printable
 
@@ -77,7 +77,7 @@ def _pair_outputs(
 ) -> list[tuple[str, Path | None]]:
     names = []
     for name in formats or []:
-        name = ALIASES.get(name.lower(), name.lower())
+        name = canonical(name)
         if name not in FORMATS:
             raise UsageError(f"unknown --format {name!r}; choose from {', '.join(FORMATS)}")
         names.append(name)

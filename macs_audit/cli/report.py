@@ -12,7 +12,7 @@ from macs_audit.cli.console import handle_errors, warn
 from macs_audit.cli.output import emit, render_report, resolve_outputs
 from macs_audit.cli.parameters import given_values, takes_options
 from macs_audit.errors import UsageError
-from macs_audit.formats import ALIASES, GATE_FORMATS
+from macs_audit.formats import GATE_FORMATS, canonical
 
 
 @handle_errors
@@ -30,7 +30,7 @@ def report(**values: Any) -> None:
     gate_inputs = configured.inputs if configured is not None else ()
     into, formats, outputs = r["into"], r["format"], r["output"]
     if into is not None:  # the card is written back to itself unless --output names another file
-        if any(ALIASES.get(name.lower(), name.lower()) != "model-card" for name in formats or []):
+        if any(canonical(name) != "model-card" for name in formats or []):
             raise UsageError(f"--into {into} merges a model card: use it with --format model-card (or no --format)")
         formats, outputs = ["model-card"], outputs or [into]
     targets = resolve_outputs(formats, outputs, inputs=(r["report"], *gate_inputs))

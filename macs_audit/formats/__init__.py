@@ -47,6 +47,11 @@ EXTENSIONS = {
 }
 
 
+def canonical(name: str) -> str:
+    """The registry's name of a format as a user typed it (any case, or one of ALIASES); not checked."""
+    return ALIASES.get(name.lower(), name.lower())
+
+
 def format_module(name: str) -> ModuleType:
     if name not in FORMATS:
         raise UsageError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")

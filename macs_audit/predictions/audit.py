@@ -23,7 +23,7 @@ from macs_audit.plan import COMPANION_OPTIONS, audit_options
 from macs_audit.predictions.files import Predictions, read_predictions
 from macs_audit.progress import ProgressFn
 from macs_audit.settings.resolve import Resolved
-from macs_audit.settings.table import BY_NAME, FLAG, PRESET, SPEC
+from macs_audit.settings.table import BY_NAME, FLAG, MLFLOW_OPTIONS, PRESET, SPEC
 
 # The AuditOptions an audit of predictions reads: the others need a model or images.
 PREDICTION_OPTIONS = (
@@ -50,10 +50,7 @@ RUN_OPTIONS = (
     "config",
     "preset",
     "features",
-    "mlflow",
-    "mlflow_tracking_uri",
-    "mlflow_experiment",
-    "mlflow_run_name",
+    *MLFLOW_OPTIONS,
 )
 APPLIES = frozenset((*PREDICTION_OPTIONS, *COMPANION_OPTIONS, *RUN_OPTIONS))
 

@@ -1543,6 +1543,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
+MLFLOW_OPTIONS = tuple(option.name for option in OPTIONS if option.spec_table == MLFLOW_TABLE)
 COMMANDS = ("evaluate", "finetune", "calibrate", "export", "corrupt", "gate", "report", "compare", "init")
 # The spec's tables that are no command's: each holds the options that name it (Option.spec_table).
 SHARED_TABLES: tuple[str, ...] = tuple(dict.fromkeys(o.spec_table for o in OPTIONS if o.spec_table is not None))
