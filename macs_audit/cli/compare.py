@@ -62,7 +62,6 @@ def compare(**values: Any) -> None:
         # A format with no comparison (a model card, a pull-request comment) raises the UsageError that says so.
         return formats.render_comparison(name, comparison)
 
-    rendered = {name: render(name) for name, _ in targets}  # every format first: a refusal writes nothing
-    emit(targets, rendered.__getitem__)
+    emit(targets, render)
     if r["step_summary"] and os.environ.get("GITHUB_STEP_SUMMARY"):
         append_step_summary(markdown.render_comparison(comparison))

@@ -106,14 +106,15 @@ def emit(
     console: Console | None = None,
     quiet: bool = False,
 ) -> None:
-    """Render each format once and send it to its file or to stdout (the terminal format to `console`,
+    """Render each target's format, then send each to its file or to stdout (the terminal format to `console`,
     default stdout: `evaluate -o -` keeps its stdout for the JSON report), saying where each file went
-    unless `quiet`."""
+    unless `quiet`. Every format is rendered before anything is written: a format that refuses (JUnit without
+    gate results, a model card of a comparison) leaves no output half-written."""
     from macs_audit.atomic import write_text
     from macs_audit.formats import terminal
 
-    for name, path in targets:
-        content = render(name)
+    rendered = [(name, path, render(name)) for name, path in targets]
+    for name, path, content in rendered:
         if path is None:
             if name == "terminal":
                 (console or stdout).print(content, crop=False)  # lines kept whole (commands) are not cut

@@ -12,7 +12,7 @@ from macs_audit.cli.console import handle_errors, warn
 from macs_audit.cli.output import emit, render_report, resolve_outputs
 from macs_audit.cli.parameters import given_values, takes_options
 from macs_audit.errors import UsageError
-from macs_audit.formats import GATE_FORMATS, canonical
+from macs_audit.formats import canonical
 
 
 @handle_errors
@@ -38,9 +38,6 @@ def report(**values: Any) -> None:
     result = configured.run(saved, r["use_interval"]) if configured is not None else None
     for message in [*saved.deprecations, *(result.notes if result is not None else [])]:  # renamed keys read
         warn(message)
-    listing_checks = [name for name, _ in targets if name in GATE_FORMATS]
-    if result is None and listing_checks:
-        render_report(listing_checks[0], saved, None)  # raises the UsageError that says what to do, before any write
     if into is not None:
         from macs_audit.formats import model_card
 
