@@ -326,7 +326,7 @@ def _path(value: Any, name: str, what: str) -> Path:
     return Path(value)
 
 
-def audit_predictions(
+def audit_predictions(  # noqa: PLR0913 (the arrays a predictions file holds, as keywords)
     logits: np.ndarray | str | os.PathLike[str],
     labels: np.ndarray | None = None,
     *,
@@ -336,6 +336,7 @@ def audit_predictions(
     unlabeled_logits: np.ndarray | None = None,
     shift: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
     reference_logits: np.ndarray | None = None,
+    metadata: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Report:
     """Audit a classifier from its predictions alone, as `macs-audit evaluate --predictions` does: `logits` (N, K) of
@@ -352,10 +353,13 @@ def audit_predictions(
     absent, and `report.conventions.absent_sections` says why. With the same seed and split, its sections equal
     those of the model's audit that gave the logits.
 
-    `class_names`: in label order (default "0", "1", ...). `options`: the audit's (the CLI's defaults where not
-    given): bootstrap (resamples, 0 for none), seed, calibration_split (the fraction the temperature is fitted on),
-    calibrators ("all", "none", or a sequence of method names), coverage and conformal_split (conformal sets), raps
-    ((k_reg, penalty)), batch_size (the clean view's sums run in batches of it, as a model audit's pass did: its
+    `metadata`: what the samples are sliced by (docs/slices.md): name -> (N,) values (numbers or text, one per
+    row), or a metadata file (CSV, JSON lines, Parquet) keyed by `index` (the row), or with a predictions file also
+    by `key` (its ids). `class_names`: in label order (default "0", "1", ...). `options`: the audit's (the CLI's
+    defaults where not given): bootstrap (resamples, 0 for none), seed, calibration_split (the fraction the
+    temperature is fitted on), calibrators ("all", "none", or a sequence of method names), coverage and
+    conformal_split (conformal sets), raps ((k_reg, penalty)), slice_bins, min_slice_size and slice_correction
+    (the slices'), batch_size (the clean view's sums run in batches of it, as a model audit's pass did: its
     report's runtime.batch_size gives the same numbers to the last bit; default all at once). Raises UsageError for
     an unknown option or a bad value, InputError for predictions that do not fit (NaN or infinite values, a label
     out of range, lengths that differ, probabilities whose rows do not sum to 1)."""
@@ -371,7 +375,9 @@ def audit_predictions(
             raise UsageError(
                 f"{given[0]} goes with logits as arrays; a predictions file holds its own (docs/predictions.md)"
             )
-        return _audit_file(Path(logits), labels, options)
+        if isinstance(metadata, Mapping):
+            raise UsageError("metadata as arrays goes with logits as arrays; with a predictions file give a file")
+        return _audit_file(Path(logits), labels, {**options, **({"metadata": metadata} if metadata else {})})
     audit = prediction_options(options)
     if kind not in (LOGITS, PROBABILITIES):
         raise UsageError(f"kind must be {LOGITS!r} or {PROBABILITIES!r}, got {kind!r}")
@@ -401,8 +407,29 @@ def audit_predictions(
         if reference_logits is None
         else SavedReference(read("reference_logits", reference_logits), {"format": "predictions"}, "row"),
     )
-    result = audit_logits(SavedLogits(z, np.asarray(labels), names), audit, companions)
+    columns = _array_columns(metadata, len(z))
+    result = audit_logits(SavedLogits(z, np.asarray(labels), names, columns=columns), audit, companions)
     return Report.of(result.report)
+
+
+def _array_columns(metadata: Mapping[str, Any] | str | os.PathLike[str] | None, n: int) -> Any:
+    """audit_predictions' `metadata` for logits as arrays: its columns (auditing/slicing.SliceColumns), or None."""
+    from macs_audit.auditing.slicing import SliceColumns
+    from macs_audit.data.metadata import column_values, join_keys, read_metadata
+
+    if metadata is None:
+        return None
+    if isinstance(metadata, Mapping):
+        own = {str(name): column_values(np.asarray(values), f"metadata {name!r}") for name, values in metadata.items()}
+        for name, values in own.items():
+            if len(values) != n:
+                raise InputError(f"metadata {name!r} has {len(values):,} values but the logits {n:,} rows")
+        return SliceColumns.joined(join_keys(None, None, n, "logits", own, "arrays"), with_file=False)
+    table = read_metadata(_path(metadata, "metadata", "a mapping of columns or a metadata file"))
+    if table.keyed_by != "index":
+        raise InputError(f"{table.name} is keyed by {table.keyed_by}; logits as arrays are matched by index (the row)")
+    joined = join_keys(table, np.arange(n, dtype=np.int64), n, "logits", {}, "arrays")
+    return SliceColumns.joined(joined, with_file=True)
 
 
 def _audit_file(path: Path, labels: Any, options: Mapping[str, Any]) -> Report:
@@ -437,6 +464,7 @@ def prediction_options(options: Mapping[str, Any]) -> AuditOptions:
     from macs_audit.auditing import check_calibration_split
     from macs_audit.auditing.calibration import check_conformal_split, parse_raps
     from macs_audit.metrics.conformal import check_coverage
+    from macs_audit.plan import parse_correction
     from macs_audit.settings.table import defaults_of
 
     # evaluate's defaults where not given (calibrators "all"), each value checked as its flag's would be.
@@ -451,6 +479,9 @@ def prediction_options(options: Mapping[str, Any]) -> AuditOptions:
         coverage=check_coverage(values["coverage"]),
         conformal_split=check_conformal_split(values["conformal_split"]),
         raps=parse_raps(values["raps"]),
+        slice_bins=values["slice_bins"],
+        min_slice_size=values["min_slice_size"],
+        slice_correction=parse_correction(values["slice_correction"]),
         **extra,
     )
 

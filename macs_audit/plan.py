@@ -88,6 +88,7 @@ class AuditPlan:
                 r["class_map"],
                 r["real_labels_file"],
                 r["reference_config"],
+                r["metadata"],
             ],
         )
 
@@ -118,6 +119,10 @@ def audit_options(r: Resolved) -> AuditOptions:
         precision=r["precision"],
         features=parse_features(r["features"]),
         feature_layer=r["feature_layer"],
+        image_slices=r["image_slices"],
+        slice_bins=r["slice_bins"],
+        min_slice_size=r["min_slice_size"],
+        slice_correction=parse_correction(r["slice_correction"]),
     )
 
 
@@ -238,11 +243,13 @@ def load_audit(plan: AuditPlan, ctx: Context = SINGLE, *, debug: bool = False) -
     unlabeled, natural-shift and ReaL-label inputs. `debug` lets the libraries' warnings through."""
     from macs_audit.auditing.classes import match_classes
     from macs_audit.data.label_space import check_class_map_used, load_mapped_sets
+    from macs_audit.data.metadata import read_metadata
     from macs_audit.data.real_labels import load_real_labels
     from macs_audit.models.predictor import check_prompts_read
     from macs_audit.report import load_report
 
     r = plan.resolved
+    metadata = read_metadata(r["metadata"]) if r["metadata"] is not None else None  # a bad table fails first
     predictor = _load_model(plan, ctx, debug)
     reference = _load_reference(plan, predictor, ctx, debug)
     check_prompts_read(r["class_prompts"], predictor, reference)
@@ -275,6 +282,7 @@ def load_audit(plan: AuditPlan, ctx: Context = SINGLE, *, debug: bool = False) -
         else None,
         corruption_baseline=load_report(r["corruption_baseline"]) if r["corruption_baseline"] else None,
         feature_fit_source=_labelled(r["feature_fit_data"], config),
+        metadata=metadata,
     )
     if plan.class_map is not None:  # a map that names no class, then --data matched as run_audit does
         matched = functools.partial(match_classes, predictor, source, plan.class_map, map_name)
@@ -285,6 +293,15 @@ def load_audit(plan: AuditPlan, ctx: Context = SINGLE, *, debug: bool = False) -
 def _labelled(path: Path | None, config: Any) -> Source | None:
     """A labelled data set in the model's preprocessing (--feature-fit-data), or None where not given."""
     return load_model_data(DataSpec(path), config)[0] if path is not None else None
+
+
+def parse_correction(value: str) -> str:
+    """--slice-correction: one of metrics.slices.CORRECTIONS (UsageError otherwise)."""
+    from macs_audit.metrics.slices import CORRECTIONS
+
+    if value not in CORRECTIONS:
+        raise UsageError(f"--slice-correction must be one of {', '.join(CORRECTIONS)}, got {value!r}")
+    return value
 
 
 def parse_features(value: str) -> str:

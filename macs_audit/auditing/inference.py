@@ -54,6 +54,12 @@ class FeatureSink(Protocol):
     def finish(self, name: str, view: View, ctx: Context) -> None: ...
 
 
+class PropertySink(Protocol):
+    """Takes the images of every batch of a pass at their data-set position (metrics/image_properties.py)."""
+
+    def observe(self, start: int, images: Any) -> None: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Loop:
     """How the loop runs a pass, the same for every pass of a run: `batch_size` images a model call, ImageFolder
@@ -66,6 +72,14 @@ class Loop:
     progress: ProgressFn | None = None
     observer: ViewObserver | None = None
     features: FeatureSink | None = None  # the predictor's features of every batch (it must give them: enabled)
+    properties: PropertySink | None = None  # every batch's images, as the model gets them (the clean pass's)
+
+    def show(self, view: View, start: int, images: Any, labels: np.ndarray, logits: np.ndarray) -> None:
+        """A scored batch, to the observer and the property sink."""
+        if self.observer is not None:
+            self.observer.observe(view, start, images, labels, logits)
+        if self.properties is not None:
+            self.properties.observe(start, images)
 
     @classmethod
     def of_audit(cls, options: AuditOptions, context: RunContext, observer: ViewObserver | None = None) -> Loop:
@@ -89,7 +103,8 @@ def evaluate_view(
 ):
     """Run one view over the whole source (this rank's shard under torch.distributed, then
     combined across ranks) as `loop` says; return (accumulator, logits or None). `accumulate=False` only predicts
-    (an unlabeled source): the accumulator returned is then None. The loop's observer sees every batch.
+    (an unlabeled source): the accumulator returned is then None. The loop's observer and property sink see
+    every batch.
 
     A torch model on CUDA gets the whole split as one device tensor when it fits (views then run
     on the device with no host round trip), else page-locked host batches. A predictor restricted to a subset of
@@ -128,8 +143,7 @@ def evaluate_view(
                 raise InputError(f"the model outputs {logits.shape[1]} classes but the data has {num_classes}")
             if acc is not None:
                 acc.update(logits, labels)
-        if loop.observer is not None:
-            loop.observer.observe(view, start, images, labels, logits)
+        loop.show(view, start, images, labels, logits)
         starts.append(start)
         if keep_logits:
             kept.append(logits)

@@ -13,7 +13,7 @@ from macs_audit.data.label_space import MappedSource
 from macs_audit.data.real_labels import RealLabelSets
 from macs_audit.data.sources import Source
 from macs_audit.distributed import SINGLE, Context
-from macs_audit.metrics import conformal
+from macs_audit.metrics import conformal, slices
 from macs_audit.models.config import ModelConfig
 from macs_audit.progress import ProgressFn
 from macs_audit.report import Report
@@ -78,6 +78,12 @@ class AuditOptions:
     # is "auto").
     features: str = "off"
     feature_layer: str | None = None  # the layer whose input they are; None: the source's rule finds the last one
+    # Slices (auditing/slicing.py): the images' properties read in the clean pass and sliced by, as a metadata file's
+    # columns are; a numeric column's quantile bins; the images a slice needs to be scored; the tests' correction.
+    image_slices: bool = True
+    slice_bins: int = slices.DEFAULT_BINS
+    min_slice_size: int = slices.DEFAULT_MIN_SIZE
+    slice_correction: str = "holm"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +99,7 @@ class AuditInputs:
     real_labels: RealLabelSets | None = None  # ImageNet ReaL labels of the evaluated images (--real-labels)
     corruption_baseline: Report | None = None  # for CE / relative mCE
     feature_fit_source: Source | None = None  # --feature-fit-data: what the feature OOD detectors are fitted on
+    metadata: Any = None  # --metadata's table (data/metadata.MetadataTable), joined to the data by the audit
 
 
 @dataclasses.dataclass(frozen=True)

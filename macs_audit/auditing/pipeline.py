@@ -42,13 +42,15 @@ from macs_audit.auditing.robustness import (
     corruption_summary,
 )
 from macs_audit.auditing.shift import audit_shift, real_labels_section
+from macs_audit.auditing.slicing import SLICES_STAGE, SliceColumns, slice_columns, slices_conventions, slices_section
 from macs_audit.auditing.trust import Target, TrustResult, audit_trust, target_logits, with_corruption_mean
 from macs_audit.data.sources import Source
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import accumulators, bootstrap, conformal
+from macs_audit.metrics.image_properties import PropertyTaps
 from macs_audit.metrics.per_class import per_class_stats, prediction_spread
 from macs_audit.models.predictor import Predictor
-from macs_audit.progress import ProgressFn
+from macs_audit.progress import ProgressFn, step
 from macs_audit.report import (
     Calibrators,
     Conventions,
@@ -57,6 +59,7 @@ from macs_audit.report import (
     ModelInfo,
     Report,
     Runtime,
+    Slices,
     TemperatureFit,
     Tool,
     ViewResult,
@@ -76,6 +79,7 @@ class AuditResult:
     # feed (models/features.FeatureHead), for --save-predictions; empty and None without them.
     features: dict = dataclasses.field(default_factory=dict)
     head: Any = None
+    columns: SliceColumns | None = None  # what the clean images were sliced by, for --save-predictions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +92,7 @@ class CleanPass:
     labels: np.ndarray
     class_names: Sequence[str]
     output_names: Sequence[str] | None
+    columns: SliceColumns | None = None  # what the images are sliced by (auditing/slicing.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +105,7 @@ class LogitsSections:
     calibrators: Calibrators | None
     trust: TrustResult  # its conformal section without the corruption views' mean (trust.with_corruption_mean)
     margin_histogram: MarginHistogram
+    slices: Slices | None
 
     def report_fields(self) -> dict:
         """The Report's fields these sections fill alike in either audit (the conformal section with the
@@ -111,6 +117,7 @@ class LogitsSections:
             "margin_histogram": self.margin_histogram,
             "ood": self.trust.ood,
             "unlabeled": self.trust.unlabeled,
+            "slices": self.slices,
         }
 
 
@@ -153,7 +160,10 @@ def logits_sections(
         temperature=helpful_temperature(temperature),
     )
     calibrators = calibrators_section(logits, labels, options.calibrators, split, progress=progress)
-    return LogitsSections(section, sets, temperature, calibrators, trust, margin_histogram(acc))
+    finish = step(progress if clean.columns is not None else None, SLICES_STAGE)
+    sliced = slices_section(acc.samples(), logits, sets, clean.columns, options)
+    finish()
+    return LogitsSections(section, sets, temperature, calibrators, trust, margin_histogram(acc), sliced)
 
 
 def run_audit(
@@ -211,16 +221,22 @@ def run_audit(
         recorder = ParityRecorder(
             reference, source.labels, split, options, shift_sets=inputs.shift_sets, candidate=predictor, warnings=paired
         )
+    properties = PropertyTaps() if options.image_slices else None
     acc, logits = evaluate_view(
-        predictor, source, num_classes, Loop.of_audit(options, context, recorder), keep_logits=True
+        predictor,
+        source,
+        num_classes,
+        dataclasses.replace(Loop.of_audit(options, context, recorder), properties=properties),
+        keep_logits=True,
     )
     assert logits is not None
+    columns = slice_columns(source, inputs.metadata, properties.finish(ctx) if properties is not None else None)
     fit = feature_fit(predictor, source, inputs, num_classes, options, context) if taps is not None else None
     # The output names are indexed by the logits' columns: the model's outputs in order (its own class names, else
     # the data's, matched by position then), or the data's classes where the predictor is restricted to them.
     output_names = (space.is_identity and full_predictor.config.class_names) or source.class_names
     sections = logits_sections(
-        CleanPass(acc, logits, source.labels, source.class_names, output_names),
+        CleanPass(acc, logits, source.labels, source.class_names, output_names, columns),
         split,
         options,
         targets=target_logits(predictor, inputs, num_classes, options, context),
@@ -301,6 +317,7 @@ def run_audit(
             real_conventions,
             {"class_matching": CLASS_MATCHING} if space.is_subset else {},
             features_conventions(head, features_absent, ood, taps, unfitted),
+            slices_conventions(sections.slices),
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **robustness.seeds, **trust.seeds},
         **{**sections.report_fields(), "ood": ood},
@@ -323,6 +340,7 @@ def run_audit(
         output_names=list(output_names) if output_names is not None else None,
         features={k: v for k, v in taps.kept.items() if k != "fit"} if taps is not None else {},
         head=head,
+        columns=columns,
     )
 
 

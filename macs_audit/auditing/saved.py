@@ -32,6 +32,7 @@ from macs_audit.auditing.pipeline import (
     versions,
 )
 from macs_audit.auditing.shift import PREDICTIONS_FORMAT, saved_shift_section
+from macs_audit.auditing.slicing import SliceColumns, slices_conventions
 from macs_audit.auditing.trust import Target
 from macs_audit.errors import InputError, UsageError
 from macs_audit.metrics import accumulators
@@ -64,6 +65,7 @@ class SavedLogits:
     class_names: Sequence[str]
     output_names: Sequence[str] | None = None
     source: str = "saved logits"
+    columns: SliceColumns | None = None  # what the samples are sliced by (auditing/slicing.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +148,7 @@ def audit_logits(
             recorder.observe(
                 CLEAN, start, np.arange(start, min(start + batch, len(logits))), labels[rows], logits[rows]
             )
-    clean = CleanPass(acc, logits, labels, saved.class_names, saved.output_names or saved.class_names)
+    clean = CleanPass(acc, logits, labels, saved.class_names, saved.output_names or saved.class_names, saved.columns)
     sections = logits_sections(clean, split, options, targets=targets, progress=progress, observer=recorder)
     shift, shift_conventions = saved_shift_section(shift_sets, options, sets=sections.sets, progress=progress)
     ood, taps = sections.trust.ood, None
@@ -177,6 +179,7 @@ def audit_logits(
             trust.conventions,
             shift_conventions,
             features_conventions(companions.head, None, ood) if taps is not None else {},
+            slices_conventions(sections.slices),
             {"absent_sections": absent},
         ),
         seeds={"bootstrap": options.seed, "calibration_split": options.seed, **trust.seeds},

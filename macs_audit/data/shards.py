@@ -16,6 +16,8 @@ label i (e.g. the WordNet ids of an ImageNet-style folder in its sorted order, a
 classes), gives the set the names a folder would have, so that `--shift-data` maps it by WordNet id or by the
 model's class names as it maps a folder (data/label_space.py); it must name every label the shards hold.
 Without it the names are "0".."K-1", K one more than the largest label (output indices, or --class-map).
+A sample's `.json` member, one JSON object of numbers, text, booleans or nulls (at most MAX_JSON_BYTES), is its
+metadata: read while indexing, held by the source (`Source.metadata`, typed and joined by data/metadata.py).
 Only uncompressed tars are read (what ShardWriter writes).
 
 A damaged shard (cut short inside a header or a member's data, or not ending in the tar's end-of-archive
@@ -30,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import itertools
+import json
 import re
 import tarfile
 from pathlib import Path
@@ -54,6 +57,7 @@ USTAR, USTAR_AT = b"ustar", 257  # the magic of a POSIX tar header, at its offse
 # webdataset's key rule: the member name up to the first dot of its base name, the rest its field.
 KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")
 IMAGE_FIELDS = tuple(s.lstrip(".") for s in IMAGE_SUFFIXES)
+MAX_JSON_BYTES = 64 * 1024  # a sample's .json member: a few metadata fields (data/metadata.py)
 CLASSES_FILE = "classes.txt"  # the shard set's class names, beside its shards (module docstring)
 MAX_CLASSES_BYTES = 16 * 1024 * 1024
 
@@ -113,6 +117,8 @@ class ShardIndex:
     names: tuple[str, ...]
     labels: np.ndarray  # int64; UNLABELED where a sample has no .cls
     skipped: tuple[str, ...] = ()  # damaged shards left out (skip_damaged), each "shard: what is wrong"
+    # Per image, its .json member's fields (None where it has none); () where no sample has one.
+    metadata: tuple[dict[str, Any] | None, ...] = ()
 
 
 class DamagedShardError(InputError):
@@ -178,13 +184,41 @@ def _members(tar: tarfile.TarFile, path: Path, length: int) -> dict[str, dict]:
             sample["image"] = member
         elif field == "cls":
             sample["label"] = _label(tar, member, f"{path}: {member.name}")
+        elif field == "json":
+            sample["metadata"] = _fields(tar, member, f"{path}:{member.name}")
     return samples
+
+
+def _fields(tar: tarfile.TarFile, member: tarfile.TarInfo, where: str) -> dict[str, Any]:
+    """A .json member's metadata: one JSON object of numbers, text, booleans or nulls, at most MAX_JSON_BYTES."""
+    if member.size > MAX_JSON_BYTES:
+        limit = f"{MAX_JSON_BYTES // 1024} KiB"
+        raise InputError(f"{where}: a .json member of {member.size:,} bytes; sample metadata holds at most {limit}")
+    handle = tar.extractfile(member)
+    data = handle.read() if handle is not None else b""
+    try:
+        fields = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text at byte {exc.start:,}; write the .json member as UTF-8") from None
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else getattr(exc, "msg", str(exc))
+        raise InputError(f"{where}: not JSON ({why}); a sample's .json holds one object of metadata") from None
+    if not isinstance(fields, dict):
+        raise InputError(f"{where}: holds a JSON {type(fields).__name__}; a sample's .json holds one object")
+    for field, value in fields.items():
+        if isinstance(value, (list, dict)):
+            raise InputError(
+                f"{where}: field {field!r} holds a nested value ({type(value).__name__}); metadata fields are "
+                "numbers or text"
+            )
+    return fields
 
 
 def index_shards(paths: list[Path], labeled: bool = True, skip_damaged: bool = False) -> ShardIndex:
     """Read every shard's headers in order (module docstring); InputError for a sample without an image or,
     where `labeled`, without a `.cls` label; DamagedShardError for a damaged shard, unless `skip_damaged`."""
     shard, offset, size, names, labels, skipped = [], [], [], [], [], []
+    metadata: list[dict[str, Any] | None] = []
     for number, path in enumerate(paths):
         if not path.is_file():
             raise InputError(f"shard not found: {path}")
@@ -206,6 +240,7 @@ def index_shards(paths: list[Path], labeled: bool = True, skip_damaged: bool = F
             size.append(member.size)
             names.append(member.name)
             labels.append(sample.get("label", UNLABELED))
+            metadata.append(sample.get("metadata"))
     if not names:
         raise InputError(f"{paths[0]}: the shards hold no samples" + (f" ({len(skipped)} damaged)" if skipped else ""))
     return ShardIndex(
@@ -216,7 +251,21 @@ def index_shards(paths: list[Path], labeled: bool = True, skip_damaged: bool = F
         tuple(names),
         np.asarray(labels, dtype=np.int64),
         tuple(skipped),
+        tuple(metadata) if any(fields is not None for fields in metadata) else (),
     )
+
+
+def metadata_columns(index: ShardIndex) -> dict[str, np.ndarray]:
+    """The samples' .json fields as columns (first-seen order), None where a sample lacks the field: per image as
+    the source's `metadata` (data/metadata.py types them)."""
+    samples = [fields or {} for fields in index.metadata]
+    names = dict.fromkeys(field for fields in samples for field in fields)
+    columns = {}
+    for name in names:
+        column = np.empty(len(samples), dtype=object)
+        column[:] = [fields.get(name) for fields in samples]
+        columns[name] = column
+    return columns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,10 +350,13 @@ def load_shards(
     damaged shards left out where `skip_damaged` (the source's `fetch.index.skipped` names them)."""
     paths = expand(spec)
     index = index_shards(paths, labeled, skip_damaged)
+    metadata = metadata_columns(index)
+    index = dataclasses.replace(index, metadata=())  # the source holds it: workers receive the fetch without it
     if image_size is None:  # the first image's size, as for a folder
         width, height = open_image(_as_path(ShardFetch(index, 1, 1).read(0))).size
         image_size = (height, width)
     fetch = ShardFetch(index, image_size[0], image_size[1], crop_pct, interpolation, crop_offset)
     if not labeled or (index.labels == UNLABELED).all():
-        return Source(spec, FORMAT, np.full(len(index.names), UNLABELED, dtype=np.int64), [], fetch)
-    return Source(spec, FORMAT, index.labels, class_names(paths, index.labels), fetch)
+        unlabeled = np.full(len(index.names), UNLABELED, dtype=np.int64)
+        return Source(spec, FORMAT, unlabeled, [], fetch, metadata=metadata)
+    return Source(spec, FORMAT, index.labels, class_names(paths, index.labels), fetch, metadata=metadata)

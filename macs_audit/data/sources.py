@@ -33,6 +33,7 @@ FORMATS = ("auto", "builtin", "npz", "cifar", "imagefolder")
 # `fine_label_names` of CIFAR-100) and the names other exporters use.
 NPZ_CLASS_NAME_KEYS = ("class_names", "label_names", "fine_label_names", "fine_names", "classes")
 UNLABELED = -1  # the label of every image of a source read without labels
+NPZ_METADATA_PREFIX = "meta_"  # an .npz's per-image metadata arrays: meta_<name> (N,)
 
 
 @dataclasses.dataclass
@@ -48,6 +49,9 @@ class Source:
     # False where the class names are placeholders (an .npz without names): its classes then meet the model's
     # outputs by position only (data/label_space.py), never by those names.
     named: bool = True
+    # Per-image metadata the data carries (an .npz's `meta_<name>` arrays, shards' `.json` members), as read, by
+    # UNDERLYING index like `fetch` (so a subset keeps it as is); data/metadata.py joins and types it.
+    metadata: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -65,6 +69,11 @@ class Source:
         """(height, width) of the images (all of a source's images share it), read from the first."""
         height, width = self.images(np.zeros(1, dtype=np.int64)).shape[1:3]
         return int(height), int(width)
+
+    def metadata_at(self, positions: np.ndarray) -> dict[str, np.ndarray]:
+        """Each metadata column's values at `positions` (0..len-1) of this (possibly subset) source."""
+        underlying = positions if self.indices is None else self.indices[positions]
+        return {name: values[underlying] for name, values in self.metadata.items()}
 
     def subset(self, positions: np.ndarray) -> "Source":
         positions = np.asarray(positions, dtype=np.int64)
@@ -121,30 +130,49 @@ def unlabeled_source(name: str, fmt: str, x: np.ndarray) -> Source:
 
 
 def load_npz(path: Path, labeled: bool = True) -> Source:
-    """An .npz of images `x` and labels `y` (and class names), read by data.npz: each array's header is
-    checked against the file and a size limit before anything is allocated."""
+    """An .npz of images `x` and labels `y` (and class names, and per-image metadata `meta_<name>`), read by
+    data.npz: each array's header is checked against the file and a size limit before anything is allocated."""
     with open_npz(path) as data:
-        keys = data.keys
-        if not labeled and "x" in keys and "y" not in keys:
-            return unlabeled_source(str(path), "npz", data.read("x"))
-        if not {"x", "y"} <= keys:
+        source = _npz_source(path, data, labeled)
+        return dataclasses.replace(source, metadata=_npz_metadata(path, data, len(source)))
+
+
+def _npz_metadata(path: Path, data: NpzArchive, n: int) -> dict[str, np.ndarray]:
+    """The `meta_<name>` arrays by name: one value per image (N,), numbers or text."""
+    metadata = {}
+    for key in sorted(k for k in data.keys if k.startswith(NPZ_METADATA_PREFIX)):
+        name = key[len(NPZ_METADATA_PREFIX) :]
+        values = data.read(key)
+        if not name or values.ndim != 1 or len(values) != n:
             raise InputError(
-                f"{path}: an .npz data file needs arrays 'x' (images) and 'y' (labels); found {sorted(keys)}"
+                f"{path}: metadata array {key!r} has shape {values.shape}; a meta_<name> array (a name after "
+                f"meta_) holds one value per image ({n},)"
             )
-        y = data.read("y")
-        if y.dtype.kind not in "iu":
-            raise InputError(
-                f"{path}: labels 'y' must be integer class indices, got {y.dtype}; store the indices in 'y' "
-                "and the names in 'class_names'"
-            )
-        if len(y) and int(y.max()) >= MAX_CLASSES:
-            raise InputError(f"{path}: label {int(y.max())} is not a class index (0..K-1, K below {MAX_CLASSES:,})")
-        names = _npz_class_names(data, keys)
-        if names is None:
-            k = int(y.max()) + 1 if len(y) else 0
-            names = CIFAR10_CLASSES if k <= 10 and k > 0 and len(y) else [str(i) for i in range(k)]
-            return dataclasses.replace(array_source(str(path), "npz", data.read("x"), y, names), named=False)
-        return array_source(str(path), "npz", data.read("x"), y, names)
+        metadata[name] = values
+    return metadata
+
+
+def _npz_source(path: Path, data: NpzArchive, labeled: bool) -> Source:
+    """The images, labels and class names of an opened .npz (load_npz)."""
+    keys = data.keys
+    if not labeled and "x" in keys and "y" not in keys:
+        return unlabeled_source(str(path), "npz", data.read("x"))
+    if not {"x", "y"} <= keys:
+        raise InputError(f"{path}: an .npz data file needs arrays 'x' (images) and 'y' (labels); found {sorted(keys)}")
+    y = data.read("y")
+    if y.dtype.kind not in "iu":
+        raise InputError(
+            f"{path}: labels 'y' must be integer class indices, got {y.dtype}; store the indices in 'y' "
+            "and the names in 'class_names'"
+        )
+    if len(y) and int(y.max()) >= MAX_CLASSES:
+        raise InputError(f"{path}: label {int(y.max())} is not a class index (0..K-1, K below {MAX_CLASSES:,})")
+    names = _npz_class_names(data, keys)
+    if names is None:
+        k = int(y.max()) + 1 if len(y) else 0
+        names = CIFAR10_CLASSES if k <= 10 and k > 0 and len(y) else [str(i) for i in range(k)]
+        return dataclasses.replace(array_source(str(path), "npz", data.read("x"), y, names), named=False)
+    return array_source(str(path), "npz", data.read("x"), y, names)
 
 
 def _npz_class_names(data: NpzArchive, keys: set[str]) -> list[str] | None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -296,12 +297,23 @@ def evaluate_sets(
     `u`: these images' draws (default: from each Threshold's seed)."""
     if len(labels) == 0:
         raise InputError("conformal prediction needs at least one held-out sample")
+    return {m: set_statistics(sets, labels) for m, sets in method_sets(logits, thresholds, u, class_thresholds)}
+
+
+def method_sets(
+    logits: np.ndarray,
+    thresholds: dict[str, float],
+    u: np.ndarray | None = None,
+    class_thresholds: dict[str, list[float]] | None = None,
+) -> Iterator[tuple[str, np.ndarray]]:
+    """(method, its prediction sets (N, K) bool) for each marginal method at its threshold, then each
+    class-conditional method at its per-class thresholds."""
     p, _ = softmax_with_log(logits)
     order = descending(p) if any(method in RANKED for method in thresholds) else None
-    out = {m: set_statistics(prediction_sets(p, q, m, u, order), labels) for m, q in thresholds.items()}
+    for method, q in thresholds.items():
+        yield method, prediction_sets(p, q, method, u, order)
     for method, per_class in (class_thresholds or {}).items():
-        out[method] = set_statistics(class_conditional_sets(p, per_class, method), labels)
-    return out
+        yield method, class_conditional_sets(p, per_class, method)
 
 
 @dataclasses.dataclass
@@ -338,6 +350,12 @@ class SplitConformal:
     def evaluate(self, logits: np.ndarray) -> dict[str, dict]:
         """Each method's statistics on the scored positions of `logits` (all positions of the data set)."""
         return evaluate_sets(logits[self.scored], self.labels, self.thresholds, self.u, self.class_thresholds)
+
+    def covered(self, logits: np.ndarray) -> dict[str, np.ndarray]:
+        """Per marginal method, whether each scored position's set holds its label ((len(scored),) bool)."""
+        rows = np.arange(len(self.labels))
+        sets = method_sets(logits[self.scored], self.thresholds, self.u)
+        return {method: chosen[rows, self.labels] for method, chosen in sets}
 
     def records(self, logits: np.ndarray) -> dict[str, dict]:
         """The report's entry per method: its threshold (null: every class; the class-conditional methods'

@@ -18,6 +18,8 @@ import numpy as np
 from macs_audit.auditing import AuditOptions, AuditResult, Companions, SavedLogits, SavedSet, audit_logits
 from macs_audit.auditing.options import AUTO_BATCH_SIZE
 from macs_audit.auditing.parity import SavedReference
+from macs_audit.auditing.slicing import SliceColumns
+from macs_audit.data.metadata import MetadataTable, join_keys, read_metadata
 from macs_audit.errors import InputError, UsageError
 from macs_audit.plan import COMPANION_OPTIONS, audit_options
 from macs_audit.predictions.files import Predictions, read_predictions
@@ -35,6 +37,10 @@ PREDICTION_OPTIONS = (
     "conformal_split",
     "raps",
     "batch_size",
+    "metadata",
+    "slice_bins",
+    "min_slice_size",
+    "slice_correction",
 )
 # What either audit takes alike: where its outputs go, the gate, the spec and the preset, the MLflow logging.
 RUN_OPTIONS = (
@@ -66,6 +72,7 @@ class PredictionsPlan:
     settings: dict[str, Any]
     ignored: tuple[str, ...]
     files: tuple[Path, ...]  # every file it read: no output may replace one
+    columns: SliceColumns | None = None  # what the samples are sliced by: the file's metadata, --metadata's
 
 
 def check_options(r: Resolved) -> tuple[str, ...]:
@@ -112,10 +119,35 @@ def plan_predictions(r: Resolved) -> PredictionsPlan:
     if record["preset"] is not None and r.sources["preset"] == PRESET:
         record["preset"] = None
     files = [r["predictions"], r["ood_predictions"], r["unlabeled_predictions"], r["reference_predictions"]]
-    files += [path for _, path in shift]
+    files += [path for _, path in shift] + [r["metadata"]]
     return PredictionsPlan(
-        options, predictions, companions, record, ignored, tuple(Path(f) for f in files if f is not None)
+        options,
+        predictions,
+        companions,
+        record,
+        ignored,
+        tuple(Path(f) for f in files if f is not None),
+        prediction_columns(predictions, read_metadata(r["metadata"]) if r["metadata"] is not None else None),
     )
+
+
+def prediction_columns(found: Predictions, table: MetadataTable | None) -> SliceColumns | None:
+    """The columns the samples of `found` are sliced by: its own metadata columns and `table`'s (--metadata),
+    matched by row (keyed by index) or by the file's ids (keyed by key or path); None without either."""
+    if table is None and not found.metadata:
+        return None
+    keys: list[str] | np.ndarray | None = None
+    if table is not None and table.keyed_by == "index":
+        keys = np.arange(len(found), dtype=np.int64)
+    elif table is not None:
+        if found.ids is None:
+            raise InputError(
+                f"{table.name} is keyed by {table.keyed_by}, matched to the predictions' ids, but {found.name} has "
+                "no ids; key it by index (the row)"
+            )
+        keys = [str(key) for key in np.asarray(found.ids).tolist()]
+    joined = join_keys(table, keys, len(found), found.name, dict(found.metadata), "predictions")
+    return SliceColumns.joined(joined, table is not None)
 
 
 def run_predictions(plan: PredictionsPlan, *, progress: ProgressFn | None = None) -> AuditResult:
@@ -124,7 +156,9 @@ def run_predictions(plan: PredictionsPlan, *, progress: ProgressFn | None = None
 
     found = plan.predictions
     assert found.labels is not None  # read_predictions requires them
-    saved = SavedLogits(found.logits, found.labels, found.names(), found.output_names, source=found.name)
+    saved = SavedLogits(
+        found.logits, found.labels, found.names(), found.output_names, source=found.name, columns=plan.columns
+    )
     result = audit_logits(saved, plan.options, plan.companions, model_info=_model_info(found), progress=progress)
     result.report.settings = Settings.from_dict(plan.settings)
     return result

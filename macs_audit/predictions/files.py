@@ -168,7 +168,11 @@ def _read_npz(path: Path) -> Predictions:
     features = read.pop("features", None)
     ids = read.pop("ids", None)
     head = _head(name, read, features, k)
-    metadata = {key[len(METADATA_PREFIX) :]: value for key, value in read.items() if key.startswith(METADATA_PREFIX)}
+    metadata = {
+        key[len(METADATA_PREFIX) :]: _metadata(name, key, value)
+        for key, value in read.items()
+        if key.startswith(METADATA_PREFIX)
+    }
     return _checked(
         Predictions(
             name=name,
@@ -273,7 +277,7 @@ def _from_columns(name: str, columns: dict[str, np.ndarray], label_column: str) 
             binary=binary,
             ids=columns.get(ID_COLUMN),
             features=np.stack([_numbers(name, c, columns[c]) for c in features], axis=1) if features else None,
-            metadata={c: _metadata(columns[c]) for c in columns if c not in taken},
+            metadata={c: _metadata(name, c, columns[c]) for c in columns if c not in taken},
         )
     )
 
@@ -298,14 +302,11 @@ def _numbers(name: str, column: str, values: np.ndarray) -> np.ndarray:
         raise
 
 
-def _metadata(values: np.ndarray) -> np.ndarray:
-    """A metadata column: numbers where every cell is one, else the strings."""
-    if values.dtype.kind != "U":
-        return values
-    try:
-        return values.astype(np.float64)
-    except ValueError:
-        return values
+def _metadata(name: str, column: str, values: np.ndarray) -> np.ndarray:
+    """A metadata column, typed by the one rule of every metadata (data/metadata.column_values)."""
+    from macs_audit.data.metadata import column_values
+
+    return column_values(values, f"{name}: metadata {column!r}")
 
 
 def _names(name: str, key: str, values: np.ndarray | None, k: int, binary: bool) -> list[str] | None:
@@ -458,8 +459,9 @@ def check_unique_ids(name: str, ids: np.ndarray) -> None:
 def write_predictions(path: Path, result: Any) -> None:
     """A model audit's predictions (an auditing AuditResult and its report), as `read_predictions` reads them:
     the clean logits and labels, the class names (and the logits' columns' names where they differ), the batch
-    size the clean view was accumulated in, and the --ood-data and --unlabeled logits with their sources, so that
-    `evaluate --predictions` of the file gives the same sections, bit for bit. Written atomically."""
+    size the clean view was accumulated in, the --ood-data and --unlabeled logits with their sources, and the columns
+    the images were sliced by, so that `evaluate --predictions` of the file gives the same sections, bit for bit.
+    Written atomically."""
     from macs_audit.atomic import atomic_path
 
     report = result.report
@@ -485,5 +487,12 @@ def write_predictions(path: Path, result: Any) -> None:
             arrays[f"{purpose}_format"] = np.array(section.format, dtype=str)
         if purpose in result.features:
             arrays[f"{purpose}_features"] = result.features[purpose]
+    # The columns the images were sliced by (a metadata file's, the image properties), so that the audit of the file
+    # slices its rows alike: text with "" where missing (read back as missing), numbers with NaN.
+    for name, values in (result.columns.columns if result.columns is not None else {}).items():
+        text = values.dtype.kind != "f"
+        arrays[f"{METADATA_PREFIX}{name}"] = (
+            np.array(["" if v is None else v for v in values], dtype=str) if text else values
+        )
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)

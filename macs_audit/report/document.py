@@ -29,6 +29,7 @@ from macs_audit.report.sections import (
     Runtime,
     Settings,
     Shift,
+    Slices,
     TemperatureFit,
     Tool,
     Unlabeled,
@@ -61,6 +62,7 @@ class Report:
     parity: Parity | None = added_in("3.0")
     settings: Settings | None = added_in("3.2")
     representation_shift: RepresentationShift | None = added_in("3.3")
+    slices: Slices | None = added_in("3.4")
     tool: Tool = dataclasses.field(default_factory=Tool)
     created: str = ""
     schema_version: str = SCHEMA_VERSION

@@ -539,3 +539,59 @@ class RealLabels(Section):
     intervals: dict[str, Pair] | None = None  # 95% percentile-bootstrap intervals of the accuracies and ECEs
     bootstrap_resamples: int | None = None
     seed: int | None = None
+
+
+# A slice's difference from the rest of the data (metrics/slices.py): slice less rest, its 95% interval, the test's
+# p-value, the p-value adjusted over every test of the section, and whether that is at most the section's level.
+SliceGap = Annotated[
+    dict[str, Any], Keys(gap=float, interval=Pair, p_value=float, adjusted_p_value=float, significant=bool)
+]
+SliceCoverage = Annotated[dict[str, Any], Keys(coverage=float, coverage_interval=Pair, n=int)]
+SmallSlice = Annotated[dict[str, Any], Keys(column=str, value=str, n=int)]
+Multicalibration = Annotated[
+    dict[str, Any], Keys(error=float, column=str | None, value=str | None, bin=Pair, n=int, min_size=int)
+]
+SliceColumn = Annotated[dict[str, Any], Keys(source=str, kind=str, missing=int)]
+
+
+@dataclasses.dataclass(kw_only=True)
+class SliceResult(Section):
+    """One slice of at least the section's `min_size` images: its metrics (accuracy, ece, nll, mean_confidence,
+    overconfidence) with their 95% bootstrap intervals, each conformal method's coverage on its scored images,
+    its gaps to the rest (accuracy, overconfidence) and whether either is significant after the correction."""
+
+    column: str
+    value: str
+    bounds: Pair | None = None  # a numeric column's bin [lo, hi)
+    n: int
+    metrics: dict[str, float]
+    intervals: dict[str, Pair]
+    coverage: dict[str, SliceCoverage] | None = None
+    gaps: dict[str, SliceGap]
+    significant: bool
+
+
+@dataclasses.dataclass(kw_only=True)
+class Slices(Section):
+    """The data cut into slices (3.4; auditing/slicing.py, metrics/slices.py): by the columns of a metadata file
+    (`metadata` says how it met the data) or of the data itself, and by properties of the images; `slices` sorted by
+    the accuracy gap, worst first; `small`, those below `min_size`, not scored; `skipped`, columns not sliced and
+    why; the `multicalibration` error and where it is."""
+
+    columns: dict[str, SliceColumn]
+    metadata: dict[str, Any] | None = None
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    bins: int
+    min_size: int
+    correction: str
+    level: float
+    tests: int
+    bootstrap_resamples: int
+    seed: int
+    slices: list[SliceResult]
+    small: list[SmallSlice]
+    multicalibration: Multicalibration | None = None
+
+    def significant(self) -> list[SliceResult]:
+        """The slices that differ from the rest after the correction, worst accuracy gap first."""
+        return [s for s in self.slices if s.significant]

@@ -13,7 +13,7 @@ from typing import Any
 
 from macs_audit.errors import InputError
 
-SCHEMA_VERSION = "3.3"
+SCHEMA_VERSION = "3.4"
 READ_MAJORS = (2, 3)  # 3.0 still reads 2.x (their renamed keys mapped); the next major version will not
 
 

@@ -1125,6 +1125,62 @@ OPTIONS: tuple[Option, ...] = (
         reads=True,
     ),
     _opt(
+        "metadata",
+        "--metadata",
+        Path,
+        "Per-image metadata to slice the evaluated data by: CSV, JSON lines or Parquet, one row per image keyed by a "
+        "column `path` (relative to an image folder --data), `key` (a WebDataset sample's key) or `index` (the "
+        "position in --data, or the row of --predictions). Text columns slice by value, numeric ones by "
+        "--slice-bins quantiles (docs/slices.md).",
+        ANALYSIS,
+        "evaluate",
+        reads=True,
+    ),
+    _opt(
+        "image_slices",
+        "--image-slices/--no-image-slices",
+        bool,
+        "Also slice by the images' brightness, contrast, sharpness and colourfulness (an image folder's also by "
+        "original size and aspect ratio), read in the clean pass.",
+        ANALYSIS,
+        "evaluate",
+        default=True,
+        core="AuditOptions.image_slices",
+    ),
+    _opt(
+        "slice_bins",
+        "--slice-bins",
+        int,
+        "Quantile bins of a numeric slice column (5: quintiles).",
+        ANALYSIS,
+        "evaluate",
+        default=5,
+        minimum=2,
+        core="AuditOptions.slice_bins",
+    ),
+    _opt(
+        "min_slice_size",
+        "--min-slice-size",
+        int,
+        "Images a slice needs to be scored; smaller slices are listed, not scored.",
+        ANALYSIS,
+        "evaluate",
+        default=100,
+        minimum=2,
+        core="AuditOptions.min_slice_size",
+    ),
+    _opt(
+        "slice_correction",
+        "--slice-correction",
+        str,
+        "The multiple-comparison correction over every slice's tests: holm (Holm's step-down, the family-wise "
+        "error rate) or bh (Benjamini-Hochberg, the false discovery rate).",
+        ANALYSIS,
+        "evaluate",
+        default="holm",
+        core="AuditOptions.slice_correction",
+    ),
+    _opt(
         "ood_data",
         "--ood-data",
         Path,

@@ -94,6 +94,8 @@ FLOATS: dict[str, Tol] = {
     # one image's max softmax (clean.predictions' extremes): float32 logit rounding moves it by about 1e-7
     "confidence_min": Tol(abs=1e-5),
     "confidence_max": Tol(abs=1e-5),
+    # the multicalibration error: one confidence bin's sum of (confidence - correct) over a slice's size, as an ECE
+    "error": CALIBRATION,
     # selective prediction, rank based: see `_selective`
 }
 FITTED = Tol(rel=2e-3)  # NLL after a fitted temperature (or a vector scaling started from it): MEASURED 4.5e-4
@@ -128,6 +130,8 @@ EXACT_NAMES = {
     "worst_class_coverage_interval",
     "lowest_coverage_interval",
     "penalty",  # RAPS's penalty: a value of its grid
+    "level",  # the slices' tests' level, a constant
+    "bin",  # a confidence bin's edges
 }
 
 

@@ -90,7 +90,7 @@ def test_a_report_of_this_version_writes_the_new_keys():
     report.corruption_summary.relative_mean_corruption_error = 0.8
     summary = report.to_dict()["corruption_summary"]
     assert summary["relative_mean_corruption_error"] == 0.8 and "relative_mce" not in summary
-    assert SCHEMA_VERSION == "3.3" and report.schema_version == SCHEMA_VERSION
+    assert SCHEMA_VERSION == "3.4" and report.schema_version == SCHEMA_VERSION
 
 
 def test_this_version_reads_2_x_and_3_x_and_refuses_1_x():
@@ -100,7 +100,7 @@ def test_this_version_reads_2_x_and_3_x_and_refuses_1_x():
         assert Report.from_dict(data).schema_version == readable
     for refused in ("0.9", "1.0", "1.2", "4.0"):
         data["schema_version"] = refused
-        message = rf"^report schema {refused} is not supported \(this version writes 3.3 and reads 2.x and 3.x\)$"
+        message = rf"^report schema {refused} is not supported \(this version writes 3.4 and reads 2.x and 3.x\)$"
         with pytest.raises(InputError, match=message):
             Report.from_dict(data)
 
