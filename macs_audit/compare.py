@@ -2,7 +2,9 @@
 
 `compare(a, b)` returns a Comparison (B relative to A: delta = B - A) with a row per metric of the
 registry that both or either report holds; every format renders it (`render_comparison`).
-Comparing is informational; thresholds on regressions belong to `gate --baseline`.
+Comparing is informational; thresholds on regressions belong to `gate --baseline`. Two reports' slices are
+matched by (column, value) (`SliceMatch`): each slice in both gets its accuracy and ECE rows, one in a single
+report its rows with the other side missing, and the notes say how they met.
 
 A change is better or worse only when it is not noise: when the 95% interval of B - A excludes zero.
 That interval is, by what the reports hold: paired (given by the caller that has both models' outputs on
@@ -29,11 +31,13 @@ from typing import Any
 
 from macs_audit.errors import MacsAuditError
 from macs_audit.gating import GateResult, observe
+from macs_audit.gating.checks import shown_slice
 from macs_audit.gating.config import ABSOLUTE_KEYS, BASELINE_KEYS, CORRUPTION_KEYS
 from macs_audit.metrics.metric_row import Metric, Place
 from macs_audit.metrics.registry import METRICS, in_place
 from macs_audit.numbers import format_value
-from macs_audit.report import CorruptionMeans, Report, ViewResult
+from macs_audit.report import CorruptionMeans, Report, SliceResult, Slices, ViewResult
+from macs_audit.text import shortened
 
 SECTIONS = (
     Place.CLEAN.value,
@@ -48,6 +52,7 @@ SECTIONS = (
     Place.SHIFT.value,
     Place.REAL_LABELS.value,
     Place.REPRESENTATION.value,
+    "slices",
     "parity",
 )
 PER_VIEW = ("accuracy", "ece")  # compared for each perturbation view and each corruption
@@ -140,8 +145,9 @@ class Comparison:
     a_name: str
     b_name: str
     rows: list[Delta]
-    notes: list[str]  # why the two may not be comparable (different data, conventions)
+    notes: list[str]  # why the two may not be comparable (different data, conventions), how their slices met
     gate: GateResult | None = None  # the gate's result on B, None where no gate ran
+    slices: SliceMatch | None = None  # how the two reports' slices met; None where neither has a slices section
 
     @property
     def worse(self) -> list[Delta]:
@@ -201,7 +207,51 @@ class Comparison:
                 "failed": [c.name for c in self.gate.failures],
             },
             "notes": self.notes,
+            "slices": None if self.slices is None else self.slices.to_dict(),
             "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+SLICE_METRICS = ("accuracy", "ece")  # compared for each slice in both reports
+MATCHED_BY = "(column, value)"
+
+
+@dataclasses.dataclass
+class SliceMatch:
+    """How two reports' slices met: by (column, value), so a numeric column's quantile bin matches only where its
+    bounds are the same; the slices in both, and those of one report only (listed, never dropped)."""
+
+    both: list[tuple[str, str]]
+    only_a: list[SliceResult]
+    only_b: list[SliceResult]
+    min_size: tuple[int | None, int | None]  # each report's (None: it has no slices section)
+
+    @property
+    def note(self) -> str:
+        """The sentence the notes say it in: 'slices matched by (column, value): 9 in both; only in B: ...'."""
+        if None in self.min_size:
+            which = "A" if self.min_size[0] is not None else "B"
+            return f"only {which} has a slices section: its slices are shown, the other side missing"
+        text = f"slices matched by {MATCHED_BY}, a numeric column's quantile bin where its bounds are the same: "
+        text += f"{len(self.both)} in both"
+        for side, alone in (("A", self.only_a), ("B", self.only_b)):
+            if alone:
+                names = (f"{shown_slice(s.column, s.value)} (n={s.n})" for s in alone)
+                text += f"; only in {side}: {shortened(names, unit='slices')}"
+        if self.min_size[0] != self.min_size[1]:
+            text += f"; scored from {self.min_size[0]} images in A, {self.min_size[1]} in B"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        def listed(slices: list[SliceResult]) -> list[dict[str, Any]]:
+            return [{"column": s.column, "value": s.value, "n": s.n} for s in slices]
+
+        return {
+            "matched_by": MATCHED_BY,
+            "both": [{"column": column, "value": value} for column, value in self.both],
+            "only_a": listed(self.only_a),
+            "only_b": listed(self.only_b),
+            "min_size": {"a": self.min_size[0], "b": self.min_size[1]},
         }
 
 
@@ -302,10 +352,12 @@ def compare(
         built.add_per_view(Place.CORRUPTION.value, name, ca.get(name), cb.get(name), _summary_value)
     for place in (Place.CONFORMAL, Place.OOD, Place.UNLABELED, Place.SHIFT, Place.REAL_LABELS, Place.REPRESENTATION):
         built.add_metrics(place)
+    matched = built.add_slices()
     rows = built.rows + _parity_rows(a, b)
     if gate is not None:
         _mark_gate_failures(rows, gate)
-    return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=_notes(a, b), gate=gate)
+    notes = _notes(a, b) + ([matched.note] if matched is not None else [])
+    return Comparison(a=a, b=b, a_name=a_name, b_name=b_name, rows=rows, notes=notes, gate=gate, slices=matched)
 
 
 @dataclasses.dataclass
@@ -325,29 +377,37 @@ class _Rows:
         values: tuple[float | None, float | None],
         metric: Metric,
         intervals: tuple[list[float] | None, list[float] | None] = (None, None),
+        images: tuple[int | None, int | None] | None = None,
     ) -> None:
-        """A row of A's and B's `values` of `metric`, unless both are missing; `intervals`: their own 95% ones."""
+        """A row of A's and B's `values` of `metric`, unless both are missing; `intervals`: their own 95% ones;
+        `images`: the images each was measured on, where not the report's (a slice's)."""
         va, vb = values
         if va is None and vb is None:
             return
         row = Delta(section, key, label, va, vb, metric.higher_is_better, metric.percent)
         row.scale_dependent = metric.scale_dependent
         if va is not None and vb is not None:
-            self._judge(row, metric, intervals)
+            self._judge(row, metric, intervals, images)
         self.rows.append(row)
 
-    def _judge(self, row: Delta, metric: Metric, intervals: tuple[list[float] | None, list[float] | None]) -> None:
+    def _judge(
+        self,
+        row: Delta,
+        metric: Metric,
+        intervals: tuple[list[float] | None, list[float] | None],
+        images: tuple[int | None, int | None] | None = None,
+    ) -> None:
         """The row's interval of B - A and its basis: the caller's paired one, else the two values' own combined,
-        else the binomial one of a bounded fraction; a conformal coverage row is judged against its target."""
+        else the binomial one of a bounded fraction (of `images`, else the reports'); a conformal coverage row is
+        judged against its target."""
         va, vb = row.a, row.b
         assert va is not None and vb is not None
+        n_a, n_b = images if images is not None else (_images(self.a, metric), _images(self.b, metric))
         if row.key in self.paired:
             row.interval, row.basis = list(self.paired[row.key]), PAIRED
         elif (combined := difference_interval(va, intervals[0], vb, intervals[1])) is not None:
             row.interval, row.basis = combined, UNPAIRED
-        elif metric.unit.bounded and (
-            binomial := binomial_interval(va, _images(self.a, metric), vb, _images(self.b, metric))
-        ):
+        elif metric.unit.bounded and (binomial := binomial_interval(va, n_a, vb, n_b)):
             row.interval, row.basis = binomial, BINOMIAL
         if (target := _coverage_target(self.a, self.b, metric)) is not None:
             row.target, row.target_noise = target
@@ -379,6 +439,42 @@ class _Rows:
             values = (value(va, key), value(vb, key))
             self.add(section, f"{name}.{key}", f"{name} {metric.label}", values, metric, (ia, ib))
 
+    def add_slices(self) -> SliceMatch | None:
+        """Section "slices": each slice's SLICE_METRICS, matched by (column, value), A's order first (worst gap
+        first) then B's own; and the two multicalibration errors. None where neither report has slices."""
+        first, second = self.a.slices, self.b.slices
+        if first is None and second is None:
+            return None
+        by_a = {(s.column, s.value): s for s in first.slices} if first is not None else {}
+        by_b = {(s.column, s.value): s for s in second.slices} if second is not None else {}
+        for column, value in dict.fromkeys([*by_a, *by_b]):
+            sa, sb = by_a.get((column, value)), by_b.get((column, value))
+            name = shown_slice(column, value)
+            images = (sa.n if sa is not None else None, sb.n if sb is not None else None)
+            for key in SLICE_METRICS:
+                values = (sa.metrics.get(key) if sa else None, sb.metrics.get(key) if sb else None)
+                intervals = (sa.intervals.get(key) if sa else None, sb.intervals.get(key) if sb else None)
+                metric = METRICS[key]
+                self.add("slices", f"{name}.{key}", f"{name} {metric.label}", values, metric, intervals, images)
+        found = (_multicalibration(first), _multicalibration(second))
+        errors = (found[0].get("error") if found[0] else None, found[1].get("error") if found[1] else None)
+        counts = (found[0].get("n") if found[0] else None, found[1].get("n") if found[1] else None)
+        # A calibration error as ECE is one (a fraction, lower is better), judged on the images of its slice.
+        self.add("slices", MULTICALIBRATION_ROW, "multicalibration error", errors, METRICS["ece"], images=counts)
+        return SliceMatch(
+            both=[key for key in by_a if key in by_b],
+            only_a=[s for key, s in by_a.items() if key not in by_b],
+            only_b=[s for key, s in by_b.items() if key not in by_a],
+            min_size=(first.min_size if first else None, second.min_size if second else None),
+        )
+
+
+def _multicalibration(section: Slices | None) -> dict[str, Any] | None:
+    return section.multicalibration if section is not None else None
+
+
+MULTICALIBRATION_ROW = "multicalibration_error"  # the slices section's row key, and the gate key's row
+
 
 def _gate_row_key(check: str) -> str | None:
     """The compare row key of a gate check's metric ('min_accuracy' -> 'accuracy', 'corruptions.fog.max_ece' ->
@@ -390,6 +486,8 @@ def _gate_row_key(check: str) -> str | None:
         return BASELINE_KEYS[parts[1]][0]
     if len(parts) == 3 and parts[0] == "corruptions" and CORRUPTION_KEYS.get(parts[2]) in PER_VIEW:
         return f"{parts[1]}.{CORRUPTION_KEYS[parts[2]]}"
+    if check == "slices.max_multicalibration_error":
+        return MULTICALIBRATION_ROW
     parity = {"min_agreement": "agreement", "max_ece_increase": "ece_change", "max_nll_increase": "nll_change"}
     if len(parts) == 3 and parts[0] == "parity" and parts[2] in parity:
         return f"{parts[1]}.{parity[parts[2]]}"

@@ -80,12 +80,18 @@ def slices_conventions(section: Slices | None) -> dict[str, Any]:
     """The report's conventions of the slice section: its statistics', the image properties' it slices by."""
     if section is None:
         return {}
-    out: dict[str, Any] = {**slices.CONVENTIONS, "slice_correction": slices.CORRECTIONS[section.correction]}
+    out: dict[str, Any] = {**slices.CONVENTIONS, "slice_correction": correction_text(section.correction)}
     for name, info in section.columns.items():
         if info["source"] == IMAGE:
             prefixed = name.removeprefix(f"{IMAGE}_")
             out[f"image_property_{prefixed}"] = image_properties.CONVENTIONS[prefixed]
     return out
+
+
+def correction_text(correction: str) -> str:
+    """'Holm (family-wise error rate), over every test of every scored slice': the report's convention."""
+    name, rate = slices.CORRECTIONS[correction]
+    return f"{name} ({rate}), over the two tests of every scored slice together"
 
 
 def slices_section(

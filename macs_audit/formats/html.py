@@ -159,6 +159,11 @@ EXPLAIN = {
     "per_class": "The clean test images of each class on their own: a class far below the overall accuracy, or "
     "with a large ECE, is where the model's confidence misleads most. More training images of that class, or "
     "fine-tuning (macs-audit finetune), target it; temperature scaling changes the confidence, not the ranking.",
+    "slices": "The images cut by a metadata column or a property of the images (brightness, sharpness, ...), each "
+    "slice scored against the rest of the data: where the model is less accurate, or more overconfident, than on "
+    "the whole. A slice is significant when its accuracy or overconfidence gap survives the correction for every "
+    "test made. A slice's ECE is larger by noise alone the fewer images it holds, so the ECE is shown, not tested. "
+    "Slices below the minimum size are listed, not scored; evaluate --metadata FILE adds columns to slice by.",
     "temperature": "One number T fitted on held-out images divides the logits: T above 1 means the model was "
     "overconfident, below 1 underconfident. The scaled column is what the calibrated model would score; "
     "macs-audit calibrate MODEL --data HELD_OUT.npz --out calibrated writes that model.",
@@ -298,6 +303,15 @@ def _ood_histograms(report: Report) -> str:
     )
 
 
+def _slice_ece(report: Report) -> str:
+    return _image(
+        plots.slice_ece(report),
+        "ECE per slice with its 95% interval",
+        "Each slice's ECE with its 95% bootstrap interval, in the table's order; red: the slices whose accuracy "
+        "or overconfidence differs from the rest's after the correction. Dashed: the ECE of every image.",
+    )
+
+
 # The plots, by section key: under the section's tables, or above them (ABOVE); in ROW, the tables and the
 # plot stand side by side (the trust sections keep that layout with or without a plot).
 FIGURES: dict[str, Callable[[Report], str]] = {
@@ -308,6 +322,7 @@ FIGURES: dict[str, Callable[[Report], str]] = {
     "corruptions": _heatmap,
     "selective": _risk_coverage,
     "ood": _ood_histograms,
+    "slices": _slice_ece,
 }
 ABOVE = {"corruptions"}
 ROW = {"clean", "temperature", "selective", "conformal", "ood", "unlabeled"}

@@ -228,9 +228,23 @@ def _per_class(report: Report) -> Content | None:
     return Content((Table(header, rows),), caption="the clean images of each class, the least accurate first")
 
 
+def _slices(report: Report) -> Content | None:
+    """The scored slices, worst accuracy gap first (every one: the terminal lists the first tables.SLICE_ROWS),
+    then the multicalibration error, the slices too small to score and the columns not sliced."""
+    section = report.slices
+    if section is None:
+        return None
+    found = [Table(tables.SLICE_HEADER, [tables.slice_row(s) for s in section.slices])] if section.slices else []
+    notes = tables.slice_note_rows(section)
+    if notes:
+        found.append(Table(["finding", "detail"], notes, text_columns=2))
+    return Content(tuple(found), caption=tables.slice_caption(section))
+
+
 SECTIONS: tuple[Part, ...] = (
     Part("clean", "Clean calibration", _clean),
     Part("per_class", "Per class", _per_class),
+    Part("slices", "Where it breaks: slices", _slices),
     Part("temperature", "Temperature scaling", _temperature),
     Part("calibrators", "Post-hoc calibrators", _calibrators),
     Part("margins", "Logit margins", _margins),

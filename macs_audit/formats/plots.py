@@ -238,3 +238,38 @@ def risk_coverage(view: ViewResult) -> bytes | None:
     ax.grid(True, linestyle=":", alpha=0.6)
     ax.legend(loc="upper left")
     return _png(fig)
+
+
+SLICE_BARS = 40  # the slices drawn (the worst accuracy gaps first): a chart of more is unreadable
+
+
+def slice_ece(report: Report) -> bytes | None:
+    """Each scored slice's ECE as a horizontal bar with its 95% interval, the slices in the section's order (the
+    worst accuracy gap on top, the first SLICE_BARS), the significant ones in red, the whole data's ECE as a line."""
+    section = report.slices
+    if section is None or not section.slices:
+        return None
+    shown = section.slices[:SLICE_BARS]
+    from macs_audit.report import slice_label
+
+    ece = [100 * s.metrics.get("ece", float("nan")) for s in shown]
+    fig = _figure(6.5, 0.3 * len(shown) + 1.3)
+    ax = fig.subplots()
+    rows = list(range(len(shown)))
+    ax.barh(rows, ece, color=["#cc3333" if s.significant else "#3366cc" for s in shown], alpha=0.8)
+    # Each interval drawn from its bounds (a bias-corrected interval need not hold its point estimate).
+    ends = [(i, s.intervals["ece"]) for i, s in zip(rows, shown, strict=True) if s.intervals.get("ece")]
+    if ends:
+        at, low, high = [i for i, _ in ends], [100 * ci[0] for _, ci in ends], [100 * ci[1] for _, ci in ends]
+        ax.hlines(at, low, high, color="#222222", linewidth=1)
+        ax.scatter(low + high, at + at, marker="|", color="#222222", s=30)
+    ax.set_yticks(rows, [_text(slice_label(s.column, s.value)) for s in shown], fontsize=8)
+    ax.invert_yaxis()  # the first slice on top, as in the table
+    whole = report.clean.metrics.get("ece")
+    if isinstance(whole, (int, float)):
+        ax.axvline(100 * whole, color="#222222", linestyle="--", linewidth=1, label=f"all images {100 * whole:.2f}%")
+        ax.legend(loc="best", fontsize=8)
+    more = f" (the first {len(shown)} of {len(section.slices)})" if len(section.slices) > len(shown) else ""
+    ax.set(xlabel=f"{_ECE.label} (%)", title=f"{_ECE.label} per slice, 95% interval{more}; red: significant")
+    ax.set_xlim(left=0)
+    return _png(fig)

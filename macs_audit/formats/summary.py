@@ -263,6 +263,7 @@ def summarize(report: Report) -> Summary:
         *(_worst_found(report, clean, bars) if clean is not None else []),
         *(_robust_found(report, clean, bars) if clean is not None else []),
     ]
+    found += _slices_found(report)
     parity = parity_verdict(report)
     if parity is not None:
         worse = parity.startswith("parity: worse")
@@ -328,6 +329,36 @@ def _robust_found(report: Report, clean: float, bars: ProblemBars) -> list[Found
     label = f"{METRICS['robust_accuracy'].label} ({report.robust_view_name()})"
     problem = f"robust accuracy {format_value(robust, True)} ({format_change(robust - clean, True)})" if bad else None
     return [(Finding(label, format_value(robust, True) + _interval(ci, True), bad), problem)]
+
+
+def _slices_found(report: Report) -> list[Found]:
+    """The slice section in one line: the worst significant slice by its accuracy gap (or, where that gap is not
+    significant, its overconfidence gap) with the gap's interval, or that no slice differs. A finding, not a
+    problem: no bar judges it (the gate's checks may)."""
+    from macs_audit.formats.tables import correction_name
+    from macs_audit.report import slice_label
+
+    section = report.slices
+    if section is None:
+        return []
+    correction, tests = correction_name(section.correction), f"{section.tests:,} test{'s' * (section.tests != 1)}"
+    significant = section.significant()
+    if not significant:
+        return [(Finding("slices", f"no slice differs significantly ({tests}, {correction})"), None)]
+    worst = significant[0]
+    name = "accuracy" if worst.gaps["accuracy"]["significant"] else "overconfidence"
+    gap, (low, high) = worst.gaps[name]["gap"], worst.gaps[name]["interval"]
+    # the gap's size in points, and its interval as the size's: a negative gap's bounds negated and swapped
+    size, bounds = (gap, (low, high)) if gap >= 0 else (-gap, (-high, -low))
+    direction = ("more " if gap >= 0 else "less ") + ("accurate" if name == "accuracy" else "overconfident")
+    more = len(significant) - 1
+    text = (
+        f"{slice_label(worst.column, worst.value)} is {100 * size:.2f} points {direction} "
+        f"[{100 * bounds[0]:.2f}, {100 * bounds[1]:.2f}], significant after {correction} over {tests}"
+    )
+    if more:
+        text += f"; and {more} more significant slice{'s' * (more != 1)}"
+    return [(Finding("slices", text), None)]
 
 
 def _fixes(report: Report, bars: ProblemBars, findings: tuple[Finding, ...], notes: tuple[str, ...]) -> tuple[Fix, ...]:

@@ -11,11 +11,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from macs_audit.gating import Check, GateResult
-from macs_audit.metrics.conventions import INTERVAL_METRICS
+from macs_audit.metrics.conventions import INTERVAL_METRICS, SLICE_CORRECTIONS
 from macs_audit.metrics.metric_row import Metric, Place
 from macs_audit.metrics.registry import CONFORMAL_METHOD_LABELS, METRICS, TEMPERATURE_METRICS, VIEW_METRICS, in_place
 from macs_audit.numbers import format_change, format_value, format_values
-from macs_audit.report import Calibrators, Report, ViewResult
+from macs_audit.report import (
+    Calibrators,
+    Report,
+    SliceResult,
+    Slices,
+    ViewResult,
+    multicalibration_where,
+    slice_label,
+)
 
 if TYPE_CHECKING:
     from macs_audit.compare import Comparison
@@ -372,12 +380,20 @@ def located_rows(report: Report, place: Place) -> list[list[str]]:
     return rows
 
 
-def conformal_coverage(value: float | None, interval: list[float] | None) -> str:
-    """'81.25% [71.0, 89.1]': a coverage and its 95% Clopper-Pearson interval in percent, one decimal (compact);
-    the bare coverage where the report has no interval."""
+def percent_with_interval(value: float | None, interval: list[float] | None, change: bool = False) -> str:
+    """'81.25% [71.0, 89.1]': a fraction and its 95% interval in percent, the interval with one decimal (compact,
+    for tables of several intervals); `change`: a difference, '-22.24 pp [-27.2, -17.1]'. The bare value where the
+    report has no interval."""
+    text = format_change(value, True) if change else format_value(value, True)
     if not interval or len(interval) != 2 or not all(isinstance(v, (int, float)) for v in interval):
-        return format_value(value, True)
-    return f"{format_value(value, True)} [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]"
+        return text
+    sign = "+" if change else ""
+    return f"{text} [{100 * interval[0]:{sign}.1f}, {100 * interval[1]:{sign}.1f}]"
+
+
+def conformal_coverage(value: float | None, interval: list[float] | None) -> str:
+    """'81.25% [71.0, 89.1]': a coverage and its 95% Clopper-Pearson interval (percent_with_interval)."""
+    return percent_with_interval(value, interval)
 
 
 def conformal_rows(report: Report) -> list[list[str]]:
@@ -448,4 +464,103 @@ def shift_rows(report: Report) -> list[list[str]]:
         rows.append(row(f"{name}, unrestricted", entry.unrestricted.metrics))
     for convention, means in shift.mean.items():
         rows.append(row("mean" if convention == "restricted" else f"mean, {convention}", means))
+    return rows
+
+
+SLICE_ROWS = 10  # the slices the terminal lists (the worst accuracy gaps); Markdown and HTML list every one
+SLICE_HEADER = [
+    "slice",
+    "n",
+    "accuracy [95% CI]",
+    "accuracy gap [95% CI]",
+    "overconfidence gap [95% CI]",
+    f"{METRICS['ece'].label} [95% CI]",
+    "adjusted p",
+    "significant",
+]
+
+
+def correction_name(correction: str, controls: bool = False) -> str:
+    """'Holm', or with `controls` "Holm's correction (family-wise error rate)": a slice section's correction; the
+    report's own word where this version does not know it."""
+    if correction not in SLICE_CORRECTIONS:
+        return correction
+    name, rate = SLICE_CORRECTIONS[correction]
+    return f"{name}'s correction ({rate})" if controls else name
+
+
+def _p_value(p: float | None) -> str:
+    """'0.866', '3.1e-06': a p-value with its digits however small it is."""
+    if not isinstance(p, (int, float)):
+        return "-"
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def slice_row(entry: SliceResult) -> list[str]:
+    """[slice, n, accuracy, accuracy gap, overconfidence gap, ECE (each with its 95% interval), the smaller
+    adjusted p-value of its two tests, 'yes' where either is significant] of one scored slice."""
+    accuracy, overconfidence = entry.gaps.get("accuracy") or {}, entry.gaps.get("overconfidence") or {}
+    adjusted = [
+        g["adjusted_p_value"] for g in (accuracy, overconfidence) if isinstance(g.get("adjusted_p_value"), (int, float))
+    ]
+    return [
+        slice_label(entry.column, entry.value),
+        f"{entry.n:,}",
+        percent_with_interval(entry.metrics.get("accuracy"), entry.intervals.get("accuracy")),
+        percent_with_interval(accuracy.get("gap"), accuracy.get("interval"), change=True),
+        percent_with_interval(overconfidence.get("gap"), overconfidence.get("interval"), change=True),
+        percent_with_interval(entry.metrics.get("ece"), entry.intervals.get("ece")),
+        _p_value(min(adjusted) if adjusted else None),
+        "yes" if entry.significant else "",
+    ]
+
+
+def _count(n: int, unit: str) -> str:
+    return f"{n:,} {unit}{'s' * (n != 1)}"
+
+
+def metadata_line(metadata: dict[str, Any] | None) -> str:
+    """'meta.csv keyed by index: 9,000 of 10,000 images matched, 12 rows unmatched': how a metadata file met the
+    data; '' without a file."""
+    if not metadata or not metadata.get("file"):
+        return ""
+    matched, without = metadata.get("matched", 0), metadata.get("images_without_metadata", 0)
+    return (
+        f"{metadata['file']} keyed by {metadata.get('keyed_by')}: {matched:,} of {matched + without:,} images "
+        f"matched, {_count(metadata.get('rows_unmatched', 0), 'row')} unmatched"
+    )
+
+
+def slice_caption(section: Slices) -> str:
+    """What was tested: the slices scored, the tests and their correction, and how a metadata file met the data."""
+    tested = (
+        f"{_count(len(section.slices), 'slice')} of {_count(len(section.columns), 'column')} scored against the "
+        f"rest of the data; {_count(section.tests, 'test')}, {correction_name(section.correction, True)} at "
+        f"{100 * section.level:g}%"
+    )
+    metadata = metadata_line(section.metadata)
+    return f"{tested}; {metadata}" if metadata else tested
+
+
+def slice_note_rows(section: Slices) -> list[list[str]]:
+    """[what, detail]: the multicalibration error and where it is, each slice too small to score, each column not
+    sliced with why."""
+    rows = []
+    found = section.multicalibration
+    if found is not None:
+        n = f" ({_count(found['n'], 'image')})" if isinstance(found.get("n"), int) else ""
+        rows.append(
+            [
+                "multicalibration error",
+                f"{format_value(found.get('error'), True)} in {multicalibration_where(found)}{n}",
+            ]
+        )
+    for small in section.small:
+        rows.append(
+            [
+                f"listed, not scored (under {section.min_size:,} images)",
+                f"{slice_label(small.get('column'), small.get('value'))} ({_count(small.get('n', 0), 'image')})",
+            ]
+        )
+    rows += [[f"not sliced: {column}", str(reason)] for column, reason in section.skipped.items()]
     return rows

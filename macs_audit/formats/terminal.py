@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -243,11 +244,54 @@ def _corruptions(report: Report, section: layout.Part, content: layout.Content) 
     return [] if table is None else [table]
 
 
+def _stacked(cell: str) -> Text:
+    """'41.35% [36.6, 47.3]' as the value above its interval: a table of four intervals fits 120 columns."""
+    value, bracket, interval = cell.partition(" [")
+    return _text(value) if not bracket else Text("\n").join([_text(value), _text(bracket.strip() + interval)])
+
+
+def slice_table(rows: list[list[str]], header: list[str], more: int) -> Fitted:
+    """The scored slices: a table with each interval under its value where it fits, else a slice's name on a line
+    and its numbers indented under it (the significant ones in bold); `more`: the slices left out, in a note."""
+    numbers = range(2, 6)  # the cells that hold a value and its interval
+    table = Table()
+    for i, name in enumerate(header):
+        # The headers' `[95% CI]` is each cell's second line; the numbers kept whole.
+        table.add_column(name.removesuffix(" [95% CI]"), justify="left" if i == 0 else "right", no_wrap=i > 0)
+    lines: list[RenderableType] = []
+    for row in rows:
+        style = "bold" if row[-1] else ""
+        table.add_row(*(_stacked(c) if i in numbers else _text(c) for i, c in enumerate(row)), style=style)
+        values = "; ".join(
+            f"{name.removesuffix(' [95% CI]')} {c}" for name, c in zip(header[2:-1], row[2:-1], strict=True)
+        )
+        lines.append(_text(f"{row[0]} ({row[1]} images{', significant' if row[-1] else ''})", style))
+        lines.append(Padding(_text(values), (0, 0, 0, 2), expand=False))
+    note = f"{more:,} more in the JSON report" if more else ""
+    if note:
+        table.caption, table.caption_justify = _text(note), "left"
+        lines.append(_text(note, style="dim"))
+    return Fitted(table, Group(*lines))
+
+
+def _slices(report: Report, section: layout.Part, content: layout.Content) -> list[RenderableType]:
+    """The scored slices (the worst tables.SLICE_ROWS, slice_table), then the section's other table."""
+    heading = section.heading(content) + (f": {content.caption}" if content.caption else "")
+    parts: list[RenderableType] = [_text(heading, "italic")]
+    others = list(content.tables)
+    if report.slices is not None and report.slices.slices:  # the first table: the scored slices
+        scored = others.pop(0)
+        rows = [list(row) for row in scored.rows]
+        parts.append(slice_table(rows[: tables.SLICE_ROWS], list(scored.header), len(rows) - tables.SLICE_ROWS))
+    return [Group(*parts), *(_grid(None, t) for t in others)]
+
+
 # The terminal's own renderings, by section key: the views beside clean with the sensitivity under them, the
-# corruption grid as a heat table. Every other section shows its tables (section_tables).
+# corruption grid as a heat table, the slices capped. Every other section shows its tables (section_tables).
 RENDERERS: dict[str, Callable[[Report, layout.Part, layout.Content], list[RenderableType]]] = {
     "robustness": _robustness,
     "corruptions": _corruptions,
+    "slices": _slices,
 }
 
 

@@ -6,6 +6,8 @@ Three kinds of check:
   `min_` for higher-is-better ones; only the meaningful direction exists);
 - per corruption: `[...gate.corruptions]` holds `min_accuracy`/`max_ece`/`max_nll`/`max_brier`
   for every corruption in the report, and `[...gate.corruptions.<name>]` overrides them for one;
+- per slice: `[...gate.slices]` bounds every scored slice's accuracy and ECE, the largest significant accuracy
+  shortfall of a slice against the rest and the multicalibration error (each check names the worst slice);
 - against a baseline report: `[...gate.baseline]` holds `max_<metric>_increase` (lower is better)
   or `max_<metric>_drop` (higher is better), absolute or with a `_relative` suffix (a fraction of
   the baseline's value).
@@ -21,7 +23,7 @@ import dataclasses
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from macs_audit.errors import InputError, UsageError
 from macs_audit.gating.config import (
@@ -30,6 +32,7 @@ from macs_audit.gating.config import (
     CORRUPTION_KEYS,
     PARITY_KEYS,
     SHIFT_KEYS,
+    SLICE_KEYS,
     GateConfig,
     config_path,
     load_config,
@@ -37,7 +40,17 @@ from macs_audit.gating.config import (
 from macs_audit.metrics.metric_row import Metric, Place
 from macs_audit.metrics.registry import METRICS
 from macs_audit.numbers import format_change, format_value
-from macs_audit.report import Report, Section, ViewResult, load_report
+from macs_audit.report import (
+    Report,
+    Section,
+    SliceResult,
+    Slices,
+    ViewResult,
+    load_report,
+    multicalibration_where,
+    slice_label,
+)
+from macs_audit.text import printable
 
 # Values equal to a bound pass; this absorbs floating-point rounding in `baseline + allowance`.
 TOLERANCE = 1e-12
@@ -218,7 +231,7 @@ def run_gate(
     if config.baseline and baseline is None:
         # One config serves a branch's own gate (no baseline) and a pull request's (--baseline): the
         # allowances are skipped, and said so, unless they are all the config checks.
-        if not (config.thresholds or config.corruption_defaults or config.corruption_overrides):
+        if not config.checks_report_alone:
             raise UsageError(
                 f"{config.source} sets only baseline allowances but no baseline report was given; "
                 'pass --baseline BASE.json or set [gate.baseline] report = "..."'
@@ -243,6 +256,7 @@ def run_gate(
     checks.extend(_corruption_checks(report, config, interval))
     checks.extend(_shift_checks(report, config, interval))
     checks.extend(_parity_checks(report, config, interval))
+    checks.extend(_slice_checks(report, config, interval))
     if baseline is not None:
         checks.extend(_baseline_checks(report, baseline, config, interval))
     return GateResult(
@@ -377,10 +391,17 @@ class ConfiguredGate:
         return run_gate(report, self.config, baseline, use_interval=use_interval, baseline_name=str(self.baseline_path))
 
 
-def _parity_check(name: str, label: str, observed: float, bound: float, detail: str, lower: bool) -> Check:
+def _bound_check(
+    name: str, label: str, observed: float, bound: float, detail: str, lower: bool, percent: bool
+) -> Check:
+    """A check of `observed` against `bound`, from below where `lower`, of a value with no registry row."""
     passed = observed >= bound - TOLERANCE if lower else observed <= bound + TOLERANCE
-    percent = not name.endswith("max_nll_increase")  # NLL is in nats, the others fractions
     return Check(name, label, ">=" if lower else "<=", bound, observed, passed, detail, percent=percent)
+
+
+def _parity_check(name: str, label: str, observed: float, bound: float, detail: str, lower: bool) -> Check:
+    percent = not name.endswith("max_nll_increase")  # NLL is in nats, the others fractions
+    return _bound_check(name, label, observed, bound, detail, lower, percent)
 
 
 def _parity_checks(report: Report, config: GateConfig, use_interval: bool) -> list[Check]:
@@ -435,3 +456,175 @@ def _parity_checks(report: Report, config: GateConfig, use_interval: bool) -> li
                     how = "point estimate (the report has no paired interval for it)"
                 checks.append(_parity_check(where + suffix, f"{view.name}: {label}", observed, bound, how, lower))
     return checks
+
+
+# --------------------------------------------------------------------------------------------
+# Slices
+# --------------------------------------------------------------------------------------------
+
+NO_SLICES = (
+    "evaluate makes it with --metadata FILE, or from the images' own properties unless --no-image-slices "
+    "(saved predictions: --metadata only)"
+)
+
+
+def finite_number(value: object) -> TypeGuard[float]:
+    """Whether a value read from a report is a finite number (a bool is not one)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def shown_slice(column: object, value: object) -> str:
+    """'lighting = dark': a slice as checks and comparisons name it (report.slice_label), escaped (`printable`)."""
+    return printable(slice_label(column, value))
+
+
+def _slice_value(entry: SliceResult, key: str) -> float:
+    value = entry.metrics.get(key)
+    if not finite_number(value):
+        raise InputError(f"the report's slice {shown_slice(entry.column, entry.value)} has no valid {key} ({value!r})")
+    return float(value)
+
+
+def _slice_scope(section: Slices, config: GateConfig) -> int:
+    """The smallest slice [gate.slices] applies to: its min_size, else the report's; UsageError below the report's."""
+    if config.slice_min_size is None:
+        return section.min_size
+    if config.slice_min_size < section.min_size:
+        raise UsageError(
+            f"{config.source}: slices: min_size = {config.slice_min_size} is below the report's min_size "
+            f"{section.min_size}: smaller slices were not scored (evaluate with --min-slice-size "
+            f"{config.slice_min_size}, or raise min_size)"
+        )
+    return config.slice_min_size
+
+
+def _slice_checks(report: Report, config: GateConfig, use_interval: bool) -> list[Check]:
+    """[gate.slices]: each key one check, on the worst of the report's scored slices of at least min_size images
+    (the multicalibration error: the section's own)."""
+    if not config.slices:
+        return []
+    section = report.slices
+    if section is None:
+        raise InputError(
+            "the gate has [gate.slices] thresholds but the report has no slices section "
+            f"({NO_SLICES}; or remove [gate.slices])"
+        )
+    min_size = _slice_scope(section, config)
+    checks = []
+    for key, bound in config.slices.items():
+        name = f"slices.{key}"
+        if key == "max_multicalibration_error":
+            checks.append(_multicalibration_check(section, name, bound, min_size, use_interval))
+        else:
+            scope = _in_scope(section, min_size, name)
+            of = f"{len(scope)} slice{'s' * (len(scope) != 1)} of at least {min_size} images"
+            if key == "max_slice_accuracy_gap":
+                checks.append(_gap_check(section, scope, of, name, bound, use_interval))
+            else:
+                checks.append(_worst_slice_check(scope, of, name, bound, SLICE_KEYS[key], use_interval))
+    return checks
+
+
+def _in_scope(section: Slices, min_size: int, name: str) -> list[SliceResult]:
+    """The scored slices of at least `min_size` images; InputError where there is none (a gate never passes by
+    checking nothing)."""
+    scope = [s for s in section.slices if s.n >= min_size]
+    if scope:
+        return scope
+    if not section.slices:
+        raise InputError(
+            f"the gate checks {name} but the report's slices section scored no slice (each has fewer than "
+            f"{section.min_size} images): evaluate with a smaller --min-slice-size, or remove that threshold"
+        )
+    largest = max(s.n for s in section.slices)
+    raise InputError(
+        f"the gate checks {name} on slices of at least {min_size} images but the report's largest scored slice has "
+        f"{largest}: lower [gate.slices] min_size, or remove that threshold"
+    )
+
+
+def _worst_slice_check(
+    scope: list[SliceResult], of: str, name: str, bound: float, lower: bool, use_interval: bool
+) -> Check:
+    """min_slice_accuracy (`lower`) or max_slice_ece: the slice of `scope` whose compared value (the point estimate,
+    or the pessimistic end of its interval with `use_interval`) is the worst; `of`: the scope in words."""
+    metric = METRICS["accuracy" if lower else "ece"]
+    gated = []
+    for entry in scope:
+        value = _slice_value(entry, metric.name)
+        observed, how = _gated_value(value, entry.intervals.get(metric.name), lower, use_interval, True)
+        gated.append((observed, how, entry))
+    observed, how, worst = (min if lower else max)(gated, key=lambda g: g[0])
+    extreme = "lowest" if lower else "highest"
+    check = _bound_check(name, f"{extreme} slice {metric.label}", observed, bound, "", lower, True)
+    check.detail = f"{_verdict(worst, metric.label, check)} (n={worst.n}, the {extreme} of {of}; {how})"
+    return check
+
+
+def _verdict(entry: SliceResult, what: str, check: Check) -> str:
+    """'lighting = dark: accuracy 40.10% < 60.00%': the slice, the value compared, how it stands to the bound."""
+    failed = {">=": "<", "<=": ">"}[check.op]
+    op = check.op if check.passed else failed
+    value, bound = format_value(check.observed, True), format_value(check.threshold, True)
+    return f"{shown_slice(entry.column, entry.value)}: {what} {value} {op} {bound}"
+
+
+def _gap_check(
+    section: Slices, scope: list[SliceResult], of: str, name: str, bound: float, use_interval: bool
+) -> Check:
+    """The largest accuracy shortfall (rest - slice) among the slices whose accuracy gap is significant after the
+    section's correction; 0 where none falls short significantly (a gap within the noise never fails)."""
+    label = "largest significant slice accuracy shortfall (rest - slice)"
+    correction = f"{section.correction} correction over {section.tests} tests at level {section.level:g}"
+    shortfalls = []
+    for entry in scope:
+        gap = entry.gaps.get("accuracy") or {}
+        value = gap.get("gap")
+        if not gap.get("significant") or not finite_number(value) or value >= 0:
+            continue
+        interval = gap.get("interval")
+        # The shortfall is -gap: its 95% interval is the gap's, negated; the pessimistic end the larger shortfall.
+        negated = sorted(-float(v) for v in interval) if interval and len(interval) == 2 else None
+        observed, how = _gated_value(-float(value), negated, False, use_interval, True)
+        shortfalls.append((observed, how, entry))
+    if not shortfalls:
+        detail = f"no slice's accuracy falls short of the rest's significantly ({of}; {correction})"
+        return _bound_check(name, label, 0.0, bound, detail, False, True)
+    observed, how, worst = max(shortfalls, key=lambda g: g[0])
+    check = _bound_check(name, label, observed, bound, "", False, True)
+    short = f"{len(shortfalls)} of {of} short significantly"
+    check.detail = f"{_verdict(worst, 'accuracy shortfall', check)} (n={worst.n}; {short}; {correction}; {how})"
+    return check
+
+
+def _multicalibration_check(section: Slices, name: str, bound: float, min_size: int, use_interval: bool) -> Check:
+    """The section's multicalibration error, computed over the whole data and the slices of at least the report's
+    min_size. A larger gate min_size is honoured where the maximum sits on the whole data or on a slice that large
+    (the maximum over fewer slices is then the same), or where the error passes (it bounds the maximum over fewer
+    slices from above); otherwise the report cannot say, and the config is refused."""
+    label = "multicalibration error"
+    found = section.multicalibration
+    error = found.get("error") if found else None
+    if not found or not finite_number(error):
+        raise InputError(f"the gate checks {name} but the report's slices section has no multicalibration error")
+    computed = found.get("min_size", section.min_size)
+    column, n = found.get("column"), found.get("n")
+    at = f"at {printable(multicalibration_where(found))} (n={n})"
+    scope = f"computed over the whole data and slices of at least {computed} images"
+    check = _bound_check(name, label, float(error), bound, "", False, True)
+    if min_size != computed:
+        largest_there = column is None or (isinstance(n, int) and n >= min_size)
+        if largest_there:
+            scope += f", the same over slices of at least {min_size} (its maximum is {at})"
+        elif check.passed:
+            scope += f", a bound from above on the error over slices of at least {min_size}"
+        else:
+            raise UsageError(
+                f"{name} with [gate.slices] min_size = {min_size}: the report's multicalibration error "
+                f"{format_value(float(error), True)} is {at}, a slice below {min_size} images, and the error over "
+                f"slices of at least {min_size} is not in the report (evaluate with --min-slice-size {min_size}, "
+                "or drop min_size)"
+            )
+    how = "point estimate (the report has no bootstrap interval for it)" if use_interval else "point estimate"
+    check.detail = f"{format_value(float(error), True)} {at}; {scope}; {how}"
+    return check

@@ -68,11 +68,19 @@ for _old, _new in RENAMED_METRICS.items():
             DEPRECATED_BASELINE_KEYS[_key.replace(_new, _old, 1)] = _key
             DEPRECATED_SINCE[_key] = RENAMED_IN[_old]
 GATE_OPTIONS = ("use_interval",)
-GATE_TABLES = ("corruptions", "baseline", "shift", "parity")
+GATE_TABLES = ("corruptions", "baseline", "shift", "parity", "slices")
 BASELINE_OPTIONS = ("report",)
 # Deployment parity ([gate.parity], every view of the report's parity section; [gate.parity.<view>] for one):
 # key -> whether it bounds from below. Fractions, on the candidate - reference changes (auditing/parity.py).
 PARITY_KEYS = {"min_agreement": True, "max_ece_increase": False, "max_nll_increase": False, "max_coverage_drop": False}
+# The report's slices ([gate.slices], gating/checks.py's _slice_checks): key -> whether it bounds from below. Fractions.
+SLICE_KEYS = {
+    "min_slice_accuracy": True,  # every scored slice's accuracy
+    "max_slice_ece": False,  # every scored slice's ECE
+    "max_slice_accuracy_gap": False,  # the largest accuracy shortfall (rest - slice) among the significant gaps
+    "max_multicalibration_error": False,  # the section's multicalibration error
+}
+SLICE_OPTIONS = ("min_size",)  # the smallest slice the keys apply to (default: the report's min_size)
 
 
 @dataclasses.dataclass
@@ -86,10 +94,27 @@ class GateConfig:
     shift_overrides: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "imagenet-a" -> {...}
     parity_defaults: dict[str, float] = dataclasses.field(default_factory=dict)  # "min_agreement" -> 0.99
     parity_overrides: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "fog@3" -> {...}
+    slices: dict[str, float] = dataclasses.field(default_factory=dict)  # "min_slice_accuracy" -> 0.6
+    slice_min_size: int | None = None  # [gate.slices] min_size; None: the report's
     baseline_report: Path | None = None
     use_interval: bool = False
     source: str = "<config>"
     notes: list[str] = dataclasses.field(default_factory=list)  # deprecated keys read, for the commands to show
+
+    @property
+    def checks_report_alone(self) -> bool:
+        """Whether it sets a threshold checked without a baseline report (anything but [gate.baseline])."""
+        return any(
+            (
+                self.thresholds,
+                self.corruption_defaults,
+                self.corruption_overrides,
+                self.shift_overrides,
+                self.parity_defaults,
+                self.parity_overrides,
+                self.slices,
+            )
+        )
 
 
 def _short(value: Any) -> str:
@@ -173,7 +198,11 @@ def _number(value: Any, where: str, non_negative: bool = False) -> float:
 
 def _fraction(value: float, metric: Metric, where: str) -> float:
     """Percent-style metrics are fractions in [0, 1]: `max_ece = 5` almost surely meant 5%."""
-    if metric.unit.bounded and not 0 <= value <= 1:
+    return _unit_fraction(value, where) if metric.unit.bounded else value
+
+
+def _unit_fraction(value: float, where: str) -> float:
+    if not 0 <= value <= 1:
         raise UsageError(
             f"{where} = {value:g} is outside [0, 1]: thresholds are fractions ({value / 100:g} for {value:g}%)"
         )
@@ -220,12 +249,13 @@ def parse_config(table: dict, source: str = "<config>", base_dir: Path | None = 
             _parse_shift(_table(value, where), cfg, f"{source}: shift")
         elif key == "parity":
             _parse_parity(_table(value, where), cfg, f"{source}: parity")
+        elif key == "slices":
+            _parse_slices(_table(value, where), cfg, f"{source}: slices")
         elif key == "baseline":
             _parse_baseline(_table(value, where), cfg, f"{source}: baseline", base_dir)
         else:
             raise _unknown_key(key, [*ABSOLUTE_KEYS, *GATE_OPTIONS, *GATE_TABLES], source)
-    checks = (cfg.thresholds, cfg.corruption_defaults, cfg.corruption_overrides, cfg.baseline, cfg.shift_overrides)
-    if not any(checks) and not (cfg.parity_defaults or cfg.parity_overrides):
+    if not (cfg.checks_report_alone or cfg.baseline):
         raise UsageError(f"{source} sets no thresholds; a gate with no checks would always pass (see docs/gate.md)")
     return cfg
 
@@ -293,6 +323,24 @@ def _parse_parity(table: dict, cfg: GateConfig, where: str) -> None:
             cfg.parity_defaults[key] = _parity_bound(value, key, f"{where}: {key}")
         else:
             raise _unknown_key(key, PARITY_KEYS, where)
+
+
+def _parse_slices(table: dict, cfg: GateConfig, where: str) -> None:
+    """[gate.slices]: SLICE_KEYS (fractions) over the report's scored slices, and the smallest slice they apply to."""
+    for key, value in table.items():
+        if key == "min_size":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(
+                    f"{where}: min_size must be a whole number of images >= 1, "
+                    f"got {type(value).__name__} {_short(value)}"
+                )
+            cfg.slice_min_size = value
+        elif key in SLICE_KEYS:
+            cfg.slices[key] = _unit_fraction(_number(value, f"{where}: {key}"), f"{where}: {key}")
+        else:
+            raise _unknown_key(key, [*SLICE_KEYS, *SLICE_OPTIONS], where)
+    if not cfg.slices:
+        raise UsageError(f"{where} sets no threshold; give at least one of {', '.join(SLICE_KEYS)}")
 
 
 def _parse_baseline(table: dict, cfg: GateConfig, where: str, base_dir: Path | None) -> None:

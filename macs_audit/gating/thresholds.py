@@ -7,8 +7,9 @@ other gated metrics are written commented out, loosened alike. No threshold sits
 (that would lock in its noise: a model as good fails half the time): each lets the report pass by the
 margin its comment states, never less than a least margin (_floored). The baseline allowances are set
 with the same margins: the gate runs them when a baseline report is given and skips them, saying so, when
-none is. The table is added to a TOML file atomically, never over a gate table the file already has, and
-only once the gate accepts what would be written.
+none is. A report with a slices section gets [gate.slices] commented out, each key at the worst slice's value
+loosened alike on the slice's own images. The table is added to a TOML file atomically, never over a gate
+table the file already has, and only once the gate accepts what would be written.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import math
 from pathlib import Path
 
 from macs_audit.errors import InputError, UsageError
-from macs_audit.gating.checks import locate
+from macs_audit.gating.checks import finite_number, locate, shown_slice
 from macs_audit.gating.config import (
     BASELINE_KEYS,
     MACS_AUDIT_TOML,
@@ -33,7 +34,7 @@ from macs_audit.gating.config import (
 from macs_audit.metrics.metric_row import Metric, Place
 from macs_audit.metrics.registry import GATE_METRICS, METRICS
 from macs_audit.numbers import format_change, format_value
-from macs_audit.report import Report
+from macs_audit.report import Report, multicalibration_where
 from macs_audit.text import printable
 
 MARGIN = 0.02  # without an interval: fractions (accuracy, ECE, ...) by 2 percentage points
@@ -102,17 +103,25 @@ def _floored(margin: float, how: str, bounded: bool, n: int) -> tuple[float, str
     return floor, f"{how}, raised to the least margin ({least})"
 
 
-def _noise_margin(report: Report, metric: Metric, value: float, interval: list[float] | None) -> tuple[float, str]:
+def _noise_margin(
+    report: Report,
+    metric: Metric,
+    value: float,
+    interval: list[float] | None,
+    n: int | None = None,
+    kind: str = "bootstrap",
+) -> tuple[float, str]:
     """(margin, where it comes from) for `metric`'s value: sqrt(2) x the distance from the value to the
-    pessimistic end of its 95% interval, or of a binomial one where the report has none (a fraction of
-    the n images), else the flat margins; never below _floored's least margin."""
+    pessimistic end of its 95% interval (of `kind`), or of a binomial one where the report has none (a fraction
+    of the n images it was scored on: `n`, else the report's), else the flat margins; never below _floored's
+    least margin."""
     side = "lower" if metric.higher_is_better else "upper"
-    n = _images(report, metric)
+    n = _images(report, metric) if n is None else n
     if interval is not None and len(interval) == 2 and all(isinstance(v, (int, float)) for v in interval):
         end = interval[0] if metric.higher_is_better else interval[1]
         half = abs(value - float(end))
         shown = ", ".join(format_value(float(v), metric.percent) for v in interval)
-        how = f"sqrt(2) x the {side} half-width of its 95% bootstrap interval [{shown}]"
+        how = f"sqrt(2) x the {side} half-width of its 95% {kind} interval [{shown}]"
         return _floored(DIFFERENCE * half, how, metric.unit.bounded, n)
     if metric.unit.bounded and n > 0:
         half = _binomial_half_width(value, n)
@@ -146,28 +155,10 @@ def starting_thresholds(
     disabled (written commented out). `margin` / `relative_margin` (fractions; the other metrics, a fraction
     of the value) replace the noise margins with flat ones. The per-corruption defaults (disabled) bound the
     worst corruption's mean accuracy and ECE, loosened alike (binomial on the report's images)."""
-    flat = margin is not None or relative_margin is not None
-    margin = MARGIN if margin is None else margin
-    relative_margin = RELATIVE_MARGIN if relative_margin is None else relative_margin
-    if not (0 <= margin < 1 and 0 <= relative_margin < 1):
-        raise UsageError(f"margins must lie in [0, 1), got {margin:g} and {relative_margin:g}")
+    flat = _flat_margins(margin, relative_margin)
 
     def loosen(metric: Metric, value: float, interval: list[float] | None) -> tuple[float, float, str]:
-        if flat:
-            allowance = margin if metric.unit.bounded else relative_margin * abs(value)
-            how = f"a flat {format_change(allowance, metric.percent, signed=False)} (--margin, --relative-margin)"
-        elif metric.name.startswith("conformal_coverage") and (target := _coverage_bound(report, metric, value)):
-            bound, how = target
-            own, own_how = _noise_margin(report, metric, value, interval)
-            if value - own < bound:  # near or below its target: the report passes by its own noise, not by 0
-                bound, how = value - own, f"{own_how}, lower than {how}"
-            return _rounded(bound, metric), value - bound, how
-        else:
-            allowance, how = _noise_margin(report, metric, value, interval)
-        bound = value - allowance if metric.higher_is_better else value + allowance
-        rounded = _rounded(bound, metric)
-        # A fraction's bound clipped to [0, 1] lets the report pass by what is left of the margin.
-        return rounded, min(allowance, abs(rounded - value)), how
+        return _loosened(report, metric, value, interval, flat)
 
     absolute = []
     for metric in GATE_METRICS.values():
@@ -202,6 +193,140 @@ def starting_thresholds(
     return absolute, per_corruption
 
 
+def _flat_margins(margin: float | None, relative_margin: float | None) -> tuple[float, float] | None:
+    """init's --margin and --relative-margin, the defaults for the one not given; None where neither is given
+    (the noise margins)."""
+    if margin is None and relative_margin is None:
+        return None
+    margin = MARGIN if margin is None else margin
+    relative_margin = RELATIVE_MARGIN if relative_margin is None else relative_margin
+    if not (0 <= margin < 1 and 0 <= relative_margin < 1):
+        raise UsageError(f"margins must lie in [0, 1), got {margin:g} and {relative_margin:g}")
+    return margin, relative_margin
+
+
+def _loosened(
+    report: Report,
+    metric: Metric,
+    value: float,
+    interval: list[float] | None,
+    flat: tuple[float, float] | None,
+    n: int | None = None,
+    kind: str = "bootstrap",
+) -> tuple[float, float, str]:
+    """(bound, the margin the report passes it by, where the margin comes from): `value` of `metric` loosened by
+    the `flat` margins (fraction, fraction of the value) where given, else by its noise (_noise_margin; `n`: the
+    images it was scored on, default the report's); conformal coverage against its target."""
+    if flat is not None:
+        allowance = flat[0] if metric.unit.bounded else flat[1] * abs(value)
+        how = f"a flat {format_change(allowance, metric.percent, signed=False)} (--margin, --relative-margin)"
+    elif metric.name.startswith("conformal_coverage") and (target := _coverage_bound(report, metric, value)):
+        bound, how = target
+        own, own_how = _noise_margin(report, metric, value, interval)
+        if value - own < bound:  # near or below its target: the report passes by its own noise, not by 0
+            bound, how = value - own, f"{own_how}, lower than {how}"
+        return _rounded(bound, metric), value - bound, how
+    else:
+        allowance, how = _noise_margin(report, metric, value, interval, n, kind)
+    bound = value - allowance if metric.higher_is_better else value + allowance
+    rounded = _rounded(bound, metric)
+    # A fraction's bound clipped to [0, 1] lets the report pass by what is left of the margin.
+    return rounded, min(allowance, abs(rounded - value)), how
+
+
+# The slice quantities without a registry row, loosened as ECE is: fractions, lower is better.
+SLICE_SHORTFALL = dataclasses.replace(METRICS["ece"], name="slice_accuracy_gap", label="accuracy shortfall")
+MULTICALIBRATION = dataclasses.replace(METRICS["ece"], name="multicalibration_error", label="multicalibration error")
+
+
+def slice_thresholds(
+    report: Report, margin: float | None = None, relative_margin: float | None = None
+) -> list[StartingThreshold]:
+    """[gate.slices]' keys (all disabled: written commented out) from the report's slices section, each at the worst
+    scored slice's value loosened as starting_thresholds loosens a value (its noise on the slice's own images:
+    the slice's interval, else binomial on its n; or the flat margins); none without a slices section."""
+    section = report.slices
+    if section is None:
+        return []
+    flat = _flat_margins(margin, relative_margin)
+    rows = []
+
+    def add(
+        key: str, metric: Metric, value: float, interval: list[float] | None, n: int, what: str, kind: str = "bootstrap"
+    ) -> None:
+        bound, allowance, how = _loosened(report, metric, value, interval, flat, n, kind)
+        rows.append(StartingThreshold(key, bound, value, what, True, False, allowance, how))
+
+    scored = [s for s in section.slices if all(finite_number(s.metrics.get(k)) for k in ("accuracy", "ece"))]
+    of = f"{len(scored)} slices of at least {section.min_size} images"
+    if scored:
+        low = min(scored, key=lambda s: s.metrics["accuracy"])
+        what = f"every slice's accuracy at least this; the lowest of {of}, {shown_slice(low.column, low.value)}"
+        add(
+            "min_slice_accuracy",
+            METRICS["accuracy"],
+            low.metrics["accuracy"],
+            low.intervals.get("accuracy"),
+            low.n,
+            what,
+        )
+        high = max(scored, key=lambda s: s.metrics["ece"])
+        what = f"every slice's ECE at most this; the highest, {shown_slice(high.column, high.value)}"
+        add("max_slice_ece", METRICS["ece"], high.metrics["ece"], high.intervals.get("ece"), high.n, what)
+    short = [(s, s.gaps["accuracy"]) for s in scored if finite_number((s.gaps.get("accuracy") or {}).get("gap"))]
+    short = [(s, gap) for s, gap in short if gap["gap"] < 0]
+    significant = [(s, gap) for s, gap in short if gap.get("significant")]
+    if short:
+        worst, gap = max(significant or short, key=lambda pair: -pair[1]["gap"])
+        interval = gap.get("interval")
+        negated = sorted(-float(v) for v in interval) if interval and len(interval) == 2 else None
+        which = "the largest" if significant else "none in the report; the largest of any slice"
+        what = (
+            f"the largest accuracy shortfall (rest - slice) among the gaps significant after the {section.correction} "
+            f"correction ({which}: {shown_slice(worst.column, worst.value)})"
+        )
+        add("max_slice_accuracy_gap", SLICE_SHORTFALL, -float(gap["gap"]), negated, worst.n, what, "Newcombe")
+    found = section.multicalibration
+    if found and finite_number(found.get("error")):
+        n = found.get("n")
+        where = printable(multicalibration_where(found))
+        what = f"the worst calibration of a slice's confidence bin, weighted by its share of the slice; at {where}"
+        add(
+            "max_multicalibration_error",
+            MULTICALIBRATION,
+            float(found["error"]),
+            None,
+            n if isinstance(n, int) else 0,
+            what,
+        )
+    return rows
+
+
+def slice_lines(
+    report: Report, table: str, margin: float | None = None, relative_margin: float | None = None
+) -> list[str]:
+    """The commented-out [gate.slices] table (slice_thresholds), where the report has a slices section."""
+    rows = slice_thresholds(report, margin, relative_margin)
+    if not rows or report.slices is None:
+        return []
+    min_size = report.slices.min_size
+    return [
+        "",
+        "# Slices (evaluate --metadata FILE, or the images' own properties): each key on every scored slice of at",
+        "# least min_size images; uncomment the table and the keys to hold.",
+        f"# [{table}.slices]",
+        *(_row(t) for t in rows),
+        f"# min_size = {min_size}  # the smallest slice the keys apply to (the report's; smaller ones were not scored)",
+    ]
+
+
+def _row(t: StartingThreshold) -> str:
+    """One threshold's TOML line: `key = bound  # what was observed; margin ...`, commented out where disabled."""
+    observed = f"{t.what}: {format_value(t.observed, t.percent)} in the report"
+    line = f"{t.key} = {t.bound!r}  " + _comment(f"# {observed}; margin {t.stated}")
+    return line if t.enabled else f"# {line}"
+
+
 def _comment(text: str) -> str:
     """One TOML comment line's text: a report's line breaks and control characters shown as escapes."""
     return printable(text)
@@ -232,18 +357,11 @@ def starting_config(
         "# docs/gate.md lists every key.",
         f"[{table}]",
     ]
-
-    def observed(t: StartingThreshold) -> str:
-        return f"{t.what}: {format_value(t.observed, t.percent)} in the report"
-
-    def row(t: StartingThreshold) -> str:
-        line = f"{t.key} = {t.bound!r}  " + _comment(f"# {observed(t)}; margin {t.stated}")
-        return line if t.enabled else f"# {line}"
-
-    lines += [row(t) for t in absolute]
+    lines += [_row(t) for t in absolute]
     if per_corruption:
         lines += ["", "# Every corruption's mean over severities; [...corruptions.<name>] overrides one."]
-        lines += [f"# [{table}.corruptions]", *(row(t) for t in per_corruption)]
+        lines += [f"# [{table}.corruptions]", *(_row(t) for t in per_corruption)]
+    lines += slice_lines(report, table, margin, relative_margin)
     lines += parity_lines(report, table)
     allowances = [
         (METRICS[t.key.split("_", 1)[1]], t)

@@ -58,3 +58,8 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     np.exp(p, out=p)
     p /= p.sum(axis=1, keepdims=True)
     return p
+
+
+# The multiple-comparison corrections of the slice section (metrics/slices.py): the name and the error rate each
+# controls; here, where a reader of saved reports may import them without the statistics.
+SLICE_CORRECTIONS = {"holm": ("Holm", "family-wise error rate"), "bh": ("Benjamini-Hochberg", "false discovery rate")}

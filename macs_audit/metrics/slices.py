@@ -38,10 +38,11 @@ from macs_audit.errors import UsageError
 from macs_audit.metrics.accumulators import N_BINS, bin_index, ece_from_bins
 from macs_audit.metrics.bootstrap import MIN_BOOTSTRAP_SAMPLES, bias_corrected_interval, percentile_interval
 from macs_audit.metrics.conformal import clopper_pearson
+from macs_audit.metrics.conventions import SLICE_CORRECTIONS
 from macs_audit.metrics.resampling import concatenated, draw_counts, map_in_order
 from macs_audit.seeding import derive_seed
 
-CORRECTIONS = {"holm": "Holm's step-down (family-wise error rate)", "bh": "Benjamini-Hochberg (false discovery rate)"}
+CORRECTIONS = SLICE_CORRECTIONS  # name -> (who, the error rate it controls)
 DEFAULT_BINS = 5  # quantile bins of a numeric column: quintiles
 DEFAULT_MIN_SIZE = 100  # images a slice needs to be scored
 LEVEL = 0.05  # of the corrected tests

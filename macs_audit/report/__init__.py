@@ -49,6 +49,8 @@ from macs_audit.report.sections import (
     Tool,
     Unlabeled,
     ViewResult,
+    multicalibration_where,
+    slice_label,
 )
 from macs_audit.report.versions import SCHEMA_VERSION, added_in
 
@@ -99,6 +101,8 @@ __all__ = [
     "ViewResult",
     "added_in",
     "load_report",
+    "multicalibration_where",
     "null_when_absent",
+    "slice_label",
     "within_depth",
 ]

@@ -554,6 +554,22 @@ Multicalibration = Annotated[
 SliceColumn = Annotated[dict[str, Any], Keys(source=str, kind=str, missing=int)]
 
 
+def slice_label(column: object, value: object) -> str:
+    """'lighting = dark', 'brightness = [0.2, 0.4)': a slice by its column and value (a numeric column's bin); 'the
+    whole data' for none (the multicalibration error's place when no slice holds it). Not escaped: each output does."""
+    return "the whole data" if column is None else f"{column} = {value}"
+
+
+def multicalibration_where(found: dict[str, Any]) -> str:
+    """'lighting = dark, confidence (0.8, 0.867]': where a slice section's multicalibration error is, its bin in the
+    ECE's (lo, hi] convention."""
+    where = slice_label(found.get("column"), found.get("value"))
+    low, high = (found.get("bin") or (None, None))[:2]
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+        where += f", confidence ({low:.3g}, {high:.3g}]"
+    return where
+
+
 @dataclasses.dataclass(kw_only=True)
 class SliceResult(Section):
     """One slice of at least the section's `min_size` images: its metrics (accuracy, ece, nll, mean_confidence,

@@ -9,12 +9,12 @@ import json
 
 import numpy as np
 import pytest
+from conftest import SAMPLE_ONNX, linear_onnx
 from typer.testing import CliRunner
 
 import macs_audit
 from macs_audit.cli import app
 from macs_audit.errors import InputError, UsageError
-from conftest import SAMPLE_ONNX, linear_onnx
 
 N = 2000  # images: 200 marked, enough for a 13-point accuracy gap to stand out of 2 x (4 + 1) x 5 + 2 tests
 FAST = {"perturbations": "none", "sensitivity_samples": 0, "calibrators": "none", "bootstrap": 100}

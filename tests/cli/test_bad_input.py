@@ -1031,7 +1031,7 @@ ROWS: list[Row] = [
         "report-schema-1-x",  # read by 2.x for one major version; 3.0 reads 2.x and 3.x only
         ("report", "old.json"),
         3,
-        "old.json: report schema 1.2 is not supported (this version writes 3.3 and reads 2.x and 3.x)",
+        "old.json: report schema 1.2 is not supported (this version writes 3.4 and reads 2.x and 3.x)",
         _report_json("old.json", _put("schema_version", "1.2")),
     ),
     Row("report-missing-named-with-escapes", ("report", f"{ESC}gone.json"), 3, f"not found: {ESC_SHOWN}gone.json"),

@@ -209,6 +209,7 @@ def test_each_post_inference_stage_has_its_own_lines_and_a_view_is_timed_alone(t
         "label-free estimates",
         "temperature scaling",
         "post-hoc calibrators",
+        "slices",
         "report",
     }
     assert sorted(starts) == sorted(stages) and set(ends) == stages, log

@@ -17,7 +17,7 @@ from macs_audit.data.sources import load_source
 from macs_audit.data.splits import stratified_subset
 from macs_audit.gating.checks import run_gate
 from macs_audit.gating.config import parse_config
-from macs_audit.gating.thresholds import starting_config, starting_thresholds
+from macs_audit.gating.thresholds import slice_thresholds, starting_config, starting_thresholds
 from macs_audit.models.predictor import load_predictor
 from macs_audit.report import Report
 
@@ -68,6 +68,7 @@ def test_every_threshold_written_passes_the_baseline_by_the_margin_its_comment_s
     absolute, per_corruption = starting_thresholds(report)
     thresholds = {t.key: t for t in absolute}
     assert "min_conformal_coverage" in thresholds and len(thresholds) > 10
+    thresholds |= {t.key: t for t in slice_thresholds(report)}  # [gate.slices], commented out
     text = starting_config(report, "gate")
     written = re.findall(r"^(?:# )?((?:min|max)_\w+) = ([-+0-9.e]+)  # .*?; margin (\S+ (?:pp)?)", text, re.M)
     assert {key for key, _, _ in written} >= set(thresholds)
