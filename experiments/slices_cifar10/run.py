@@ -1,6 +1,7 @@
 """Slices on the built-in CIFAR-10 test set: a planted slice found, random marks and random columns not flagged.
 
     nice -n 10 python experiments/slices_cifar10/run.py > slices.log 2>&1
+    python experiments/slices_cifar10/run.py --write-planted DIR   # only DIR/dark.npz and DIR/lighting.csv
 
 1. Planted: 10% of the 10,000 built-in test images (drawn with --seed) darkened to 0.4 of their brightness, labels
    kept, and marked `lighting=dark` (the others `normal`) in a metadata file keyed by index; the sample model
@@ -45,6 +46,19 @@ def write_marks(path: Path, values: list[str], column: str = "lighting") -> Path
     return path
 
 
+def write_planted(folder: Path, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """folder/dark.npz: the built-in test set with 10% of its images (drawn with `seed`) darkened to 0.4 of their
+    brightness, labels kept; folder/lighting.csv: `lighting` dark or normal by index. Returns the labels and marks."""
+    with np.load(BUILTIN) as data:
+        x, y, names = data["x"], data["y"], data["class_names"]
+    marked = np.random.default_rng(seed).uniform(size=len(y)) < 0.1
+    dark = x.copy()
+    dark[marked] = (dark[marked] * 0.4).astype(np.uint8)
+    np.savez(folder / "dark.npz", x=dark, y=y, class_names=names)
+    write_marks(folder / "lighting.csv", ["dark" if m else "normal" for m in marked])
+    return y, marked
+
+
 def summary(report, column: str) -> dict:
     """The slice section's facts the tables show: the worst slices, the column's slices, what was flagged."""
     section = report.slices
@@ -85,20 +99,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=int, default=200, help="random metadata columns for the false-alarm rate")
+    parser.add_argument("--write-planted", type=Path, help="only write the planted data and marks into this folder")
     args = parser.parse_args()
+    if args.write_planted is not None:
+        args.write_planted.mkdir(parents=True, exist_ok=True)
+        write_planted(args.write_planted, args.seed)
+        return
     OUT.mkdir(exist_ok=True)
-    rng = np.random.default_rng(args.seed)
-    with np.load(BUILTIN) as data:
-        x, y, names = data["x"], data["y"], data["class_names"]
-    marked = rng.uniform(size=len(y)) < 0.1
-    marks = ["dark" if m else "normal" for m in marked]
-    results: dict = {"seed": args.seed, "images": int(len(y)), "marked": int(marked.sum())}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        dark = x.copy()
-        dark[marked] = (dark[marked] * 0.4).astype(np.uint8)
-        np.savez(work / "dark.npz", x=dark, y=y, class_names=names)
-        lighting = write_marks(work / "lighting.csv", marks)
+        y, marked = write_planted(work, args.seed)
+        lighting = work / "lighting.csv"
+        results: dict = {"seed": args.seed, "images": int(len(y)), "marked": int(marked.sum())}
         start = time.perf_counter()
         planted = macs_audit.audit(str(MODEL), str(work / "dark.npz"), metadata=str(lighting))
         results["planted"] = summary(planted, "lighting")

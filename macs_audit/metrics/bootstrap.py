@@ -102,15 +102,25 @@ def _resampled(
 
 def bias_corrected_interval(estimate: float, resampled: np.ndarray, level: float = 0.95) -> list[float]:
     """The percentile interval of `resampled` less the bootstrap bias mean(resampled) - estimate, in [0, 1]."""
-    alpha = (1 - level) / 2
-    bias = float(resampled.mean()) - estimate
-    low, high = np.quantile(resampled, [alpha, 1 - alpha]) - bias
-    return [float(np.clip(low, 0.0, 1.0)), float(np.clip(high, 0.0, 1.0))]
+    low, high = bias_corrected_ends(np.asarray(estimate), resampled, level)
+    return [float(low), float(high)]
+
+
+def bias_corrected_ends(estimates: np.ndarray, resampled: np.ndarray, level: float = 0.95) -> np.ndarray:
+    """`bias_corrected_interval` of several estimates at once: `resampled` (resamples, ...) the resampled values of
+    `estimates` (...); (2, ...) the intervals' ends."""
+    bias = resampled.mean(axis=0) - estimates
+    return np.clip(percentile_ends(resampled, level) - bias, 0.0, 1.0)
 
 
 def percentile_interval(resampled: np.ndarray, level: float = 0.95) -> list[float]:
+    return [float(v) for v in percentile_ends(resampled.reshape(-1), level)]
+
+
+def percentile_ends(resampled: np.ndarray, level: float = 0.95) -> np.ndarray:
+    """The percentile intervals of several statistics at once: `resampled` (resamples, ...); (2, ...) their ends."""
     alpha = (1 - level) / 2
-    return [float(v) for v in np.quantile(resampled, [alpha, 1 - alpha])]
+    return np.quantile(resampled, [alpha, 1 - alpha], axis=0)
 
 
 def bootstrap_intervals(

@@ -36,10 +36,10 @@ import numpy as np
 
 from macs_audit.errors import UsageError
 from macs_audit.metrics.accumulators import N_BINS, bin_index, ece_from_bins
-from macs_audit.metrics.bootstrap import MIN_BOOTSTRAP_SAMPLES, bias_corrected_interval, percentile_interval
+from macs_audit.metrics.bootstrap import MIN_BOOTSTRAP_SAMPLES, bias_corrected_ends, percentile_ends
 from macs_audit.metrics.conformal import clopper_pearson
 from macs_audit.metrics.conventions import SLICE_CORRECTIONS
-from macs_audit.metrics.resampling import concatenated, draw_counts, map_in_order
+from macs_audit.metrics.resampling import concatenated, map_in_order
 from macs_audit.seeding import derive_seed
 
 CORRECTIONS = SLICE_CORRECTIONS  # name -> (who, the error rate it controls)
@@ -177,8 +177,8 @@ def analyse_slices(
     totals = (correct.sum(), residual.sum(), (residual**2).sum())
     records = [_slice_record(s, scores, correct, residual, totals, scored_mask, covered_all) for s in big]
     drawn = _resampled_slices(scores.confidence, correct, scores.nll, big, resamples, derive_seed("slices", seed))
-    for record, values in zip(records, drawn, strict=True):
-        record["intervals"] = _intervals(record["metrics"], values)
+    for record, intervals in zip(records, _intervals([r["metrics"] for r in records], drawn), strict=True):
+        record["intervals"] = intervals
     p_values = np.array([r["gaps"][g]["p_value"] for r in records for g in GAPS], dtype=np.float64)
     adjusted = adjust(p_values, correction)
     for i, record in enumerate(records):
@@ -266,55 +266,61 @@ def _ece(confidence: np.ndarray, correct: np.ndarray) -> float:
 
 def _resampled_slices(
     confidence: np.ndarray, correct: np.ndarray, nll: np.ndarray, slices: list[Slice], resamples: int, seed: int
-) -> list[dict[str, np.ndarray]]:
+) -> dict[str, np.ndarray]:
     """Each slice's accuracy, NLL, mean confidence, overconfidence and ECE on `resamples` bootstrap resamples of
-    the whole data set (one set of draw counts for every slice: a slice's size varies from resample to resample,
-    as it would in another sample of the data); [] per slice without resamples."""
+    the whole data set, metric -> (resamples, slices): one set of draw counts for every slice, so that a slice's
+    size varies from resample to resample as it would in another sample of the data. {} without resamples."""
     if resamples <= 0 or len(confidence) < MIN_BOOTSTRAP_SAMPLES or not slices:
-        return [{} for _ in slices]
+        return {}
     # Per slice, its images grouped by confidence bin: each group's count, correctness, confidence and NLL sums
-    # are one product with the group's draw counts, and the slice's sums are the groups' sums.
-    values = np.column_stack([np.ones_like(confidence), correct, confidence, nll])
+    # are one product with the group's draw counts, and the slice's sums are the groups' sums. In float32: the
+    # counts are exact there, and the sums' rounding (about 1e-6 of them) is far below the resampling's spread;
+    # it halves what the products read (40 slices of 10,000 images: 0.29 s against 0.40 s).
+    values = np.column_stack([np.ones_like(confidence), correct, confidence, nll]).astype(np.float32)
     which = bin_index(confidence)
     # Each slice's images in bin order, and where each bin's run of them ends.
     ordered = [s.members[np.argsort(which[s.members], kind="stable")] for s in slices]
     ends = [np.searchsorted(which[m], np.arange(N_BINS + 1)) for m in ordered]
 
-    def statistic(counts: np.ndarray) -> dict[str, np.ndarray]:
-        by_image = np.ascontiguousarray(counts.T)  # a slice's images' counts are then whole rows, read at once
-        out = {}
+    n = len(confidence)
+    rows = max(1, min(RESAMPLE_ROWS, 2**25 // n))
+
+    def statistic(piece: int) -> dict[str, np.ndarray]:
+        """The piece's resamples, drawn here (each piece its own generator of `seed`: the pieces' draws run on
+        every core): each image's draw counts then a whole row, so that a slice's images' counts are read at once."""
+        m = min(rows, resamples - piece * rows)
+        draws = np.random.default_rng([seed, piece]).integers(0, n, size=(m, n), dtype=np.int32)
+        counts = np.empty((m, n), dtype=np.float32)
+        for row, drawn in zip(counts, draws, strict=True):
+            row[:] = np.bincount(drawn, minlength=n)
+        by_image = np.ascontiguousarray(counts.T)
+        sums = np.empty((len(slices), 4, m, N_BINS), dtype=np.float64)
         for i, (members, bounds) in enumerate(zip(ordered, ends, strict=True)):
             drawn, own = by_image[members], values[members]
-            sums = np.stack(
-                [own[a:b].T @ drawn[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)], axis=2
-            )  # (4, rows, bins)
-            size, hits, conf, nll_sum = sums.sum(axis=2)
-            out[f"{i} accuracy"] = hits / size
-            out[f"{i} nll"] = nll_sum / size
-            out[f"{i} mean_confidence"] = conf / size
-            out[f"{i} overconfidence"] = (conf - hits) / size
-            out[f"{i} ece"] = np.abs(sums[1] - sums[2]).sum(axis=1) / size
-        return out
+            for b in range(N_BINS):
+                sums[i, :, :, b] = own[bounds[b] : bounds[b + 1]].T @ drawn[bounds[b] : bounds[b + 1]]
+        size, hits, conf, nll_sum = sums.sum(axis=3).transpose(1, 2, 0)  # each (rows, slices)
+        return {
+            "accuracy": hits / size,
+            "nll": nll_sum / size,
+            "mean_confidence": conf / size,
+            "overconfidence": (conf - hits) / size,
+            "ece": np.abs(sums[:, 1] - sums[:, 2]).sum(axis=2).T / size,
+        }
 
     # Pieces of RESAMPLE_ROWS resamples (not resampling's default of a quarter of a million counts): a slice's 15
     # products per piece are few and large then, where a few rows each would be mostly the loop's overhead.
-    n = len(confidence)
-    pieces = draw_counts(n, resamples, np.random.default_rng(seed), rows=max(1, min(RESAMPLE_ROWS, 2**25 // n)))
-    drawn = concatenated(list(map_in_order(statistic, pieces, SLICE_THREADS)))
-    return [
-        {name.split(" ", 1)[1]: values for name, values in drawn.items() if name.split(" ", 1)[0] == str(i)}
-        for i in range(len(slices))
-    ]
+    return concatenated(list(map_in_order(statistic, range(-(-resamples // rows)), SLICE_THREADS)))
 
 
-def _intervals(metrics: dict[str, float], drawn: dict[str, np.ndarray]) -> dict[str, list[float]]:
-    """95% intervals of a slice's metrics from their resampled values: percentile, the ECE's bias-corrected."""
+def _intervals(estimates: list[dict[str, float]], drawn: dict[str, np.ndarray]) -> list[dict[str, list[float]]]:
+    """Each slice's 95% intervals from its metrics' resampled values (`drawn`: metric -> (resamples, slices)): the
+    percentile interval, the ECE's bias-corrected as every view's (metrics/bootstrap.py)."""
     if not drawn:
-        return {}
-    return {
-        name: bias_corrected_interval(metrics[name], drawn[name]) if name == "ece" else percentile_interval(drawn[name])
-        for name in metrics
-    }
+        return [{} for _ in estimates]
+    ends = {name: percentile_ends(values) for name, values in drawn.items()}  # each (2, slices)
+    ends["ece"] = bias_corrected_ends(np.array([m["ece"] for m in estimates]), drawn["ece"])
+    return [{name: [float(v) for v in ends[name][:, i]] for name in metrics} for i, metrics in enumerate(estimates)]
 
 
 def _wilson(successes: int, n: int) -> tuple[float, float]:
