@@ -332,9 +332,9 @@ def _robust_found(report: Report, clean: float, bars: ProblemBars) -> list[Found
 
 
 def _slices_found(report: Report) -> list[Found]:
-    """The slice section in one line: the worst significant slice by its accuracy gap (or, where that gap is not
-    significant, its overconfidence gap) with the gap's interval, or that no slice differs. A finding, not a
-    problem: no bar judges it (the gate's checks may)."""
+    """The slice section in one line: the slice significantly worse than the rest with the largest accuracy
+    shortfall (or, where that gap is not significant, its overconfidence) with the gap's interval, or that none is.
+    A finding, not a problem: no bar judges it (the gate's checks may)."""
     from macs_audit.formats.tables import correction_name
     from macs_audit.report import slice_label
 
@@ -342,22 +342,26 @@ def _slices_found(report: Report) -> list[Found]:
     if section is None:
         return []
     correction, tests = correction_name(section.correction), f"{section.tests:,} test{'s' * (section.tests != 1)}"
-    significant = section.significant()
-    if not significant:
-        return [(Finding("slices", f"no slice differs significantly ({tests}, {correction})"), None)]
-    worst = significant[0]
-    name = "accuracy" if worst.gaps["accuracy"]["significant"] else "overconfidence"
+    significant, worse = section.significant(), section.worse()
+    if not worse:
+        better = f"; {len(significant):,} significantly better than the rest" if significant else ""
+        return [
+            (Finding("slices", f"no slice significantly worse than the rest ({tests}, {correction}){better}"), None)
+        ]
+    worst = worse[0]
+    accuracy = worst.gaps["accuracy"]
+    name = "accuracy" if accuracy["significant"] and accuracy["gap"] < 0 else "overconfidence"
     gap, (low, high) = worst.gaps[name]["gap"], worst.gaps[name]["interval"]
     # the gap's size in points, and its interval as the size's: a negative gap's bounds negated and swapped
     size, bounds = (gap, (low, high)) if gap >= 0 else (-gap, (-high, -low))
     direction = ("more " if gap >= 0 else "less ") + ("accurate" if name == "accuracy" else "overconfident")
-    more = len(significant) - 1
+    more = len(worse) - 1
     text = (
         f"{slice_label(worst.column, worst.value)} is {100 * size:.2f} points {direction} "
         f"[{100 * bounds[0]:.2f}, {100 * bounds[1]:.2f}], significant after {correction} over {tests}"
     )
     if more:
-        text += f"; and {more} more significant slice{'s' * (more != 1)}"
+        text += f"; and {more} more slice{'s' * (more != 1)} significantly worse"
     return [(Finding("slices", text), None)]
 
 

@@ -586,6 +586,13 @@ class SliceResult(Section):
     gaps: dict[str, SliceGap]
     significant: bool
 
+    def worse(self) -> bool:
+        """Significantly less accurate or more overconfident than the rest (not merely different from it)."""
+        accuracy, overconfidence = self.gaps.get("accuracy") or {}, self.gaps.get("overconfidence") or {}
+        return bool(accuracy.get("significant") and accuracy.get("gap", 0) < 0) or bool(
+            overconfidence.get("significant") and overconfidence.get("gap", 0) > 0
+        )
+
 
 @dataclasses.dataclass(kw_only=True)
 class Slices(Section):
@@ -611,3 +618,7 @@ class Slices(Section):
     def significant(self) -> list[SliceResult]:
         """The slices that differ from the rest after the correction, worst accuracy gap first."""
         return [s for s in self.slices if s.significant]
+
+    def worse(self) -> list[SliceResult]:
+        """The slices significantly worse than the rest (SliceResult.worse), worst accuracy gap first."""
+        return [s for s in self.slices if s.worse()]

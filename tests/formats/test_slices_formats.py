@@ -183,10 +183,12 @@ def test_the_summary_names_the_worst_significant_slice_with_its_gap():
     section = _section()
     gap = section.slices[0].gaps["accuracy"]
     low, high = gap["interval"]
-    more = len(section.significant()) - 1
+    more = len(section.worse()) - 1
+    assert more < len(section.significant()) - 1  # lighting = normal differs too, for the better: not counted
     expected = (
         f"lighting = dark is {points(-gap['gap'])} points less accurate [{points(-high)}, {points(-low)}], "
-        f"significant after Holm over {section.tests} tests; and {more} more significant slice{'s' * (more != 1)}"
+        f"significant after Holm over {section.tests} tests; and {more} more slice{'s' * (more != 1)} "
+        "significantly worse"
     )
     report = sliced()
     assert finding(report) == expected
@@ -211,7 +213,7 @@ def test_the_summary_says_overconfident_where_only_that_gap_is_significant():
 
 def test_the_summary_says_when_no_slice_differs():
     report = sliced(none_significant())
-    assert finding(report) == f"no slice differs significantly ({report.slices.tests} tests, Holm)"
+    assert finding(report) == f"no slice significantly worse than the rest ({report.slices.tests} tests, Holm)"
     assert "| yes |" not in markdown.render(report)
     assert "significant)" not in terminal.to_text(terminal.renderable(report), width=80)
 
@@ -253,3 +255,13 @@ def test_a_report_without_slices_shows_no_slice_section():
         assert "Where it breaks" not in text and "slices:" not in text
     assert all(f.label != "slices" for f in summarize(report).findings)
     assert layout.section("slices").build(report) is None
+
+
+def test_the_summary_does_not_count_a_slice_better_than_the_rest_as_worse():
+    section = none_significant()
+    normal = next(entry for entry in section.slices if entry.value == "normal")
+    normal.significant = normal.gaps["accuracy"]["significant"] = True
+    assert normal.gaps["accuracy"]["gap"] > 0 and not normal.worse()
+    tests = section.tests
+    expected = f"no slice significantly worse than the rest ({tests} tests, Holm); 1 significantly better than the rest"
+    assert finding(sliced(section)) == expected
