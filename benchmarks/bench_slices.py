@@ -115,21 +115,24 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternated pairs of audits for (a)")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}")
-    with_slices, without, analysis = [], [], []
-    audit(True)  # the imports and the first session's start, paid once before the timed rounds
+    with_slices, without, analysis, added = [], [], [], []
+    clock = PropertyClock()
+    audit(True, clock)  # the imports and the first session's start, paid once before the timed rounds
     report = None
     for round_ in range(args.rounds):
         for image_slices in (True, False) if round_ % 2 == 0 else (False, True):
-            wall, inference, found = audit(image_slices)
+            wall, inference, sliced, found = audit(image_slices, clock)
             (with_slices if image_slices else without).append(wall)
             if image_slices:
                 analysis.append(wall - inference)
+                added.append(sliced)
                 report = found
             print(f"  round {round_}: image slices {'on ' if image_slices else 'off'} {wall:6.1f} s", flush=True)
-    on, off = float(np.median(with_slices)), float(np.median(without))
+    on, off, own = float(np.median(with_slices)), float(np.median(without)), float(np.median(added))
     print(
         f"(a) default audit: {on:.1f} s with image slices, {off:.1f} s without: {on / off:.3f}x (bar {PROPERTY_BAR}x)"
     )
+    print(f"    timed inside: the properties in the clean pass and the slice stage {own:.2f} s: {1 + own / off:.3f}x")
     part = float(np.median(analysis))
     cost = forty_slices(report)
     print(

@@ -132,7 +132,10 @@ def tree_source(directory: str | os.PathLike, clean_source: Source, name: str, s
             f"{cell} ({len(labels)} images) does not match the clean data ({len(clean_source)} images): pass the "
             "clean set it was made from with --data and the same --limit"
         )
-    return dataclasses.replace(clean_source, name=str(cell), format="imagefolder", indices=rows, fetch=tree.fetch)
+    # Its own images at the clean positions: the clean set's metadata, indexed by the clean set's, is not theirs.
+    return dataclasses.replace(
+        clean_source, name=str(cell), format="imagefolder", indices=rows, fetch=tree.fetch, metadata={}
+    )
 
 
 def _aligned_rows(tree_labels: np.ndarray, clean: Source) -> np.ndarray | None:

@@ -322,4 +322,7 @@ def cifar_c_source(directory, clean_source, name: str, severity: int):
     def fetch(idx: np.ndarray) -> np.ndarray:
         return np.asarray(cc.images(name, severity)[idx])
 
-    return dataclasses.replace(clean_source, name=str(directory), format="cifar-c", indices=rows, fetch=fetch)
+    # Its own images at the clean positions: the clean set's metadata, indexed by the clean set's, is not theirs.
+    return dataclasses.replace(
+        clean_source, name=str(directory), format="cifar-c", indices=rows, fetch=fetch, metadata={}
+    )

@@ -144,3 +144,37 @@ def _unmatched(tmp_path):
     path = tmp_path / "far.csv"
     path.write_text("index,site\n100,a\n101,b\n", encoding="utf-8")
     return str(path)
+
+
+def test_shards_are_keyed_by_key_with_their_own_json_members(tmp_path):
+    import io
+    import tarfile
+
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    path = tmp_path / "shard-000000.tar"
+    rows = []
+    with tarfile.open(path, "w") as tar:
+        for i in range(80):
+            buffer = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(buffer, format="PNG")
+            members = {
+                "png": buffer.getvalue(),
+                "cls": str(i % 2).encode(),
+                "json": json.dumps({"camera": "a" if i < 40 else "b"}).encode(),
+            }
+            for field, data in members.items():
+                info = tarfile.TarInfo(f"s{i:03d}.{field}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            rows.append({"key": f"s{i:03d}", "site": "x" if i % 4 else "y"})
+    metadata = tmp_path / "sites.jsonl"
+    metadata.write_text("".join(json.dumps(row) + "\n" for row in rows[:60]), encoding="utf-8")
+    model = linear_onnx(tmp_path / "model.onnx", num_classes=2)
+    section = macs_audit.audit(str(model), str(path), metadata=str(metadata), min_slice_size=10, **FAST).slices
+    assert section.metadata["keyed_by"] == "key"
+    assert (section.metadata["matched"], section.metadata["images_without_metadata"]) == (60, 20)
+    assert section.columns["camera"]["source"] == "shards" and section.columns["site"]["missing"] == 20
+    by_value = {(s.column, s.value): s.n for s in section.slices}
+    assert by_value[("camera", "a")] == 40 and by_value[("site", "y")] == 15
