@@ -300,6 +300,7 @@ def _resampled_slices(
             for b in range(N_BINS):
                 sums[i, :, :, b] = own[bounds[b] : bounds[b + 1]].T @ drawn[bounds[b] : bounds[b + 1]]
         size, hits, conf, nll_sum = sums.sum(axis=3).transpose(1, 2, 0)  # each (rows, slices)
+        size[size == 0] = np.nan  # a small slice no image of a resample falls in: that resample has no value
         return {
             "accuracy": hits / size,
             "nll": nll_sum / size,
@@ -315,12 +316,26 @@ def _resampled_slices(
 
 def _intervals(estimates: list[dict[str, float]], drawn: dict[str, np.ndarray]) -> list[dict[str, list[float]]]:
     """Each slice's 95% intervals from its metrics' resampled values (`drawn`: metric -> (resamples, slices)): the
-    percentile interval, the ECE's bias-corrected as every view's (metrics/bootstrap.py)."""
+    percentile interval, the ECE's bias-corrected as every view's (metrics/bootstrap.py), over the resamples that
+    hold any of its images (all of them but for a slice of a few images); none from fewer than two."""
     if not drawn:
         return [{} for _ in estimates]
+    valid = np.isfinite(drawn["accuracy"])  # (resamples, slices): the resamples holding any of a slice's images
+    # Every slice's at once where every resample holds it (any slice of more than a few images).
     ends = {name: percentile_ends(values) for name, values in drawn.items()}  # each (2, slices)
     ends["ece"] = bias_corrected_ends(np.array([m["ece"] for m in estimates]), drawn["ece"])
-    return [{name: [float(v) for v in ends[name][:, i]] for name in metrics} for i, metrics in enumerate(estimates)]
+    out = []
+    for i, metrics in enumerate(estimates):
+        held = valid[:, i]
+        if held.all():
+            out.append({name: [float(v) for v in ends[name][:, i]] for name in metrics})
+        elif held.sum() >= 2:
+            own = {name: percentile_ends(values[held, i]) for name, values in drawn.items()}
+            own["ece"] = bias_corrected_ends(np.asarray(metrics["ece"]), drawn["ece"][held, i])
+            out.append({name: [float(v) for v in own[name]] for name in metrics})
+        else:
+            out.append({})
+    return out
 
 
 def _wilson(successes: int, n: int) -> tuple[float, float]:

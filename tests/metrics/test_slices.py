@@ -177,3 +177,13 @@ def test_settings_out_of_range_name_their_option():
         slices.check_slice_settings(5, 1, "holm")
     with pytest.raises(UsageError, match="--slice-correction"):
         slices.check_slice_settings(5, 100, "none")
+
+
+def test_a_slice_of_two_images_gets_finite_intervals_from_the_resamples_that_hold_it():
+    scores = _scores(300, seed=2)
+    column = np.array(["pair"] * 2 + ["rest"] * 298, dtype=object)
+    result = slices.analyse_slices(scores, slices.define_slices({"c": column}, 5), min_size=2, resamples=200)
+    pair = next(r for r in result["scored"] if r["value"] == "pair")
+    # About e^-2 of the resamples draw neither image: they are left out, not turned into NaN.
+    assert pair["intervals"] and all(np.isfinite(v).all() for v in pair["intervals"].values())
+    assert 0 <= pair["intervals"]["accuracy"][0] <= pair["intervals"]["accuracy"][1] <= 1
