@@ -245,7 +245,8 @@ SLICE_BARS = 40  # the slices drawn (the worst accuracy gaps first): a chart of 
 
 def slice_ece(report: Report) -> bytes | None:
     """Each scored slice's ECE as a horizontal bar with its 95% interval, the slices in the section's order (the
-    worst accuracy gap on top, the first SLICE_BARS), the significant ones in red, the whole data's ECE as a line."""
+    worst accuracy gap on top, the first SLICE_BARS), those significantly worse than the rest in red and better in
+    green, the whole data's ECE as a line."""
     section = report.slices
     if section is None or not section.slices:
         return None
@@ -256,7 +257,9 @@ def slice_ece(report: Report) -> bytes | None:
     fig = _figure(6.5, 0.3 * len(shown) + 1.3)
     ax = fig.subplots()
     rows = list(range(len(shown)))
-    ax.barh(rows, ece, color=["#cc3333" if s.significant else "#3366cc" for s in shown], alpha=0.8)
+    # Red: significantly worse than the rest; green: significantly better (often a worse slice's complement).
+    colours = ["#cc3333" if s.worse() else "#339933" if s.significant else "#3366cc" for s in shown]
+    ax.barh(rows, ece, color=colours, alpha=0.8)
     # Each interval drawn from its bounds (a bias-corrected interval need not hold its point estimate).
     ends = [(i, s.intervals["ece"]) for i, s in zip(rows, shown, strict=True) if s.intervals.get("ece")]
     if ends:
@@ -270,6 +273,7 @@ def slice_ece(report: Report) -> bytes | None:
         ax.axvline(100 * whole, color="#222222", linestyle="--", linewidth=1, label=f"all images {100 * whole:.2f}%")
         ax.legend(loc="best", fontsize=8)
     more = f" (the first {len(shown)} of {len(section.slices)})" if len(section.slices) > len(shown) else ""
-    ax.set(xlabel=f"{_ECE.label} (%)", title=f"{_ECE.label} per slice, 95% interval{more}; red: significant")
+    title = f"{_ECE.label} per slice, 95% interval{more}; significantly worse: red, better: green"
+    ax.set(xlabel=f"{_ECE.label} (%)", title=title)
     ax.set_xlim(left=0)
     return _png(fig)
