@@ -64,7 +64,7 @@ def slice_columns(
         sizes = original_sizes(files if source.indices is None else [files[i] for i in source.indices])
         image.update(sizes)
     for name, values in image.items():
-        if name in columns:  # a metadata column of that name keeps it; the property is told apart by its prefix
+        if name in columns or name in skipped:  # a metadata column of that name keeps it; the property is prefixed
             name = f"{IMAGE}_{name}"
         reason = unsliceable(values)
         if reason is not None:

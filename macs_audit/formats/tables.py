@@ -556,10 +556,12 @@ def slice_note_rows(section: Slices) -> list[list[str]]:
             ]
         )
     for small in section.small:
+        rest = small.get("rest")  # a slice whose rest is too small to compare it with
         rows.append(
             [
-                f"listed, not scored (under {section.min_size:,} images)",
-                f"{slice_label(small.get('column'), small.get('value'))} ({_count(small.get('n', 0), 'image')})",
+                f"listed, not scored ({'its rest ' if rest else ''}under {section.min_size:,} images)",
+                f"{slice_label(small.get('column'), small.get('value'))} ({_count(small.get('n', 0), 'image')})"
+                + (f"; rest: {rest}" if rest else ""),
             ]
         )
     rows += [[f"not sliced: {column}", str(reason)] for column, reason in section.skipped.items()]

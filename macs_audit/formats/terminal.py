@@ -282,7 +282,7 @@ def _slices(report: Report, section: layout.Part, content: layout.Content) -> li
     if report.slices is not None and report.slices.slices:  # the first table: the scored slices
         scored = others.pop(0)
         rows = [list(row) for row in scored.rows]
-        parts.append(slice_table(rows[: tables.SLICE_ROWS], list(scored.header), len(rows) - tables.SLICE_ROWS))
+        parts.append(slice_table(rows[: tables.SLICE_ROWS], list(scored.header), max(0, len(rows) - tables.SLICE_ROWS)))
     return [Group(*parts), *(_grid(None, t) for t in others)]
 
 

@@ -464,7 +464,7 @@ def _parity_checks(report: Report, config: GateConfig, use_interval: bool) -> li
 
 NO_SLICES = (
     "evaluate makes it with --metadata FILE, or from the images' own properties unless --no-image-slices "
-    "(saved predictions: --metadata only)"
+    "(saved predictions: their metadata columns, or --metadata)"
 )
 
 

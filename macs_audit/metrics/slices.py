@@ -19,10 +19,11 @@ belong to none of its slices. Each slice of at least `min_size` images is scored
   (the family-wise error rate) or Benjamini-Hochberg (the false discovery rate) at `level`; a slice is
   `significant` when either of its tests is after the correction.
 
-Slices smaller than `min_size` are listed with their size, not scored. The multicalibration error is the
-largest |sum over a confidence bin's images of (confidence - correct)| / slice size over every scored slice and
-the whole data set and every one of the 15 equal-width bins (Hebert-Johnson et al. 2018's alpha, conditional on
-the slice): the slice and bin where calibration is worst, weighted by how much of the slice the bin holds.
+Slices smaller than `min_size`, or whose rest is, are listed with their size, not scored. The multicalibration error
+is the largest |sum over a confidence bin's images of (confidence - correct)| / slice size over every scored slice
+and the whole data set and every one of the 15 equal-width bins: the slice and bin where calibration is worst,
+weighted by how much of the slice the bin holds (a bin-mass-weighted l-infinity multicalibration error, after
+Hebert-Johnson et al. 2018, whose alpha conditions on the bin as well).
 """
 
 from __future__ import annotations
@@ -124,16 +125,27 @@ def _numeric_slices(column: str, values: np.ndarray, bins: int) -> list[Slice]:
         return [Slice(column, _number(v), known[values[known] == v], (float(v), float(v))) for v in distinct.tolist()]
     edges = np.unique(np.quantile(values[known], np.linspace(0, 1, bins + 1)))
     which = np.searchsorted(edges[1:-1], values[known], side="right")  # bin b holds [edges[b], edges[b + 1])
+    shown = _edges(edges)
     out = []
     for b in range(len(edges) - 1):
         lo, hi = float(edges[b]), float(edges[b + 1])
         closing = "]" if b == len(edges) - 2 else ")"
-        out.append(Slice(column, f"[{_number(lo)}, {_number(hi)}{closing}", known[which == b], (lo, hi)))
+        out.append(Slice(column, f"[{shown[b]}, {shown[b + 1]}{closing}", known[which == b], (lo, hi)))
     return [s for s in out if len(s.members)]
 
 
 def _number(value: float) -> str:
-    return f"{value:.4g}"
+    """A value a slice is named by, exactly: 3 for 3.0, 10001, 0.25 (so that two values never share a name)."""
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+
+
+def _edges(edges: np.ndarray) -> list[str]:
+    """Bin edges written with 4 significant digits, or as many more as tell every edge from the next."""
+    for digits in range(4, 18):
+        texts = [f"{e:.{digits}g}" for e in edges.tolist()]
+        if len(set(texts)) == len(texts):
+            return texts
+    return [repr(e) for e in edges.tolist()]
 
 
 def _value_slices(column: str, values: np.ndarray) -> list[Slice]:
@@ -170,10 +182,12 @@ def analyse_slices(
     covered_all = {m: _spread(c, scores.scored, n) for m, c in scores.covered.items()}
     big = [s for s in slices if _scorable(s, n, min_size)]
     small = [
-        {"column": s.column, "value": s.value, "n": int(len(s.members))}
+        {"column": s.column, "value": s.value, "n": int(len(s.members)), **_why_small(s, n, min_size)}
         for s in slices
         if not _scorable(s, n, min_size)
     ]
+    names = [(s.column, s.value) for s in slices]
+    assert len(set(names)) == len(names), "two slices of one name"  # define_slices names each slice apart
     totals = (correct.sum(), residual.sum(), (residual**2).sum())
     records = [_slice_record(s, scores, correct, residual, totals, scored_mask, covered_all) for s in big]
     drawn = _resampled_slices(scores.confidence, correct, scores.nll, big, resamples, derive_seed("slices", seed))
@@ -197,8 +211,16 @@ def analyse_slices(
 
 
 def _scorable(s: Slice, n: int, min_size: int) -> bool:
-    """At least `min_size` images, and a rest to compare them with."""
-    return len(s.members) >= min_size and len(s.members) < n
+    """At least `min_size` images, and a rest of at least as many to compare them with (the tests' normal
+    approximations need both sides: a rest of 3 images made a dominant category 'significant')."""
+    return len(s.members) >= min_size and n - len(s.members) >= min_size
+
+
+def _why_small(s: Slice, n: int, min_size: int) -> dict[str, str]:
+    """{"rest": why} for a slice large enough whose rest is not (the small list's entries are otherwise small)."""
+    if len(s.members) >= min_size:
+        return {"rest": f"the other {n - len(s.members):,} images, fewer than {min_size:,}"}
+    return {}
 
 
 def _spread(values: np.ndarray, positions: np.ndarray | None, n: int) -> np.ndarray:

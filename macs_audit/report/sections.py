@@ -547,7 +547,7 @@ SliceGap = Annotated[
     dict[str, Any], Keys(gap=float, interval=Pair, p_value=float, adjusted_p_value=float, significant=bool)
 ]
 SliceCoverage = Annotated[dict[str, Any], Keys(coverage=float, coverage_interval=Pair, n=int)]
-SmallSlice = Annotated[dict[str, Any], Keys(column=str, value=str, n=int)]
+SmallSlice = Annotated[dict[str, Any], Keys(column=str, value=str, n=int, rest=str)]
 Multicalibration = Annotated[
     dict[str, Any], Keys(error=float, column=str | None, value=str | None, bin=Pair, n=int, min_size=int)
 ]

@@ -265,3 +265,10 @@ def test_the_summary_does_not_count_a_slice_better_than_the_rest_as_worse():
     tests = section.tests
     expected = f"no slice significantly worse than the rest ({tests} tests, Holm); 1 significantly better than the rest"
     assert finding(sliced(section)) == expected
+
+
+def test_the_terminal_counts_no_more_rows_when_fewer_than_it_shows():
+    section = copy.deepcopy(_section())
+    section.slices = section.slices[:4]
+    text = terminal.to_text(terminal.renderable(sliced(section)), width=120)
+    assert "more in the JSON report" not in text and "lighting = dark" in text

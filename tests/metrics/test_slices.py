@@ -133,10 +133,25 @@ def test_small_slices_are_listed_not_scored_and_the_whole_data_is_no_slice():
     scores = _scores(1000)
     column = np.array(["big"] * 950 + ["small"] * 50, dtype=object)
     result = slices.analyse_slices(scores, slices.define_slices({"c": column}, 5), min_size=100, resamples=0)
-    assert [r["value"] for r in result["scored"]] == ["big"]
-    assert result["small"] == [{"column": "c", "value": "small", "n": 50}]
+    # The big slice's rest is the 50 small images: too few to compare it with, so neither is tested.
+    assert result["scored"] == [] and result["tests"] == 0
+    assert result["small"] == [
+        {"column": "c", "value": "big", "n": 950, "rest": "the other 50 images, fewer than 100"},
+        {"column": "c", "value": "small", "n": 50},
+    ]
+    three = np.array(["a"] * 450 + ["b"] * 450 + ["small"] * 100, dtype=object)
+    result = slices.analyse_slices(scores, slices.define_slices({"c": three}, 5), min_size=100, resamples=0)
+    assert sorted(r["value"] for r in result["scored"]) == ["a", "b", "small"]
     everyone = slices.analyse_slices(scores, slices.define_slices({"c": np.array(["x"] * 1000, dtype=object)}, 5))
-    assert everyone["scored"] == [] and everyone["small"] == [{"column": "c", "value": "x", "n": 1000}]
+    assert everyone["scored"] == [] and everyone["small"][0]["n"] == 1000 and "rest" in everyone["small"][0]
+
+
+def test_slices_are_named_apart_however_close_their_values():
+    codes = slices.define_slices({"site": np.array([10001.0, 10002.0, 10003.0] * 4)}, 5)
+    assert [s.value for s in codes] == ["10001", "10002", "10003"]
+    close = slices.define_slices({"x": 1000 + np.linspace(0, 0.04, 40)}, 4)
+    names = [s.value for s in close]
+    assert len(set(names)) == 4 and names[0].startswith("[1000, 1000.0") and names[-1].endswith("1000.04]")
 
 
 def test_multicalibration_error_is_the_largest_weighted_bin_gap_of_a_direct_loop():
