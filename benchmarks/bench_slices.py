@@ -117,7 +117,7 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}")
     with_slices, without, analysis, added = [], [], [], []
     clock = PropertyClock()
-    audit(True, clock)  # the imports and the first session's start, paid once before the timed rounds
+    audit(True, clock)  # the imports and the first onnxruntime InferenceSession, paid once before the timed rounds
     report = None
     for round_ in range(args.rounds):
         for image_slices in (True, False) if round_ % 2 == 0 else (False, True):
