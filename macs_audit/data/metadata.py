@@ -199,7 +199,7 @@ def _csv(name: str, text: str) -> tuple[list[str], dict[str, list], list[str]]:
         header = [cell.strip() for cell in next(reader, [])]
         if not header:
             raise InputError(f"{name}: the file is empty; it needs a header row and one row per image")
-        _check_header(name, header)
+        check_header(name, header)
         body, lines = [], []
         for row in reader:
             if not row:  # a blank line
@@ -215,7 +215,8 @@ def _csv(name: str, text: str) -> tuple[list[str], dict[str, list], list[str]]:
     return header, {column: [row[j] for row in body] for j, column in enumerate(header)}, lines
 
 
-def _check_header(name: str, header: list[str]) -> None:
+def check_header(name: str, header: list[str]) -> None:
+    """InputError for a table header (a metadata file's, a predictions table's) with an empty or repeated name."""
     seen: set[str] = set()
     for column in header:
         if not column:
@@ -262,7 +263,7 @@ def _parquet(path: Path) -> tuple[list[str], dict[str, list], list[str]]:
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise InputError(f"{path}: cannot read it as Parquet ({exc})") from None
     header = list(table.column_names)
-    _check_header(str(path), header)
+    check_header(str(path), header)
     cells = {column: table.column(column).to_pylist() for column in header}
     return header, cells, [f"row {i}" for i in range(table.num_rows)]
 

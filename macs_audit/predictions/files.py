@@ -203,7 +203,9 @@ def _csv_columns(path: Path) -> dict[str, np.ndarray]:
     if not rows:
         raise InputError(f"{name}: the file is empty; it needs a header row and one row per sample")
     header = [cell.strip() for cell in rows[0]]
-    _check_header(name, header)
+    from macs_audit.data.metadata import check_header  # the metadata files' rule, read lazily as column_values
+
+    check_header(name, header)
     body = rows[1:]
     for row_number, row in enumerate(body, start=2):
         if len(row) != len(header):
@@ -222,7 +224,9 @@ def _parquet_columns(path: Path) -> dict[str, np.ndarray]:
         table = pq.read_table(path)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise InputError(f"{name}: cannot read it as Parquet ({exc})") from None
-    _check_header(name, list(table.column_names))
+    from macs_audit.data.metadata import check_header
+
+    check_header(name, list(table.column_names))
     columns = {}
     for column in table.column_names:
         values = table.column(column)
@@ -231,16 +235,6 @@ def _parquet_columns(path: Path) -> dict[str, np.ndarray]:
         else:
             columns[column] = values.to_numpy(zero_copy_only=False)
     return columns
-
-
-def _check_header(name: str, header: list[str]) -> None:
-    seen: set[str] = set()
-    for column in header:
-        if not column:
-            raise InputError(f"{name}: the header has an empty column name")
-        if column in seen:
-            raise InputError(f"{name}: the header names column {column!r} twice")
-        seen.add(column)
 
 
 def _from_columns(name: str, columns: dict[str, np.ndarray], label_column: str) -> Predictions:
